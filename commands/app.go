@@ -1,0 +1,197 @@
+// Package commands is loanq's command line: one file per command, each thin —
+// parse the flags, call the engine, print text or JSON.
+package commands
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"os/user"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/loanq/loanq/dispatch"
+	"github.com/loanq/loanq/drivers"
+	"github.com/loanq/loanq/problem"
+	"github.com/loanq/loanq/schema"
+)
+
+// Version is set at build time with -ldflags "-X github.com/loanq/loanq/commands.Version=…".
+var Version = "dev"
+
+// Main runs loanq with args and returns the process exit code (SPEC §5).
+func Main(args []string, stdout, stderr io.Writer) int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	ran := false
+	app := NewApp(stdout, stderr, &ran)
+	err := app.RunContext(ctx, reorderArgs(app, args))
+	if err == nil {
+		return problem.ExitOK
+	}
+	if !ran && problem.KindOf(err) == problem.Failure {
+		// urfave/cli failed before any action ran: a bad flag or argument.
+		err = problem.AsUsage(err, "bad command line")
+		err = problem.WithHint(err, "run `loanq --help` or `loanq COMMAND --help`")
+	}
+	fmt.Fprintf(stderr, "loanq: %s\n", err)
+	return problem.ExitCode(err)
+}
+
+// NewApp builds the command tree; ran is set once an action starts, so Main
+// can tell flag errors (usage) from failures of the action itself.
+func NewApp(stdout, stderr io.Writer, ran *bool) *cli.App {
+	app := &cli.App{
+		Name:    "loanq",
+		Usage:   "hand out work to human processors through your database's row locks",
+		Version: Version,
+		Description: `loanq keeps work queues ("tasks") in a relational database and hands each
+processor the highest-priority loans of a task that nobody else has. Callers on
+different machines are coordinated by the database's locks, never by memory.
+
+Examples:
+   loanq demo                                   # see it work on the embedded SQLite default
+   loanq --db postgres://app@db:5432/loans migrate up
+   loanq task create verify-bank --where "statements_submitted AND NOT statements_verified" --order "submitted_at"
+   loanq --user oliver work get verify-bank --count 3
+   loanq --user oliver disposition verify-bank 123 return --after 4h`,
+		Writer:                 stdout,
+		ErrWriter:              stderr,
+		HideHelpCommand:        true,
+		UseShortOptionHandling: false,
+		ExitErrHandler:         func(*cli.Context, error) {}, // Main maps errors to exit codes
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "db", EnvVars: []string{"LOANQ_DB"}, Value: drivers.DefaultDSN,
+				Usage: "database `DSN`: postgres://…, mysql://user:pass@host:port/db, oracle://user:pass@host:port/service, sqlite:PATH"},
+			&cli.StringFlag{Name: "user", EnvVars: []string{"LOANQ_USER"}, Value: defaultUser(), Usage: "acting processor `NAME`"},
+			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, EnvVars: []string{"LOANQ_OUTPUT"}, Value: "text", Usage: "output format: text or json"},
+		},
+		Commands: []*cli.Command{
+			migrateCommand(),
+			taskCommand(),
+			workCommand(),
+			dispositionCommand(),
+			pipelineCommand(),
+			sqlCommand(),
+		},
+	}
+	app.Before = func(c *cli.Context) error {
+		switch c.String("output") {
+		case "text", "json":
+			return nil
+		}
+		return problem.Usagef("invalid --output %q: use text or json", c.String("output"))
+	}
+	app.OnUsageError = usageError
+	markRan(app.Commands, ran)
+	return app
+}
+
+// markRan wraps every action so Main knows whether flag parsing succeeded.
+func markRan(cmds []*cli.Command, ran *bool) {
+	for _, c := range cmds {
+		c.OnUsageError = usageError
+		if c.Action != nil {
+			act := c.Action
+			c.Action = func(ctx *cli.Context) error { *ran = true; return act(ctx) }
+		}
+		markRan(c.Subcommands, ran)
+	}
+}
+
+func defaultUser() string {
+	if u, err := user.Current(); err == nil && u.Username != "" {
+		return u.Username
+	}
+	return os.Getenv("USER")
+}
+
+// env is what an action needs: an engine on an open, current database.
+type env struct {
+	*dispatch.Engine
+	dsn  drivers.DSN
+	user string
+	json bool
+	out  io.Writer
+}
+
+func (e *env) Close() { e.DB.Close() }
+
+// open connects to --db and checks its schema. The embedded SQLite default
+// migrates itself so that a newcomer needs no extra step.
+func open(c *cli.Context) (*env, error) {
+	d, db, dsn, err := connect(c)
+	if err != nil {
+		return nil, err
+	}
+	if d.Name() == "sqlite" {
+		err = schema.EnsureCurrent(c.Context, d, db)
+		if err == nil {
+			err = schema.Check(c.Context, d, db, dsn.Redacted())
+		}
+	} else {
+		err = schema.Check(c.Context, d, db, dsn.Redacted())
+	}
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
+	return &env{Engine: dispatch.New(db, d), dsn: dsn, user: c.String("user"),
+		json: c.String("output") == "json", out: c.App.Writer}, nil
+}
+
+func connect(c *cli.Context) (drivers.Driver, *sql.DB, drivers.DSN, error) {
+	ctx, cancel := context.WithTimeout(c.Context, 30*time.Second)
+	defer cancel()
+	return drivers.Connect(ctx, c.String("db"))
+}
+
+// emit prints v as one JSON document, or calls text for people.
+func emit(c *cli.Context, v any, text func(w io.Writer)) error {
+	if c.String("output") == "json" {
+		enc := json.NewEncoder(c.App.Writer)
+		enc.SetIndent("", "  ")
+		return enc.Encode(v)
+	}
+	text(c.App.Writer)
+	return nil
+}
+
+// parseDuration reads a duration flag with a message that says how to fix it.
+func parseDuration(flag, s string) (time.Duration, error) {
+	d, err := time.ParseDuration(strings.TrimSpace(s))
+	if err != nil {
+		return 0, problem.Usagef("invalid --%s %q: give a duration such as 0s, 90m, 4h or 1h30m", flag, s)
+	}
+	return d, nil
+}
+
+// oneArg returns the single positional argument named what.
+func args(c *cli.Context, names ...string) ([]string, error) {
+	if c.NArg() != len(names) {
+		want := strings.Join(names, " ")
+		if want == "" {
+			want = "none"
+		}
+		return nil, problem.Usagef("`%s` takes %d argument(s): %s (got %d); see `%s --help`",
+			c.Command.HelpName, len(names), want, c.NArg(), c.Command.HelpName)
+	}
+	return c.Args().Slice(), nil
+}
+
+// usageError replaces urfave/cli's "Incorrect Usage" plus full help with one
+// line that says what was wrong and where to read more.
+func usageError(c *cli.Context, err error, _ bool) error {
+	name := "loanq"
+	if c.Command != nil && c.Command.HelpName != "" {
+		name = c.Command.HelpName
+	}
+	return &problem.Error{Kind: problem.Usage, Msg: err.Error(), Hint: "see `" + name + " --help`"}
+}

@@ -1,0 +1,82 @@
+package commands
+
+import (
+	"fmt"
+	"io"
+	"strconv"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/loanq/loanq/dispatch"
+	"github.com/loanq/loanq/problem"
+)
+
+func dispositionCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "disposition",
+		Usage:     "end your active assignment of a loan: complete, return (after a delay) or never",
+		ArgsUsage: "TASK LOAN complete|return|never",
+		Description: `complete  done; the loan comes back later only if it still matches the criteria
+return    back to the queue once --after has passed (0s to 72h; 0s: at once)
+never     never assigned again for this task
+
+Only the loan's assignee may disposition it. Every disposition is kept as history.
+
+Examples:
+   loanq --user oliver disposition verify-bank 123 complete
+   loanq --user oliver disposition verify-bank 456 return --after 4h
+   loanq --user oliver disposition verify-bank 789 never`,
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "after", Usage: "with return: how long until the loan is back in the queue (0s-72h)"},
+		},
+		Action: disposition,
+	}
+}
+
+func disposition(c *cli.Context) error {
+	a, err := args(c, "TASK", "LOAN", "ACTION")
+	if err != nil {
+		return err
+	}
+	if err := dispatch.ValidateTaskName(a[0]); err != nil {
+		return err
+	}
+	loan, err := strconv.ParseInt(a[1], 10, 64)
+	if err != nil {
+		return problem.Usagef("invalid loan id %q: give the 64-bit integer id that `loanq pipeline` shows", a[1])
+	}
+	action, err := dispatch.ParseAction(a[2])
+	if err != nil {
+		return err
+	}
+	afterGiven := c.IsSet("after")
+	after := int64(0)
+	if afterGiven {
+		d, err := parseDuration("after", c.String("after"))
+		if err != nil {
+			return err
+		}
+		if d < 0 || d > dispatch.MaxReturnWait {
+			return problem.Usagef("invalid --after %s: give a duration from 0s to 72h (e.g. 0s, 90m, 4h)", c.String("after"))
+		}
+		after = int64(d)
+	} else if action == dispatch.Return {
+		return problem.Usagef("return needs --after: how long until the loan is back in the queue (0s to 72h)")
+	}
+	e, err := open(c)
+	if err != nil {
+		return err
+	}
+	defer e.Close()
+	d, err := e.Dispose(c.Context, a[0], loan, e.user, action, durationOf(after), afterGiven)
+	if err != nil {
+		return err
+	}
+	return emit(c, d, func(w io.Writer) {
+		if d.Disposition == dispatch.Return {
+			fmt.Fprintf(w, "loan %d in task %s: returned to the queue after %s\n", d.LoanID, d.Task, d.After)
+			return
+		}
+		fmt.Fprintf(w, "loan %d in task %s: %s\n", d.LoanID, d.Task, d.Disposition)
+	})
+}

@@ -1,0 +1,52 @@
+package commands
+
+import (
+	"fmt"
+	"io"
+	"text/tabwriter"
+	"time"
+
+	"github.com/urfave/cli/v2"
+)
+
+func durationOf(ns int64) time.Duration { return time.Duration(ns) }
+
+func pipelineCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "pipeline",
+		Usage:     "show your active work, oldest first",
+		ArgsUsage: " ",
+		Description: `Examples:
+   loanq --user oliver pipeline
+   loanq --user oliver --output json pipeline --task verify-bank`,
+		Flags:  []cli.Flag{&cli.StringFlag{Name: "task", Usage: "only this task"}},
+		Action: pipeline,
+	}
+}
+
+func pipeline(c *cli.Context) error {
+	if _, err := args(c); err != nil {
+		return err
+	}
+	e, err := open(c)
+	if err != nil {
+		return err
+	}
+	defer e.Close()
+	items, err := e.Pipeline(c.Context, e.user, c.String("task"))
+	if err != nil {
+		return err
+	}
+	return emit(c, map[string]any{"user": e.user, "work": items}, func(w io.Writer) {
+		if len(items) == 0 {
+			fmt.Fprintf(w, "%s has no active work\n", e.user)
+			return
+		}
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "TASK\tLOAN\tASSIGNED AT\tFOR")
+		for _, it := range items {
+			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\n", it.Task, it.LoanID, it.AssignedAt.Format(time.RFC3339), time.Duration(it.AgeSeconds)*time.Second)
+		}
+		tw.Flush()
+	})
+}

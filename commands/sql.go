@@ -1,0 +1,84 @@
+package commands
+
+import (
+	"fmt"
+	"io"
+	"io/fs"
+	"sort"
+	"strings"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/loanq/loanq/drivers"
+)
+
+func sqlCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "sql",
+		Usage:     "print every statement a dialect sends, by purpose (no database needed)",
+		ArgsUsage: " ",
+		Description: `Prints the statements from the same values the driver executes, the shape of
+the criteria query, and the embedded migrations.
+
+Examples:
+   loanq sql --dialect postgres
+   loanq sql --dialect oracle --output json`,
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "dialect", Usage: "postgres, mysql, oracle or sqlite (default: the --db's dialect)"},
+		},
+		Action: printSQL,
+	}
+}
+
+func printSQL(c *cli.Context) error {
+	if _, err := args(c); err != nil {
+		return err
+	}
+	name := c.String("dialect")
+	var d drivers.Driver
+	var err error
+	if name == "" {
+		dsn, err := drivers.ParseDSN(c.String("db"))
+		if err != nil {
+			return err
+		}
+		d, err = drivers.Lookup(dsn.Scheme)
+		if err != nil {
+			return err
+		}
+	} else if d, err = drivers.ByName(name); err != nil {
+		return err
+	}
+	type stmt struct {
+		Name    string `json:"name"`
+		Purpose string `json:"purpose"`
+		SQL     string `json:"sql"`
+	}
+	var list []stmt
+	for _, n := range d.Statements().List() {
+		if n.SQL == "" {
+			n.SQL = fmt.Sprintf("-- not used on %s: strategies available are %v", d.Name(), d.Strategies())
+		}
+		list = append(list, stmt{n.Field, n.Purpose, n.SQL})
+	}
+	list = append(list, stmt{"CriteriaQuery", "the heavy criteria query of a task (--where, --order, --source, --key filled in)",
+		d.CriteriaQuery(drivers.CriteriaSource{Source: "loan", Key: "id", Where: "<--where>", Order: "<--order>"})})
+	migs, err := fs.Glob(d.Migrations(), "*.sql")
+	if err != nil {
+		return err
+	}
+	sort.Strings(migs)
+	for _, m := range migs {
+		b, err := fs.ReadFile(d.Migrations(), m)
+		if err != nil {
+			return err
+		}
+		list = append(list, stmt{"migration " + m, "schema migration", strings.TrimSpace(string(b))})
+	}
+	return emit(c, map[string]any{"dialect": d.Name(), "strategies": d.Strategies(), "statements": list}, func(w io.Writer) {
+		fmt.Fprintf(w, "-- loanq statements for %s (lock strategies: %v)\n", d.Name(), d.Strategies())
+		for _, s := range list {
+			fmt.Fprintf(w, "\n-- %s: %s\n%s\n", s.Name, s.Purpose, s.SQL)
+		}
+	})
+}

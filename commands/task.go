@@ -1,0 +1,196 @@
+package commands
+
+import (
+	"fmt"
+	"io"
+	"text/tabwriter"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/loanq/loanq/dispatch"
+	"github.com/loanq/loanq/drivers"
+)
+
+func taskCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "task",
+		Usage: "define and inspect work queues (tasks)",
+		Subcommands: []*cli.Command{
+			{
+				Name:      "create",
+				Usage:     "define a task: a criteria query over a table of loans plus a priority order",
+				ArgsUsage: "NAME",
+				Description: `The criteria are checked against the database (run once, nothing stored)
+before the task is saved. --where and --order are SQL: only admins should be
+allowed to create tasks.
+
+Examples:
+   loanq task create verify-bank --where "statements_submitted = 1 AND statements_verified = 0" --order "submitted_at"
+   loanq task create big-loans --source loan_view --key loan_id --where "amount > 500000" --max-active 5 --if-not-exists`,
+				Flags: []cli.Flag{
+					&cli.StringFlag{Name: "where", Usage: "SQL condition selecting the task's loans (required)"},
+					&cli.StringFlag{Name: "order", Usage: "SQL ORDER BY list: highest priority first (the key breaks ties)"},
+					&cli.StringFlag{Name: "source", Value: "loan", Usage: "table or view holding the loans"},
+					&cli.StringFlag{Name: "key", Value: "id", Usage: "column of --source holding the 64-bit loan id"},
+					&cli.IntFlag{Name: "max-active", Usage: "cap on each user's active work in this task (0: none)"},
+					&cli.StringFlag{Name: "lock", Usage: "lock strategy: skip, nowait, wait or lease (default: skip; lease on SQLite)"},
+					&cli.StringFlag{Name: "query-delay", Value: "0s", Usage: "sleep this long inside the locked section: simulates a heavy criteria query (demos, tests)"},
+					&cli.StringFlag{Name: "lease-ttl", Value: dispatch.DefaultLeaseTTL.String(), Usage: "how long a lease lasts (strategy lease)"},
+					&cli.BoolFlag{Name: "if-not-exists", Usage: "succeed without change when an identical task exists (for scripts)"},
+				},
+				Action: taskCreate,
+			},
+			{Name: "list", Usage: "list tasks", ArgsUsage: " ", Action: taskList,
+				Description: "Example:\n   loanq task list --output json"},
+			{Name: "show", Usage: "show a task and its latest criteria-query runs", ArgsUsage: "NAME", Action: taskShow,
+				Description: "Example:\n   loanq task show verify-bank"},
+		},
+	}
+}
+
+func taskCreate(c *cli.Context) error {
+	a, err := args(c, "NAME")
+	if err != nil {
+		return err
+	}
+	if err := dispatch.ValidateTaskName(a[0]); err != nil {
+		return err
+	}
+	delay, err := parseDuration("query-delay", c.String("query-delay"))
+	if err != nil {
+		return err
+	}
+	ttl, err := parseDuration("lease-ttl", c.String("lease-ttl"))
+	if err != nil {
+		return err
+	}
+	var lock drivers.Strategy
+	if c.String("lock") != "" {
+		if lock, err = drivers.ParseStrategy(c.String("lock")); err != nil {
+			return err
+		}
+	}
+	e, err := open(c)
+	if err != nil {
+		return err
+	}
+	defer e.Close()
+	t, created, err := e.CreateTask(c.Context, dispatch.TaskSpec{
+		Name: a[0], Source: c.String("source"), Key: c.String("key"), Where: c.String("where"), Order: c.String("order"),
+		MaxActive: c.Int("max-active"), Lock: lock, QueryDelay: delay, LeaseTTL: ttl, CreatedBy: e.user,
+		IfNotExists: c.Bool("if-not-exists"),
+	})
+	if err != nil {
+		return err
+	}
+	return emit(c, map[string]any{"task": taskJSON(t), "created": created}, func(w io.Writer) {
+		if created {
+			fmt.Fprintf(w, "created task %s (lock %s)\n", t.Name, t.Lock)
+		} else {
+			fmt.Fprintf(w, "task %s already exists with this definition; nothing changed\n", t.Name)
+		}
+	})
+}
+
+func taskJSON(t *dispatch.Task) map[string]any {
+	m := map[string]any{"name": t.Name, "source": t.Source, "key": t.Key, "where": t.Where, "order": t.Order,
+		"max_active": t.MaxActive, "lock": t.Lock, "query_delay_ms": t.QueryDelay.Milliseconds(),
+		"lease_ttl_ms": t.LeaseTTL.Milliseconds(), "created_by": t.CreatedBy, "created_at": t.CreatedAt.Format(time.RFC3339)}
+	return m
+}
+
+func taskList(c *cli.Context) error {
+	if _, err := args(c); err != nil {
+		return err
+	}
+	e, err := open(c)
+	if err != nil {
+		return err
+	}
+	defer e.Close()
+	ts, err := e.Tasks(c.Context)
+	if err != nil {
+		return err
+	}
+	list := []map[string]any{}
+	for _, t := range ts {
+		list = append(list, taskJSON(t))
+	}
+	return emit(c, map[string]any{"tasks": list}, func(w io.Writer) {
+		if len(ts) == 0 {
+			fmt.Fprintln(w, "no tasks yet: create one with `loanq task create NAME --where SQL`")
+			return
+		}
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "NAME\tLOCK\tMAX-ACTIVE\tSOURCE\tWHERE\tORDER")
+		for _, t := range ts {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", t.Name, t.Lock, capText(t.MaxActive), t.Source, t.Where, t.Order)
+		}
+		tw.Flush()
+	})
+}
+
+func capText(n int) string {
+	if n == 0 {
+		return "-"
+	}
+	return fmt.Sprint(n)
+}
+
+func taskShow(c *cli.Context) error {
+	a, err := args(c, "NAME")
+	if err != nil {
+		return err
+	}
+	e, err := open(c)
+	if err != nil {
+		return err
+	}
+	defer e.Close()
+	t, err := e.Task(c.Context, a[0])
+	if err != nil {
+		return err
+	}
+	runs, err := e.Runs(c.Context, t)
+	if err != nil {
+		return err
+	}
+	if runs == nil {
+		runs = []dispatch.QueryRun{}
+	}
+	return emit(c, map[string]any{"task": taskJSON(t), "runs": runs}, func(w io.Writer) {
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		fmt.Fprintf(tw, "task:\t%s\n", t.Name)
+		fmt.Fprintf(tw, "source:\t%s (key %s)\n", t.Source, t.Key)
+		fmt.Fprintf(tw, "where:\t%s\n", t.Where)
+		fmt.Fprintf(tw, "order:\t%s\n", orDash(t.Order))
+		fmt.Fprintf(tw, "lock:\t%s\n", t.Lock)
+		fmt.Fprintf(tw, "max active:\t%s\n", capText(t.MaxActive))
+		fmt.Fprintf(tw, "query delay:\t%s\n", t.QueryDelay)
+		if t.Lock == drivers.Lease {
+			fmt.Fprintf(tw, "lease ttl:\t%s\n", t.LeaseTTL)
+		}
+		fmt.Fprintf(tw, "created:\t%s by %s\n", t.CreatedAt.Format(time.RFC3339), t.CreatedBy)
+		tw.Flush()
+		fmt.Fprintln(w)
+		if len(runs) == 0 {
+			fmt.Fprintln(w, "no criteria-query runs yet")
+			return
+		}
+		fmt.Fprintln(w, "latest criteria-query runs:")
+		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "STARTED\tDURATION\tLOCK\tLOANS FOUND\tREQUESTS SERVED\tLOANS ASSIGNED\tHOLDER")
+		for _, r := range runs {
+			fmt.Fprintf(tw, "%s\t%dms\t%s\t%d\t%d\t%d\t%s\n", r.StartedAt.Format(time.RFC3339), r.DurationMS, r.Strategy, r.RowsFound, r.RequestsServed, r.LoansAssigned, r.Holder)
+		}
+		tw.Flush()
+	})
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}

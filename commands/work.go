@@ -1,0 +1,167 @@
+package commands
+
+import (
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/loanq/loanq/dispatch"
+	"github.com/loanq/loanq/drivers"
+	"github.com/loanq/loanq/problem"
+)
+
+func workCommand() *cli.Command {
+	recheck := []cli.Flag{
+		&cli.StringFlag{Name: "timeout", Value: "2m", Usage: "stop rechecking after this long and exit 75 (0s: recheck until served)"},
+		&cli.StringFlag{Name: "backoff", Value: "5s,10s,20s", Usage: "recheck delays while busy; the last one repeats"},
+		&cli.StringFlag{Name: "lock", Usage: "lock strategy for this call only: skip, nowait, wait or lease (default: the task's)"},
+	}
+	return &cli.Command{
+		Name:  "work",
+		Usage: "get work from a task, or check a pending request",
+		Subcommands: []*cli.Command{
+			{
+				Name:      "get",
+				Usage:     "get the highest-priority loans of a task that nobody else has",
+				ArgsUsage: "TASK",
+				Description: `Logs the request, takes the task lock and serves every pending request of the
+task from one criteria query. When another caller holds the lock, the request
+stays pending and is rechecked (5 s, 10 s, 20 s, then every 20 s) until served
+or --timeout; with --no-wait loanq answers at once with exit code 75 and the
+request id, to be checked later with "loanq work status ID".
+
+Exit codes: 0 served (also when no loan was available: status "empty"),
+2 bad input, 75 still pending, 1 other failure.
+
+Examples:
+   loanq --user oliver work get verify-bank --count 3
+   loanq --user tracy --output json work get verify-bank --no-wait`,
+				Flags: append([]cli.Flag{
+					&cli.IntFlag{Name: "count", Aliases: []string{"n"}, Value: 1, Usage: fmt.Sprintf("how many loans to ask for (1-%d)", dispatch.MaxCount)},
+					&cli.BoolFlag{Name: "no-wait", Usage: "answer busy (exit 75) at once instead of rechecking"},
+				}, recheck...),
+				Action: workGet,
+			},
+			{
+				Name:      "status",
+				Usage:     "check a work request; serves it when it is pending and the task lock is free",
+				ArgsUsage: "REQUEST_ID",
+				Description: `Examples:
+   loanq work status 17
+   loanq work status 17 --wait --timeout 1m`,
+				Flags:  append([]cli.Flag{&cli.BoolFlag{Name: "wait", Usage: "recheck until the request is served or --timeout passes"}}, recheck...),
+				Action: workStatus,
+			},
+		},
+	}
+}
+
+func getOptions(c *cli.Context) (dispatch.GetOptions, error) {
+	var opt dispatch.GetOptions
+	var err error
+	if opt.Timeout, err = parseDuration("timeout", c.String("timeout")); err != nil {
+		return opt, err
+	}
+	if opt.Timeout < 0 {
+		return opt, problem.Usagef("invalid --timeout %s: give 0s or a positive duration", opt.Timeout)
+	}
+	for _, part := range strings.Split(c.String("backoff"), ",") {
+		d, err := parseDuration("backoff", part)
+		if err != nil {
+			return opt, err
+		}
+		if d < 10*time.Millisecond || d > time.Hour {
+			return opt, problem.Usagef("invalid --backoff %s: each delay must be between 10ms and 1h", part)
+		}
+		opt.Backoff = append(opt.Backoff, d)
+	}
+	if s := c.String("lock"); s != "" {
+		if opt.Lock, err = drivers.ParseStrategy(s); err != nil {
+			return opt, err
+		}
+	}
+	return opt, nil
+}
+
+func workGet(c *cli.Context) error {
+	a, err := args(c, "TASK")
+	if err != nil {
+		return err
+	}
+	if err := dispatch.ValidateTaskName(a[0]); err != nil {
+		return err
+	}
+	n := c.Int("count")
+	if n < 1 || n > dispatch.MaxCount {
+		return problem.Usagef("invalid --count %d: ask for between 1 and %d loans", n, dispatch.MaxCount)
+	}
+	opt, err := getOptions(c)
+	if err != nil {
+		return err
+	}
+	opt.NoWait = c.Bool("no-wait")
+	e, err := open(c)
+	if err != nil {
+		return err
+	}
+	defer e.Close()
+	req, err := e.Get(c.Context, a[0], e.user, n, opt)
+	return printRequest(c, req, err)
+}
+
+func workStatus(c *cli.Context) error {
+	a, err := args(c, "REQUEST_ID")
+	if err != nil {
+		return err
+	}
+	id, err := strconv.ParseInt(a[0], 10, 64)
+	if err != nil || id <= 0 {
+		return problem.Usagef("invalid request id %q: give the request_id that `loanq work get` printed", a[0])
+	}
+	opt, err := getOptions(c)
+	if err != nil {
+		return err
+	}
+	e, err := open(c)
+	if err != nil {
+		return err
+	}
+	defer e.Close()
+	req, err := e.Status(c.Context, id, c.Bool("wait"), opt)
+	return printRequest(c, req, err)
+}
+
+// printRequest prints the request (also when it is still pending, so a script
+// gets the request id in JSON along with exit code 75) and passes err on.
+func printRequest(c *cli.Context, req *dispatch.Request, err error) error {
+	if req == nil {
+		return err
+	}
+	perr := emit(c, req, func(w io.Writer) {
+		switch req.Status {
+		case dispatch.StatusPending:
+			fmt.Fprintf(w, "request %d (task %s, %s): pending\n", req.ID, req.Task, req.User)
+		case dispatch.StatusEmpty:
+			fmt.Fprintf(w, "request %d (task %s, %s): empty, no loan available\n", req.ID, req.Task, req.User)
+		default:
+			fmt.Fprintf(w, "request %d (task %s, %s): %s, %d of %d loan(s): %s\n", req.ID, req.Task, req.User,
+				req.Status, req.Assigned, req.Requested, joinIDs(req.Loans))
+		}
+	})
+	if err != nil {
+		return err
+	}
+	return perr
+}
+
+func joinIDs(ids []int64) string {
+	s := make([]string, len(ids))
+	for i, id := range ids {
+		s[i] = strconv.FormatInt(id, 10)
+	}
+	return strings.Join(s, ", ")
+}

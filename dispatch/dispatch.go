@@ -1,0 +1,101 @@
+// Package dispatch is loanq's algorithm (SPEC §3 and §4), written once against
+// the drivers.Driver interface. It knows no dialect: every statement it sends
+// comes from the driver's Statements or CriteriaQuery.
+//
+// The shape of a `work get`:
+//
+//  1. the request is logged in loanq_work_request and committed on its own;
+//  2. a transaction takes the task lock as its FIRST statement;
+//  3. no lock: answer busy; the caller rechecks later (5 s, 10 s, 20 s, …);
+//  4. lock held: run the criteria query once, limited to what the pending
+//     requests need;
+//  5. serve every pending request of the task, oldest first, and commit;
+//  6. after the commit, look again: a request that committed after the read
+//     of step 5 is served by another round, so none stays pending.
+package dispatch
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/loanq/loanq/drivers"
+)
+
+// Limits of user input.
+const (
+	MaxCount      = 1000             // most loans one work get may ask for
+	MaxReturnWait = 72 * time.Hour   // SPEC §4
+	MaxQueryDelay = 10 * time.Minute // --query-delay, a demo/test aid
+)
+
+// DefaultBackoff is how a busy caller rechecks: 5 s, 10 s, then every 20 s.
+var DefaultBackoff = []time.Duration{5 * time.Second, 10 * time.Second, 20 * time.Second}
+
+// Engine runs the algorithm against one database.
+type Engine struct {
+	DB     *sql.DB
+	Driver drivers.Driver
+	// Holder names this process in lease rows and in the query-run log.
+	Holder string
+	// MaxRounds bounds how many serving rounds one caller runs for others
+	// before returning its own answer; leftovers are served by their own
+	// callers' rechecks.
+	MaxRounds int
+}
+
+// New returns an engine with the defaults.
+func New(db *sql.DB, d drivers.Driver) *Engine {
+	host, _ := os.Hostname()
+	return &Engine{DB: db, Driver: d, Holder: fmt.Sprintf("%s:%d", host, os.Getpid()), MaxRounds: 10}
+}
+
+func (e *Engine) sql() *drivers.Statements { return e.Driver.Statements() }
+
+// now reads the database clock.
+func (e *Engine) now(ctx context.Context, q drivers.Querier) (time.Time, error) {
+	var v any
+	if err := q.QueryRowContext(ctx, e.sql().Now).Scan(&v); err != nil {
+		return time.Time{}, fmt.Errorf("reading the database clock: %w", err)
+	}
+	return asTime(v)
+}
+
+// Now reads the database clock (exported for tests and the demo).
+func (e *Engine) Now(ctx context.Context) (time.Time, error) { return e.now(ctx, e.DB) }
+
+// asTime converts what a driver returns for a timestamp column to UTC time:
+// time.Time from pgx, MySQL (parseTime) and godror; ISO text from SQLite.
+func asTime(v any) (time.Time, error) {
+	switch t := v.(type) {
+	case nil:
+		return time.Time{}, nil
+	case time.Time:
+		return t.UTC(), nil
+	case []byte:
+		return parseTimeText(string(t))
+	case string:
+		return parseTimeText(t)
+	}
+	return time.Time{}, fmt.Errorf("unexpected time value %T", v)
+}
+
+func parseTimeText(s string) (time.Time, error) {
+	for _, layout := range []string{time.RFC3339Nano, "2006-01-02T15:04:05.000Z", "2006-01-02 15:04:05.999999999", "2006-01-02 15:04:05"} {
+		if t, err := time.Parse(layout, s); err == nil {
+			return t.UTC(), nil
+		}
+	}
+	return time.Time{}, fmt.Errorf("unrecognised time %q", s)
+}
+
+// nullTime scans a nullable timestamp of any driver.
+type nullTime struct{ T time.Time }
+
+func (n *nullTime) Scan(v any) error {
+	t, err := asTime(v)
+	n.T = t
+	return err
+}

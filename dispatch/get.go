@@ -1,0 +1,486 @@
+package dispatch
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/loanq/loanq/drivers"
+	"github.com/loanq/loanq/problem"
+)
+
+// Request statuses (SPEC §5).
+const (
+	StatusPending  = "pending"
+	StatusAssigned = "assigned"
+	StatusPartial  = "partial"
+	StatusEmpty    = "empty"
+)
+
+// Request is a logged work request and, once served, its loans.
+type Request struct {
+	ID        int64     `json:"request_id"`
+	TaskID    int64     `json:"-"`
+	Task      string    `json:"task"`
+	User      string    `json:"user"`
+	Requested int       `json:"requested"`
+	Assigned  int       `json:"assigned"`
+	Status    string    `json:"status"`
+	Loans     []int64   `json:"loans"`
+	CreatedAt time.Time `json:"created_at"`
+	ServedAt  time.Time `json:"-"`
+}
+
+// GetOptions tune one `work get` or `work status --wait`.
+type GetOptions struct {
+	NoWait  bool             // answer busy at once instead of rechecking
+	Timeout time.Duration    // give up rechecking after this long (0: never)
+	Lock    drivers.Strategy // "" for the task's own strategy
+	Backoff []time.Duration  // recheck delays; the last one repeats
+}
+
+// Get is `work get` (SPEC §3). On busy or timeout it returns the request,
+// still pending, together with a problem.Busy error naming its id.
+func (e *Engine) Get(ctx context.Context, taskName, user string, count int, opt GetOptions) (*Request, error) {
+	if count < 1 || count > MaxCount {
+		return nil, problem.Usagef("invalid --count %d: ask for between 1 and %d loans", count, MaxCount)
+	}
+	if err := validateUser(user); err != nil {
+		return nil, err
+	}
+	task, err := e.Task(ctx, taskName)
+	if err != nil {
+		return nil, err
+	}
+	strategy, err := e.strategyFor(task, opt.Lock)
+	if err != nil {
+		return nil, err
+	}
+	// Step 1: the request is committed on its own, before any lock is tried,
+	// so that whoever holds the lock can see and serve it.
+	id, err := e.Driver.InsertReturningID(ctx, e.DB, e.sql().RequestInsert, task.ID, user, count)
+	if err != nil {
+		return nil, fmt.Errorf("recording the work request: %w", err)
+	}
+	return e.serveUntilDone(ctx, task, strategy, id, opt)
+}
+
+// Status is `work status` (SPEC §3 step 7): it reads the request and, while it
+// is pending and the task lock is free, serves the pending requests itself.
+func (e *Engine) Status(ctx context.Context, id int64, wait bool, opt GetOptions) (*Request, error) {
+	if id <= 0 {
+		return nil, problem.Usagef("invalid request id %d: give the request_id that `loanq work get` printed", id)
+	}
+	req, err := e.Request(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if req.Status != StatusPending {
+		return req, nil
+	}
+	task, err := e.taskByID(ctx, req.TaskID)
+	if err != nil {
+		return nil, err
+	}
+	strategy, err := e.strategyFor(task, opt.Lock)
+	if err != nil {
+		return nil, err
+	}
+	opt.NoWait = !wait
+	return e.serveUntilDone(ctx, task, strategy, id, opt)
+}
+
+func (e *Engine) strategyFor(t *Task, override drivers.Strategy) (drivers.Strategy, error) {
+	s := t.Lock
+	if override != "" {
+		s = override
+	}
+	if !drivers.Supports(e.Driver, s) {
+		return "", problem.Usagef("lock strategy %q is not available on %s: use one of %s", s, e.Driver.Name(), strategyList(e.Driver))
+	}
+	return s, nil
+}
+
+// serveUntilDone tries to serve, then rechecks with backoff until the request
+// is no longer pending, the caller gave up (NoWait), or the timeout passed.
+func (e *Engine) serveUntilDone(ctx context.Context, task *Task, strategy drivers.Strategy, id int64, opt GetOptions) (*Request, error) {
+	backoff := opt.Backoff
+	if len(backoff) == 0 {
+		backoff = DefaultBackoff
+	}
+	var deadline time.Time
+	if opt.Timeout > 0 {
+		deadline = time.Now().Add(opt.Timeout)
+	}
+	for attempt := 0; ; attempt++ {
+		if err := e.serve(ctx, task, strategy); err != nil && problem.KindOf(err) != problem.Busy {
+			return nil, fmt.Errorf("serving request %d: %w", id, err)
+		}
+		req, err := e.Request(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		if req.Status != StatusPending {
+			return req, nil
+		}
+		wait := backoff[min(attempt, len(backoff)-1)]
+		if opt.NoWait || (!deadline.IsZero() && time.Now().Add(wait).After(deadline)) {
+			if !deadline.IsZero() && !opt.NoWait {
+				// Sleep out the rest of the timeout and look one last time.
+				if rest := time.Until(deadline); rest > 0 {
+					if err := sleep(ctx, rest); err != nil {
+						return req, err
+					}
+					_ = e.serve(ctx, task, strategy)
+					if req2, err := e.Request(ctx, id); err == nil && req2.Status != StatusPending {
+						return req2, nil
+					}
+				}
+			}
+			return req, &problem.Error{Kind: problem.Busy,
+				Msg:  fmt.Sprintf("request %d for task %s is still pending: another caller holds the task lock", id, task.Name),
+				Hint: fmt.Sprintf("check again with `loanq work status %d --wait`", id)}
+		}
+		if err := sleep(ctx, wait); err != nil {
+			return req, err
+		}
+	}
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// serve takes the task lock and serves the pending requests, then looks again
+// for requests that committed while it held the lock and serves those in
+// another round. It returns a Busy error when someone else holds the lock:
+// that holder will do the same look after its own commit, so nothing is left.
+func (e *Engine) serve(ctx context.Context, task *Task, strategy drivers.Strategy) error {
+	for round := 0; round < max(e.MaxRounds, 1); round++ {
+		var err error
+		if strategy == drivers.Lease {
+			err = e.serveRoundLease(ctx, task)
+		} else {
+			err = e.serveRoundRowLock(ctx, task, strategy)
+		}
+		if err != nil {
+			return err
+		}
+		pending, err := e.pending(ctx, e.DB, task.ID)
+		if err != nil {
+			return err
+		}
+		if len(pending) == 0 {
+			return nil
+		}
+	}
+	return nil
+}
+
+var errBusy = &problem.Error{Kind: problem.Busy, Msg: "the task lock is held by another caller"}
+
+// serveRoundRowLock is one round under a row lock on the task (skip, nowait,
+// wait). The lock is the first statement of the transaction (seed 002): in
+// MySQL's REPEATABLE READ the snapshot of every later read is taken after the
+// lock is granted, so the pending requests and the per-user counts it reads
+// are never older than the previous holder's commit.
+func (e *Engine) serveRoundRowLock(ctx context.Context, task *Task, strategy drivers.Strategy) error {
+	tx, err := e.DB.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("beginning the assignment transaction: %w", err)
+	}
+	defer tx.Rollback() // no-op after Commit
+
+	var locked int64
+	err = tx.QueryRowContext(ctx, e.sql().Lock(strategy), task.ID).Scan(&locked)
+	switch {
+	case errors.Is(err, sql.ErrNoRows): // SKIP LOCKED skipped the row
+		return errBusy
+	case err != nil && e.Driver.IsLockBusy(err): // NOWAIT, or the wait timed out
+		return errBusy
+	case err != nil:
+		return fmt.Errorf("taking the lock of task %s (%s): %w", task.Name, strategy, err)
+	}
+
+	pending, err := e.pending(ctx, tx, task.ID)
+	if err != nil || len(pending) == 0 {
+		return err
+	}
+	found, run, err := e.runCriteria(ctx, tx, task, need(pending))
+	if err != nil {
+		return err
+	}
+	run.Strategy = string(strategy)
+	if err := e.assign(ctx, tx, task, found, run); err != nil {
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("committing assignments of task %s: %w", task.Name, err)
+	}
+	return nil
+}
+
+// serveRoundLease is one round under the task's lease (seed 003). The lease is
+// taken and committed in a short transaction, so no transaction stays open
+// while the criteria query runs; the assignment transaction then starts with
+// the fencing statement, which succeeds only while this caller still holds an
+// unexpired lease with its token. A holder that stalled past its lease and was
+// taken over therefore cannot commit assignments.
+func (e *Engine) serveRoundLease(ctx context.Context, task *Task) error {
+	token, err := e.acquireLease(ctx, task)
+	if err != nil {
+		return err
+	}
+	released := false
+	defer func() {
+		if !released { // give the lease back on any failure; expiry covers a crash
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			defer cancel()
+			_, _ = e.DB.ExecContext(rctx, e.sql().LeaseRelease, task.ID, e.Holder, token)
+		}
+	}()
+
+	pending, err := e.pending(ctx, e.DB, task.ID)
+	if err != nil || len(pending) == 0 {
+		return err
+	}
+	found, run, err := e.runCriteria(ctx, e.DB, task, need(pending))
+	if err != nil {
+		return err
+	}
+	run.Strategy = string(drivers.Lease)
+
+	tx, err := e.DB.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("beginning the assignment transaction: %w", err)
+	}
+	defer tx.Rollback()
+	res, err := tx.ExecContext(ctx, e.sql().LeaseFenceRelease, task.ID, e.Holder, token)
+	if err != nil {
+		return fmt.Errorf("fencing check on the lease of task %s: %w", task.Name, err)
+	}
+	if n, err := res.RowsAffected(); err != nil || n != 1 {
+		released = true // it is no longer ours to release
+		return &problem.Error{Kind: problem.Busy, Msg: fmt.Sprintf("the lease on task %s expired before its holder could commit (lease-ttl %s); nothing was assigned by it", task.Name, task.LeaseTTL)}
+	}
+	if err := e.assign(ctx, tx, task, found, run); err != nil {
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("committing assignments of task %s: %w", task.Name, err)
+	}
+	released = true
+	return nil
+}
+
+func (e *Engine) acquireLease(ctx context.Context, task *Task) (int64, error) {
+	tx, err := e.DB.BeginTx(ctx, nil)
+	if err != nil {
+		return 0, fmt.Errorf("beginning the lease transaction: %w", err)
+	}
+	defer tx.Rollback()
+	res, err := tx.ExecContext(ctx, e.sql().LeaseAcquire, e.Holder, task.LeaseTTL.Milliseconds(), task.ID)
+	if err != nil {
+		if e.Driver.IsLockBusy(err) {
+			return 0, errBusy
+		}
+		return 0, fmt.Errorf("taking the lease of task %s: %w", task.Name, err)
+	}
+	if n, err := res.RowsAffected(); err != nil || n != 1 {
+		return 0, errBusy
+	}
+	var token int64
+	if err := tx.QueryRowContext(ctx, e.sql().LeaseToken, task.ID, e.Holder).Scan(&token); err != nil {
+		return 0, fmt.Errorf("reading the lease token of task %s: %w", task.Name, err)
+	}
+	if err := tx.Commit(); err != nil {
+		return 0, fmt.Errorf("committing the lease of task %s: %w", task.Name, err)
+	}
+	return token, nil
+}
+
+type pendingRequest struct {
+	id        int64
+	user      string
+	requested int
+}
+
+func (e *Engine) pending(ctx context.Context, q drivers.Querier, taskID int64) ([]pendingRequest, error) {
+	rows, err := q.QueryContext(ctx, e.sql().RequestsPending, taskID)
+	if err != nil {
+		return nil, fmt.Errorf("reading pending requests: %w", err)
+	}
+	defer rows.Close()
+	var out []pendingRequest
+	for rows.Next() {
+		var p pendingRequest
+		if err := rows.Scan(&p.id, &p.user, &p.requested); err != nil {
+			return nil, fmt.Errorf("reading pending requests: %w", err)
+		}
+		out = append(out, p)
+	}
+	return out, rows.Err()
+}
+
+func need(p []pendingRequest) int {
+	n := 0
+	for _, r := range p {
+		n += r.requested
+	}
+	return n
+}
+
+// runCriteria runs the task's criteria query once, after the task's
+// --query-delay (a documented stand-in for a heavy query), and times it.
+func (e *Engine) runCriteria(ctx context.Context, q drivers.Querier, task *Task, limit int) (criteriaResult, QueryRun, error) {
+	run := QueryRun{Holder: e.Holder}
+	// The start time is kept as the driver returned it and written back
+	// unchanged, so each dialect stores its own native time format.
+	if err := q.QueryRowContext(ctx, e.sql().Now).Scan(&run.startedRaw); err != nil {
+		return criteriaResult{}, run, fmt.Errorf("reading the database clock: %w", err)
+	}
+	t0 := time.Now()
+	if task.QueryDelay > 0 {
+		if err := sleep(ctx, task.QueryDelay); err != nil {
+			return criteriaResult{}, run, err
+		}
+	}
+	rows, err := q.QueryContext(ctx, e.Driver.CriteriaQuery(task.criteria()), task.ID, limit)
+	if err != nil {
+		return criteriaResult{}, run, fmt.Errorf("running the criteria query of task %s: %w", task.Name, err)
+	}
+	defer rows.Close()
+	var res criteriaResult
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return criteriaResult{}, run, fmt.Errorf("reading the criteria query of task %s: %w", task.Name, err)
+		}
+		res.loans = append(res.loans, id)
+	}
+	if err := rows.Err(); err != nil {
+		return criteriaResult{}, run, fmt.Errorf("running the criteria query of task %s: %w", task.Name, err)
+	}
+	res.exhausted = len(res.loans) < limit
+	run.DurationMS = time.Since(t0).Milliseconds()
+	run.RowsFound = len(res.loans)
+	return res, run, nil
+}
+
+type criteriaResult struct {
+	loans []int64
+	// exhausted: the query returned fewer rows than asked, so there are no
+	// more eligible loans; requests it cannot fill are final (partial/empty).
+	exhausted bool
+}
+
+// assign serves the pending requests of the task, oldest first, from the
+// loans the criteria query found, inside the caller's transaction (which
+// holds the task lock or has passed the lease fence). It re-reads the pending
+// requests so that requests that arrived while the query ran are served too.
+//
+// When the loans run out before a request is filled and the query was cut by
+// its limit (not exhausted), that request and the later ones stay pending and
+// the next round serves them with a fresh query: a request is never answered
+// partial or empty while eligible loans may remain.
+func (e *Engine) assign(ctx context.Context, tx *sql.Tx, task *Task, found criteriaResult, run QueryRun) error {
+	pending, err := e.pending(ctx, tx, task.ID)
+	if err != nil {
+		return err
+	}
+	loans := found.loans
+	active := map[string]int{} // per-user active work, for max_active
+	for _, r := range pending {
+		allow := r.requested
+		if task.MaxActive > 0 {
+			n, seen := active[r.user]
+			if !seen {
+				if err := tx.QueryRowContext(ctx, e.sql().ActiveCountForUser, task.ID, r.user).Scan(&n); err != nil {
+					return fmt.Errorf("counting active work of %s: %w", r.user, err)
+				}
+			}
+			active[r.user] = n
+			allow = max(0, min(allow, task.MaxActive-n))
+		}
+		take := min(allow, len(loans))
+		if take < allow && !found.exhausted {
+			break // more loans may exist: serve this one fully in the next round
+		}
+		for _, loan := range loans[:take] {
+			if _, err := tx.ExecContext(ctx, e.sql().WorkInsert, task.ID, loan, r.user, r.id); err != nil {
+				if e.Driver.IsUniqueViolation(err) {
+					return fmt.Errorf("loan %d is already active in task %s (the database's one-active-row constraint stopped a double assignment): %w", loan, task.Name, err)
+				}
+				return fmt.Errorf("assigning loan %d to %s: %w", loan, r.user, err)
+			}
+		}
+		loans = loans[take:]
+		active[r.user] += take
+		status := StatusAssigned
+		switch {
+		case take == 0:
+			status = StatusEmpty
+		case take < r.requested:
+			status = StatusPartial
+		}
+		res, err := tx.ExecContext(ctx, e.sql().RequestFinish, take, status, r.id)
+		if err != nil {
+			return fmt.Errorf("finishing request %d: %w", r.id, err)
+		}
+		if n, _ := res.RowsAffected(); n != 1 {
+			return fmt.Errorf("request %d was finished by someone else while this caller held the task lock", r.id)
+		}
+		run.RequestsServed++
+		run.LoansAssigned += take
+	}
+	if _, err := tx.ExecContext(ctx, e.sql().QueryRunInsert, task.ID, run.Strategy, truncate(run.Holder, 100), run.startedRaw,
+		run.DurationMS, run.RowsFound, run.RequestsServed, run.LoansAssigned); err != nil {
+		return fmt.Errorf("logging the criteria-query run: %w", err)
+	}
+	return nil
+}
+
+func truncate(s string, n int) string {
+	if len(s) > n {
+		return s[:n]
+	}
+	return s
+}
+
+// Request reads a request and its loans; an unknown id is bad input.
+func (e *Engine) Request(ctx context.Context, id int64) (*Request, error) {
+	var r Request
+	var created, served nullTime
+	err := e.DB.QueryRowContext(ctx, e.sql().RequestByID, id).Scan(&r.ID, &r.TaskID, &r.Task, &r.User,
+		&r.Requested, &r.Assigned, &r.Status, &created, &served)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, problem.Usagef("unknown request id %d: give the request_id that `loanq work get` printed", id)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading request %d: %w", id, err)
+	}
+	r.CreatedAt, r.ServedAt = created.T, served.T
+	rows, err := e.DB.QueryContext(ctx, e.sql().RequestLoans, id)
+	if err != nil {
+		return nil, fmt.Errorf("reading the loans of request %d: %w", id, err)
+	}
+	defer rows.Close()
+	r.Loans = []int64{}
+	for rows.Next() {
+		var loan int64
+		if err := rows.Scan(&loan); err != nil {
+			return nil, fmt.Errorf("reading the loans of request %d: %w", id, err)
+		}
+		r.Loans = append(r.Loans, loan)
+	}
+	return &r, rows.Err()
+}

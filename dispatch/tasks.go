@@ -1,0 +1,303 @@
+package dispatch
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/loanq/loanq/drivers"
+	"github.com/loanq/loanq/problem"
+)
+
+// Task is a queue: a criteria query over a table or view of loans, a priority
+// order, and how its lock is taken.
+type Task struct {
+	ID         int64            `json:"id"`
+	Name       string           `json:"name"`
+	Source     string           `json:"source"`
+	Key        string           `json:"key"`
+	Where      string           `json:"where"`
+	Order      string           `json:"order"`
+	MaxActive  int              `json:"max_active"` // 0: no cap
+	Lock       drivers.Strategy `json:"lock"`
+	QueryDelay time.Duration    `json:"-"`
+	LeaseTTL   time.Duration    `json:"-"`
+	CreatedBy  string           `json:"created_by"`
+	CreatedAt  time.Time        `json:"created_at"`
+}
+
+func (t *Task) criteria() drivers.CriteriaSource {
+	return drivers.CriteriaSource{Source: t.Source, Key: t.Key, Where: t.Where, Order: t.Order}
+}
+
+// sameDefinition is what --if-not-exists compares.
+func (t *Task) sameDefinition(o *Task) bool {
+	return t.Source == o.Source && t.Key == o.Key && t.Where == o.Where && t.Order == o.Order &&
+		t.MaxActive == o.MaxActive && t.Lock == o.Lock && t.QueryDelay == o.QueryDelay && t.LeaseTTL == o.LeaseTTL
+}
+
+var (
+	taskNameRE   = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$`)
+	identifierRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_$#]{0,63}(\.[A-Za-z_][A-Za-z0-9_$#]{0,63})?$`)
+)
+
+// ValidateTaskName checks a task name given on the command line.
+func ValidateTaskName(name string) error {
+	if !taskNameRE.MatchString(name) {
+		return problem.Usagef("invalid task name %q: use 1-100 letters, digits, '.', '_' or '-', starting with a letter or digit", name)
+	}
+	return nil
+}
+
+// DefaultLeaseTTL is how long a lease lasts when the task does not say.
+const DefaultLeaseTTL = 2 * time.Minute
+
+// TaskSpec is the input of CreateTask.
+type TaskSpec struct {
+	Name       string
+	Source     string
+	Key        string
+	Where      string
+	Order      string
+	MaxActive  int
+	Lock       drivers.Strategy // "" for the driver's default
+	QueryDelay time.Duration
+	LeaseTTL   time.Duration // 0 for DefaultLeaseTTL
+	CreatedBy  string
+	// IfNotExists makes a re-run with an identical definition a no-op.
+	IfNotExists bool
+}
+
+func (e *Engine) validateSpec(s *TaskSpec) error {
+	if err := ValidateTaskName(s.Name); err != nil {
+		return err
+	}
+	if s.Source == "" {
+		s.Source = "loan"
+	}
+	if s.Key == "" {
+		s.Key = "id"
+	}
+	if !identifierRE.MatchString(s.Source) {
+		return problem.Usagef("invalid --source %q: give a table or view name, optionally schema-qualified (e.g. loan or app.loan_view)", s.Source)
+	}
+	if !identifierRE.MatchString(s.Key) || strings.Contains(s.Key, ".") {
+		return problem.Usagef("invalid --key %q: give the column that holds the loan id (e.g. id)", s.Key)
+	}
+	s.Where = strings.TrimSpace(s.Where)
+	s.Order = strings.TrimSpace(s.Order)
+	if s.Where == "" {
+		return problem.Usagef("--where is required: the SQL condition that selects the task's loans (e.g. --where \"statements_submitted AND NOT statements_verified\")")
+	}
+	if strings.Contains(s.Where, ";") || strings.Contains(s.Order, ";") {
+		return problem.Usagef("--where and --order must be one SQL expression each, without ';'")
+	}
+	if s.MaxActive < 0 {
+		return problem.Usagef("invalid --max-active %d: give a positive cap, or 0 for none", s.MaxActive)
+	}
+	if s.Lock == "" {
+		s.Lock = e.Driver.Strategies()[0]
+	}
+	if !drivers.Supports(e.Driver, s.Lock) {
+		return problem.Usagef("lock strategy %q is not available on %s: use one of %s", s.Lock, e.Driver.Name(), strategyList(e.Driver))
+	}
+	if s.QueryDelay < 0 || s.QueryDelay > MaxQueryDelay {
+		return problem.Usagef("invalid --query-delay %s: give a duration between 0s and %s", s.QueryDelay, MaxQueryDelay)
+	}
+	if s.LeaseTTL == 0 {
+		s.LeaseTTL = DefaultLeaseTTL
+	}
+	if s.LeaseTTL < time.Second || s.LeaseTTL > 24*time.Hour {
+		return problem.Usagef("invalid --lease-ttl %s: give a duration between 1s and 24h", s.LeaseTTL)
+	}
+	if s.Lock == drivers.Lease && s.LeaseTTL <= s.QueryDelay {
+		return problem.Usagef("--lease-ttl %s must be longer than --query-delay %s, or every lease expires before its holder can commit", s.LeaseTTL, s.QueryDelay)
+	}
+	return nil
+}
+
+func strategyList(d drivers.Driver) string {
+	var out []string
+	for _, s := range d.Strategies() {
+		out = append(out, string(s))
+	}
+	return strings.Join(out, ", ")
+}
+
+// CreateTask checks the criteria against the database, then stores the task.
+// It returns the task and whether it was created (false: an identical task
+// existed and IfNotExists was set).
+func (e *Engine) CreateTask(ctx context.Context, s TaskSpec) (*Task, bool, error) {
+	if err := e.validateSpec(&s); err != nil {
+		return nil, false, err
+	}
+	want := &Task{Name: s.Name, Source: s.Source, Key: s.Key, Where: s.Where, Order: s.Order,
+		MaxActive: s.MaxActive, Lock: s.Lock, QueryDelay: s.QueryDelay, LeaseTTL: s.LeaseTTL}
+	existing, err := e.taskByName(ctx, s.Name)
+	if err != nil && problem.KindOf(err) != problem.Usage {
+		return nil, false, err
+	}
+	if existing != nil {
+		return e.existingTask(existing, want, s.IfNotExists)
+	}
+	if err := e.checkCriteria(ctx, want); err != nil {
+		return nil, false, err
+	}
+	var maxActive any
+	if s.MaxActive > 0 {
+		maxActive = s.MaxActive
+	}
+	id, err := e.Driver.InsertReturningID(ctx, e.DB, e.sql().TaskInsert, s.Name, s.Source, s.Key, s.Where, s.Order,
+		maxActive, string(s.Lock), s.QueryDelay.Milliseconds(), s.LeaseTTL.Milliseconds(), s.CreatedBy)
+	if err != nil {
+		if e.Driver.IsUniqueViolation(err) { // created by someone else in the meantime
+			if existing, err2 := e.taskByName(ctx, s.Name); err2 == nil {
+				return e.existingTask(existing, want, s.IfNotExists)
+			}
+		}
+		return nil, false, fmt.Errorf("storing task %s: %w", s.Name, err)
+	}
+	t, err := e.taskByID(ctx, id)
+	return t, true, err
+}
+
+func (e *Engine) existingTask(existing, want *Task, ifNotExists bool) (*Task, bool, error) {
+	if !ifNotExists {
+		return nil, false, &problem.Error{Kind: problem.Usage, Msg: fmt.Sprintf("task %q already exists", want.Name),
+			Hint: "pick another name, or add --if-not-exists to accept an identical existing task"}
+	}
+	if !existing.sameDefinition(want) {
+		return nil, false, &problem.Error{Kind: problem.Usage,
+			Msg:  fmt.Sprintf("task %q already exists with a different definition", want.Name),
+			Hint: "`loanq task show " + want.Name + "` shows it; choose another name"}
+	}
+	return existing, false, nil
+}
+
+// checkCriteria runs the criteria query once (limit 1) in a transaction that is
+// rolled back: a bad column or a syntax error comes back as bad input, with the
+// database's own message, before anything is stored.
+func (e *Engine) checkCriteria(ctx context.Context, t *Task) error {
+	tx, err := e.DB.BeginTx(ctx, &sql.TxOptions{ReadOnly: e.Driver.Name() != "sqlite"})
+	if err != nil {
+		return fmt.Errorf("checking the criteria: %w", err)
+	}
+	defer tx.Rollback()
+	rows, err := tx.QueryContext(ctx, e.Driver.CriteriaQuery(t.criteria()), int64(0), 1)
+	if err != nil {
+		return &problem.Error{Kind: problem.Usage, Msg: fmt.Sprintf("the criteria of task %q do not run on %s", t.Name, e.Driver.Name()), Err: err,
+			Hint: "check --where, --order, --source and --key against the table"}
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return &problem.Error{Kind: problem.Usage, Msg: fmt.Sprintf("the key column %s of %s is not a 64-bit integer loan id", t.Key, t.Source), Err: err}
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return &problem.Error{Kind: problem.Usage, Msg: fmt.Sprintf("the criteria of task %q fail on %s", t.Name, e.Driver.Name()), Err: err}
+	}
+	return nil
+}
+
+func (e *Engine) scanTask(row interface{ Scan(...any) error }) (*Task, error) {
+	var t Task
+	var maxActive sql.NullInt64
+	var lock string
+	var delayMS, ttlMS int64
+	var created nullTime
+	if err := row.Scan(&t.ID, &t.Name, &t.Source, &t.Key, &t.Where, &t.Order, &maxActive, &lock,
+		&delayMS, &ttlMS, &t.CreatedBy, &created); err != nil {
+		return nil, err
+	}
+	t.MaxActive = int(maxActive.Int64)
+	t.Lock = drivers.Strategy(lock)
+	t.QueryDelay = time.Duration(delayMS) * time.Millisecond
+	t.LeaseTTL = time.Duration(ttlMS) * time.Millisecond
+	t.CreatedAt = created.T
+	return &t, nil
+}
+
+// Task returns a task by name; an unknown name is bad input.
+func (e *Engine) Task(ctx context.Context, name string) (*Task, error) {
+	if err := ValidateTaskName(name); err != nil {
+		return nil, err
+	}
+	return e.taskByName(ctx, name)
+}
+
+func (e *Engine) taskByName(ctx context.Context, name string) (*Task, error) {
+	t, err := e.scanTask(e.DB.QueryRowContext(ctx, e.sql().TaskByName, name))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, &problem.Error{Kind: problem.Usage, Msg: fmt.Sprintf("unknown task %q", name), Hint: "`loanq task list` shows the tasks"}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading task %s: %w", name, err)
+	}
+	return t, nil
+}
+
+func (e *Engine) taskByID(ctx context.Context, id int64) (*Task, error) {
+	t, err := e.scanTask(e.DB.QueryRowContext(ctx, e.sql().TaskByID, id))
+	if err != nil {
+		return nil, fmt.Errorf("reading task %d: %w", id, err)
+	}
+	return t, nil
+}
+
+// Tasks lists every task by name.
+func (e *Engine) Tasks(ctx context.Context) ([]*Task, error) {
+	rows, err := e.DB.QueryContext(ctx, e.sql().TaskList)
+	if err != nil {
+		return nil, fmt.Errorf("listing tasks: %w", err)
+	}
+	defer rows.Close()
+	var out []*Task
+	for rows.Next() {
+		t, err := e.scanTask(rows)
+		if err != nil {
+			return nil, fmt.Errorf("listing tasks: %w", err)
+		}
+		out = append(out, t)
+	}
+	return out, rows.Err()
+}
+
+// QueryRun is one logged run of a task's criteria query.
+type QueryRun struct {
+	ID             int64     `json:"id"`
+	Strategy       string    `json:"strategy"`
+	Holder         string    `json:"holder"`
+	StartedAt      time.Time `json:"started_at"`
+	DurationMS     int64     `json:"duration_ms"`
+	RowsFound      int       `json:"rows_found"`
+	RequestsServed int       `json:"requests_served"`
+	LoansAssigned  int       `json:"loans_assigned"`
+
+	startedRaw any // the database clock's value, as its driver returned it
+}
+
+// Runs returns the latest criteria-query runs of a task, newest first.
+func (e *Engine) Runs(ctx context.Context, t *Task) ([]QueryRun, error) {
+	rows, err := e.DB.QueryContext(ctx, e.sql().TaskRuns, t.ID)
+	if err != nil {
+		return nil, fmt.Errorf("reading the runs of task %s: %w", t.Name, err)
+	}
+	defer rows.Close()
+	var out []QueryRun
+	for rows.Next() {
+		var r QueryRun
+		var started nullTime
+		if err := rows.Scan(&r.ID, &r.Strategy, &r.Holder, &started, &r.DurationMS, &r.RowsFound, &r.RequestsServed, &r.LoansAssigned); err != nil {
+			return nil, fmt.Errorf("reading the runs of task %s: %w", t.Name, err)
+		}
+		r.StartedAt = started.T
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}

@@ -1,0 +1,225 @@
+// Package drivers defines the one interface every database loanq supports
+// implements, and the registry that picks a driver from a DSN's scheme.
+//
+// Writing a new driver:
+//
+//  1. Create drivers/<db> with a type that implements Driver, and assert it:
+//     var _ drivers.Driver = (*Driver)(nil).
+//  2. Put every statement the dialect sends in one file, sql.go, as a
+//     drivers.Statements value plus CriteriaQuery. `loanq sql` prints that value,
+//     so what users read is what the driver executes.
+//  3. Add the dialect's schema to migrations/<db>.
+//  4. Register the driver from init() and blank-import the package in main.go.
+//  5. Run the conformance suite of drivers/drivertest from the package's tests.
+package drivers
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"io/fs"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/pressly/goose/v3/database"
+
+	"github.com/loanq/loanq/problem"
+)
+
+// Strategy is how a caller takes a task's lock (SPEC §3).
+type Strategy string
+
+const (
+	// Skip: SELECT … FOR UPDATE SKIP LOCKED; no row means someone else holds it.
+	Skip Strategy = "skip"
+	// NoWait: SELECT … FOR UPDATE NOWAIT; the lock error means busy.
+	NoWait Strategy = "nowait"
+	// Wait: plain SELECT … FOR UPDATE; queue behind the holder (seed 001 "NOSKIP").
+	Wait Strategy = "wait"
+	// Lease: an UPDATE-based lease with expiry and a fencing check at commit
+	// (seed 003). No transaction is held while the criteria query runs.
+	Lease Strategy = "lease"
+)
+
+// AllStrategies lists every strategy in documentation order.
+var AllStrategies = []Strategy{Skip, NoWait, Wait, Lease}
+
+// ParseStrategy validates a strategy name.
+func ParseStrategy(s string) (Strategy, error) {
+	for _, st := range AllStrategies {
+		if string(st) == strings.ToLower(strings.TrimSpace(s)) {
+			return st, nil
+		}
+	}
+	return "", problem.Usagef("unknown lock strategy %q: use one of skip, nowait, wait, lease", s)
+}
+
+// Querier is what *sql.DB, *sql.Tx and *sql.Conn have in common.
+type Querier interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// CriteriaSource is what a criteria query is built from: a task's definition.
+// Source and Key are validated identifiers; Where and Order are SQL written by
+// an admin (tasks are defined by admins, not by processors).
+type CriteriaSource struct {
+	Source string
+	Key    string
+	Where  string
+	Order  string
+}
+
+// Driver is one database family. The algorithm lives in package dispatch and is
+// written once against this interface; everything that differs between
+// databases lives behind it.
+type Driver interface {
+	// Name is the dialect's name: postgres, mysql, oracle or sqlite.
+	Name() string
+	// Schemes are the DSN schemes this driver answers to.
+	Schemes() []string
+	// Open connects and checks the connection. Errors never contain the password.
+	Open(ctx context.Context, dsn DSN) (*sql.DB, error)
+	// Statements are every fixed statement the dialect sends, by purpose.
+	Statements() *Statements
+	// CriteriaQuery builds a task's criteria query. Its binds are, in order:
+	// the task id and the row limit.
+	CriteriaQuery(src CriteriaSource) string
+	// InsertReturningID runs an INSERT statement from Statements and returns the
+	// new row's id (RETURNING, LastInsertId or RETURNING … INTO, per dialect).
+	InsertReturningID(ctx context.Context, q Querier, query string, args ...any) (int64, error)
+	// IsLockBusy reports whether err means "the row is locked by someone else"
+	// (the NOWAIT error, or a lock wait timeout).
+	IsLockBusy(err error) bool
+	// IsUniqueViolation reports whether err is a unique-constraint violation.
+	IsUniqueViolation(err error) bool
+	// Strategies are the lock strategies this database supports; the first is the default.
+	Strategies() []Strategy
+	// Migrations is the dialect's embedded migration folder.
+	Migrations() fs.FS
+	// MigrationStore is goose's version-table store for this dialect.
+	MigrationStore(table string) (database.Store, error)
+}
+
+// Supports reports whether d supports strategy s.
+func Supports(d Driver, s Strategy) bool {
+	for _, x := range d.Strategies() {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+var (
+	mu          sync.RWMutex
+	registry    = map[string]Driver{}
+	unavailable = map[string]string{} // scheme -> why it is not in this binary
+)
+
+// Register makes a driver available under its schemes. It panics on a nil
+// driver or a scheme registered twice: both are programming errors.
+func Register(d Driver) {
+	mu.Lock()
+	defer mu.Unlock()
+	if d == nil {
+		panic("drivers: Register of a nil driver")
+	}
+	for _, s := range d.Schemes() {
+		if _, dup := registry[s]; dup {
+			panic("drivers: Register called twice for scheme " + s)
+		}
+		registry[s] = d
+		delete(unavailable, s)
+	}
+}
+
+// RegisterUnavailable records a scheme this binary knows but was built
+// without, and the advice to give when it is asked for.
+func RegisterUnavailable(scheme, why string) {
+	mu.Lock()
+	defer mu.Unlock()
+	if _, ok := registry[scheme]; !ok {
+		unavailable[scheme] = why
+	}
+}
+
+// Lookup returns the driver for a scheme.
+func Lookup(scheme string) (Driver, error) {
+	mu.RLock()
+	defer mu.RUnlock()
+	if d, ok := registry[scheme]; ok {
+		return d, nil
+	}
+	if why, ok := unavailable[scheme]; ok {
+		return nil, problem.Usagef("%s", why)
+	}
+	return nil, problem.Usagef("unknown database scheme %q: use one of %s", scheme, strings.Join(knownSchemesLocked(), ", "))
+}
+
+// ByName returns the driver whose Name() is name (used by `loanq sql --dialect`).
+func ByName(name string) (Driver, error) {
+	mu.RLock()
+	defer mu.RUnlock()
+	for _, d := range registry {
+		if d.Name() == name {
+			return d, nil
+		}
+	}
+	if why, ok := unavailable[name]; ok {
+		return nil, problem.Usagef("%s", why)
+	}
+	return nil, problem.Usagef("unknown dialect %q: use one of %s", name, strings.Join(Names(), ", "))
+}
+
+// Names lists the registered dialect names, sorted.
+func Names() []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, d := range registry {
+		if !seen[d.Name()] {
+			seen[d.Name()] = true
+			out = append(out, d.Name())
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+func knownSchemesLocked() []string {
+	var out []string
+	for s := range registry {
+		out = append(out, s+"://")
+	}
+	for s := range unavailable {
+		out = append(out, s+"://")
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Connect parses a DSN, picks its driver and opens it.
+func Connect(ctx context.Context, raw string) (Driver, *sql.DB, DSN, error) {
+	dsn, err := ParseDSN(raw)
+	if err != nil {
+		return nil, nil, DSN{}, err
+	}
+	d, err := Lookup(dsn.Scheme)
+	if err != nil {
+		return nil, nil, dsn, err
+	}
+	db, err := d.Open(ctx, dsn)
+	if err != nil {
+		return nil, nil, dsn, err
+	}
+	return d, db, dsn, nil
+}
+
+// ConnectError wraps a failure to connect with the DSN (password hidden) and
+// makes sure no password leaks from the driver's message.
+func ConnectError(dsn DSN, err error, hint string) error {
+	msg := strings.Join(strings.Fields(dsn.Scrub(err.Error())), " ") // one line
+	return &problem.Error{Kind: problem.Failure, Msg: fmt.Sprintf("cannot connect to %s: %s", dsn.Redacted(), msg), Hint: hint}
+}

@@ -1,0 +1,304 @@
+// Package drivertest is the conformance suite every loanq driver passes. It
+// talks to a real server of the driver's kind: connection, migrations, the
+// one-active-row constraint, the database clock, and the semantics of each
+// lock statement the driver declares.
+package drivertest
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/loanq/loanq/drivers"
+	"github.com/loanq/loanq/schema"
+)
+
+// Exercise runs the whole suite against dsn, which must name an empty
+// database (or schema) the suite may create and drop loanq tables in.
+func Exercise(t *testing.T, d drivers.Driver, dsn string) {
+	ctx := context.Background()
+	parsed, err := drivers.ParseDSN(dsn)
+	if err != nil {
+		t.Fatalf("ParseDSN: %v", err)
+	}
+	db, err := d.Open(ctx, parsed)
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	t.Cleanup(func() { db.Close() })
+
+	t.Run("statements", func(t *testing.T) { statements(t, d) })
+	t.Run("migrations", func(t *testing.T) { migrations(t, ctx, d, db) })
+	t.Run("one active row per task and loan", func(t *testing.T) { oneActive(t, ctx, d, db) })
+	t.Run("database clock", func(t *testing.T) { clock(t, ctx, d, db) })
+	for _, s := range d.Strategies() {
+		if s == drivers.Lease {
+			t.Run("lease", func(t *testing.T) { lease(t, ctx, d, db) })
+			continue
+		}
+		t.Run("lock "+string(s), func(t *testing.T) { rowLock(t, ctx, d, db, s) })
+	}
+}
+
+func statements(t *testing.T, d drivers.Driver) {
+	st := d.Statements()
+	for _, n := range st.List() {
+		row := strings.HasPrefix(n.Field, "Lock")
+		if n.SQL == "" && !row {
+			t.Errorf("statement %s is empty", n.Field)
+		}
+	}
+	for _, s := range d.Strategies() {
+		if s != drivers.Lease && st.Lock(s) == "" {
+			t.Errorf("strategy %s is declared but its lock statement is empty", s)
+		}
+	}
+	if q := d.CriteriaQuery(drivers.CriteriaSource{Source: "loan", Key: "id", Where: "1 = 1"}); !strings.Contains(q, "loanq_work") {
+		t.Errorf("criteria query does not exclude ineligible loans:\n%s", q)
+	}
+}
+
+func migrations(t *testing.T, ctx context.Context, d drivers.Driver, db *sql.DB) {
+	if err := schema.Check(ctx, d, db, "test"); err == nil {
+		t.Fatal("Check passed on an unmigrated database")
+	}
+	applied, err := schema.Up(ctx, d, db)
+	if err != nil {
+		t.Fatalf("migrate up: %v", err)
+	}
+	if len(applied) == 0 {
+		t.Fatal("migrate up applied nothing on an empty database")
+	}
+	again, err := schema.Up(ctx, d, db)
+	if err != nil || len(again) != 0 {
+		t.Fatalf("second migrate up: applied %v, err %v; want nothing", again, err)
+	}
+	if err := schema.Check(ctx, d, db, "test"); err != nil {
+		t.Fatalf("Check after up: %v", err)
+	}
+	if _, err := schema.Down(ctx, d, db); err != nil {
+		t.Fatalf("migrate down: %v", err)
+	}
+	if err := schema.Check(ctx, d, db, "test"); err == nil {
+		t.Fatal("Check passed after migrate down")
+	}
+	if _, err := schema.Up(ctx, d, db); err != nil {
+		t.Fatalf("migrate up after down: %v", err)
+	}
+}
+
+// fixture creates a task and a request and returns their ids.
+func fixture(t *testing.T, ctx context.Context, d drivers.Driver, db *sql.DB, name string) (taskID, reqID int64) {
+	st := d.Statements()
+	var err error
+	taskID, err = d.InsertReturningID(ctx, db, st.TaskInsert, name, "loan", "id", "1 = 1", "", nil, string(d.Strategies()[0]), 0, 60000, "suite")
+	if err != nil {
+		t.Fatalf("TaskInsert: %v", err)
+	}
+	reqID, err = d.InsertReturningID(ctx, db, st.RequestInsert, taskID, "alice", 2)
+	if err != nil {
+		t.Fatalf("RequestInsert: %v", err)
+	}
+	return taskID, reqID
+}
+
+func oneActive(t *testing.T, ctx context.Context, d drivers.Driver, db *sql.DB) {
+	st := d.Statements()
+	taskID, reqID := fixture(t, ctx, d, db, "suite-active")
+	if _, err := db.ExecContext(ctx, st.WorkInsert, taskID, int64(1)<<40, "alice", reqID); err != nil {
+		t.Fatalf("first active row: %v", err)
+	}
+	_, err := db.ExecContext(ctx, st.WorkInsert, taskID, int64(1)<<40, "bob", reqID)
+	if err == nil {
+		t.Fatal("the schema accepted a second active row for the same task and loan")
+	}
+	if !d.IsUniqueViolation(err) {
+		t.Fatalf("second active row failed with %v; want a unique violation", err)
+	}
+	// Once dispositioned, the row is history and no longer collides.
+	var workID int64
+	var who string
+	if err := db.QueryRowContext(ctx, st.ActiveWork, taskID, int64(1)<<40).Scan(&workID, &who); err != nil {
+		t.Fatalf("ActiveWork: %v", err)
+	}
+	if _, err := db.ExecContext(ctx, st.Dispose, "complete", nil, workID, "alice"); err != nil {
+		t.Fatalf("Dispose: %v", err)
+	}
+	if _, err := db.ExecContext(ctx, st.WorkInsert, taskID, int64(1)<<40, "bob", reqID); err != nil {
+		t.Fatalf("active row after the first was dispositioned: %v", err)
+	}
+	// The same loan in another task is independent.
+	task2, req2 := fixture(t, ctx, d, db, "suite-active-2")
+	if _, err := db.ExecContext(ctx, st.WorkInsert, task2, int64(1)<<40, "carol", req2); err != nil {
+		t.Fatalf("same loan in another task: %v", err)
+	}
+}
+
+func scanTime(t *testing.T, v any) time.Time {
+	switch x := v.(type) {
+	case time.Time:
+		return x.UTC()
+	case string:
+		tt, err := time.Parse(time.RFC3339Nano, x)
+		if err != nil {
+			t.Fatalf("time %q: %v", x, err)
+		}
+		return tt
+	case []byte:
+		return scanTime(t, string(x))
+	}
+	t.Fatalf("unexpected time type %T", v)
+	return time.Time{}
+}
+
+func clock(t *testing.T, ctx context.Context, d drivers.Driver, db *sql.DB) {
+	st := d.Statements()
+	var before, after, created any
+	if err := db.QueryRowContext(ctx, st.Now).Scan(&before); err != nil {
+		t.Fatalf("Now: %v", err)
+	}
+	_, reqID := fixture(t, ctx, d, db, "suite-clock")
+	if err := db.QueryRowContext(ctx, st.Now).Scan(&after); err != nil {
+		t.Fatalf("Now: %v", err)
+	}
+	var id, taskID int64
+	var task, user, status string
+	var requested, assigned int
+	var served any
+	if err := db.QueryRowContext(ctx, st.RequestByID, reqID).Scan(&id, &taskID, &task, &user, &requested, &assigned, &status, &created, &served); err != nil {
+		t.Fatalf("RequestByID: %v", err)
+	}
+	b, c, a := scanTime(t, before), scanTime(t, created), scanTime(t, after)
+	// created_at is written by the database's clock between the two reads of
+	// it (1 ms of slack for SQLite's millisecond text).
+	if c.Before(b.Add(-time.Millisecond)) || c.After(a.Add(time.Millisecond)) {
+		t.Fatalf("created_at %s is not between the database clock reads %s and %s", c, b, a)
+	}
+	if status != "pending" || requested != 2 || assigned != 0 || user != "alice" {
+		t.Fatalf("request read back as %s/%d/%d/%s", status, requested, assigned, user)
+	}
+}
+
+func rowLock(t *testing.T, ctx context.Context, d drivers.Driver, db *sql.DB, s drivers.Strategy) {
+	st := d.Statements()
+	taskID, _ := fixture(t, ctx, d, db, "suite-lock-"+string(s))
+	holder, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Rollback()
+	var got int64
+	if err := holder.QueryRowContext(ctx, st.Lock(s), taskID).Scan(&got); err != nil || got != taskID {
+		t.Fatalf("holder could not take a free lock: %v", err)
+	}
+	other, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Rollback()
+	switch s {
+	case drivers.Skip:
+		err := other.QueryRowContext(ctx, st.LockSkip, taskID).Scan(&got)
+		if !errors.Is(err, sql.ErrNoRows) {
+			t.Fatalf("SKIP LOCKED on a held lock: %v, want no row", err)
+		}
+	case drivers.NoWait:
+		err := other.QueryRowContext(ctx, st.LockNoWait, taskID).Scan(&got)
+		if err == nil || !d.IsLockBusy(err) {
+			t.Fatalf("NOWAIT on a held lock: %v, want the driver's lock-busy error", err)
+		}
+	case drivers.Wait:
+		done := make(chan error, 1)
+		go func() { done <- other.QueryRowContext(ctx, st.LockWait, taskID).Scan(&got) }()
+		select {
+		case err := <-done:
+			t.Fatalf("plain FOR UPDATE returned (%v) while the lock was held", err)
+		case <-time.After(500 * time.Millisecond):
+		}
+		if err := holder.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case err := <-done:
+			if err != nil || got != taskID {
+				t.Fatalf("waiter after release: %v", err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatal("waiter did not get the lock within 30 s of its release")
+		}
+	}
+}
+
+func lease(t *testing.T, ctx context.Context, d drivers.Driver, db *sql.DB) {
+	st := d.Statements()
+	taskID, _ := fixture(t, ctx, d, db, "suite-lease")
+	acquire := func(owner string, ttlMS int64) (int64, bool) {
+		tx, err := db.BeginTx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tx.Rollback()
+		res, err := tx.ExecContext(ctx, st.LeaseAcquire, owner, ttlMS, taskID)
+		if err != nil {
+			t.Fatalf("LeaseAcquire: %v", err)
+		}
+		if n, _ := res.RowsAffected(); n != 1 {
+			return 0, false
+		}
+		var token int64
+		if err := tx.QueryRowContext(ctx, st.LeaseToken, taskID, owner).Scan(&token); err != nil {
+			t.Fatalf("LeaseToken: %v", err)
+		}
+		if err := tx.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		return token, true
+	}
+	fence := func(owner string, token int64) bool {
+		res, err := db.ExecContext(ctx, st.LeaseFenceRelease, taskID, owner, token)
+		if err != nil {
+			t.Fatalf("LeaseFenceRelease: %v", err)
+		}
+		n, _ := res.RowsAffected()
+		return n == 1
+	}
+	tokA, ok := acquire("A", 60000)
+	if !ok {
+		t.Fatal("A could not take a free lease")
+	}
+	if _, ok := acquire("B", 60000); ok {
+		t.Fatal("B took a lease that A holds")
+	}
+	if fence("A", tokA+1) || fence("B", tokA) {
+		t.Fatal("the fence passed with a wrong token or owner")
+	}
+	if !fence("A", tokA) {
+		t.Fatal("the fence failed for the lease's holder")
+	}
+	tokB, ok := acquire("B", 60000)
+	if !ok || tokB <= tokA {
+		t.Fatalf("B after A released: ok=%v token %d (A had %d)", ok, tokB, tokA)
+	}
+	if !fence("B", tokB) {
+		t.Fatal("B's fence failed")
+	}
+	// Expiry: a lease of 1 ms is taken over, and its old holder is fenced off.
+	tokC, ok := acquire("C", 1)
+	if !ok {
+		t.Fatal("C could not take a free lease")
+	}
+	time.Sleep(50 * time.Millisecond)
+	tokD, ok := acquire("D", 60000)
+	if !ok {
+		t.Fatal("D could not take over an expired lease")
+	}
+	if fence("C", tokC) {
+		t.Fatal("the holder of an expired, taken-over lease passed the fence")
+	}
+	if !fence("D", tokD) {
+		t.Fatal("D's fence failed")
+	}
+}

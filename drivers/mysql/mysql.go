@@ -1,0 +1,120 @@
+// Package mysql is loanq's MySQL 8 / MariaDB driver (go-sql-driver/mysql).
+//
+// Locking: SELECT … FOR UPDATE [SKIP LOCKED | NOWAIT] needs MySQL >= 8.0.1 or
+// MariaDB >= 10.6. InnoDB locks every index record a locking read scans, so a
+// locking read must find its rows through an index that matches its filter and
+// order; loanq's task lock goes through the primary key and locks one record.
+// Plain FOR UPDATE (strategy wait) gives up after innodb_lock_wait_timeout
+// (50 s by default); loanq reports that as busy.
+package mysql
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"io/fs"
+	"time"
+
+	gomysql "github.com/go-sql-driver/mysql"
+	"github.com/pressly/goose/v3/database"
+
+	"github.com/loanq/loanq/drivers"
+	"github.com/loanq/loanq/migrations"
+	"github.com/loanq/loanq/problem"
+)
+
+// Driver implements drivers.Driver for MySQL >= 8.0.1 and MariaDB >= 10.6.
+type Driver struct{}
+
+var _ drivers.Driver = (*Driver)(nil)
+
+func init() { drivers.Register(&Driver{}) }
+
+func (*Driver) Name() string                                    { return "mysql" }
+func (*Driver) Schemes() []string                               { return []string{"mysql", "mariadb"} }
+func (*Driver) Statements() *drivers.Statements                 { return &statements }
+func (*Driver) Migrations() fs.FS                               { return migrations.For("mysql") }
+func (*Driver) CriteriaQuery(src drivers.CriteriaSource) string { return criteriaQuery(src) }
+func (*Driver) Strategies() []drivers.Strategy {
+	return []drivers.Strategy{drivers.Skip, drivers.NoWait, drivers.Wait, drivers.Lease}
+}
+
+func (*Driver) MigrationStore(table string) (database.Store, error) {
+	return database.NewStore(database.DialectMySQL, table)
+}
+
+// Config turns a loanq DSN into the driver's configuration: UTC times parsed
+// into time.Time, and a session time zone of UTC so DATETIME values mean UTC.
+func Config(dsn drivers.DSN) *gomysql.Config {
+	cfg := gomysql.NewConfig()
+	cfg.User = dsn.User
+	cfg.Passwd = dsn.Password
+	cfg.Net = "tcp"
+	cfg.Addr = dsn.Host
+	cfg.DBName = dsn.Database
+	cfg.ParseTime = true
+	cfg.Loc = time.UTC
+	cfg.Timeout = 10 * time.Second
+	cfg.Params = map[string]string{"time_zone": "'+00:00'"}
+	for k, v := range dsn.Query {
+		if len(v) > 0 {
+			cfg.Params[k] = v[0]
+		}
+	}
+	return cfg
+}
+
+func (*Driver) Open(ctx context.Context, dsn drivers.DSN) (*sql.DB, error) {
+	conn, err := gomysql.NewConnector(Config(dsn))
+	if err != nil {
+		return nil, problem.Usagef("malformed MySQL DSN %s: %s", dsn.Redacted(), dsn.Scrub(err.Error()))
+	}
+	db := sql.OpenDB(conn)
+	if err := db.PingContext(ctx); err != nil {
+		db.Close()
+		return nil, classifyConnectError(dsn, err)
+	}
+	return db, nil
+}
+
+// InsertReturningID: MySQL 8 has no INSERT … RETURNING; the id comes back in
+// the OK packet of the same statement.
+func (*Driver) InsertReturningID(ctx context.Context, q drivers.Querier, query string, args ...any) (int64, error) {
+	res, err := q.ExecContext(ctx, query, args...)
+	if err != nil {
+		return 0, err
+	}
+	return res.LastInsertId()
+}
+
+// IsLockBusy: 3572 ER_LOCK_NOWAIT (MySQL's NOWAIT), 1205 ER_LOCK_WAIT_TIMEOUT
+// (MariaDB's NOWAIT, and innodb_lock_wait_timeout running out for wait).
+func (*Driver) IsLockBusy(err error) bool {
+	n := errNumber(err)
+	return n == 3572 || n == 1205
+}
+
+// IsUniqueViolation: 1062 ER_DUP_ENTRY.
+func (*Driver) IsUniqueViolation(err error) bool { return errNumber(err) == 1062 }
+
+func errNumber(err error) uint16 {
+	var me *gomysql.MySQLError
+	if errors.As(err, &me) {
+		return me.Number
+	}
+	return 0
+}
+
+func classifyConnectError(dsn drivers.DSN, err error) error {
+	switch errNumber(err) {
+	case 1045: // ER_ACCESS_DENIED_ERROR
+		e := drivers.ConnectError(dsn, err, "check the user name and password in --db / LOANQ_DB").(*problem.Error)
+		e.Kind = problem.Usage
+		return e
+	case 1049: // ER_BAD_DB_ERROR
+		e := drivers.ConnectError(dsn, err, "create the database first, or fix its name in the DSN").(*problem.Error)
+		e.Kind = problem.Usage
+		return e
+	}
+	return drivers.ConnectError(dsn, err, "is the MySQL/MariaDB server running and reachable? check host and port in --db / LOANQ_DB")
+}

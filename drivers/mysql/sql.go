@@ -1,0 +1,93 @@
+package mysql
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/loanq/loanq/drivers"
+)
+
+// Every statement loanq sends to MySQL 8 / MariaDB. Times are UTC from
+// UTC_TIMESTAMP(6), the database clock, whatever the session time zone.
+const taskColumns = `id, name, source_table, key_column, criteria, order_by, max_active,
+       lock_strategy, query_delay_ms, lease_ttl_ms, created_by, created_at`
+
+var statements = drivers.Statements{
+	Now: `SELECT UTC_TIMESTAMP(6)`,
+
+	TaskInsert: `INSERT INTO loanq_task (name, source_table, key_column, criteria, order_by, max_active,
+       lock_strategy, query_delay_ms, lease_ttl_ms, created_by, created_at)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, UTC_TIMESTAMP(6))`,
+	TaskByName: `SELECT ` + taskColumns + ` FROM loanq_task WHERE name = ?`,
+	TaskByID:   `SELECT ` + taskColumns + ` FROM loanq_task WHERE id = ?`,
+	TaskList:   `SELECT ` + taskColumns + ` FROM loanq_task ORDER BY name`,
+	TaskRuns: `SELECT id, strategy, holder, started_at, duration_ms, rows_found, requests_served, loans_assigned
+FROM loanq_query_run WHERE task_id = ? ORDER BY id DESC LIMIT 10`,
+
+	RequestInsert: `INSERT INTO loanq_work_request (task_id, user_name, requested, assigned, status, created_at)
+VALUES (?, ?, ?, 0, 'pending', UTC_TIMESTAMP(6))`,
+	RequestByID: `SELECT r.id, r.task_id, t.name, r.user_name, r.requested, r.assigned, r.status, r.created_at, r.served_at
+FROM loanq_work_request r JOIN loanq_task t ON t.id = r.task_id
+WHERE r.id = ?`,
+	RequestsPending: `SELECT id, user_name, requested FROM loanq_work_request
+WHERE task_id = ? AND status = 'pending' ORDER BY id`,
+	RequestFinish: `UPDATE loanq_work_request SET assigned = ?, status = ?, served_at = UTC_TIMESTAMP(6)
+WHERE id = ? AND status = 'pending'`,
+	RequestLoans: `SELECT loan_id FROM loanq_work WHERE request_id = ? ORDER BY id`,
+
+	// The task row is found through its primary key, so InnoDB locks exactly
+	// that one index record (no gap or next-key locks on a unique equality).
+	LockSkip:   `SELECT id FROM loanq_task WHERE id = ? FOR UPDATE SKIP LOCKED`,
+	LockNoWait: `SELECT id FROM loanq_task WHERE id = ? FOR UPDATE NOWAIT`,
+	LockWait:   `SELECT id FROM loanq_task WHERE id = ? FOR UPDATE`,
+	LeaseAcquire: `UPDATE loanq_task
+SET lease_owner = ?, lease_token = lease_token + 1,
+    lease_expires_at = UTC_TIMESTAMP(6) + INTERVAL (? * 1000) MICROSECOND
+WHERE id = ? AND (lease_owner IS NULL OR lease_expires_at <= UTC_TIMESTAMP(6))`,
+	LeaseToken: `SELECT lease_token FROM loanq_task WHERE id = ? AND lease_owner = ?`,
+	LeaseFenceRelease: `UPDATE loanq_task SET lease_owner = NULL, lease_expires_at = NULL
+WHERE id = ? AND lease_owner = ? AND lease_token = ? AND lease_expires_at > UTC_TIMESTAMP(6)`,
+	LeaseRelease: `UPDATE loanq_task SET lease_owner = NULL, lease_expires_at = NULL
+WHERE id = ? AND lease_owner = ? AND lease_token = ?`,
+
+	ActiveCountForUser: `SELECT COUNT(*) FROM loanq_work WHERE task_id = ? AND user_name = ? AND disposition IS NULL`,
+	WorkInsert: `INSERT INTO loanq_work (task_id, loan_id, user_name, request_id, assigned_at)
+VALUES (?, ?, ?, ?, UTC_TIMESTAMP(6))`,
+	QueryRunInsert: `INSERT INTO loanq_query_run (task_id, strategy, holder, started_at, duration_ms,
+       rows_found, requests_served, loans_assigned)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+
+	ActiveWork: `SELECT id, user_name FROM loanq_work WHERE task_id = ? AND loan_id = ? AND disposition IS NULL`,
+	LastWork: `SELECT disposition, user_name FROM loanq_work WHERE task_id = ? AND loan_id = ?
+ORDER BY id DESC LIMIT 1`,
+	Dispose: `UPDATE loanq_work
+SET disposition = ?, disposed_at = UTC_TIMESTAMP(6),
+    return_at = UTC_TIMESTAMP(6) + INTERVAL (? * 1000) MICROSECOND
+WHERE id = ? AND user_name = ? AND disposition IS NULL`,
+
+	Pipeline: `SELECT t.name, w.loan_id, w.assigned_at,
+       TIMESTAMPDIFF(SECOND, w.assigned_at, UTC_TIMESTAMP(6))
+FROM loanq_work w JOIN loanq_task t ON t.id = w.task_id
+WHERE w.user_name = ? AND w.disposition IS NULL AND (? = '' OR t.name = ?)
+ORDER BY w.assigned_at, w.id`,
+}
+
+// criteriaQuery is the heavy query of SPEC §3 step 4. It takes no lock (the
+// task lock serialises callers), so InnoDB reads it from a consistent snapshot
+// without locking the scanned application rows.
+func criteriaQuery(src drivers.CriteriaSource) string {
+	order := "src." + src.Key
+	if strings.TrimSpace(src.Order) != "" {
+		order = src.Order + ", src." + src.Key
+	}
+	return fmt.Sprintf(`SELECT src.%[1]s FROM %[2]s src
+WHERE (%[3]s)
+  AND NOT EXISTS (
+    SELECT 1 FROM loanq_work w
+    WHERE w.task_id = ? AND w.loan_id = src.%[1]s
+      AND (w.disposition IS NULL
+           OR w.disposition = 'never'
+           OR (w.disposition = 'return' AND w.return_at > UTC_TIMESTAMP(6))))
+ORDER BY %[4]s
+LIMIT ?`, src.Key, src.Source, src.Where, order)
+}

@@ -1,0 +1,93 @@
+// Package postgres is loanq's PostgreSQL driver (pgx through database/sql).
+//
+// Locking: the task lock is a row lock on loanq_task taken with
+// SELECT … FOR UPDATE [SKIP LOCKED | NOWAIT]. PostgreSQL releases it when the
+// transaction ends, including when the client's connection dies, so a killed
+// holder never leaves a task locked.
+package postgres
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"io/fs"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/stdlib"
+	"github.com/pressly/goose/v3/database"
+
+	"github.com/loanq/loanq/drivers"
+	"github.com/loanq/loanq/migrations"
+	"github.com/loanq/loanq/problem"
+)
+
+// Driver implements drivers.Driver for PostgreSQL >= 12.
+type Driver struct{}
+
+var _ drivers.Driver = (*Driver)(nil)
+
+func init() { drivers.Register(&Driver{}) }
+
+func (*Driver) Name() string                    { return "postgres" }
+func (*Driver) Schemes() []string               { return []string{"postgres", "postgresql"} }
+func (*Driver) Statements() *drivers.Statements { return &statements }
+func (*Driver) Migrations() fs.FS               { return migrations.For("postgres") }
+func (*Driver) Strategies() []drivers.Strategy {
+	return []drivers.Strategy{drivers.Skip, drivers.NoWait, drivers.Wait, drivers.Lease}
+}
+
+func (*Driver) CriteriaQuery(src drivers.CriteriaSource) string { return criteriaQuery(src) }
+
+func (*Driver) MigrationStore(table string) (database.Store, error) {
+	return database.NewStore(database.DialectPostgres, table)
+}
+
+// Open connects with pgx. The DSN is handed to pgx as given (it is already a
+// libpq URL); loanq adds an application_name so a DBA can find its sessions in
+// pg_stat_activity.
+func (*Driver) Open(ctx context.Context, dsn drivers.DSN) (*sql.DB, error) {
+	cfg, err := pgconnParse(dsn)
+	if err != nil {
+		return nil, err
+	}
+	db := stdlib.OpenDB(*cfg)
+	if err := db.PingContext(ctx); err != nil {
+		db.Close()
+		return nil, classifyConnectError(dsn, err)
+	}
+	return db, nil
+}
+
+func (*Driver) InsertReturningID(ctx context.Context, q drivers.Querier, query string, args ...any) (int64, error) {
+	var id int64
+	err := q.QueryRowContext(ctx, query, args...).Scan(&id)
+	return id, err
+}
+
+// IsLockBusy: 55P03 lock_not_available is what FOR UPDATE NOWAIT raises.
+func (*Driver) IsLockBusy(err error) bool { return sqlState(err) == "55P03" }
+
+// IsUniqueViolation: 23505 unique_violation.
+func (*Driver) IsUniqueViolation(err error) bool { return sqlState(err) == "23505" }
+
+func sqlState(err error) string {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		return pe.Code
+	}
+	return ""
+}
+
+func classifyConnectError(dsn drivers.DSN, err error) error {
+	switch sqlState(err) {
+	case "28P01", "28000": // invalid_password, invalid_authorization_specification
+		e := drivers.ConnectError(dsn, err, "check the user name and password in --db / LOANQ_DB").(*problem.Error)
+		e.Kind = problem.Usage
+		return e
+	case "3D000": // invalid_catalog_name
+		e := drivers.ConnectError(dsn, err, "create the database first, or fix its name in the DSN").(*problem.Error)
+		e.Kind = problem.Usage
+		return e
+	}
+	return drivers.ConnectError(dsn, err, "is the PostgreSQL server running and reachable? check host and port in --db / LOANQ_DB")
+}

@@ -1,0 +1,94 @@
+package postgres
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/loanq/loanq/drivers"
+)
+
+// Every statement loanq sends to PostgreSQL. clock_timestamp() is the database
+// clock at the moment of the statement (now() would be the transaction start).
+const taskColumns = `id, name, source_table, key_column, criteria, order_by, max_active,
+       lock_strategy, query_delay_ms, lease_ttl_ms, created_by, created_at`
+
+var statements = drivers.Statements{
+	Now: `SELECT clock_timestamp()`,
+
+	TaskInsert: `INSERT INTO loanq_task (name, source_table, key_column, criteria, order_by, max_active,
+       lock_strategy, query_delay_ms, lease_ttl_ms, created_by, created_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, clock_timestamp())
+RETURNING id`,
+	TaskByName: `SELECT ` + taskColumns + ` FROM loanq_task WHERE name = $1`,
+	TaskByID:   `SELECT ` + taskColumns + ` FROM loanq_task WHERE id = $1`,
+	TaskList:   `SELECT ` + taskColumns + ` FROM loanq_task ORDER BY name`,
+	TaskRuns: `SELECT id, strategy, holder, started_at, duration_ms, rows_found, requests_served, loans_assigned
+FROM loanq_query_run WHERE task_id = $1 ORDER BY id DESC LIMIT 10`,
+
+	RequestInsert: `INSERT INTO loanq_work_request (task_id, user_name, requested, assigned, status, created_at)
+VALUES ($1, $2, $3, 0, 'pending', clock_timestamp())
+RETURNING id`,
+	RequestByID: `SELECT r.id, r.task_id, t.name, r.user_name, r.requested, r.assigned, r.status, r.created_at, r.served_at
+FROM loanq_work_request r JOIN loanq_task t ON t.id = r.task_id
+WHERE r.id = $1`,
+	RequestsPending: `SELECT id, user_name, requested FROM loanq_work_request
+WHERE task_id = $1 AND status = 'pending' ORDER BY id`,
+	RequestFinish: `UPDATE loanq_work_request SET assigned = $1, status = $2, served_at = clock_timestamp()
+WHERE id = $3 AND status = 'pending'`,
+	RequestLoans: `SELECT loan_id FROM loanq_work WHERE request_id = $1 ORDER BY id`,
+
+	LockSkip:   `SELECT id FROM loanq_task WHERE id = $1 FOR UPDATE SKIP LOCKED`,
+	LockNoWait: `SELECT id FROM loanq_task WHERE id = $1 FOR UPDATE NOWAIT`,
+	LockWait:   `SELECT id FROM loanq_task WHERE id = $1 FOR UPDATE`,
+	LeaseAcquire: `UPDATE loanq_task
+SET lease_owner = $1, lease_token = lease_token + 1,
+    lease_expires_at = clock_timestamp() + $2::bigint * INTERVAL '1 millisecond'
+WHERE id = $3 AND (lease_owner IS NULL OR lease_expires_at <= clock_timestamp())`,
+	LeaseToken: `SELECT lease_token FROM loanq_task WHERE id = $1 AND lease_owner = $2`,
+	LeaseFenceRelease: `UPDATE loanq_task SET lease_owner = NULL, lease_expires_at = NULL
+WHERE id = $1 AND lease_owner = $2 AND lease_token = $3 AND lease_expires_at > clock_timestamp()`,
+	LeaseRelease: `UPDATE loanq_task SET lease_owner = NULL, lease_expires_at = NULL
+WHERE id = $1 AND lease_owner = $2 AND lease_token = $3`,
+
+	ActiveCountForUser: `SELECT COUNT(*) FROM loanq_work WHERE task_id = $1 AND user_name = $2 AND disposition IS NULL`,
+	WorkInsert: `INSERT INTO loanq_work (task_id, loan_id, user_name, request_id, assigned_at)
+VALUES ($1, $2, $3, $4, clock_timestamp())`,
+	QueryRunInsert: `INSERT INTO loanq_query_run (task_id, strategy, holder, started_at, duration_ms,
+       rows_found, requests_served, loans_assigned)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+RETURNING id`,
+
+	ActiveWork: `SELECT id, user_name FROM loanq_work WHERE task_id = $1 AND loan_id = $2 AND disposition IS NULL`,
+	LastWork: `SELECT disposition, user_name FROM loanq_work WHERE task_id = $1 AND loan_id = $2
+ORDER BY id DESC LIMIT 1`,
+	Dispose: `UPDATE loanq_work
+SET disposition = $1, disposed_at = clock_timestamp(),
+    return_at = clock_timestamp() + $2::bigint * INTERVAL '1 millisecond'
+WHERE id = $3 AND user_name = $4 AND disposition IS NULL`,
+
+	Pipeline: `SELECT t.name, w.loan_id, w.assigned_at,
+       EXTRACT(EPOCH FROM clock_timestamp() - w.assigned_at)::BIGINT
+FROM loanq_work w JOIN loanq_task t ON t.id = w.task_id
+WHERE w.user_name = $1 AND w.disposition IS NULL AND ($2 = '' OR t.name = $3)
+ORDER BY w.assigned_at, w.id`,
+}
+
+// criteriaQuery is the heavy query of SPEC §3 step 4: the task's criteria,
+// minus loans that are not eligible for the task (§4), in priority order.
+// It takes no lock: the task lock already serialises the callers.
+func criteriaQuery(src drivers.CriteriaSource) string {
+	order := "src." + src.Key
+	if strings.TrimSpace(src.Order) != "" {
+		order = src.Order + ", src." + src.Key
+	}
+	return fmt.Sprintf(`SELECT src.%[1]s FROM %[2]s src
+WHERE (%[3]s)
+  AND NOT EXISTS (
+    SELECT 1 FROM loanq_work w
+    WHERE w.task_id = $1 AND w.loan_id = src.%[1]s
+      AND (w.disposition IS NULL
+           OR w.disposition = 'never'
+           OR (w.disposition = 'return' AND w.return_at > clock_timestamp())))
+ORDER BY %[4]s
+LIMIT $2`, src.Key, src.Source, src.Where, order)
+}

@@ -1,0 +1,94 @@
+// Package sqlite is loanq's embedded default (modernc.org/sqlite, pure Go).
+//
+// SQLite has no row locks: one writer holds the whole database at a time. The
+// task lock is therefore the lease row of seed 003 (strategy lease), the
+// database runs in WAL mode so readers never wait for the writer, and every
+// write transaction is BEGIN IMMEDIATE so two writers queue on busy_timeout
+// instead of deadlocking on a read-to-write upgrade.
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"io/fs"
+	"net/url"
+	"os"
+	"path/filepath"
+
+	"github.com/pressly/goose/v3/database"
+	sqlite3 "modernc.org/sqlite"
+
+	"github.com/loanq/loanq/drivers"
+	"github.com/loanq/loanq/migrations"
+	"github.com/loanq/loanq/problem"
+)
+
+// Driver implements drivers.Driver for SQLite.
+type Driver struct{}
+
+var _ drivers.Driver = (*Driver)(nil)
+
+func init() { drivers.Register(&Driver{}) }
+
+func (*Driver) Name() string                                    { return "sqlite" }
+func (*Driver) Schemes() []string                               { return []string{"sqlite"} }
+func (*Driver) Statements() *drivers.Statements                 { return &statements }
+func (*Driver) Migrations() fs.FS                               { return migrations.For("sqlite") }
+func (*Driver) CriteriaQuery(src drivers.CriteriaSource) string { return criteriaQuery(src) }
+func (*Driver) Strategies() []drivers.Strategy                  { return []drivers.Strategy{drivers.Lease} }
+
+func (*Driver) MigrationStore(table string) (database.Store, error) {
+	return database.NewStore(database.DialectSQLite3, table)
+}
+
+// ConnString is the modernc connection string for a loanq DSN.
+func ConnString(dsn drivers.DSN) string {
+	q := url.Values{}
+	q.Add("_pragma", "busy_timeout(30000)")
+	q.Add("_pragma", "journal_mode(WAL)")
+	q.Add("_pragma", "foreign_keys(1)")
+	q.Add("_pragma", "synchronous(NORMAL)")
+	q.Set("_txlock", "immediate")
+	return "file:" + dsn.Database + "?" + q.Encode()
+}
+
+func (*Driver) Open(ctx context.Context, dsn drivers.DSN) (*sql.DB, error) {
+	if dir := filepath.Dir(dsn.Database); dsn.Database != ":memory:" {
+		if st, err := os.Stat(dir); err != nil || !st.IsDir() {
+			return nil, problem.Usagef("cannot open SQLite database %s: folder %s does not exist", dsn.Database, dir)
+		}
+	}
+	db, err := sql.Open("sqlite", ConnString(dsn))
+	if err != nil {
+		return nil, problem.Usagef("cannot open SQLite database %s: %v", dsn.Database, err)
+	}
+	if err := db.PingContext(ctx); err != nil {
+		db.Close()
+		return nil, drivers.ConnectError(dsn, err, "check that the file is an SQLite database and is writable")
+	}
+	return db, nil
+}
+
+func (*Driver) InsertReturningID(ctx context.Context, q drivers.Querier, query string, args ...any) (int64, error) {
+	var id int64
+	err := q.QueryRowContext(ctx, query, args...).Scan(&id)
+	return id, err
+}
+
+// IsLockBusy: SQLITE_BUSY (5) once busy_timeout has run out.
+func (*Driver) IsLockBusy(err error) bool { return code(err)&0xff == 5 }
+
+// IsUniqueViolation: SQLITE_CONSTRAINT_UNIQUE (2067) or _PRIMARYKEY (1555).
+func (*Driver) IsUniqueViolation(err error) bool {
+	c := code(err)
+	return c == 2067 || c == 1555
+}
+
+func code(err error) int {
+	var se *sqlite3.Error
+	if errors.As(err, &se) {
+		return se.Code()
+	}
+	return 0
+}

@@ -1,0 +1,238 @@
+// Package testdb gives each test its own database on every server under test:
+// SQLite always, PostgreSQL and MariaDB/MySQL from LOANQ_TEST_POSTGRES_DSN and
+// LOANQ_TEST_MYSQL_DSN (else the local defaults), Oracle from
+// LOANQ_TEST_ORACLE_DSN. LOANQ_TEST_REQUIRE (set by `make test`) lists the
+// dialects whose absence fails the run instead of skipping.
+package testdb
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/loanq/loanq/drivers"
+	"github.com/loanq/loanq/schema"
+)
+
+// Dialects are the dialects tests run on, in order.
+var Dialects = []string{"sqlite", "postgres", "mysql"}
+
+var defaults = map[string]string{
+	"postgres": "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable",
+	"mysql":    "mysql://root:@127.0.0.1:3306/test",
+}
+
+func envVar(dialect string) string { return "LOANQ_TEST_" + strings.ToUpper(dialect) + "_DSN" }
+
+// Required reports whether the run demands this dialect.
+func Required(dialect string) bool {
+	for _, r := range strings.Split(os.Getenv("LOANQ_TEST_REQUIRE"), ",") {
+		if strings.TrimSpace(r) == dialect {
+			return true
+		}
+	}
+	return false
+}
+
+// BaseDSN is the server-level DSN for a dialect, or "" when none is configured.
+func BaseDSN(dialect string) string {
+	if v := os.Getenv(envVar(dialect)); v != "" {
+		return v
+	}
+	return defaults[dialect]
+}
+
+var (
+	reachMu sync.Mutex
+	reach   = map[string]error{}
+)
+
+func reachable(dialect, dsn string) error {
+	reachMu.Lock()
+	defer reachMu.Unlock()
+	if err, ok := reach[dialect]; ok {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, db, _, err := drivers.Connect(ctx, dsn)
+	if err == nil {
+		db.Close()
+	}
+	reach[dialect] = err
+	return err
+}
+
+// Fresh returns the DSN of a new, empty database of the dialect for this test,
+// dropped when the test ends. A dialect that is not available skips the test,
+// or fails it when LOANQ_TEST_REQUIRE names the dialect.
+func Fresh(t testing.TB, dialect string) string {
+	t.Helper()
+	if dialect == "sqlite" {
+		return "sqlite:" + filepath.Join(t.TempDir(), "loanq.db")
+	}
+	base := BaseDSN(dialect)
+	if base == "" {
+		unavailable(t, dialect, fmt.Errorf("%s not set", envVar(dialect)))
+	}
+	if err := reachable(dialect, base); err != nil {
+		unavailable(t, dialect, err)
+	}
+	name := "loanq_t_" + randomHex(6)
+	ctx := context.Background()
+	_, admin, _, err := drivers.Connect(ctx, base)
+	if err != nil {
+		t.Fatalf("connecting to %s: %v", dialect, err)
+	}
+	if _, err := admin.ExecContext(ctx, "CREATE DATABASE "+name); err != nil {
+		admin.Close()
+		t.Fatalf("CREATE DATABASE %s on %s: %v", name, dialect, err)
+	}
+	t.Cleanup(func() {
+		defer admin.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		drop := "DROP DATABASE " + name
+		if dialect == "postgres" {
+			drop += " WITH (FORCE)" // PostgreSQL >= 13: ends sessions a killed child process left behind
+		}
+		if _, err := admin.ExecContext(ctx, drop); err != nil {
+			t.Logf("dropping test database %s: %v", name, err)
+		}
+	})
+	u, err := url.Parse(base)
+	if err != nil {
+		t.Fatalf("parsing %s: %v", envVar(dialect), err)
+	}
+	u.Path = "/" + name
+	return u.String()
+}
+
+func unavailable(t testing.TB, dialect string, err error) {
+	t.Helper()
+	if Required(dialect) {
+		t.Fatalf("%s is required (LOANQ_TEST_REQUIRE) but not available: %v — run the tests with `make test`, which finds or starts the servers", dialect, err)
+	}
+	t.Skipf("%s not available (%v); `make test` requires it", dialect, err)
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	if _, err := rand.Read(b); err != nil {
+		panic(err)
+	}
+	return hex.EncodeToString(b)
+}
+
+// Each runs fn as a subtest on every dialect, each with its own fresh database.
+func Each(t *testing.T, fn func(t *testing.T, dsn string)) {
+	for _, d := range Dialects {
+		t.Run(d, func(t *testing.T) {
+			fn(t, Fresh(t, d))
+		})
+	}
+}
+
+// Open connects to dsn; the connection closes when the test ends.
+func Open(t testing.TB, dsn string) (drivers.Driver, *sql.DB) {
+	t.Helper()
+	d, db, _, err := drivers.Connect(context.Background(), dsn)
+	if err != nil {
+		t.Fatalf("connecting: %v", err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return d, db
+}
+
+// Migrated opens dsn and applies loanq's migrations.
+func Migrated(t testing.TB, dsn string) (drivers.Driver, *sql.DB) {
+	t.Helper()
+	d, db := Open(t, dsn)
+	if _, err := schema.Up(context.Background(), d, db); err != nil {
+		t.Fatalf("migrate up on %s: %v", d.Name(), err)
+	}
+	return d, db
+}
+
+// Loan is a row of the test loan table.
+type Loan struct {
+	ID       int64
+	Eligible bool
+	Priority int
+}
+
+// CreateLoans creates the application table `loan` (id, eligible, priority)
+// and fills it with ids 1..n, all eligible, priority = id (lower is served first).
+func CreateLoans(t testing.TB, d drivers.Driver, db *sql.DB, n int) {
+	t.Helper()
+	ctx := context.Background()
+	idType := "BIGINT"
+	if d.Name() == "oracle" {
+		idType = "NUMBER(19)"
+	}
+	if _, err := db.ExecContext(ctx, fmt.Sprintf("CREATE TABLE loan (id %s PRIMARY KEY, eligible INTEGER NOT NULL, priority INTEGER NOT NULL)", idType)); err != nil {
+		t.Fatalf("creating loan table: %v", err)
+	}
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ins := map[string]string{"postgres": "INSERT INTO loan VALUES ($1, 1, $2)", "oracle": "INSERT INTO loan VALUES (:1, 1, :2)"}[d.Name()]
+	if ins == "" {
+		ins = "INSERT INTO loan VALUES (?, 1, ?)"
+	}
+	for i := 1; i <= n; i++ {
+		if _, err := tx.ExecContext(ctx, ins, i, i); err != nil {
+			t.Fatalf("filling loan table: %v", err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Exec runs a statement written with ? placeholders, rewritten for the dialect.
+func Exec(t testing.TB, d drivers.Driver, db *sql.DB, query string, args ...any) {
+	t.Helper()
+	if _, err := db.ExecContext(context.Background(), Rebind(d, query), args...); err != nil {
+		t.Fatalf("%s: %v", query, err)
+	}
+}
+
+// Rebind turns ? placeholders into the dialect's ($1 or :1).
+func Rebind(d drivers.Driver, query string) string {
+	prefix := map[string]string{"postgres": "$", "oracle": ":"}[d.Name()]
+	if prefix == "" {
+		return query
+	}
+	var b strings.Builder
+	n := 0
+	for _, r := range query {
+		if r == '?' {
+			n++
+			fmt.Fprintf(&b, "%s%d", prefix, n)
+			continue
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+// Int runs a single-value query written with ? placeholders.
+func Int(t testing.TB, d drivers.Driver, db *sql.DB, query string, args ...any) int64 {
+	t.Helper()
+	var n int64
+	if err := db.QueryRowContext(context.Background(), Rebind(d, query), args...).Scan(&n); err != nil {
+		t.Fatalf("%s: %v", query, err)
+	}
+	return n
+}

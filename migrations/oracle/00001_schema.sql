@@ -1,0 +1,3 @@
+-- placeholder: the Oracle schema is being written
+-- +goose Up
+-- +goose Down

@@ -1,0 +1,111 @@
+// Package problem classifies the errors loanq reports to its callers and maps
+// them to the exit codes of the command-line contract (SPEC §5):
+//
+//	0  done
+//	1  any other failure
+//	2  bad input or usage; nothing was changed in the database
+//	75 still pending or busy (EX_TEMPFAIL): ask again later
+package problem
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Kind says which exit code an error maps to.
+type Kind int
+
+const (
+	// Failure is anything unexpected: a lost connection, a database error.
+	Failure Kind = iota
+	// Usage is bad input: the caller must change the command. Nothing changed.
+	Usage
+	// Busy means the work is not done yet: the task lock is held elsewhere or the
+	// request is still pending. Retrying later is the right reaction.
+	Busy
+)
+
+// Exit codes of the command-line contract.
+const (
+	ExitOK      = 0
+	ExitFailure = 1
+	ExitUsage   = 2
+	ExitBusy    = 75
+)
+
+// Error is an error with a kind and an optional hint that tells the user what to do.
+type Error struct {
+	Kind Kind
+	Msg  string
+	Hint string
+	Err  error // the cause, if any; its text is not shown when Msg is set
+}
+
+func (e *Error) Error() string {
+	msg := e.Msg
+	if msg == "" && e.Err != nil {
+		msg = e.Err.Error()
+	} else if e.Err != nil {
+		msg = msg + ": " + e.Err.Error()
+	}
+	if e.Hint != "" {
+		msg += " (" + e.Hint + ")"
+	}
+	return msg
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// Usagef returns a bad-input error.
+func Usagef(format string, args ...any) error {
+	return &Error{Kind: Usage, Msg: fmt.Sprintf(format, args...)}
+}
+
+// Busyf returns a busy/pending error.
+func Busyf(format string, args ...any) error {
+	return &Error{Kind: Busy, Msg: fmt.Sprintf(format, args...)}
+}
+
+// WithHint adds advice to an error, keeping its kind.
+func WithHint(err error, hint string) error {
+	var pe *Error
+	if errors.As(err, &pe) {
+		cp := *pe
+		if cp.Hint == "" {
+			cp.Hint = hint
+		} else {
+			cp.Hint += "; " + hint
+		}
+		return &cp
+	}
+	return &Error{Kind: Failure, Err: err, Hint: hint}
+}
+
+// AsUsage marks err as bad input, keeping its message.
+func AsUsage(err error, msg string) error {
+	return &Error{Kind: Usage, Msg: msg, Err: err}
+}
+
+// KindOf returns the kind of err; errors that carry no kind are failures.
+func KindOf(err error) Kind {
+	var pe *Error
+	if errors.As(err, &pe) {
+		return pe.Kind
+	}
+	return Failure
+}
+
+// ExitCode maps err to the contract's exit code.
+func ExitCode(err error) int {
+	if err == nil {
+		return ExitOK
+	}
+	switch KindOf(err) {
+	case Usage:
+		return ExitUsage
+	case Busy:
+		return ExitBusy
+	default:
+		return ExitFailure
+	}
+}
