@@ -7,11 +7,7 @@ import (
 
 	"github.com/loanq/loanq/commands"
 
-	// Database drivers register themselves by DSN scheme.
-	_ "github.com/loanq/loanq/drivers/mysql"
-	// _ "github.com/loanq/loanq/drivers/oracle" // TEMP
-	_ "github.com/loanq/loanq/drivers/postgres"
-	_ "github.com/loanq/loanq/drivers/sqlite"
+	_ "github.com/loanq/loanq/drivers/all" // registers every database driver
 )
 
 func main() {

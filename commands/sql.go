@@ -63,6 +63,9 @@ func printSQL(c *cli.Context) error {
 	}
 	list = append(list, stmt{"CriteriaQuery", "the heavy criteria query of a task (--where, --order, --source, --key filled in)",
 		d.CriteriaQuery(drivers.CriteriaSource{Source: "loan", Key: "id", Where: "<--where>", Order: "<--order>"})})
+	for _, n := range drivers.AuditQueries {
+		list = append(list, stmt{n.Field, n.Purpose, n.SQL})
+	}
 	migs, err := fs.Glob(d.Migrations(), "*.sql")
 	if err != nil {
 		return err

@@ -16,6 +16,7 @@ package dispatch
 
 import (
 	"context"
+	"crypto/rand"
 	"database/sql"
 	"fmt"
 	"os"
@@ -44,12 +45,20 @@ type Engine struct {
 	// before returning its own answer; leftovers are served by their own
 	// callers' rechecks.
 	MaxRounds int
+
+	// beforeCommit, when set (tests only), runs inside the assignment
+	// transaction just before its commit.
+	beforeCommit func()
 }
 
 // New returns an engine with the defaults.
 func New(db *sql.DB, d drivers.Driver) *Engine {
 	host, _ := os.Hostname()
-	return &Engine{DB: db, Driver: d, Holder: fmt.Sprintf("%s:%d", host, os.Getpid()), MaxRounds: 10}
+	// The holder must be unique per engine, not only per process: two engines
+	// in one process must not pass each other's lease fence.
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return &Engine{DB: db, Driver: d, Holder: fmt.Sprintf("%s:%d:%x", host, os.Getpid(), b), MaxRounds: 10}
 }
 
 func (e *Engine) sql() *drivers.Statements { return e.Driver.Statements() }

@@ -223,6 +223,9 @@ func (e *Engine) serveRoundRowLock(ctx context.Context, task *Task, strategy dri
 	if err := e.assign(ctx, tx, task, found, run); err != nil {
 		return err
 	}
+	if e.beforeCommit != nil {
+		e.beforeCommit()
+	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("committing assignments of task %s: %w", task.Name, err)
 	}
@@ -274,6 +277,9 @@ func (e *Engine) serveRoundLease(ctx context.Context, task *Task) error {
 	}
 	if err := e.assign(ctx, tx, task, found, run); err != nil {
 		return err
+	}
+	if e.beforeCommit != nil {
+		e.beforeCommit()
 	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("committing assignments of task %s: %w", task.Name, err)

@@ -194,6 +194,7 @@ func rowLock(t *testing.T, ctx context.Context, d drivers.Driver, db *sql.DB, s 
 	if err := holder.QueryRowContext(ctx, st.Lock(s), taskID).Scan(&got); err != nil || got != taskID {
 		t.Fatalf("holder could not take a free lock: %v", err)
 	}
+	requestWhileLocked(t, ctx, d, db, taskID)
 	other, err := db.BeginTx(ctx, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -269,6 +270,7 @@ func lease(t *testing.T, ctx context.Context, d drivers.Driver, db *sql.DB) {
 	if !ok {
 		t.Fatal("A could not take a free lease")
 	}
+	requestWhileLocked(t, ctx, d, db, taskID)
 	if _, ok := acquire("B", 60000); ok {
 		t.Fatal("B took a lease that A holds")
 	}
@@ -300,5 +302,18 @@ func lease(t *testing.T, ctx context.Context, d drivers.Driver, db *sql.DB) {
 	}
 	if !fence("D", tokD) {
 		t.Fatal("D's fence failed")
+	}
+}
+
+// requestWhileLocked checks that a work request can be logged and committed
+// while another transaction holds the task's lock: SPEC §3 step 1 must never
+// wait for the criteria query (a foreign-key check on the locked task row is
+// the classic way to break this).
+func requestWhileLocked(t *testing.T, ctx context.Context, d drivers.Driver, db *sql.DB, taskID int64) {
+	t.Helper()
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if _, err := d.InsertReturningID(cctx, db, d.Statements().RequestInsert, taskID, "while-locked", 1); err != nil {
+		t.Fatalf("a request could not be logged while the task lock was held: %v", err)
 	}
 }

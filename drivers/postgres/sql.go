@@ -37,9 +37,14 @@ WHERE task_id = $1 AND status = 'pending' ORDER BY id`,
 WHERE id = $3 AND status = 'pending'`,
 	RequestLoans: `SELECT loan_id FROM loanq_work WHERE request_id = $1 ORDER BY id`,
 
-	LockSkip:   `SELECT id FROM loanq_task WHERE id = $1 FOR UPDATE SKIP LOCKED`,
-	LockNoWait: `SELECT id FROM loanq_task WHERE id = $1 FOR UPDATE NOWAIT`,
-	LockWait:   `SELECT id FROM loanq_task WHERE id = $1 FOR UPDATE`,
+	// FOR NO KEY UPDATE, not FOR UPDATE: a new work request references its
+	// task by foreign key, and the FK check takes FOR KEY SHARE on the task
+	// row. FOR UPDATE would conflict with it and make every request insert
+	// wait for the whole criteria query; FOR NO KEY UPDATE still excludes
+	// other lock holders but lets requests be logged meanwhile.
+	LockSkip:   `SELECT id FROM loanq_task WHERE id = $1 FOR NO KEY UPDATE SKIP LOCKED`,
+	LockNoWait: `SELECT id FROM loanq_task WHERE id = $1 FOR NO KEY UPDATE NOWAIT`,
+	LockWait:   `SELECT id FROM loanq_task WHERE id = $1 FOR NO KEY UPDATE`,
 	LeaseAcquire: `UPDATE loanq_task
 SET lease_owner = $1, lease_token = lease_token + 1,
     lease_expires_at = clock_timestamp() + $2::bigint * INTERVAL '1 millisecond'

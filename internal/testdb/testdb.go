@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/loanq/loanq/drivers"
+	_ "github.com/loanq/loanq/drivers/all" // tests open any dialect by DSN
 	"github.com/loanq/loanq/schema"
 )
 

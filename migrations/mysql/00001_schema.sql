@@ -32,7 +32,11 @@ CREATE TABLE loanq_work_request (
     status     VARCHAR(10)  NOT NULL DEFAULT 'pending',
     created_at DATETIME(6)  NOT NULL,
     served_at  DATETIME(6),
-    CONSTRAINT loanq_work_request_task_fk FOREIGN KEY (task_id) REFERENCES loanq_task (id),
+    -- No foreign key to loanq_task on purpose: InnoDB checks a foreign key by
+    -- taking a shared lock on the parent row, and the task lock holds that
+    -- row exclusively for the whole criteria query, so every new request
+    -- would wait for it. The engine only writes task ids it has just read.
+    INDEX loanq_work_request_task_ix (task_id),
     CONSTRAINT loanq_work_request_status_ck CHECK (status IN ('pending', 'assigned', 'partial', 'empty')),
     CONSTRAINT loanq_work_request_count_ck CHECK (requested > 0 AND assigned >= 0 AND assigned <= requested),
     -- No partial indexes in MySQL: status leads so pending rows are one range.
@@ -53,7 +57,7 @@ CREATE TABLE loanq_work (
     -- while the row is active and NULL once dispositioned; a unique index treats
     -- NULLs as distinct, so only active rows can collide.
     active_loan_id BIGINT AS (CASE WHEN disposition IS NULL THEN loan_id END) STORED,
-    CONSTRAINT loanq_work_task_fk FOREIGN KEY (task_id) REFERENCES loanq_task (id),
+    -- No foreign key to loanq_task: see loanq_work_request.
     CONSTRAINT loanq_work_request_fk FOREIGN KEY (request_id) REFERENCES loanq_work_request (id),
     CONSTRAINT loanq_work_disposition_ck CHECK (disposition IN ('complete', 'return', 'never')),
     CONSTRAINT loanq_work_disposed_ck CHECK ((disposition IS NULL) = (disposed_at IS NULL)),
@@ -74,7 +78,6 @@ CREATE TABLE loanq_query_run (
     rows_found      INT          NOT NULL,
     requests_served INT          NOT NULL,
     loans_assigned  INT          NOT NULL,
-    CONSTRAINT loanq_query_run_task_fk FOREIGN KEY (task_id) REFERENCES loanq_task (id),
     INDEX loanq_query_run_task_ix (task_id, id)
 ) ENGINE = InnoDB;
 

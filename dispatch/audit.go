@@ -1,0 +1,30 @@
+package dispatch
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/loanq/loanq/drivers"
+)
+
+// Finding is the outcome of one audit query.
+type Finding struct {
+	Check   string `json:"check"`
+	Purpose string `json:"purpose"`
+	Count   int64  `json:"count"`
+}
+
+// Audit runs drivers.AuditQueries and returns one finding per check; a
+// healthy database has every count at 0 (AuditPending only once no caller is
+// still running).
+func (e *Engine) Audit(ctx context.Context) ([]Finding, error) {
+	out := make([]Finding, 0, len(drivers.AuditQueries))
+	for _, q := range drivers.AuditQueries {
+		var n int64
+		if err := e.DB.QueryRowContext(ctx, q.SQL).Scan(&n); err != nil {
+			return nil, fmt.Errorf("audit %s: %w", q.Field, err)
+		}
+		out = append(out, Finding{Check: q.Field, Purpose: q.Purpose, Count: n})
+	}
+	return out, nil
+}
