@@ -84,7 +84,7 @@ Examples:
 	}
 	app.Before = func(c *cli.Context) error {
 		switch c.String("output") {
-		case "text", "json":
+		case "text", "json", "":
 			return nil
 		}
 		return problem.Usagef("invalid --output %q: use text or json", c.String("output"))

@@ -311,10 +311,10 @@ func TestDispositions(t *testing.T) {
 				t.Fatalf("dispose %d %s: %v", loan, action, err)
 			}
 		}
-		must(1, "complete", 0, false)         // still matches: back at once
-		must(2, "return", 0, true)            // return after 0s: back at once
-		must(3, "return", 2*time.Hour, true)  // not before 2 h
-		must(4, "never", 0, false)            // never again
+		must(1, "complete", 0, false)                                          // still matches: back at once
+		must(2, "return", 0, true)                                             // return after 0s: back at once
+		must(3, "return", 2*time.Hour, true)                                   // not before 2 h
+		must(4, "never", 0, false)                                             // never again
 		testdb.Exec(t, f.d, f.db, "UPDATE loan SET eligible = 0 WHERE id = 1") // 1 no longer matches
 
 		r, err = f.e.Get(ctx, "disp", "tracy", 4, fast)
