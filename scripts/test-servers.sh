@@ -1,0 +1,177 @@
+# shellcheck shell=bash
+# Sourced by scripts/test.sh. Makes sure a PostgreSQL and a MariaDB/MySQL
+# server are reachable for the tests and exports their DSNs:
+#
+#   1. a DSN already in LOANQ_TEST_POSTGRES_DSN / LOANQ_TEST_MYSQL_DSN is used as is;
+#   2. else a server running on the default local port (5432 / 3306) that
+#      accepts the default test login;
+#   3. else a throwaway server started from the installed binaries in a
+#      temporary directory on a spare port (55432 / 53306), stopped on exit;
+#   4. else, when running as root, the server package is installed with
+#      apt-get and step 3 is taken;
+#   5. else the run fails, saying what to install.
+#
+# Nothing here changes a server it did not start.
+
+# One temporary directory holds every throwaway server; it is created here,
+# in the sourcing shell, so that the EXIT trap of scripts/test.sh knows it.
+LOANQ_THROWAWAY_DIR=$(mktemp -d /tmp/loanq-test-servers.XXXXXX)
+chmod 755 "$LOANQ_THROWAWAY_DIR"
+
+say() { printf 'test-servers: %s\n' "$*" >&2; }
+die() { say "$*"; exit 1; }
+
+# port_open HOST PORT: true when something accepts TCP connections there.
+port_open() { (exec 3<>"/dev/tcp/$1/$2") 2>/dev/null; }
+
+throwaway_dir() { printf '%s' "$LOANQ_THROWAWAY_DIR"; }
+
+# stop_test_servers stops only the throwaway servers this script started.
+stop_test_servers() {
+	local dir=$LOANQ_THROWAWAY_DIR
+	[ -n "$dir" ] || return 0
+	if [ -f "$dir/pg/PG_VERSION" ]; then
+		as_pg_user "$(pg_bin pg_ctl)" -D "$dir/pg" -m immediate stop >/dev/null 2>&1 || true
+	fi
+	if [ -f "$dir/mariadb.pid" ]; then
+		# SIGTERM is MariaDB's clean shutdown; wait so the datadir can go.
+		kill "$(cat "$dir/mariadb.pid")" 2>/dev/null || true
+		for _ in $(seq 1 50); do
+			kill -0 "$(cat "$dir/mariadb.pid")" 2>/dev/null || break
+			sleep 0.2
+		done
+	fi
+	rm -rf "$dir"
+	# One temporary directory holds every throwaway server; it is created here,
+# in the sourcing shell, so that the EXIT trap of scripts/test.sh knows it.
+LOANQ_THROWAWAY_DIR=$(mktemp -d /tmp/loanq-test-servers.XXXXXX)
+chmod 755 "$LOANQ_THROWAWAY_DIR"
+}
+
+# ---------------------------------------------------------------- PostgreSQL
+
+pg_bin() {
+	local name=$1 dir
+	for dir in /usr/lib/postgresql/*/bin; do
+		if [ -x "$dir/$name" ]; then printf '%s/%s' "$dir" "$name"; return 0; fi
+	done
+	command -v "$name" 2>/dev/null
+}
+
+# PostgreSQL refuses to run as root: the throwaway cluster runs as the
+# postgres user when there is one, else as nobody.
+pg_user() {
+	if [ "$(id -u)" != 0 ]; then id -un; elif id postgres >/dev/null 2>&1; then echo postgres; else echo nobody; fi
+}
+
+as_pg_user() {
+	if [ "$(id -u)" = 0 ]; then runuser -u "$(pg_user)" -- "$@"; else "$@"; fi
+}
+
+pg_accepts() { # DSN-less check of the default login through psql when present
+	local host=$1 port=$2
+	port_open "$host" "$port" || return 1
+	if command -v psql >/dev/null; then
+		psql "postgresql://postgres@$host:$port/postgres?sslmode=disable&connect_timeout=5" -Atqc 'SELECT 1' >/dev/null 2>&1
+	fi
+}
+
+start_throwaway_postgres() {
+	local initdb pgctl dir port=55432
+	initdb=$(pg_bin initdb) && pgctl=$(pg_bin pg_ctl) || return 1
+	dir=$(throwaway_dir)/pg
+	mkdir -p "$dir" && chown "$(pg_user)" "$dir" && chmod 700 "$dir"
+	say "starting a throwaway PostgreSQL on 127.0.0.1:$port in $dir"
+	as_pg_user "$initdb" -D "$dir" -U postgres --auth=trust --no-sync >"$dir.initdb.log" 2>&1 ||
+		{ cat "$dir.initdb.log" >&2; return 1; }
+	as_pg_user "$pgctl" -D "$dir" -w -t 60 -l "$dir/server.log" \
+		-o "-p $port -k $dir -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=200" start >/dev/null ||
+		{ cat "$dir/server.log" >&2; return 1; }
+	export LOANQ_TEST_POSTGRES_DSN="postgres://postgres@127.0.0.1:$port/postgres?sslmode=disable"
+}
+
+ensure_postgres() {
+	if [ -n "${LOANQ_TEST_POSTGRES_DSN:-}" ]; then
+		say "PostgreSQL: using LOANQ_TEST_POSTGRES_DSN"
+		return
+	fi
+	if pg_accepts 127.0.0.1 5432; then
+		say "PostgreSQL: using the server running on 127.0.0.1:5432"
+		export LOANQ_TEST_POSTGRES_DSN="postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
+		return
+	fi
+	if [ -z "$(pg_bin initdb)" ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+		say "PostgreSQL: no server running and none installed: installing it with apt-get"
+		apt_install postgresql
+	fi
+	[ -n "$(pg_bin initdb)" ] ||
+		die "PostgreSQL is required: start one on 127.0.0.1:5432 (user postgres, trust), set LOANQ_TEST_POSTGRES_DSN, or install it (Debian: apt-get install postgresql)"
+	start_throwaway_postgres || die "PostgreSQL: could not start a throwaway server (see above)"
+}
+
+# ------------------------------------------------------------- MariaDB/MySQL
+
+mysql_client() { command -v mariadb || command -v mysql; }
+
+mysql_accepts() {
+	local host=$1 port=$2 client
+	port_open "$host" "$port" || return 1
+	client=$(mysql_client) || return 0
+	"$client" --protocol=tcp -h "$host" -P "$port" -u root --connect-timeout=5 -e 'SELECT 1' test >/dev/null 2>&1
+}
+
+mysql_server() { command -v mariadbd || command -v mysqld || { [ -x /usr/sbin/mariadbd ] && echo /usr/sbin/mariadbd; } || { [ -x /usr/sbin/mysqld ] && echo /usr/sbin/mysqld; }; }
+mysql_installer() { command -v mariadb-install-db || command -v mysql_install_db; }
+
+start_throwaway_mariadb() {
+	local server installer dir port=53306 client
+	server=$(mysql_server) && installer=$(mysql_installer) || return 1
+	dir=$(throwaway_dir)/mariadb
+	mkdir -p "$dir"
+	say "starting a throwaway MariaDB on 127.0.0.1:$port in $dir"
+	"$installer" --no-defaults --datadir="$dir" --user="$(id -un)" --auth-root-authentication-method=normal \
+		--skip-test-db >"$dir.install.log" 2>&1 || { cat "$dir.install.log" >&2; return 1; }
+	"$server" --no-defaults --datadir="$dir" --user="$(id -un)" --port=$port --bind-address=127.0.0.1 \
+		--socket="$dir/mysqld.sock" --pid-file="$dir/mysqld.pid" --skip-log-bin --innodb-flush-log-at-trx-commit=2 \
+		--max-connections=300 >"$dir.server.log" 2>&1 &
+	echo $! >"$(throwaway_dir)/mariadb.pid"
+	client=$(mysql_client)
+	for _ in $(seq 1 150); do
+		if port_open 127.0.0.1 $port; then
+			if [ -z "$client" ] || "$client" --protocol=tcp -h 127.0.0.1 -P $port -u root -e 'CREATE DATABASE IF NOT EXISTS test' 2>/dev/null; then
+				export LOANQ_TEST_MYSQL_DSN="mysql://root:@127.0.0.1:$port/test"
+				return 0
+			fi
+		fi
+		sleep 0.2
+	done
+	cat "$dir.server.log" >&2
+	return 1
+}
+
+ensure_mysql() {
+	if [ -n "${LOANQ_TEST_MYSQL_DSN:-}" ]; then
+		say "MariaDB/MySQL: using LOANQ_TEST_MYSQL_DSN"
+		return
+	fi
+	if mysql_accepts 127.0.0.1 3306; then
+		say "MariaDB/MySQL: using the server running on 127.0.0.1:3306"
+		export LOANQ_TEST_MYSQL_DSN="mysql://root:@127.0.0.1:3306/test"
+		return
+	fi
+	if [ -z "$(mysql_server)" ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+		say "MariaDB: no server running and none installed: installing it with apt-get"
+		apt_install mariadb-server
+	fi
+	[ -n "$(mysql_server)" ] && [ -n "$(mysql_installer)" ] ||
+		die "MariaDB or MySQL is required: start one on 127.0.0.1:3306 (root, empty password, database test), set LOANQ_TEST_MYSQL_DSN, or install it (Debian: apt-get install mariadb-server)"
+	start_throwaway_mariadb || die "MariaDB: could not start a throwaway server (see above)"
+}
+
+apt_install() {
+	# Debian's maintainer scripts try to start the service; there may be no
+	# init system to do it, which is fine: the throwaway server is used.
+	DEBIAN_FRONTEND=noninteractive apt-get update -qq >&2 &&
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" >&2 ||
+		say "apt-get install $* failed"
+}

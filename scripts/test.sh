@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# The test command of README.md (`make test`): finds or starts PostgreSQL and
+# MariaDB, then runs the whole Go test suite with SQLite, PostgreSQL and
+# MariaDB/MySQL all required: a missing server fails the run, it never skips.
+# Oracle tests run only when LOANQ_TEST_ORACLE_DSN is set.
+#
+# Extra arguments go to `go test`, e.g. scripts/test.sh -run TestCap ./e2e/
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+. scripts/test-servers.sh
+trap stop_test_servers EXIT
+
+ensure_postgres
+ensure_mysql
+export LOANQ_TEST_REQUIRE=sqlite,postgres,mysql
+
+if [ -n "${LOANQ_TEST_ORACLE_DSN:-}" ]; then
+	say "Oracle: LOANQ_TEST_ORACLE_DSN is set, the Oracle conformance tests run"
+else
+	say "Oracle: LOANQ_TEST_ORACLE_DSN is not set, the Oracle server tests are skipped (exact-SQL tests still run)"
+fi
+
+if [ $# -eq 0 ]; then
+	set -- ./...
+fi
+go vet ./...
+go test -count=1 -timeout 40m "$@"
