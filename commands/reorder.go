@@ -9,10 +9,27 @@ import (
 // reorderArgs lets flags follow positional arguments, as SPEC §5 writes them
 // (`loanq work get TASK --count 3`). urfave/cli v2 stops parsing flags at the
 // first positional argument, so for the command being run the flags are moved
-// in front of its positional arguments. Everything after "--" stays as is.
+// in front of its positional arguments. Global flags (--db, --user, --output)
+// may also come anywhere, as people type them last (`loanq task list --db …`):
+// they are moved to the front. Everything after "--" stays as is.
 func reorderArgs(app *cli.App, args []string) []string {
 	if len(args) < 2 {
 		return args
+	}
+	var globals []string
+	// global takes a flag token of a level that does not define it, but the
+	// app does, and returns how many words it consumed.
+	global := func(levelFlags []cli.Flag, i int) int {
+		a := args[i]
+		if defines(levelFlags, a) || !defines(app.Flags, a) {
+			return 0
+		}
+		globals = append(globals, a)
+		if takesValue(app.Flags, a) && i+1 < len(args) {
+			globals = append(globals, args[i+1])
+			return 2
+		}
+		return 1
 	}
 	out := []string{args[0]}
 	i := 1
@@ -25,6 +42,10 @@ func reorderArgs(app *cli.App, args []string) []string {
 			return append(out, args[i:]...)
 		}
 		if strings.HasPrefix(a, "-") && a != "-" {
+			if n := global(flags, i); n > 0 {
+				i += n
+				continue
+			}
 			out = append(out, a)
 			i++
 			if takesValue(flags, a) && i < len(args) {
@@ -53,6 +74,10 @@ func reorderArgs(app *cli.App, args []string) []string {
 			break
 		}
 		if strings.HasPrefix(a, "-") && len(a) > 1 && !isNumber(a) {
+			if n := global(flags, i); n > 0 {
+				i += n
+				continue
+			}
 			fl = append(fl, a)
 			i++
 			if takesValue(flags, a) && i < len(args) {
@@ -65,6 +90,9 @@ func reorderArgs(app *cli.App, args []string) []string {
 		i++
 	}
 	out = append(out, fl...)
+	if len(globals) > 0 {
+		out = append(append([]string{out[0]}, globals...), out[1:]...)
+	}
 	if len(pos) > 0 {
 		out = append(out, "--")
 		out = append(out, pos...)
@@ -94,6 +122,19 @@ func findCommand(cmds []*cli.Command, name string) *cli.Command {
 		}
 	}
 	return nil
+}
+
+// defines reports whether flag token a (like "--db" or "--db=x") is one of flags.
+func defines(flags []cli.Flag, a string) bool {
+	name, _, _ := strings.Cut(strings.TrimLeft(a, "-"), "=")
+	for _, f := range flags {
+		for _, n := range f.Names() {
+			if n == name {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // takesValue reports whether flag token a (like "--count" or "-o") needs the
