@@ -10,6 +10,7 @@ package problem
 import (
 	"errors"
 	"fmt"
+	"strings"
 )
 
 // Kind says which exit code an error maps to.
@@ -50,6 +51,11 @@ func (e *Error) Error() string {
 	}
 	if e.Hint != "" {
 		msg += " (" + e.Hint + ")"
+	}
+	if strings.ContainsAny(msg, "\r\n") {
+		// A database's message can quote multi-line SQL; loanq's errors are
+		// one line, so scripts can log and grep them.
+		msg = strings.Join(strings.Fields(msg), " ")
 	}
 	return msg
 }

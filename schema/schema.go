@@ -82,15 +82,36 @@ func Check(ctx context.Context, d drivers.Driver, db *sql.DB, redactedDSN string
 			Msg:  fmt.Sprintf("database %s has loanq schema version %d; this loanq needs %d", redactedDSN, st.Current, st.Target),
 			Hint: "run `loanq migrate up`"}
 	case st.Current > st.Target:
-		return &problem.Error{Kind: problem.Usage,
-			Msg:  fmt.Sprintf("database %s has loanq schema version %d, newer than this loanq knows (%d)", redactedDSN, st.Current, st.Target),
-			Hint: "upgrade loanq to the release that migrated this database"}
+		return newerError("database "+redactedDSN, st)
+	}
+	return nil
+}
+
+func newerError(what string, st State) error {
+	return &problem.Error{Kind: problem.Usage,
+		Msg:  fmt.Sprintf("%s has loanq schema version %d, newer than this loanq knows (%d)", what, st.Current, st.Target),
+		Hint: "use the loanq release that migrated this database"}
+}
+
+// refuseNewer stops up and down on a schema migrated by a newer loanq: this
+// binary does not know those migrations, so it can neither bring the schema
+// "up" to its own older version nor roll back what it never applied.
+func refuseNewer(ctx context.Context, d drivers.Driver, db *sql.DB) error {
+	st, err := Read(ctx, d, db)
+	if err != nil {
+		return err
+	}
+	if st.Current > st.Target {
+		return newerError("the database", st)
 	}
 	return nil
 }
 
 // Up applies every pending migration and returns the versions it applied.
 func Up(ctx context.Context, d drivers.Driver, db *sql.DB) ([]int64, error) {
+	if err := refuseNewer(ctx, d, db); err != nil {
+		return nil, err
+	}
 	p, err := NewProvider(d, db)
 	if err != nil {
 		return nil, err
@@ -110,6 +131,9 @@ func Up(ctx context.Context, d drivers.Driver, db *sql.DB) ([]int64, error) {
 
 // Down rolls back the most recent migration and returns its version (0 if none).
 func Down(ctx context.Context, d drivers.Driver, db *sql.DB) (int64, error) {
+	if err := refuseNewer(ctx, d, db); err != nil {
+		return 0, err
+	}
 	p, err := NewProvider(d, db)
 	if err != nil {
 		return 0, err

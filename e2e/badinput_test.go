@@ -1,0 +1,203 @@
+package e2e
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"net/url"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/loanq/loanq/drivers"
+	"github.com/loanq/loanq/internal/testdb"
+)
+
+// secret is the password of every DSN in the matrix that has one: it must
+// never appear in any output.
+const secret = "s3cretPW"
+
+type badInput struct {
+	name string
+	user string
+	args []string
+	code int    // SPEC §5 exit code
+	says string // a piece of the message that names the problem
+}
+
+// TestBadInputChangesNothing runs every command with bad input on every
+// database: each answer has the exit code of SPEC §5, one line naming the
+// problem, no stack trace and no password, and the loanq tables are exactly
+// as they were before.
+func TestBadInputChangesNothing(t *testing.T) {
+	testdb.Each(t, func(t *testing.T, dsn string) {
+		d, e := prepare(t, dsn, 20)
+		mustOK(t, dsn, "admin", "task", "create", "t", "--where", "eligible = 1", "--order", "priority", "--max-active", "5")
+		ana := decode(t, mustOK(t, dsn, "ana", "--output", "json", "work", "get", "t", "--count", "2"))
+		held := strconv.FormatInt(ana.Loans[0], 10)
+		closed := strconv.FormatInt(ana.Loans[1], 10)
+		mustOK(t, dsn, "ana", "disposition", "t", closed, "never")
+		request := strconv.FormatInt(ana.RequestID, 10)
+
+		cases := []badInput{
+			// work get
+			{"count zero", "ana", []string{"work", "get", "t", "--count", "0"}, 2, "--count"},
+			{"count negative", "ana", []string{"work", "get", "t", "--count", "-1"}, 2, "--count"},
+			{"count huge", "ana", []string{"work", "get", "t", "--count", "1000000"}, 2, "--count"},
+			{"count overflow", "ana", []string{"work", "get", "t", "--count", "99999999999999999999"}, 2, "count"},
+			{"count not a number", "ana", []string{"work", "get", "t", "--count", "three"}, 2, "count"},
+			{"unknown task", "ana", []string{"work", "get", "nosuch"}, 2, "unknown task"},
+			{"task as SQL", "ana", []string{"work", "get", "t'; DROP TABLE loanq_work--"}, 2, "task"},
+			{"task as tautology", "ana", []string{"work", "get", "' OR '1'='1"}, 2, "task"},
+			{"no task", "ana", []string{"work", "get"}, 2, "argument"},
+			{"two tasks", "ana", []string{"work", "get", "t", "t"}, 2, "argument"},
+			{"timeout negative", "ana", []string{"work", "get", "t", "--timeout", "-5s"}, 2, "--timeout"},
+			{"timeout malformed", "ana", []string{"work", "get", "t", "--timeout", "soon"}, 2, "--timeout"},
+			{"lock unknown", "ana", []string{"work", "get", "t", "--lock", "optimistic"}, 2, "lock"},
+			{"backoff malformed", "ana", []string{"work", "get", "t", "--backoff", "1s,x"}, 2, "--backoff"},
+			{"unknown flag", "ana", []string{"work", "get", "t", "--bogus"}, 2, "bogus"},
+			{"user empty", "", []string{"work", "get", "t"}, 2, "user"},
+			{"user too long", strings.Repeat("u", 101), []string{"work", "get", "t"}, 2, "user"},
+			// work status
+			{"unknown request", "ana", []string{"work", "status", "987654321"}, 2, "987654321"},
+			{"request not a number", "ana", []string{"work", "status", "seventeen"}, 2, "request"},
+			{"request negative", "ana", []string{"work", "status", "-1"}, 2, "request"},
+			{"request as SQL", "ana", []string{"work", "status", "1 OR 1=1"}, 2, "request"},
+			{"request with injection", "ana", []string{"work", "status", request + "; DROP TABLE loanq_work--"}, 2, "request"},
+			// disposition
+			{"not the assignee", "bob", []string{"disposition", "t", held, "complete"}, 2, "assignee"},
+			{"already dispositioned", "ana", []string{"disposition", "t", closed, "complete"}, 2, "already"},
+			{"never assigned", "ana", []string{"disposition", "t", "987654321", "complete"}, 2, "never been assigned"},
+			{"loan not a number", "ana", []string{"disposition", "t", "abc", "complete"}, 2, "loan"},
+			{"loan as SQL", "ana", []string{"disposition", "t", "1; DROP TABLE loanq_work--", "complete"}, 2, "loan"},
+			{"loan as tautology", "ana", []string{"disposition", "t", "' OR '1'='1", "complete"}, 2, "loan"},
+			{"after over 72h", "ana", []string{"disposition", "t", held, "return", "--after", "73h"}, 2, "--after"},
+			{"after negative", "ana", []string{"disposition", "t", held, "return", "--after", "-1h"}, 2, "--after"},
+			{"after malformed", "ana", []string{"disposition", "t", held, "return", "--after", "abc"}, 2, "--after"},
+			{"after with complete", "ana", []string{"disposition", "t", held, "complete", "--after", "1h"}, 2, "--after"},
+			{"unknown action", "ana", []string{"disposition", "t", held, "finish"}, 2, "finish"},
+			{"missing action", "ana", []string{"disposition", "t", held}, 2, "argument"},
+			{"disposition unknown task", "ana", []string{"disposition", "nosuch", held, "complete"}, 2, "unknown task"},
+			// task create / show
+			{"task exists", "admin", []string{"task", "create", "t", "--where", "eligible = 0"}, 2, "exists"},
+			{"criteria bad column", "admin", []string{"task", "create", "x", "--where", "no_such_column = 1"}, 2, "no_such_column"},
+			{"criteria syntax", "admin", []string{"task", "create", "x", "--where", "eligible = "}, 2, "criteria"},
+			{"criteria two statements", "admin", []string{"task", "create", "x", "--where", "1=1; DROP TABLE loanq_work"}, 2, "';'"},
+			{"criteria missing", "admin", []string{"task", "create", "x"}, 2, "--where"},
+			{"order bad column", "admin", []string{"task", "create", "x", "--where", "eligible = 1", "--order", "no_such_column"}, 2, "no_such_column"},
+			{"source missing table", "admin", []string{"task", "create", "x", "--where", "1=1", "--source", "no_such_table"}, 2, "no_such_table"},
+			{"source as SQL", "admin", []string{"task", "create", "x", "--where", "1=1", "--source", "loan; DROP TABLE loan"}, 2, "--source"},
+			{"key missing column", "admin", []string{"task", "create", "x", "--where", "1=1", "--key", "no_such_key"}, 2, "no_such_key"},
+			{"max-active negative", "admin", []string{"task", "create", "x", "--where", "1=1", "--max-active", "-1"}, 2, "--max-active"},
+			{"max-active not a number", "admin", []string{"task", "create", "x", "--where", "1=1", "--max-active", "five"}, 2, "max-active"},
+			{"lock unknown at create", "admin", []string{"task", "create", "x", "--where", "1=1", "--lock", "optimistic"}, 2, "lock"},
+			{"query-delay too long", "admin", []string{"task", "create", "x", "--where", "1=1", "--query-delay", "11m"}, 2, "--query-delay"},
+			{"query-delay malformed", "admin", []string{"task", "create", "x", "--where", "1=1", "--query-delay", "slow"}, 2, "--query-delay"},
+			{"task name with quote", "admin", []string{"task", "create", "x'; DROP TABLE loanq_task; --", "--where", "1=1"}, 2, "name"},
+			{"task name empty", "admin", []string{"task", "create", "", "--where", "1=1"}, 2, "name"},
+			{"show unknown task", "admin", []string{"task", "show", "nosuch"}, 2, "unknown task"},
+			// pipeline, migrate, globals
+			{"pipeline unknown task", "ana", []string{"pipeline", "--task", "nosuch"}, 2, "unknown task"},
+			{"migrate unknown direction", "admin", []string{"migrate", "sideways"}, 2, "sideways"},
+			{"output unknown", "ana", []string{"--output", "yaml", "pipeline"}, 2, "--output"},
+			{"unknown command", "ana", []string{"frobnicate"}, 2, "frobnicate"},
+		}
+		if d.Name() == "sqlite" {
+			cases = append(cases, badInput{"row lock on sqlite", "admin",
+				[]string{"task", "create", "x", "--where", "1=1", "--lock", "skip"}, 2, "lease"})
+		}
+		before := snapshot(t, d, e.DB)
+		if !strings.Contains(before, "loanq_work ") || !strings.Contains(before, "loanq_task ") {
+			t.Fatalf("the snapshot does not see the rows it should compare:\n%s", before)
+		}
+		for _, c := range cases {
+			r := loanq(t, dsn, c.user, c.args...)
+			check(t, c, r)
+			if after := snapshot(t, d, e.DB); after != before {
+				t.Errorf("%s: the loanq tables changed\nbefore:\n%s\nafter:\n%s", c.name, before, after)
+				before = after
+			}
+		}
+	})
+}
+
+// Bad or unreachable databases: the DSN's password never shows.
+func TestBadDSN(t *testing.T) {
+	cases := []badInput{
+		{"unknown scheme", "ana", []string{"--db", "ftp://u:" + secret + "@h/x", "task", "list"}, 2, "postgres"},
+		{"malformed URL", "ana", []string{"--db", "postgres://u:" + secret + "@[::1/x", "task", "list"}, 2, "DSN"},
+		{"mysql without database", "ana", []string{"--db", "mysql://u:" + secret + "@127.0.0.1:3306", "task", "list"}, 2, "database"},
+		{"sqlite without path", "ana", []string{"--db", "sqlite:", "task", "list"}, 2, "sqlite"},
+		{"postgres unreachable", "ana", []string{"--db", "postgres://u:" + secret + "@127.0.0.1:1/x?connect_timeout=5", "task", "list"}, 1, "127.0.0.1:1"},
+		{"mysql unreachable", "ana", []string{"--db", "mysql://u:" + secret + "@127.0.0.1:1/x", "task", "list"}, 1, "127.0.0.1:1"},
+	}
+	// The test server's password is not secret: any other one is wrong.
+	for _, dialect := range []string{"postgres", "mysql"} {
+		u, err := url.Parse(testdb.Fresh(t, dialect))
+		if err != nil {
+			t.Fatal(err)
+		}
+		u.User = url.UserPassword("loanq_no_such_user", secret)
+		cases = append(cases, badInput{dialect + " wrong login", "ana", []string{"--db", u.String(), "task", "list"}, 2, "loanq_no_such_user"})
+	}
+	for _, c := range cases {
+		r := loanq(t, "", c.user, c.args...)
+		check(t, c, r)
+	}
+}
+
+func check(t *testing.T, c badInput, r result) {
+	t.Helper()
+	msg := r.stdout + r.stderr
+	if r.code != c.code {
+		t.Errorf("%s: exit %d, want %d\n%s", c.name, r.code, c.code, msg)
+	}
+	if !strings.Contains(strings.ToLower(r.stderr), strings.ToLower(c.says)) {
+		t.Errorf("%s: message does not name the problem (%q):\n%s", c.name, c.says, msg)
+	}
+	if !strings.HasPrefix(r.stderr, "loanq: ") {
+		t.Errorf("%s: error is not loanq's one-line message:\n%s", c.name, msg)
+	}
+	if strings.Contains(msg, secret) {
+		t.Errorf("%s: output contains the password:\n%s", c.name, msg)
+	}
+	if strings.Count(strings.TrimSpace(r.stderr), "\n") > 2 {
+		t.Errorf("%s: more than a short message on stderr:\n%s", c.name, r.stderr)
+	}
+}
+
+// snapshot renders every row of loanq's tables, in id order: two equal
+// snapshots mean the command changed nothing.
+func snapshot(t *testing.T, d drivers.Driver, db *sql.DB) string {
+	t.Helper()
+	var b strings.Builder
+	for _, table := range []string{"loanq_task", "loanq_work_request", "loanq_work", "loanq_query_run", "loanq_schema_version"} {
+		rows, err := db.QueryContext(context.Background(), "SELECT * FROM "+table+" ORDER BY id")
+		if err != nil {
+			t.Fatalf("snapshot of %s: %v", table, err)
+		}
+		cols, _ := rows.Columns()
+		vals := make([]any, len(cols))
+		ptrs := make([]any, len(cols))
+		for i := range vals {
+			ptrs[i] = &vals[i]
+		}
+		for rows.Next() {
+			if err := rows.Scan(ptrs...); err != nil {
+				t.Fatal(err)
+			}
+			fmt.Fprintf(&b, "%s", table)
+			for _, v := range vals {
+				if bs, ok := v.([]byte); ok {
+					v = string(bs)
+				}
+				fmt.Fprintf(&b, " %v", v)
+			}
+			b.WriteByte('\n')
+		}
+		if err := rows.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return b.String()
+}

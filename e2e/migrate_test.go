@@ -1,0 +1,84 @@
+package e2e
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/loanq/loanq/internal/testdb"
+)
+
+type migrateStatus struct {
+	Dialect    string `json:"dialect"`
+	Version    int64  `json:"version"`
+	Target     int64  `json:"target"`
+	Migrations []struct {
+		Version int64 `json:"version"`
+		Applied bool  `json:"applied"`
+	} `json:"migrations"`
+}
+
+func status(t *testing.T, dsn string) migrateStatus {
+	t.Helper()
+	r := mustOK(t, dsn, "admin", "--output", "json", "migrate", "status")
+	var s migrateStatus
+	if err := json.Unmarshal([]byte(r.stdout), &s); err != nil {
+		t.Fatalf("migrate status JSON: %v\n%s", err, r.stdout)
+	}
+	return s
+}
+
+// migrate up, status and down through the binary on every database; a second
+// up changes nothing; a database that is not migrated, or migrated by a newer
+// loanq, is refused by every other command with the way out.
+func TestMigrateLifecycle(t *testing.T) {
+	testdb.Each(t, func(t *testing.T, dsn string) {
+		sqlite := strings.HasPrefix(dsn, "sqlite:")
+		if s := status(t, dsn); s.Version != 0 || s.Target < 1 || len(s.Migrations) == 0 || s.Migrations[0].Applied {
+			t.Fatalf("status of an empty database: %+v", s)
+		}
+		if !sqlite {
+			// Only the embedded default migrates itself.
+			r := loanq(t, dsn, "admin", "task", "list")
+			if r.code != 2 || !strings.Contains(r.stderr, "loanq migrate up") {
+				t.Fatalf("task list on an unmigrated database: exit %d %s", r.code, r.stderr)
+			}
+		}
+		mustOK(t, dsn, "admin", "migrate", "up")
+		d, db := testdb.Open(t, dsn)
+		s := status(t, dsn)
+		if s.Version != s.Target || !s.Migrations[len(s.Migrations)-1].Applied {
+			t.Fatalf("status after up: %+v", s)
+		}
+		before := snapshot(t, d, db)
+		r := mustOK(t, dsn, "admin", "migrate", "up")
+		if !strings.Contains(r.stdout, "nothing to do") {
+			t.Errorf("second up: %s", r.stdout)
+		}
+		if after := snapshot(t, d, db); after != before {
+			t.Fatalf("a second `migrate up` changed the database:\n%s\n%s", before, after)
+		}
+		mustOK(t, dsn, "admin", "task", "list")
+
+		// A newer loanq migrated this database: this binary must not touch it.
+		testdb.Exec(t, d, db, "INSERT INTO loanq_schema_version (version_id, is_applied) VALUES (99, TRUE)")
+		for _, args := range [][]string{{"task", "list"}, {"work", "get", "t"}, {"pipeline"}, {"migrate", "up"}, {"migrate", "down"}} {
+			r := loanq(t, dsn, "admin", args...)
+			if r.code != 2 || !strings.Contains(r.stderr, "99") {
+				t.Errorf("%v on a schema newer than the binary: exit %d %s", args, r.code, r.stderr)
+			}
+		}
+		testdb.Exec(t, d, db, "DELETE FROM loanq_schema_version WHERE version_id = 99")
+
+		mustOK(t, dsn, "admin", "migrate", "down")
+		if s := status(t, dsn); s.Version != 0 {
+			t.Fatalf("status after down: %+v", s)
+		}
+		for _, table := range []string{"loanq_task", "loanq_work_request", "loanq_work", "loanq_query_run"} {
+			if _, err := db.Exec("SELECT COUNT(*) FROM " + table); err == nil {
+				t.Errorf("%s still exists after migrate down", table)
+			}
+		}
+		mustOK(t, dsn, "admin", "migrate", "up")
+	})
+}
