@@ -1,0 +1,134 @@
+package oracle
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/loanq/loanq/drivers"
+)
+
+// Every statement loanq sends to Oracle. Oracle's quirks shape them:
+//
+//   - Binds are positional, :1, :2, … and bound by occurrence in SQL (not PL/SQL):
+//     a placeholder that appears twice needs two arguments, so no number repeats.
+//   - No statement ends with ';': the OCI parses a trailing ';' after plain SQL as
+//     an error (ORA-00933/ORA-00911).
+//   - SYSTIMESTAMP is the database server's clock in the server's time zone;
+//     SYS_EXTRACT_UTC turns it into UTC, which is what every TIMESTAMP column holds.
+//   - INSERT … RETURNING id INTO :N hands the new id back through an out bind
+//     (sql.Out, appended by InsertReturningID): N is the insert's binds plus one.
+const now = `SYS_EXTRACT_UTC(SYSTIMESTAMP)`
+
+// order_by is read through NVL(order_by, ' '): Oracle has no empty string and
+// stores a task without --order as NULL, while the engine scans order_by into
+// a plain string, which database/sql refuses for NULL. A single space is the
+// closest non-NULL value Oracle can return; the criteria query trims it away.
+// Remove the NVL once the engine scans order_by into a sql.NullString.
+const taskColumns = `id, name, source_table, key_column, criteria, NVL(order_by, ' '), max_active,
+       lock_strategy, query_delay_ms, lease_ttl_ms, created_by, created_at`
+
+// msInterval turns a bind of milliseconds into an interval. NUMTODSINTERVAL of
+// a NULL bind is NULL, so a NULL bind gives a NULL timestamp.
+func msInterval(bind string) string {
+	return `NUMTODSINTERVAL(` + bind + ` / 1000, 'SECOND')`
+}
+
+var statements = drivers.Statements{
+	Now: `SELECT ` + now + ` FROM DUAL`,
+
+	TaskInsert: `INSERT INTO loanq_task (name, source_table, key_column, criteria, order_by, max_active,
+       lock_strategy, query_delay_ms, lease_ttl_ms, created_by, created_at)
+VALUES (:1, :2, :3, :4, :5, :6, :7, :8, :9, :10, ` + now + `)
+RETURNING id INTO :11`,
+	TaskByName: `SELECT ` + taskColumns + ` FROM loanq_task WHERE name = :1`,
+	TaskByID:   `SELECT ` + taskColumns + ` FROM loanq_task WHERE id = :1`,
+	TaskList:   `SELECT ` + taskColumns + ` FROM loanq_task ORDER BY name`,
+	// FETCH FIRST is only unsafe together with FOR UPDATE; this read locks nothing.
+	TaskRuns: `SELECT id, strategy, holder, started_at, duration_ms, rows_found, requests_served, loans_assigned
+FROM loanq_query_run WHERE task_id = :1 ORDER BY id DESC
+FETCH FIRST 10 ROWS ONLY`,
+
+	RequestInsert: `INSERT INTO loanq_work_request (task_id, user_name, requested, assigned, status, created_at)
+VALUES (:1, :2, :3, 0, 'pending', ` + now + `)
+RETURNING id INTO :4`,
+	RequestByID: `SELECT r.id, r.task_id, t.name, r.user_name, r.requested, r.assigned, r.status, r.created_at, r.served_at
+FROM loanq_work_request r JOIN loanq_task t ON t.id = r.task_id
+WHERE r.id = :1`,
+	RequestsPending: `SELECT id, user_name, requested FROM loanq_work_request
+WHERE task_id = :1 AND status = 'pending' ORDER BY id`,
+	RequestFinish: `UPDATE loanq_work_request SET assigned = :1, status = :2, served_at = ` + now + `
+WHERE id = :3 AND status = 'pending'`,
+	RequestLoans: `SELECT loan_id FROM loanq_work WHERE request_id = :1 ORDER BY id`,
+
+	// The task row is found by its primary key, so the lock covers exactly that
+	// row and no row limit is needed: Oracle applies ROWNUM/FETCH FIRST after it
+	// has locked every row the query visits (seed 001). A foreign-key check of a
+	// new work request reads the parent's key index and does not wait for this
+	// row lock, so requests are still logged while the criteria query runs.
+	LockSkip:   `SELECT id FROM loanq_task WHERE id = :1 FOR UPDATE SKIP LOCKED`,
+	LockNoWait: `SELECT id FROM loanq_task WHERE id = :1 FOR UPDATE NOWAIT`,
+	LockWait:   `SELECT id FROM loanq_task WHERE id = :1 FOR UPDATE`,
+	LeaseAcquire: `UPDATE loanq_task
+SET lease_owner = :1, lease_token = lease_token + 1,
+    lease_expires_at = ` + now + ` + ` + msInterval(":2") + `
+WHERE id = :3 AND (lease_owner IS NULL OR lease_expires_at <= ` + now + `)`,
+	LeaseToken: `SELECT lease_token FROM loanq_task WHERE id = :1 AND lease_owner = :2`,
+	LeaseFenceRelease: `UPDATE loanq_task SET lease_owner = NULL, lease_expires_at = NULL
+WHERE id = :1 AND lease_owner = :2 AND lease_token = :3 AND lease_expires_at > ` + now,
+	LeaseRelease: `UPDATE loanq_task SET lease_owner = NULL, lease_expires_at = NULL
+WHERE id = :1 AND lease_owner = :2 AND lease_token = :3`,
+
+	ActiveCountForUser: `SELECT COUNT(*) FROM loanq_work WHERE task_id = :1 AND user_name = :2 AND disposition IS NULL`,
+	WorkInsert: `INSERT INTO loanq_work (task_id, loan_id, user_name, request_id, assigned_at)
+VALUES (:1, :2, :3, :4, ` + now + `)`,
+	// No RETURNING here: the engine executes this insert with exactly its eight
+	// binds, and an unbound RETURNING … INTO placeholder fails with ORA-01008.
+	QueryRunInsert: `INSERT INTO loanq_query_run (task_id, strategy, holder, started_at, duration_ms,
+       rows_found, requests_served, loans_assigned)
+VALUES (:1, :2, :3, :4, :5, :6, :7, :8)`,
+
+	ActiveWork: `SELECT id, user_name FROM loanq_work WHERE task_id = :1 AND loan_id = :2 AND disposition IS NULL`,
+	LastWork: `SELECT disposition, user_name FROM loanq_work WHERE task_id = :1 AND loan_id = :2
+ORDER BY id DESC
+FETCH FIRST 1 ROWS ONLY`,
+	Dispose: `UPDATE loanq_work
+SET disposition = :1, disposed_at = ` + now + `,
+    return_at = ` + now + ` + ` + msInterval(":2") + `
+WHERE id = :3 AND user_name = :4 AND disposition IS NULL`,
+
+	// Oracle stores and binds '' as NULL, so the engine's "" (all tasks) arrives
+	// as NULL and is tested with IS NULL; t.name = NULL would match nothing.
+	// The seconds are summed from the interval's fields: TIMESTAMP minus
+	// TIMESTAMP is an INTERVAL DAY TO SECOND, which has no direct conversion to a
+	// number, and its fractional seconds are cut so the value scans as an integer.
+	Pipeline: `SELECT name, loan_id, assigned_at,
+       EXTRACT(DAY FROM age) * 86400 + EXTRACT(HOUR FROM age) * 3600
+         + EXTRACT(MINUTE FROM age) * 60 + TRUNC(EXTRACT(SECOND FROM age))
+FROM (
+  SELECT t.name, w.loan_id, w.assigned_at, w.id, ` + now + ` - w.assigned_at AS age
+  FROM loanq_work w JOIN loanq_task t ON t.id = w.task_id
+  WHERE w.user_name = :1 AND w.disposition IS NULL AND (:2 IS NULL OR t.name = :3))
+ORDER BY assigned_at, id`,
+}
+
+// criteriaQuery is the heavy query of SPEC §3 step 4: the task's criteria,
+// minus loans that are not eligible for the task (§4), in priority order.
+// It takes no lock (the task lock already serialises the callers), which is
+// what makes FETCH FIRST safe here: Oracle rejects a row limit only on a
+// locking query, where it would lock every row before limiting.
+func criteriaQuery(src drivers.CriteriaSource) string {
+	order := "src." + src.Key
+	if strings.TrimSpace(src.Order) != "" {
+		order = src.Order + ", src." + src.Key
+	}
+	return fmt.Sprintf(`SELECT src.%[1]s FROM %[2]s src
+WHERE (%[3]s)
+  AND NOT EXISTS (
+    SELECT 1 FROM loanq_work w
+    WHERE w.task_id = :1 AND w.loan_id = src.%[1]s
+      AND (w.disposition IS NULL
+           OR w.disposition = 'never'
+           OR (w.disposition = 'return' AND w.return_at > %[5]s)))
+ORDER BY %[4]s
+FETCH FIRST :2 ROWS ONLY`, src.Key, src.Source, src.Where, order, now)
+}
