@@ -4,7 +4,7 @@ package all
 
 import (
 	_ "github.com/loanq/loanq/drivers/mysql"
-	// _ "github.com/loanq/loanq/drivers/oracle" // TEMP: lands with the Oracle driver
+	_ "github.com/loanq/loanq/drivers/oracle"
 	_ "github.com/loanq/loanq/drivers/postgres"
 	_ "github.com/loanq/loanq/drivers/sqlite"
 )

@@ -1,0 +1,64 @@
+//go:build cgo
+
+package oracle
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"strings"
+
+	"github.com/godror/godror"
+
+	"github.com/loanq/loanq/drivers"
+	"github.com/loanq/loanq/problem"
+)
+
+// OraCode matches godror's error by its Code method; keep that true.
+var _ interface{ Code() int } = (*godror.OraErr)(nil)
+
+// open connects through godror. godror loads the Oracle Client library
+// (libclntsh) lazily, on the first connection, so a missing Instant Client
+// shows up here, at Ping, as DPI-1047, not at start-up.
+func open(ctx context.Context, dsn drivers.DSN) (*sql.DB, error) {
+	P, err := ConnectParams(dsn)
+	if err != nil {
+		return nil, err
+	}
+	db := sql.OpenDB(godror.NewConnector(P))
+	if err := db.PingContext(ctx); err != nil {
+		db.Close()
+		return nil, classifyConnectError(dsn, err)
+	}
+	return db, nil
+}
+
+// InstantClientHint is the advice given with DPI-1047.
+const InstantClientHint = "install Oracle Instant Client Basic or Basic Light (19c or later) for this machine's architecture " +
+	"and make libclntsh findable: add its directory to LD_LIBRARY_PATH, or register it with ldconfig " +
+	"(e.g. echo /opt/oracle/instantclient_23_7 > /etc/ld.so.conf.d/oracle.conf && ldconfig); " +
+	"see https://oracle.github.io/odpi/doc/installation.html"
+
+func classifyConnectError(dsn drivers.DSN, err error) error {
+	msg := err.Error()
+	switch {
+	case strings.Contains(msg, "DPI-1047"): // Cannot locate a 64-bit Oracle Client library
+		// godror reports ODPI-C's own errors as an OraErr with code 0, printed
+		// "ORA-00000: DPI-1047: …"; the ORA-00000 says nothing, drop it.
+		if i := strings.Index(msg, "DPI-1047"); i > 0 {
+			err = errors.New(msg[i:])
+		}
+		return drivers.ConnectError(dsn, err, InstantClientHint)
+	}
+	switch OraCode(err) {
+	case 1017, 28000: // invalid username/password; account locked
+		e := drivers.ConnectError(dsn, err, "check the user name and password in --db / LOANQ_DB").(*problem.Error)
+		e.Kind = problem.Usage
+		return e
+	case 12514: // listener does not currently know of service requested
+		e := drivers.ConnectError(dsn, err, "check the service name in --db / LOANQ_DB (lsnrctl services lists them)").(*problem.Error)
+		e.Kind = problem.Usage
+		return e
+	}
+	return drivers.ConnectError(dsn, err, "is the Oracle listener running and reachable? check host, port and service in --db / LOANQ_DB")
+}

@@ -1,0 +1,121 @@
+// Package oracle is loanq's Oracle Database (12c and later) driver, through
+// godror and ODPI-C.
+//
+// godror needs cgo and, at run time, the Oracle Client libraries (Oracle
+// Instant Client Basic or Basic Light, 19c or later recommended). The driver
+// always registers, so `loanq sql --dialect oracle` and the exact-SQL tests
+// work in every build; only Open differs: open_cgo.go really connects,
+// open_nocgo.go explains how to rebuild.
+//
+// Locking: the task lock is a row lock on loanq_task taken with
+// SELECT … FOR UPDATE [SKIP LOCKED | NOWAIT]. Oracle releases it when the
+// transaction ends; when a holder's process dies, PMON rolls its transaction
+// back once the server notices the dead session (at once on a closed socket,
+// later on a silent network loss unless SQLNET.EXPIRE_TIME is set).
+package oracle
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"io/fs"
+	"net/url"
+	"time"
+
+	godsn "github.com/godror/godror/dsn"
+	"github.com/pressly/goose/v3/database"
+
+	"github.com/loanq/loanq/drivers"
+	"github.com/loanq/loanq/migrations"
+	"github.com/loanq/loanq/problem"
+)
+
+// Driver implements drivers.Driver for Oracle Database >= 12c.
+type Driver struct{}
+
+var _ drivers.Driver = (*Driver)(nil)
+
+func init() { drivers.Register(&Driver{}) }
+
+func (*Driver) Name() string                                    { return "oracle" }
+func (*Driver) Schemes() []string                               { return []string{"oracle"} }
+func (*Driver) Statements() *drivers.Statements                 { return &statements }
+func (*Driver) Migrations() fs.FS                               { return migrations.For("oracle") }
+func (*Driver) CriteriaQuery(src drivers.CriteriaSource) string { return criteriaQuery(src) }
+func (*Driver) Strategies() []drivers.Strategy {
+	return []drivers.Strategy{drivers.Skip, drivers.NoWait, drivers.Wait, drivers.Lease}
+}
+
+// MigrationStore: goose has no Oracle dialect, so the store is loanq's own.
+func (*Driver) MigrationStore(table string) (database.Store, error) { return NewStore(table) }
+
+// Open connects and checks the connection (see open_cgo.go / open_nocgo.go).
+func (*Driver) Open(ctx context.Context, dsn drivers.DSN) (*sql.DB, error) { return open(ctx, dsn) }
+
+// InsertReturningID runs an INSERT … RETURNING id INTO :N. Oracle has no
+// INSERT that returns a result set; the id comes back through an out bind,
+// appended here as the statement's last (N-th) argument.
+func (*Driver) InsertReturningID(ctx context.Context, q drivers.Querier, query string, args ...any) (int64, error) {
+	var id int64
+	all := append(append(make([]any, 0, len(args)+1), args...), sql.Out{Dest: &id})
+	if _, err := q.ExecContext(ctx, query, all...); err != nil {
+		return 0, err
+	}
+	return id, nil
+}
+
+// Oracle error codes loanq reacts to.
+const (
+	oraUniqueViolation = 1     // ORA-00001: unique constraint violated
+	oraResourceBusy    = 54    // ORA-00054: resource busy and acquire with NOWAIT specified or timeout expired
+	oraWaitTimeout     = 30006 // ORA-30006: resource busy; acquire with WAIT timeout expired
+)
+
+// IsLockBusy: ORA-00054 is what FOR UPDATE NOWAIT raises on a held row;
+// ORA-30006 is a FOR UPDATE WAIT n that ran out (a DBA may add one).
+func (*Driver) IsLockBusy(err error) bool { return isLockBusyCode(OraCode(err)) }
+
+// IsUniqueViolation: ORA-00001.
+func (*Driver) IsUniqueViolation(err error) bool { return isUniqueCode(OraCode(err)) }
+
+func isLockBusyCode(code int) bool { return code == oraResourceBusy || code == oraWaitTimeout }
+func isUniqueCode(code int) bool   { return code == oraUniqueViolation }
+
+// OraCode returns the ORA- number of err, or 0. godror's *OraErr has a
+// Code() int method; matching the method instead of the type keeps this file
+// free of godror's cgo package (open_cgo.go asserts that *godror.OraErr has it).
+func OraCode(err error) int {
+	var coded interface{ Code() int }
+	if errors.As(err, &coded) {
+		return coded.Code()
+	}
+	return 0
+}
+
+// ConnectParams turns a loanq DSN, oracle://user:pass@host:port/service, into
+// godror's connection parameters: user, password and the Easy Connect string
+// host:port/service. The URL handed to godror's parser carries no user
+// information, so none of its errors can quote the password; the password goes
+// straight into godror's Password type, which prints as "***".
+//
+// The session is pinned to UTC (godror's Timezone and the session TIME_ZONE):
+// loanq's TIMESTAMP columns hold UTC, and without this godror would label them
+// with the server's zone. Other query parameters (poolMaxSessions, …) pass
+// through to godror.
+func ConnectParams(dsn drivers.DSN) (godsn.ConnectionParams, error) {
+	q := url.Values{}
+	for k, v := range dsn.Query {
+		q[k] = v
+	}
+	q.Del("timezone") // loanq's times are UTC; see above
+	u := url.URL{Scheme: "oracle", Host: dsn.Host, Path: "/" + dsn.Database, RawQuery: q.Encode()}
+	P, err := godsn.Parse(u.String())
+	if err != nil {
+		return P, problem.Usagef("malformed Oracle DSN %s: %s", dsn.Redacted(), dsn.Scrub(err.Error()))
+	}
+	P.Username = dsn.User
+	P.Password = godsn.NewPassword(dsn.Password)
+	P.Timezone = time.UTC
+	P.AlterSession = append(P.AlterSession, [2]string{"TIME_ZONE", "UTC"})
+	return P, nil
+}
