@@ -88,6 +88,9 @@ func Fresh(t testing.TB, dialect string) string {
 	if err := reachable(dialect, base); err != nil {
 		unavailable(t, dialect, err)
 	}
+	if dialect == "oracle" {
+		return freshOracle(t, base)
+	}
 	name := "loanq_t_" + randomHex(6)
 	ctx := context.Background()
 	_, admin, _, err := drivers.Connect(ctx, base)
@@ -116,6 +119,49 @@ func Fresh(t testing.TB, dialect string) string {
 	}
 	u.Path = "/" + name
 	return u.String()
+}
+
+// freshOracle: an Oracle database cannot be created per test (a database is
+// an instance or a PDB, and a new user needs DBA rights), so the tests use
+// the schema of the DSN's user and empty it of loanq's tables before and
+// after the test. Point LOANQ_TEST_ORACLE_DSN at a throw-away user, and do not
+// run two test processes against the same one.
+func freshOracle(t testing.TB, dsn string) string {
+	t.Helper()
+	dropLoanqTables(t, dsn)
+	t.Cleanup(func() { dropLoanqTables(t, dsn) })
+	return dsn
+}
+
+func dropLoanqTables(t testing.TB, dsn string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	_, db, _, err := drivers.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatalf("connecting to oracle: %v", err)
+	}
+	defer db.Close()
+	rows, err := db.QueryContext(ctx, `SELECT table_name FROM user_tables WHERE table_name LIKE 'LOANQ\_%' ESCAPE '\'`)
+	if err != nil {
+		t.Fatalf("listing loanq tables on oracle: %v", err)
+	}
+	var tables []string
+	for rows.Next() {
+		var name string
+		if err := rows.Scan(&name); err != nil {
+			t.Fatal(err)
+		}
+		tables = append(tables, name)
+	}
+	rows.Close()
+	for _, name := range tables {
+		// CASCADE CONSTRAINTS: the tables reference each other; PURGE: no
+		// recycle-bin copies pile up over test runs.
+		if _, err := db.ExecContext(ctx, `DROP TABLE "`+name+`" CASCADE CONSTRAINTS PURGE`); err != nil {
+			t.Fatalf("dropping %s on oracle: %v", name, err)
+		}
+	}
 }
 
 func unavailable(t testing.TB, dialect string, err error) {
