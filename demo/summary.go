@@ -1,0 +1,305 @@
+package demo
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/loanq/loanq/dispatch"
+)
+
+// Summary is the outcome of a demo run. Counts come from the database (the
+// request log, the work rows and the criteria-query log), except busy answers
+// and rechecks, which the database does not record.
+type Summary struct {
+	Setup      *Setup `json:"setup"`
+	Processors int    `json:"processors"`
+	DurationMS int64  `json:"duration_ms"`
+
+	Requests         int64            `json:"requests"`
+	RequestsByStatus map[string]int64 `json:"requests_by_status"`
+	BusyAnswers      int64            `json:"busy_answers"`
+	Rechecks         int64            `json:"rechecks"`
+	// QueryRuns criteria queries served RequestsServed requests and assigned
+	// LoansAssigned loans (loanq_query_run). Fewer runs than requests served
+	// is coalescing: one run served requests that arrived while it ran.
+	QueryRuns      int64 `json:"query_runs"`
+	RequestsServed int64 `json:"requests_served"`
+	LoansAssigned  int64 `json:"loans_assigned"`
+	// Dispositions counts work rows by outcome: complete, return, never, and
+	// active (still in a pipeline when the run ended).
+	Dispositions map[string]int64 `json:"dispositions"`
+	ByProcessor  []ProcessorStats `json:"by_processor"`
+	ByTask       []TaskStats      `json:"by_task"`
+
+	// Invariant is PASS when no audit of the database, during the run or at
+	// its end, found a loan active twice in a task.
+	Invariant       string             `json:"invariant"`
+	AuditsDuringRun int                `json:"audits_during_run"`
+	DuplicatesSeen  int64              `json:"duplicates_seen"`
+	Audit           []dispatch.Finding `json:"audit"`
+	AuditClean      bool               `json:"audit_clean"`
+	Errors          []string           `json:"errors"`
+	// Passed: invariant PASS, final audit clean and no processor errors.
+	Passed bool `json:"passed"`
+}
+
+// ProcessorStats is one simulated processor's share.
+type ProcessorStats struct {
+	User          string `json:"user"`
+	Requests      int64  `json:"requests"`
+	BusyAnswers   int64  `json:"busy_answers"`
+	Rechecks      int64  `json:"rechecks"`
+	LoansAssigned int64  `json:"loans_assigned"`
+	Complete      int64  `json:"complete"`
+	Return        int64  `json:"return"`
+	Never         int64  `json:"never"`
+	Active        int64  `json:"active"`
+	Errors        int    `json:"errors"`
+}
+
+// TaskStats is one demo task's traffic.
+type TaskStats struct {
+	Name           string `json:"name"`
+	Lock           string `json:"lock"`
+	QueryDelayMS   int64  `json:"query_delay_ms"`
+	MaxActive      int    `json:"max_active"`
+	Requests       int64  `json:"requests"`
+	BusyAnswers    int64  `json:"busy_answers"`
+	QueryRuns      int64  `json:"query_runs"`
+	RequestsServed int64  `json:"requests_served"`
+	LoansAssigned  int64  `json:"loans_assigned"`
+}
+
+func summarize(ctx context.Context, eng *dispatch.Engine, setup *Setup, procs []*processor, elapsed time.Duration,
+	audits int, dupSeen int64, monErr error) (*Summary, error) {
+	s := &Summary{Setup: setup, Processors: len(procs), DurationMS: elapsed.Milliseconds(),
+		RequestsByStatus: map[string]int64{}, Dispositions: map[string]int64{"complete": 0, "return": 0, "never": 0, "active": 0},
+		AuditsDuringRun: audits, DuplicatesSeen: dupSeen, Errors: []string{}}
+	if monErr != nil {
+		s.Errors = append(s.Errors, "audit during the run: "+monErr.Error())
+	}
+
+	// Only the demo's own tasks are counted: the database may hold others.
+	ids := make([]any, len(setup.Tasks))
+	byID := map[int64]*TaskStats{}
+	s.ByTask = make([]TaskStats, len(setup.Tasks))
+	for i, t := range setup.Tasks {
+		ids[i] = t.id
+		s.ByTask[i] = TaskStats{Name: t.Name, Lock: t.Lock, QueryDelayMS: t.QueryDelayMS, MaxActive: t.MaxActive}
+		byID[t.id] = &s.ByTask[i]
+	}
+	in := "(" + strings.TrimSuffix(strings.Repeat("?, ", len(ids)), ", ") + ")"
+	q := func(query string, scan func(*sql.Rows) error) error {
+		rows, err := eng.DB.QueryContext(ctx, rebind(eng.Driver, query), ids...)
+		if err != nil {
+			return fmt.Errorf("reading the demo's results: %w", err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			if err := scan(rows); err != nil {
+				return fmt.Errorf("reading the demo's results: %w", err)
+			}
+		}
+		return rows.Err()
+	}
+
+	users := map[string]*ProcessorStats{}
+	for _, p := range procs {
+		ps := &ProcessorStats{User: p.user, Rechecks: p.rechecks, Errors: len(p.errors)}
+		for task, n := range p.busy {
+			ps.BusyAnswers += n
+			for i := range s.ByTask {
+				if s.ByTask[i].Name == task {
+					s.ByTask[i].BusyAnswers += n
+				}
+			}
+		}
+		s.BusyAnswers += ps.BusyAnswers
+		s.Rechecks += ps.Rechecks
+		s.Errors = append(s.Errors, p.errors...)
+		users[p.user] = ps
+	}
+	user := func(name string) *ProcessorStats {
+		if users[name] == nil { // not one of this run's processors (someone by hand)
+			users[name] = &ProcessorStats{User: name}
+		}
+		return users[name]
+	}
+
+	err := q("SELECT task_id, user_name, status, COUNT(*) FROM loanq_work_request WHERE task_id IN "+in+" GROUP BY task_id, user_name, status",
+		func(r *sql.Rows) error {
+			var task, n int64
+			var name, status string
+			if err := r.Scan(&task, &name, &status, &n); err != nil {
+				return err
+			}
+			s.Requests += n
+			s.RequestsByStatus[status] += n
+			byID[task].Requests += n
+			user(name).Requests += n
+			return nil
+		})
+	if err == nil {
+		err = q("SELECT user_name, disposition, COUNT(*) FROM loanq_work WHERE task_id IN "+in+" GROUP BY user_name, disposition",
+			func(r *sql.Rows) error {
+				var name string
+				var disp sql.NullString
+				var n int64
+				if err := r.Scan(&name, &disp, &n); err != nil {
+					return err
+				}
+				ps := user(name)
+				ps.LoansAssigned += n
+				switch disp.String {
+				case "":
+					ps.Active += n
+					s.Dispositions["active"] += n
+				case dispatch.Complete:
+					ps.Complete += n
+				case dispatch.Return:
+					ps.Return += n
+				case dispatch.Never:
+					ps.Never += n
+				}
+				if disp.Valid {
+					s.Dispositions[disp.String] += n
+				}
+				return nil
+			})
+	}
+	if err == nil {
+		err = q("SELECT task_id, COUNT(*), COALESCE(SUM(requests_served), 0), COALESCE(SUM(loans_assigned), 0) FROM loanq_query_run WHERE task_id IN "+in+" GROUP BY task_id",
+			func(r *sql.Rows) error {
+				var task, runs, served, assigned int64
+				if err := r.Scan(&task, &runs, &served, &assigned); err != nil {
+					return err
+				}
+				t := byID[task]
+				t.QueryRuns, t.RequestsServed, t.LoansAssigned = runs, served, assigned
+				s.QueryRuns += runs
+				s.RequestsServed += served
+				s.LoansAssigned += assigned
+				return nil
+			})
+	}
+	if err != nil {
+		return nil, err
+	}
+	for _, p := range procs {
+		s.ByProcessor = append(s.ByProcessor, *users[p.user])
+		delete(users, p.user)
+	}
+	var extra []string
+	for name := range users {
+		extra = append(extra, name)
+	}
+	sort.Strings(extra)
+	for _, name := range extra {
+		s.ByProcessor = append(s.ByProcessor, *users[name])
+	}
+
+	// The verdict is the database's, read after every processor stopped.
+	s.Audit, err = eng.Audit(ctx)
+	if err != nil {
+		return nil, err
+	}
+	s.AuditClean = true
+	for _, f := range s.Audit {
+		if f.Count != 0 {
+			s.AuditClean = false
+		}
+	}
+	s.Invariant = "PASS"
+	if s.DuplicatesSeen > 0 || duplicates(s.Audit) > 0 {
+		s.Invariant = "FAIL"
+	}
+	s.Passed = s.Invariant == "PASS" && s.AuditClean && len(s.Errors) == 0
+	return s, nil
+}
+
+// WriteText prints the summary for people.
+func (s *Summary) WriteText(w io.Writer) {
+	fmt.Fprintf(w, "\nSummary: %d processors for %.1fs on %s (%s)\n", s.Processors, float64(s.DurationMS)/1000, s.Setup.Dialect, s.Setup.Database)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "  requests\t%d logged in loanq_work_request (%s)\n", s.Requests, statusText(s.RequestsByStatus))
+	fmt.Fprintf(tw, "  busy answers\t%d: the task lock was held; each was rechecked (%d rechecks in all)\n", s.BusyAnswers, s.Rechecks)
+	per := 0.0
+	if s.QueryRuns > 0 {
+		per = float64(s.RequestsServed) / float64(s.QueryRuns)
+	}
+	fmt.Fprintf(tw, "  criteria queries\t%d runs served %d requests: %.1f requests per run (coalescing)\n", s.QueryRuns, s.RequestsServed, per)
+	fmt.Fprintf(tw, "  loans assigned\t%d\n", s.LoansAssigned)
+	fmt.Fprintf(tw, "  dispositions\tcomplete %d, return %d, never %d; still active %d\n",
+		s.Dispositions["complete"], s.Dispositions["return"], s.Dispositions["never"], s.Dispositions["active"])
+	tw.Flush()
+
+	fmt.Fprintln(w)
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "  PROCESSOR\tREQUESTS\tBUSY\tLOANS\tCOMPLETE\tRETURN\tNEVER\tACTIVE")
+	var tot ProcessorStats
+	for _, p := range s.ByProcessor {
+		fmt.Fprintf(tw, "  %s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\n", p.User, p.Requests, p.BusyAnswers, p.LoansAssigned, p.Complete, p.Return, p.Never, p.Active)
+		tot.Requests += p.Requests
+		tot.BusyAnswers += p.BusyAnswers
+		tot.LoansAssigned += p.LoansAssigned
+		tot.Complete += p.Complete
+		tot.Return += p.Return
+		tot.Never += p.Never
+		tot.Active += p.Active
+	}
+	fmt.Fprintf(tw, "  total\t%d\t%d\t%d\t%d\t%d\t%d\t%d\n", tot.Requests, tot.BusyAnswers, tot.LoansAssigned, tot.Complete, tot.Return, tot.Never, tot.Active)
+	tw.Flush()
+
+	fmt.Fprintln(w)
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "  TASK\tLOCK\tQUERY DELAY\tCAP\tREQUESTS\tBUSY\tQUERY RUNS\tLOANS")
+	for _, t := range s.ByTask {
+		cap := "-"
+		if t.MaxActive > 0 {
+			cap = fmt.Sprint(t.MaxActive)
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t%dms\t%s\t%d\t%d\t%d\t%d\n", t.Name, t.Lock, t.QueryDelayMS, cap, t.Requests, t.BusyAnswers, t.QueryRuns, t.LoansAssigned)
+	}
+	tw.Flush()
+
+	fmt.Fprintln(w)
+	fmt.Fprintf(w, "  invariant  %s  no loan active twice in a task: %d duplicates in %d audits of the database during the run and 1 at the end\n",
+		s.Invariant, s.DuplicatesSeen+duplicates(s.Audit), s.AuditsDuringRun)
+	var bad []string
+	for _, f := range s.Audit {
+		if f.Count != 0 {
+			bad = append(bad, fmt.Sprintf("%s %d (%s)", f.Check, f.Count, f.Purpose))
+		}
+	}
+	if len(bad) == 0 {
+		fmt.Fprintf(w, "  audit      clean: %d checks, all 0\n", len(s.Audit))
+	} else {
+		fmt.Fprintf(w, "  audit      NOT clean: %s\n", strings.Join(bad, "; "))
+	}
+	if len(s.Errors) > 0 {
+		fmt.Fprintf(w, "  errors     %d:\n", len(s.Errors))
+		for i, e := range s.Errors {
+			if i == 5 {
+				fmt.Fprintf(w, "    … and %d more\n", len(s.Errors)-5)
+				break
+			}
+			fmt.Fprintf(w, "    %s\n", e)
+		}
+	}
+}
+
+func statusText(m map[string]int64) string {
+	var parts []string
+	for _, st := range []string{dispatch.StatusAssigned, dispatch.StatusPartial, dispatch.StatusEmpty, dispatch.StatusPending} {
+		if m[st] > 0 || st == dispatch.StatusAssigned {
+			parts = append(parts, fmt.Sprintf("%s %d", st, m[st]))
+		}
+	}
+	return strings.Join(parts, ", ")
+}
