@@ -80,6 +80,7 @@ Examples:
 			dispositionCommand(),
 			pipelineCommand(),
 			sqlCommand(),
+			demoCommand(),
 		},
 	}
 	app.Before = func(c *cli.Context) error {
