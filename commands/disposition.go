@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
@@ -52,12 +53,9 @@ func disposition(c *cli.Context) error {
 	afterGiven := c.IsSet("after")
 	after := int64(0)
 	if afterGiven {
-		d, err := parseDuration("after", c.String("after"))
+		d, err := parseReturnAfter(c.String("after"))
 		if err != nil {
 			return err
-		}
-		if d < 0 || d > dispatch.MaxReturnWait {
-			return problem.Usagef("invalid --after %s: give a duration from 0s to 72h (e.g. 0s, 90m, 4h)", c.String("after"))
 		}
 		after = int64(d)
 	} else if action == dispatch.Return {
@@ -79,4 +77,16 @@ func disposition(c *cli.Context) error {
 		}
 		fmt.Fprintf(w, "loan %d in task %s: %s\n", d.LoanID, d.Task, d.Disposition)
 	})
+}
+
+// parseReturnAfter reads --after: a duration from 0s to 72h (SPEC §4).
+func parseReturnAfter(s string) (time.Duration, error) {
+	d, err := parseDuration("after", s)
+	if err != nil {
+		return 0, err
+	}
+	if d < 0 || d > dispatch.MaxReturnWait {
+		return 0, problem.Usagef("invalid --after %s: give a duration from 0s to 72h (e.g. 0s, 90m, 4h)", s)
+	}
+	return d, nil
 }

@@ -69,15 +69,8 @@ func getOptions(c *cli.Context) (dispatch.GetOptions, error) {
 	if opt.Timeout < 0 {
 		return opt, problem.Usagef("invalid --timeout %s: give 0s or a positive duration", opt.Timeout)
 	}
-	for _, part := range strings.Split(c.String("backoff"), ",") {
-		d, err := parseDuration("backoff", part)
-		if err != nil {
-			return opt, err
-		}
-		if d < 10*time.Millisecond || d > time.Hour {
-			return opt, problem.Usagef("invalid --backoff %s: each delay must be between 10ms and 1h", part)
-		}
-		opt.Backoff = append(opt.Backoff, d)
+	if opt.Backoff, err = parseBackoff(c.String("backoff")); err != nil {
+		return opt, err
 	}
 	if s := c.String("lock"); s != "" {
 		if opt.Lock, err = drivers.ParseStrategy(s); err != nil {
@@ -164,4 +157,21 @@ func joinIDs(ids []int64) string {
 		s[i] = strconv.FormatInt(id, 10)
 	}
 	return strings.Join(s, ", ")
+}
+
+// parseBackoff reads --backoff: comma-separated recheck delays, each between
+// 10ms and 1h (shorter would hammer the task lock, longer looks like a hang).
+func parseBackoff(s string) ([]time.Duration, error) {
+	var out []time.Duration
+	for _, part := range strings.Split(s, ",") {
+		d, err := parseDuration("backoff", part)
+		if err != nil {
+			return nil, err
+		}
+		if d < 10*time.Millisecond || d > time.Hour {
+			return nil, problem.Usagef("invalid --backoff %s: each delay must be between 10ms and 1h", part)
+		}
+		out = append(out, d)
+	}
+	return out, nil
 }

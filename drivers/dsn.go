@@ -3,6 +3,7 @@ package drivers
 import (
 	"net/url"
 	"path/filepath"
+	"regexp"
 	"strings"
 
 	"github.com/loanq/loanq/problem"
@@ -38,10 +39,10 @@ func ParseDSN(raw string) (DSN, error) {
 	if strings.HasPrefix(lower, "sqlite:") || strings.HasPrefix(lower, "file:") {
 		return parseSQLite(raw)
 	}
-	if !strings.Contains(raw, "://") {
+	if !strings.Contains(raw, "://") && !strings.Contains(raw, "?") {
 		for _, ext := range []string{".db", ".sqlite", ".sqlite3"} {
 			if strings.HasSuffix(lower, ext) {
-				return DSN{Scheme: "sqlite", Raw: raw, Database: raw, Query: url.Values{}}, nil
+				return DSN{Scheme: "sqlite", Raw: raw, Database: cleanPath(raw), Query: url.Values{}}, nil
 			}
 		}
 		return DSN{}, problem.Usagef("malformed database DSN %q: expected postgres://…, mysql://…, oracle://…, sqlite:PATH or a path ending in .db", redactLoose(raw))
@@ -51,8 +52,16 @@ func ParseDSN(raw string) (DSN, error) {
 		return DSN{}, problem.Usagef("malformed database DSN %s: %s", redactLoose(raw), scrubURLError(err))
 	}
 	scheme := strings.ToLower(u.Scheme)
+	if scheme == "" || u.Opaque != "" {
+		return DSN{}, problem.Usagef("malformed database DSN %q: expected SCHEME://user:pass@host:port/name, e.g. postgres://app@127.0.0.1:5432/loans", redactLoose(raw))
+	}
 	if scheme == "postgresql" {
 		scheme = "postgres"
+	}
+	if (u.User == nil && strings.Contains(raw, "@")) || strings.Contains(u.Path+u.RawQuery+u.Fragment, "@") {
+		// An '@' that did not end the user info: the password may be lying in
+		// the path or query, where it would be printed.
+		return DSN{}, problem.Usagef("malformed database DSN %s: user:password@ must follow %s:// directly (percent-encode '@', '/', '?' and '#' in a password)", redactLoose(raw), scheme)
 	}
 	d := DSN{Scheme: scheme, Raw: raw, Host: u.Host, Query: u.Query()}
 	if u.User != nil {
@@ -92,13 +101,25 @@ func parseSQLite(raw string) (DSN, error) {
 		}
 		rest = rest[:i]
 	}
+	rest = strings.TrimSpace(rest)
 	if rest == "" {
 		return DSN{}, problem.Usagef("malformed SQLite DSN %q: no file path (e.g. sqlite:loanq.db)", raw)
 	}
-	if rest != ":memory:" {
-		rest = filepath.Clean(rest)
-	}
+	rest = cleanPath(rest)
 	return DSN{Scheme: "sqlite", Raw: raw, Database: rest, Query: q}, nil
+}
+
+// cleanPath cleans and trims a file path until it is stable, so that the
+// printed (Redacted) form of an SQLite DSN parses back to the same file.
+func cleanPath(p string) string {
+	for p != ":memory:" {
+		clean := strings.TrimSpace(filepath.Clean(p))
+		if clean == p {
+			break
+		}
+		p = clean
+	}
+	return p
 }
 
 func allDigits(s string) bool {
@@ -109,6 +130,8 @@ func allDigits(s string) bool {
 	}
 	return s != ""
 }
+
+var plainOption = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,40}$`)
 
 // Redacted is the DSN as it may be printed: the password replaced by ***.
 func (d DSN) Redacted() string {
@@ -123,12 +146,17 @@ func (d DSN) Redacted() string {
 			u.User = url.User(d.User)
 		}
 	}
+	// Only plain options (sslmode=disable, connect_timeout=5) are shown: a
+	// password may hide in a parameter, or in a DSN that parsed oddly.
 	q := url.Values{}
 	for k, v := range d.Query {
-		if strings.Contains(strings.ToLower(k), "pass") {
-			q[k] = []string{"xxx"}
-		} else {
-			q[k] = v
+		if strings.Contains(strings.ToLower(k), "pass") || !plainOption.MatchString(k) {
+			continue
+		}
+		for _, x := range v {
+			if plainOption.MatchString(x) {
+				q.Add(k, x)
+			}
 		}
 	}
 	u.RawQuery = q.Encode()

@@ -26,3 +26,11 @@ if [ $# -eq 0 ]; then
 fi
 go vet ./...
 go test -count=1 -timeout 40m "$@"
+
+# A short run of every fuzz target (the committed corpora in testdata/fuzz ran
+# above as regular tests). Skipped when the caller picked packages or tests.
+if [ "$*" = "./..." ]; then
+	for target in drivers:FuzzParseDSN drivers:FuzzDSNPassword commands:FuzzReturnAfter commands:FuzzBackoff; do
+		go test -run '^$' -fuzz "^${target#*:}\$" -fuzztime "${LOANQ_FUZZTIME:-15s}" "./${target%%:*}"
+	done
+fi
