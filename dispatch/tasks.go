@@ -211,10 +211,14 @@ func (e *Engine) scanTask(row interface{ Scan(...any) error }) (*Task, error) {
 	var lock string
 	var delayMS, ttlMS int64
 	var created nullTime
-	if err := row.Scan(&t.ID, &t.Name, &t.Source, &t.Key, &t.Where, &t.Order, &maxActive, &lock,
+	// order_by is NULL on Oracle for a task without --order: Oracle stores the
+	// empty string as NULL.
+	var order sql.NullString
+	if err := row.Scan(&t.ID, &t.Name, &t.Source, &t.Key, &t.Where, &order, &maxActive, &lock,
 		&delayMS, &ttlMS, &t.CreatedBy, &created); err != nil {
 		return nil, err
 	}
+	t.Order = order.String
 	t.MaxActive = int(maxActive.Int64)
 	t.Lock = drivers.Strategy(lock)
 	t.QueryDelay = time.Duration(delayMS) * time.Millisecond

@@ -19,12 +19,9 @@ import (
 //     (sql.Out, appended by InsertReturningID): N is the insert's binds plus one.
 const now = `SYS_EXTRACT_UTC(SYSTIMESTAMP)`
 
-// order_by is read through NVL(order_by, ' '): Oracle has no empty string and
-// stores a task without --order as NULL, while the engine scans order_by into
-// a plain string, which database/sql refuses for NULL. A single space is the
-// closest non-NULL value Oracle can return; the criteria query trims it away.
-// Remove the NVL once the engine scans order_by into a sql.NullString.
-const taskColumns = `id, name, source_table, key_column, criteria, NVL(order_by, ' '), max_active,
+// order_by is NULL for a task without --order (Oracle has no empty string);
+// the engine reads it as a NullString.
+const taskColumns = `id, name, source_table, key_column, criteria, order_by, max_active,
        lock_strategy, query_delay_ms, lease_ttl_ms, created_by, created_at`
 
 // msInterval turns a bind of milliseconds into an interval. NUMTODSINTERVAL of

@@ -15,17 +15,17 @@ RETURNING id INTO :11
 /
 
 -- TaskByName: read a task by name
-SELECT id, name, source_table, key_column, criteria, NVL(order_by, ' '), max_active,
+SELECT id, name, source_table, key_column, criteria, order_by, max_active,
        lock_strategy, query_delay_ms, lease_ttl_ms, created_by, created_at FROM loanq_task WHERE name = :1
 /
 
 -- TaskByID: read a task by id
-SELECT id, name, source_table, key_column, criteria, NVL(order_by, ' '), max_active,
+SELECT id, name, source_table, key_column, criteria, order_by, max_active,
        lock_strategy, query_delay_ms, lease_ttl_ms, created_by, created_at FROM loanq_task WHERE id = :1
 /
 
 -- TaskList: list tasks
-SELECT id, name, source_table, key_column, criteria, NVL(order_by, ' '), max_active,
+SELECT id, name, source_table, key_column, criteria, order_by, max_active,
        lock_strategy, query_delay_ms, lease_ttl_ms, created_by, created_at FROM loanq_task ORDER BY name
 /
 
