@@ -27,6 +27,11 @@ fi
 go vet ./...
 go test -count=1 -timeout 40m "$@"
 
+# The static build without cgo: it compiles, and its Oracle driver explains
+# how to rebuild instead of connecting (drivers/oracle/open_nocgo_test.go).
+CGO_ENABLED=0 go build -o /dev/null .
+CGO_ENABLED=0 go test -count=1 ./drivers/oracle/
+
 # A short run of every fuzz target (the committed corpora in testdata/fuzz ran
 # above as regular tests). Skipped when the caller picked packages or tests.
 if [ "$*" = "./..." ]; then
