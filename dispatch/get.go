@@ -116,7 +116,10 @@ func (e *Engine) serveUntilDone(ctx context.Context, task *Task, strategy driver
 	}
 	for attempt := 0; ; attempt++ {
 		if err := e.serve(ctx, task, strategy); err != nil && problem.KindOf(err) != problem.Busy {
-			return nil, fmt.Errorf("serving request %d: %w", id, err)
+			// The request is committed and stays pending: say how to get it
+			// served rather than asking again (a new request would be served too).
+			return nil, &problem.Error{Kind: problem.KindOf(err), Err: fmt.Errorf("serving request %d: %w", id, err),
+				Hint: fmt.Sprintf("once the database answers again, `loanq work status %d --wait` serves this request", id)}
 		}
 		req, err := e.Request(ctx, id)
 		if err != nil {
