@@ -55,6 +55,9 @@ func Config(dsn drivers.DSN) *gomysql.Config {
 	cfg.ParseTime = true
 	cfg.Loc = time.UTC
 	cfg.Timeout = 10 * time.Second
+	// The driver would also log lost connections on stderr ("[mysql] … packets.go:58
+	// unexpected EOF") next to the error loanq returns: one line per error (SPEC §5).
+	cfg.Logger = &gomysql.NopLogger{}
 	cfg.Params = map[string]string{"time_zone": "'+00:00'"}
 	for k, v := range dsn.Query {
 		if len(v) > 0 {
