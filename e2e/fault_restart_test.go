@@ -1,0 +1,156 @@
+package e2e
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/loanq/loanq/drivers"
+	"github.com/loanq/loanq/internal/testdb"
+	"github.com/loanq/loanq/internal/throwaway"
+)
+
+// The database server restarts while `loanq work get` callers are in flight,
+// one holding the task lock in its criteria query and the others rechecking:
+// once cleanly (pg_ctl restart -m fast; SIGTERM to mariadbd) and once as a
+// crash (pg_ctl restart -m immediate; SIGKILL to mariadbd, InnoDB recovers).
+// Each caller either was served or failed with exit 1 and one clear line —
+// no panic, no hang. Afterwards the invariants hold, and callers that retry
+// (`work status ID --wait` for every pending request, `work get` again for
+// every failed caller) succeed. The servers are throwaway servers the test
+// starts itself.
+func TestFaultServerRestart(t *testing.T) {
+	for _, dialect := range []string{"postgres", "mysql"} {
+		t.Run(dialect, func(t *testing.T) {
+			t.Parallel()
+			var srv *throwaway.Server
+			if dialect == "postgres" {
+				srv = throwaway.Postgres(t)
+			} else {
+				srv = throwaway.MariaDB(t)
+			}
+			dsn := srv.DSN
+			mustOK(t, dsn, "admin", "migrate", "up")
+			{
+				d, db := testdb.Open(t, dsn)
+				testdb.CreateLoans(t, d, db, 300)
+				db.Close()
+			}
+			// The holder sits 2 s in its criteria query: the restart comes
+			// while it holds the lock, whatever the machine's speed.
+			mustOK(t, dsn, "admin", "task", "create", "restart", "--where", "eligible = 1", "--order", "priority", "--query-delay", "2s")
+			for round, crash := range []bool{false, true} {
+				how := map[bool]string{false: "clean restart", true: "crash restart"}[crash]
+				t.Run(strings.ReplaceAll(how, " ", "-"), func(t *testing.T) {
+					restartRound(t, srv, dsn, round, crash)
+				})
+			}
+		})
+	}
+}
+
+func restartRound(t *testing.T, srv *throwaway.Server, dsn string, round int, crash bool) {
+	// A fresh pool for each round: the restart kills every open connection.
+	d, db := testdb.Open(t, dsn)
+	e := newEngine(db, d)
+	taskID := taskID(t, e, "restart")
+	const callers = 6
+	procs := make([]*proc, callers)
+	for i := range procs {
+		procs[i] = startProc(t, dsn, fmt.Sprintf("r%d-p%d", round, i), 3*time.Minute,
+			append([]string{"--output", "json", "work", "get", "restart", "--count", "2"}, fastRecheck...)...)
+	}
+	// In flight: every request logged, and one caller holds the task lock.
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		logged := testdb.Int(t, d, db, "SELECT COUNT(*) FROM loanq_work_request WHERE user_name LIKE ?", fmt.Sprintf("r%d-p%%", round))
+		if logged == callers && rowLockHeld(t, t.Context(), d, e, taskID) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the callers never got in flight (%d of %d requests logged)", logged, callers)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	db.Close()
+	t0 := time.Now()
+	srv.Restart(crash)
+	t.Logf("%s server restarted (crash=%v) in %s", srv.Dialect, crash, time.Since(t0).Round(time.Millisecond))
+
+	var failed []string
+	var failedProcs []*proc
+	kinds := map[string]int{}
+	served := 0
+	for i, p := range procs {
+		r := p.wait()
+		if p.hung {
+			t.Fatalf("caller %d hung: no answer within 3 minutes of the restart", i)
+		}
+		if strings.Contains(r.stderr, "panic") || strings.Contains(r.stderr, "goroutine ") {
+			t.Fatalf("caller %d panicked:\n%s", i, r.stderr)
+		}
+		switch r.code {
+		case 0:
+			if got := decode(t, r); got.Status == "pending" || got.Assigned != len(got.Loans) {
+				t.Errorf("caller %d served: %+v", i, got)
+			}
+			served++
+		case 1:
+			cleanFailure(t, fmt.Sprintf("caller %d", i), r)
+			failed = append(failed, p.user)
+			failedProcs = append(failedProcs, p)
+			kinds[failureKind(r.stderr)]++
+		default:
+			t.Errorf("caller %d: exit %d, want 0 (served) or 1 (failed, retryable)\n%s", i, r.code, r.stderr)
+		}
+	}
+	t.Logf("after the restart: %d callers served, %d failed: %v", served, len(failed), kinds)
+	for i, p := range procs {
+		if p.res.code == 1 {
+			t.Logf("caller %d said: %s", i, strings.TrimSpace(p.res.stderr))
+			break
+		}
+	}
+	if len(failed) == 0 {
+		t.Fatal("no caller failed: the holder inside its 2 s criteria query should have lost its connection")
+	}
+
+	d, db = testdb.Open(t, dsn)
+	e = newEngine(db, d)
+	// The invariants hold at once; only pending requests may be left.
+	auditExcept(t, e, "AuditPending")
+	lockFree(t, d, e, taskID, drivers.Skip)
+
+	// Callers that retry succeed. A failed caller's message names its
+	// request, which stays recorded: the retry the message advises, `work
+	// status ID --wait`, serves it (all at once, so one criteria query serves
+	// them all). A caller that asked again with `work get` would get a second
+	// request served as well.
+	retries := make([]*proc, len(failed))
+	for i, p := range failedProcs {
+		id := requestIDOf(t, p.res.stderr)
+		retries[i] = startProc(t, dsn, p.user, 3*time.Minute,
+			append([]string{"--output", "json", "work", "status", strconv.FormatInt(id, 10), "--wait"}, fastRecheck...)...)
+	}
+	for i, p := range retries {
+		r := p.wait()
+		if r.code != 0 {
+			t.Fatalf("retry of %s: exit %d\n%s", failed[i], r.code, r.stderr)
+		}
+		if got := decode(t, r); got.Status != "assigned" || len(got.Loans) != 2 || got.User != failed[i] {
+			t.Fatalf("retry of %s: %+v", failed[i], got)
+		}
+	}
+	// Every caller, served at once or on retry, holds exactly its 2 loans.
+	for _, p := range procs {
+		if got := pipelineLoans(t, dsn, p.user, "restart"); len(got) != 2 {
+			t.Errorf("pipeline of %s: %v, want 2 loans", p.user, got)
+		}
+	}
+	rechecked := recheckAll(t, dsn, d, e, taskID)
+	audit(t, e)
+	lockFree(t, d, e, taskID, drivers.Skip)
+	t.Logf("retries: %d failed callers served by `work status ID --wait`, %d other pending requests rechecked; audit clean", len(failed), rechecked)
+}
