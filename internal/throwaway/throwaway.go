@@ -319,4 +319,3 @@ func tail(b []byte) string {
 	}
 	return strings.Join(lines, "\n")
 }
-
