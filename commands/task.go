@@ -16,6 +16,13 @@ func taskCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "task",
 		Usage: "define and inspect work queues (tasks)",
+		Description: `A task is a criteria query over a table or view of loans plus a priority
+order. Admins create tasks; processors get work from them.
+
+Examples:
+   loanq task create verify-bank --where "statements_submitted = 1 AND statements_verified = 0" --order "submitted_at"
+   loanq task list
+   loanq task show verify-bank`,
 		Subcommands: []*cli.Command{
 			{
 				Name:      "create",
@@ -42,9 +49,9 @@ Examples:
 				Action: taskCreate,
 			},
 			{Name: "list", Usage: "list tasks", ArgsUsage: " ", Action: taskList,
-				Description: "Example:\n   loanq task list --output json"},
+				Description: "Examples:\n   loanq task list\n   loanq --output json task list"},
 			{Name: "show", Usage: "show a task and its latest criteria-query runs", ArgsUsage: "NAME", Action: taskShow,
-				Description: "Example:\n   loanq task show verify-bank"},
+				Description: "Shows the task's definition and its ten latest criteria-query runs: how long\neach took, how many requests it served (more than one: coalescing) and by whom.\n\nExamples:\n   loanq task show verify-bank\n   loanq --output json task show verify-bank"},
 		},
 	}
 }

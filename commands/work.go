@@ -23,6 +23,13 @@ func workCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "work",
 		Usage: "get work from a task, or check a pending request",
+		Description: `Exit codes: 0 served (also "empty": no loan available), 2 bad input,
+75 still pending (busy: check again with "loanq work status ID"), 1 other failure.
+
+Examples:
+   loanq --user oliver work get verify-bank --count 3
+   loanq --user tracy work get verify-bank --count 3 --no-wait
+   loanq --user tracy work status 17 --wait`,
 		Subcommands: []*cli.Command{
 			{
 				Name:      "get",
@@ -50,7 +57,12 @@ Examples:
 				Name:      "status",
 				Usage:     "check a work request; serves it when it is pending and the task lock is free",
 				ArgsUsage: "REQUEST_ID",
-				Description: `Examples:
+				Description: `Reads the request. While it is pending and the task lock is free, takes the
+lock and serves every pending request of the task itself; with --wait it
+rechecks (--backoff) until the request is served or --timeout passes.
+Exit codes as for "work get": 75 while the request is still pending.
+
+Examples:
    loanq work status 17
    loanq work status 17 --wait --timeout 1m`,
 				Flags:  append([]cli.Flag{&cli.BoolFlag{Name: "wait", Usage: "recheck until the request is served or --timeout passes"}}, recheck...),
