@@ -56,7 +56,9 @@ func printSQL(c *cli.Context) error {
 	}
 	var list []stmt
 	for _, n := range d.Statements().List() {
-		if n.SQL == "" {
+		if n.SQL == "" && n.Empty != "" {
+			n.SQL = fmt.Sprintf("-- not used on %s: %s", d.Name(), n.Empty)
+		} else if n.SQL == "" {
 			n.SQL = fmt.Sprintf("-- not used on %s: strategies available are %v", d.Name(), d.Strategies())
 		}
 		list = append(list, stmt{n.Field, n.Purpose, n.SQL})

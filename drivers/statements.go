@@ -87,6 +87,56 @@ type Statements struct {
 	// Pipeline binds: user, task name, task name. Oldest first: task, loan,
 	// assigned_at, seconds since assignment. An empty task name means all tasks.
 	Pipeline string `purpose:"a user's active work, oldest first"`
+
+	// --- `loanq bench`: the item table of seed 001 (SPEC §6) ---
+	//
+	// The claim path is written here once for every dialect and run by
+	// Statements.ClaimItems, so the engine can claim rows the same way later.
+
+	// BenchReset empties the item table before a run.
+	BenchReset string `purpose:"bench: empty the item table"`
+	// BenchFill binds: first id, count. Inserts ids first … first+count-1 as
+	// ready; called in chunks of at most 1000 (MySQL's default
+	// cte_max_recursion_depth).
+	BenchFill string `purpose:"bench: insert ready items"`
+	// BenchClaimSkip, BenchClaimNoWait, BenchClaimWait bind: K. Each locks up to
+	// K ready items, in id order, until the caller's transaction ends and, unless
+	// BenchClaimRead is set, returns their ids. Only the lock clause differs: skip
+	// passes over rows other transactions hold, nowait fails on the first held
+	// row, wait queues behind it.
+	BenchClaimSkip   string `purpose:"bench claim, strategy skip: lock up to K ready items, passing over held ones" empty:"row-lock strategies are not available; the bench runs lease"`
+	BenchClaimNoWait string `purpose:"bench claim, strategy nowait: lock up to K ready items or fail at once" empty:"row-lock strategies are not available; the bench runs lease"`
+	BenchClaimWait   string `purpose:"bench claim, strategy wait: lock up to K ready items, queueing behind holders" empty:"row-lock strategies are not available; the bench runs lease"`
+	// BenchClaimRead binds nothing. Set where a claim statement returns no rows
+	// (Oracle's procedure call): it reads the ids the caller's transaction has
+	// just claimed.
+	BenchClaimRead string `purpose:"bench claim: read the ids the transaction just locked" empty:"the claim statements return the ids themselves"`
+	// BenchLeaseClaim binds: owner, ttl ms, K. Marks up to K ready items claimed
+	// by owner until now + ttl, and returns their ids unless BenchLeaseRead is
+	// set. Run in its own short transaction, which is committed at once: the
+	// lease, not a lock, keeps others off the items while they are worked on.
+	BenchLeaseClaim string `purpose:"bench claim, strategy lease: mark up to K ready items claimed, with an expiry"`
+	// BenchLeaseRead binds: owner. The items owner holds a lease on (MySQL and
+	// Oracle, which have no UPDATE … RETURNING of several rows).
+	BenchLeaseRead string `purpose:"bench claim, strategy lease: read the ids just leased" empty:"the lease claim returns the ids itself (UPDATE … RETURNING)"`
+	// BenchDone binds: owner, id. Finishes an item claimed with a row lock, in
+	// the claim's transaction. It matches the id alone and counts, so an item
+	// finished twice shows up as processed > 1 instead of being hidden.
+	BenchDone string `purpose:"bench: finish an item held by a row lock"`
+	// BenchLeaseDone binds: id, owner. Finishes a leased item, fenced: one row
+	// only while owner still holds an unexpired lease; 0 rows means the lease
+	// was lost and the work must not count.
+	BenchLeaseDone string `purpose:"bench: finish a leased item (fencing check)"`
+	// BenchLeaseExpire binds nothing. Puts items whose lease ran out back to
+	// ready (their holder died or overran); run when no ready item is left.
+	BenchLeaseExpire string `purpose:"bench: put items with expired leases back"`
+	// BenchReady binds nothing: how many items are still ready.
+	BenchReady string `purpose:"bench: count ready items"`
+	// BenchSummary binds nothing. Columns: items, done, duplicates (processed
+	// more than once), total processed, never processed.
+	BenchSummary string `purpose:"bench: audit the run (duplicates, missed items)"`
+	// BenchByOwner binds nothing. Columns: owner, items finished.
+	BenchByOwner string `purpose:"bench: items finished per worker"`
 }
 
 // Named is one statement with its purpose.
@@ -94,6 +144,8 @@ type Named struct {
 	Field   string
 	Purpose string
 	SQL     string
+	// Empty says why a dialect may leave the statement empty ("" when it must not).
+	Empty string
 }
 
 // List returns the statements in declaration order with their purposes.
@@ -103,7 +155,8 @@ func (s *Statements) List() []Named {
 	out := make([]Named, 0, t.NumField())
 	for i := 0; i < t.NumField(); i++ {
 		f := t.Field(i)
-		out = append(out, Named{Field: f.Name, Purpose: f.Tag.Get("purpose"), SQL: strings.TrimSpace(v.Field(i).String())})
+		out = append(out, Named{Field: f.Name, Purpose: f.Tag.Get("purpose"), SQL: strings.TrimSpace(v.Field(i).String()),
+			Empty: f.Tag.Get("empty")})
 	}
 	return out
 }
@@ -128,6 +181,19 @@ func (s *Statements) Lock(st Strategy) string {
 		return s.LockNoWait
 	case Wait:
 		return s.LockWait
+	}
+	return ""
+}
+
+// BenchClaim returns the bench claim statement of a row-lock strategy.
+func (s *Statements) BenchClaim(st Strategy) string {
+	switch st {
+	case Skip:
+		return s.BenchClaimSkip
+	case NoWait:
+		return s.BenchClaimNoWait
+	case Wait:
+		return s.BenchClaimWait
 	}
 	return ""
 }

@@ -47,13 +47,16 @@ func statements(t *testing.T, d drivers.Driver) {
 	st := d.Statements()
 	for _, n := range st.List() {
 		row := strings.HasPrefix(n.Field, "Lock")
-		if n.SQL == "" && !row {
+		if n.SQL == "" && !row && n.Empty == "" {
 			t.Errorf("statement %s is empty", n.Field)
 		}
 	}
 	for _, s := range d.Strategies() {
 		if s != drivers.Lease && st.Lock(s) == "" {
 			t.Errorf("strategy %s is declared but its lock statement is empty", s)
+		}
+		if s != drivers.Lease && st.BenchClaim(s) == "" {
+			t.Errorf("strategy %s is declared but its bench claim statement is empty", s)
 		}
 	}
 	if q := d.CriteriaQuery(drivers.CriteriaSource{Source: "loan", Key: "id", Where: "1 = 1"}); !strings.Contains(q, "loanq_work") {

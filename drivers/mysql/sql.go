@@ -70,6 +70,46 @@ WHERE id = ? AND user_name = ? AND disposition IS NULL`,
 FROM loanq_work w JOIN loanq_task t ON t.id = w.task_id
 WHERE w.user_name = ? AND w.disposition IS NULL AND (? = '' OR t.name = ?)
 ORDER BY w.assigned_at, w.id`,
+
+	// The bench (loanq bench). InnoDB locks every index record a locking read
+	// scans: the claims go through the (status, id) index, in claim order, so
+	// the read touches the ready rows only and stops after K.
+	BenchReset: `DELETE FROM loanq_bench_item`,
+	BenchFill: `INSERT INTO loanq_bench_item (id, status, processed)
+WITH RECURSIVE seq (n, k) AS (
+  SELECT CAST(? AS SIGNED), CAST(? AS SIGNED)
+  UNION ALL SELECT n + 1, k - 1 FROM seq WHERE k > 1)
+SELECT n, 'ready', 0 FROM seq`,
+	BenchClaimSkip:   `SELECT id FROM loanq_bench_item WHERE status = 'ready' ORDER BY id LIMIT ? FOR UPDATE SKIP LOCKED`,
+	BenchClaimNoWait: `SELECT id FROM loanq_bench_item WHERE status = 'ready' ORDER BY id LIMIT ? FOR UPDATE NOWAIT`,
+	BenchClaimWait:   `SELECT id FROM loanq_bench_item WHERE status = 'ready' ORDER BY id LIMIT ? FOR UPDATE`,
+	BenchClaimRead:   ``,
+	// MySQL rejects a subselect on the table being updated (error 1093) and
+	// has no RETURNING: the lease is an UPDATE … ORDER BY … LIMIT, and the ids
+	// are read back by owner in the same transaction.
+	BenchLeaseClaim: `UPDATE loanq_bench_item
+SET status = 'claimed', owner = ?, claimed_at = UTC_TIMESTAMP(6),
+    lease_expires_at = UTC_TIMESTAMP(6) + INTERVAL (? * 1000) MICROSECOND
+WHERE status = 'ready'
+ORDER BY id LIMIT ?`,
+	BenchLeaseRead: `SELECT id FROM loanq_bench_item WHERE owner = ? AND status = 'claimed' ORDER BY id`,
+	BenchDone: `UPDATE loanq_bench_item
+SET status = 'done', owner = ?, processed = processed + 1, processed_at = UTC_TIMESTAMP(6)
+WHERE id = ?`,
+	BenchLeaseDone: `UPDATE loanq_bench_item
+SET status = 'done', processed = processed + 1, processed_at = UTC_TIMESTAMP(6)
+WHERE id = ? AND owner = ? AND status = 'claimed' AND lease_expires_at > UTC_TIMESTAMP(6)`,
+	BenchLeaseExpire: `UPDATE loanq_bench_item
+SET status = 'ready', owner = NULL, claimed_at = NULL, lease_expires_at = NULL
+WHERE status = 'claimed' AND lease_expires_at <= UTC_TIMESTAMP(6)`,
+	BenchReady: `SELECT COUNT(*) FROM loanq_bench_item WHERE status = 'ready'`,
+	BenchSummary: `SELECT COUNT(*),
+       COALESCE(SUM(CASE WHEN status = 'done' THEN 1 ELSE 0 END), 0),
+       COALESCE(SUM(CASE WHEN processed > 1 THEN 1 ELSE 0 END), 0),
+       COALESCE(SUM(processed), 0),
+       COALESCE(SUM(CASE WHEN processed = 0 THEN 1 ELSE 0 END), 0)
+FROM loanq_bench_item`,
+	BenchByOwner: `SELECT owner, COUNT(*) FROM loanq_bench_item WHERE status = 'done' GROUP BY owner ORDER BY owner`,
 }
 
 // criteriaQuery is the heavy query of SPEC §3 step 4. It takes no lock (the

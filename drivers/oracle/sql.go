@@ -106,6 +106,48 @@ FROM (
   FROM loanq_work w JOIN loanq_task t ON t.id = w.task_id
   WHERE w.user_name = :1 AND w.disposition IS NULL AND (:2 IS NULL OR t.name = :3))
 ORDER BY assigned_at, id`,
+
+	// The bench (loanq bench). A locking claim cannot be one SELECT: Oracle
+	// applies ROWNUM after locking every row the query returns and rejects
+	// FETCH FIRST with FOR UPDATE (ORA-02014). The claims call the PL/SQL
+	// cursor procedure loanq_bench_claim (migrations/oracle/00002_bench.sql),
+	// which locks exactly the rows it fetches and marks them 'claimed' inside
+	// the caller's transaction; BenchClaimRead then reads them back — only this
+	// transaction sees its own uncommitted 'claimed' rows with no owner.
+	BenchReset: `DELETE FROM loanq_bench_item`,
+	BenchFill: `INSERT INTO loanq_bench_item (id, status, processed)
+SELECT :1 + LEVEL - 1, 'ready', 0 FROM DUAL CONNECT BY LEVEL <= :2`,
+	BenchClaimSkip:   `BEGIN loanq_bench_claim(:1, 'skip'); END;`,
+	BenchClaimNoWait: `BEGIN loanq_bench_claim(:1, 'nowait'); END;`,
+	BenchClaimWait:   `BEGIN loanq_bench_claim(:1, 'wait'); END;`,
+	BenchClaimRead:   `SELECT id FROM loanq_bench_item WHERE status = 'claimed' AND owner IS NULL ORDER BY id`,
+	// The subselect takes no lock, so FETCH FIRST is allowed in it; the outer
+	// status = 'ready' makes a second claimer of the same row update nothing
+	// (Oracle restarts an UPDATE whose rows changed under it).
+	BenchLeaseClaim: `UPDATE loanq_bench_item
+SET status = 'claimed', owner = :1, claimed_at = ` + now + `,
+    lease_expires_at = ` + now + ` + ` + msInterval(":2") + `
+WHERE status = 'ready'
+  AND id IN (SELECT id FROM loanq_bench_item WHERE status = 'ready' ORDER BY id
+             FETCH FIRST :3 ROWS ONLY)`,
+	BenchLeaseRead: `SELECT id FROM loanq_bench_item WHERE owner = :1 AND status = 'claimed' ORDER BY id`,
+	BenchDone: `UPDATE loanq_bench_item
+SET status = 'done', owner = :1, processed = processed + 1, processed_at = ` + now + `
+WHERE id = :2`,
+	BenchLeaseDone: `UPDATE loanq_bench_item
+SET status = 'done', processed = processed + 1, processed_at = ` + now + `
+WHERE id = :1 AND owner = :2 AND status = 'claimed' AND lease_expires_at > ` + now,
+	BenchLeaseExpire: `UPDATE loanq_bench_item
+SET status = 'ready', owner = NULL, claimed_at = NULL, lease_expires_at = NULL
+WHERE status = 'claimed' AND lease_expires_at <= ` + now,
+	BenchReady: `SELECT COUNT(*) FROM loanq_bench_item WHERE status = 'ready'`,
+	BenchSummary: `SELECT COUNT(*),
+       COALESCE(SUM(CASE WHEN status = 'done' THEN 1 ELSE 0 END), 0),
+       COALESCE(SUM(CASE WHEN processed > 1 THEN 1 ELSE 0 END), 0),
+       COALESCE(SUM(processed), 0),
+       COALESCE(SUM(CASE WHEN processed = 0 THEN 1 ELSE 0 END), 0)
+FROM loanq_bench_item`,
+	BenchByOwner: `SELECT owner, COUNT(*) FROM loanq_bench_item WHERE status = 'done' GROUP BY owner ORDER BY owner`,
 }
 
 // criteriaQuery is the heavy query of SPEC §3 step 4: the task's criteria,

@@ -76,6 +76,45 @@ WHERE id = $3 AND user_name = $4 AND disposition IS NULL`,
 FROM loanq_work w JOIN loanq_task t ON t.id = w.task_id
 WHERE w.user_name = $1 AND w.disposition IS NULL AND ($2 = '' OR t.name = $3)
 ORDER BY w.assigned_at, w.id`,
+
+	// The bench (loanq bench). The claims read the (status, id) index in claim
+	// order; LIMIT stops the locking read after K rows, and SKIP LOCKED makes it
+	// pass over rows other transactions hold instead of waiting for them.
+	BenchReset: `DELETE FROM loanq_bench_item`,
+	BenchFill: `INSERT INTO loanq_bench_item (id, status, processed)
+SELECT g, 'ready', 0 FROM generate_series($1::bigint, $1::bigint + $2::bigint - 1) AS g`,
+	BenchClaimSkip:   `SELECT id FROM loanq_bench_item WHERE status = 'ready' ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED`,
+	BenchClaimNoWait: `SELECT id FROM loanq_bench_item WHERE status = 'ready' ORDER BY id LIMIT $1 FOR UPDATE NOWAIT`,
+	BenchClaimWait:   `SELECT id FROM loanq_bench_item WHERE status = 'ready' ORDER BY id LIMIT $1 FOR UPDATE`,
+	BenchClaimRead:   ``,
+	// Two claimers may pick the same ids in the subselect (it takes no lock);
+	// the second UPDATE waits for the first to commit, re-checks
+	// status = 'ready' on the new row version and leaves it alone, so an item
+	// is never leased twice — the loser gets fewer (maybe no) ids and asks again.
+	BenchLeaseClaim: `UPDATE loanq_bench_item
+SET status = 'claimed', owner = $1, claimed_at = clock_timestamp(),
+    lease_expires_at = clock_timestamp() + $2::bigint * INTERVAL '1 millisecond'
+WHERE status = 'ready'
+  AND id IN (SELECT id FROM loanq_bench_item WHERE status = 'ready' ORDER BY id LIMIT $3)
+RETURNING id`,
+	BenchLeaseRead: ``,
+	BenchDone: `UPDATE loanq_bench_item
+SET status = 'done', owner = $1, processed = processed + 1, processed_at = clock_timestamp()
+WHERE id = $2`,
+	BenchLeaseDone: `UPDATE loanq_bench_item
+SET status = 'done', processed = processed + 1, processed_at = clock_timestamp()
+WHERE id = $1 AND owner = $2 AND status = 'claimed' AND lease_expires_at > clock_timestamp()`,
+	BenchLeaseExpire: `UPDATE loanq_bench_item
+SET status = 'ready', owner = NULL, claimed_at = NULL, lease_expires_at = NULL
+WHERE status = 'claimed' AND lease_expires_at <= clock_timestamp()`,
+	BenchReady: `SELECT COUNT(*) FROM loanq_bench_item WHERE status = 'ready'`,
+	BenchSummary: `SELECT COUNT(*),
+       COALESCE(SUM(CASE WHEN status = 'done' THEN 1 ELSE 0 END), 0),
+       COALESCE(SUM(CASE WHEN processed > 1 THEN 1 ELSE 0 END), 0),
+       COALESCE(SUM(processed), 0),
+       COALESCE(SUM(CASE WHEN processed = 0 THEN 1 ELSE 0 END), 0)
+FROM loanq_bench_item`,
+	BenchByOwner: `SELECT owner, COUNT(*) FROM loanq_bench_item WHERE status = 'done' GROUP BY owner ORDER BY owner`,
 }
 
 // criteriaQuery is the heavy query of SPEC §3 step 4: the task's criteria,

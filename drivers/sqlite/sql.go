@@ -82,6 +82,45 @@ WHERE id = ? AND user_name = ? AND disposition IS NULL`,
 FROM loanq_work w JOIN loanq_task t ON t.id = w.task_id
 WHERE w.user_name = ? AND w.disposition IS NULL AND (? = '' OR t.name = ?)
 ORDER BY w.assigned_at, w.id`,
+
+	// The bench (loanq bench). Only lease: the claim runs in an immediate
+	// transaction (the write lock is taken at BEGIN), so two claimers never
+	// read the same ready rows; it is committed at once and nobody holds a
+	// lock while the items are worked on.
+	BenchReset: `DELETE FROM loanq_bench_item`,
+	BenchFill: `WITH RECURSIVE seq (n, k) AS (
+  SELECT CAST(? AS INTEGER), CAST(? AS INTEGER)
+  UNION ALL SELECT n + 1, k - 1 FROM seq WHERE k > 1)
+INSERT INTO loanq_bench_item (id, status, processed)
+SELECT n, 'ready', 0 FROM seq`,
+	BenchClaimSkip:   ``,
+	BenchClaimNoWait: ``,
+	BenchClaimWait:   ``,
+	BenchClaimRead:   ``,
+	BenchLeaseClaim: `UPDATE loanq_bench_item
+SET status = 'claimed', owner = ?, claimed_at = ` + nowExpr + `,
+    lease_expires_at = ` + plusMillis + `
+WHERE status = 'ready'
+  AND id IN (SELECT id FROM loanq_bench_item WHERE status = 'ready' ORDER BY id LIMIT ?)
+RETURNING id`,
+	BenchLeaseRead: ``,
+	BenchDone: `UPDATE loanq_bench_item
+SET status = 'done', owner = ?, processed = processed + 1, processed_at = ` + nowExpr + `
+WHERE id = ?`,
+	BenchLeaseDone: `UPDATE loanq_bench_item
+SET status = 'done', processed = processed + 1, processed_at = ` + nowExpr + `
+WHERE id = ? AND owner = ? AND status = 'claimed' AND lease_expires_at > ` + nowExpr,
+	BenchLeaseExpire: `UPDATE loanq_bench_item
+SET status = 'ready', owner = NULL, claimed_at = NULL, lease_expires_at = NULL
+WHERE status = 'claimed' AND lease_expires_at <= ` + nowExpr,
+	BenchReady: `SELECT COUNT(*) FROM loanq_bench_item WHERE status = 'ready'`,
+	BenchSummary: `SELECT COUNT(*),
+       COALESCE(SUM(CASE WHEN status = 'done' THEN 1 ELSE 0 END), 0),
+       COALESCE(SUM(CASE WHEN processed > 1 THEN 1 ELSE 0 END), 0),
+       COALESCE(SUM(processed), 0),
+       COALESCE(SUM(CASE WHEN processed = 0 THEN 1 ELSE 0 END), 0)
+FROM loanq_bench_item`,
+	BenchByOwner: `SELECT owner, COUNT(*) FROM loanq_bench_item WHERE status = 'done' GROUP BY owner ORDER BY owner`,
 }
 
 // criteriaQuery is the heavy query of SPEC §3 step 4, run while the caller

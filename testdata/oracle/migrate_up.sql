@@ -152,7 +152,76 @@ INSERT INTO loanq_schema_version (version_id, is_applied) VALUES (:1, 1)
 
 -- (commit)
 
--- 19, autocommit
+-- (begin)
+
+-- 19, in transaction
+CREATE TABLE loanq_bench_item (
+    id               NUMBER(19)         NOT NULL,
+    status           VARCHAR2(10)       DEFAULT 'ready' NOT NULL,
+    owner            VARCHAR2(100 CHAR),
+    claimed_at       TIMESTAMP(6),
+    lease_expires_at TIMESTAMP(6),
+    processed_at     TIMESTAMP(6),
+    processed        NUMBER(10)         DEFAULT 0 NOT NULL,
+    CONSTRAINT loanq_bench_item_pk PRIMARY KEY (id),
+    CONSTRAINT loanq_bench_item_status_ck CHECK (status IN ('ready', 'claimed', 'done'))
+)
+/
+
+-- 20, in transaction
+CREATE INDEX loanq_bench_item_status_ix ON loanq_bench_item (status, id)
+/
+
+-- 21, in transaction
+CREATE OR REPLACE PROCEDURE loanq_bench_claim (p_max IN NUMBER, p_mode IN VARCHAR2) IS
+    CURSOR c_skip IS
+        SELECT id FROM loanq_bench_item WHERE status = 'ready' ORDER BY id
+        FOR UPDATE SKIP LOCKED;
+    CURSOR c_nowait IS
+        SELECT id FROM loanq_bench_item WHERE status = 'ready' ORDER BY id
+        FOR UPDATE NOWAIT;
+    CURSOR c_wait IS
+        SELECT id FROM loanq_bench_item WHERE status = 'ready' ORDER BY id
+        FOR UPDATE;
+    l_id loanq_bench_item.id%TYPE;
+BEGIN
+    IF p_mode = 'skip' THEN
+        OPEN c_skip;
+        FOR i IN 1 .. p_max LOOP
+            FETCH c_skip INTO l_id;
+            EXIT WHEN c_skip%NOTFOUND;
+            UPDATE loanq_bench_item SET status = 'claimed' WHERE CURRENT OF c_skip;
+        END LOOP;
+        CLOSE c_skip;
+    ELSIF p_mode = 'nowait' THEN
+        OPEN c_nowait;
+        FOR i IN 1 .. p_max LOOP
+            FETCH c_nowait INTO l_id;
+            EXIT WHEN c_nowait%NOTFOUND;
+            UPDATE loanq_bench_item SET status = 'claimed' WHERE CURRENT OF c_nowait;
+        END LOOP;
+        CLOSE c_nowait;
+    ELSIF p_mode = 'wait' THEN
+        OPEN c_wait;
+        FOR i IN 1 .. p_max LOOP
+            FETCH c_wait INTO l_id;
+            EXIT WHEN c_wait%NOTFOUND;
+            UPDATE loanq_bench_item SET status = 'claimed' WHERE CURRENT OF c_wait;
+        END LOOP;
+        CLOSE c_wait;
+    ELSE
+        RAISE_APPLICATION_ERROR(-20001, 'loanq_bench_claim: unknown mode ' || p_mode || ' (use skip, nowait or wait)');
+    END IF;
+END loanq_bench_claim;
+/
+
+-- 22, in transaction; binds :1 = 2
+INSERT INTO loanq_schema_version (version_id, is_applied) VALUES (:1, 1)
+/
+
+-- (commit)
+
+-- 23, autocommit
 SELECT MAX(version_id) FROM loanq_schema_version
 /
 

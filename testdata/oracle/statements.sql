@@ -137,6 +137,79 @@ FROM (
 ORDER BY assigned_at, id
 /
 
+-- BenchReset: bench: empty the item table
+DELETE FROM loanq_bench_item
+/
+
+-- BenchFill: bench: insert ready items
+INSERT INTO loanq_bench_item (id, status, processed)
+SELECT :1 + LEVEL - 1, 'ready', 0 FROM DUAL CONNECT BY LEVEL <= :2
+/
+
+-- BenchClaimSkip: bench claim, strategy skip: lock up to K ready items, passing over held ones
+BEGIN loanq_bench_claim(:1, 'skip'); END;
+/
+
+-- BenchClaimNoWait: bench claim, strategy nowait: lock up to K ready items or fail at once
+BEGIN loanq_bench_claim(:1, 'nowait'); END;
+/
+
+-- BenchClaimWait: bench claim, strategy wait: lock up to K ready items, queueing behind holders
+BEGIN loanq_bench_claim(:1, 'wait'); END;
+/
+
+-- BenchClaimRead: bench claim: read the ids the transaction just locked
+SELECT id FROM loanq_bench_item WHERE status = 'claimed' AND owner IS NULL ORDER BY id
+/
+
+-- BenchLeaseClaim: bench claim, strategy lease: mark up to K ready items claimed, with an expiry
+UPDATE loanq_bench_item
+SET status = 'claimed', owner = :1, claimed_at = SYS_EXTRACT_UTC(SYSTIMESTAMP),
+    lease_expires_at = SYS_EXTRACT_UTC(SYSTIMESTAMP) + NUMTODSINTERVAL(:2 / 1000, 'SECOND')
+WHERE status = 'ready'
+  AND id IN (SELECT id FROM loanq_bench_item WHERE status = 'ready' ORDER BY id
+             FETCH FIRST :3 ROWS ONLY)
+/
+
+-- BenchLeaseRead: bench claim, strategy lease: read the ids just leased
+SELECT id FROM loanq_bench_item WHERE owner = :1 AND status = 'claimed' ORDER BY id
+/
+
+-- BenchDone: bench: finish an item held by a row lock
+UPDATE loanq_bench_item
+SET status = 'done', owner = :1, processed = processed + 1, processed_at = SYS_EXTRACT_UTC(SYSTIMESTAMP)
+WHERE id = :2
+/
+
+-- BenchLeaseDone: bench: finish a leased item (fencing check)
+UPDATE loanq_bench_item
+SET status = 'done', processed = processed + 1, processed_at = SYS_EXTRACT_UTC(SYSTIMESTAMP)
+WHERE id = :1 AND owner = :2 AND status = 'claimed' AND lease_expires_at > SYS_EXTRACT_UTC(SYSTIMESTAMP)
+/
+
+-- BenchLeaseExpire: bench: put items with expired leases back
+UPDATE loanq_bench_item
+SET status = 'ready', owner = NULL, claimed_at = NULL, lease_expires_at = NULL
+WHERE status = 'claimed' AND lease_expires_at <= SYS_EXTRACT_UTC(SYSTIMESTAMP)
+/
+
+-- BenchReady: bench: count ready items
+SELECT COUNT(*) FROM loanq_bench_item WHERE status = 'ready'
+/
+
+-- BenchSummary: bench: audit the run (duplicates, missed items)
+SELECT COUNT(*),
+       COALESCE(SUM(CASE WHEN status = 'done' THEN 1 ELSE 0 END), 0),
+       COALESCE(SUM(CASE WHEN processed > 1 THEN 1 ELSE 0 END), 0),
+       COALESCE(SUM(processed), 0),
+       COALESCE(SUM(CASE WHEN processed = 0 THEN 1 ELSE 0 END), 0)
+FROM loanq_bench_item
+/
+
+-- BenchByOwner: bench: items finished per worker
+SELECT owner, COUNT(*) FROM loanq_bench_item WHERE status = 'done' GROUP BY owner ORDER BY owner
+/
+
 -- CriteriaQuery: the heavy criteria query (binds :1 task id, :2 row limit), for
 -- a task with --source loan --key id --where "eligible = 1" --order "priority DESC"
 SELECT src.id FROM loan src

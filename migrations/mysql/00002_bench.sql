@@ -1,0 +1,31 @@
+-- The item table of `loanq bench` (SPEC §6, seed 001's MYTABLE). Nothing in
+-- the work queue reads it; it is here so a DBA can measure how this server's
+-- row locks share a table between concurrent workers.
+--
+-- status: ready -> done for the row-lock strategies (claimed and finished in
+-- one transaction, the row lock is the claim); ready -> claimed -> done for
+-- lease, where the claim is committed with an expiry and no lock is held
+-- while the item is worked on. processed counts how often an item was
+-- finished: more than 1 is a duplicate, which the bench reports.
+
+-- +goose Up
+CREATE TABLE loanq_bench_item (
+    id               BIGINT       NOT NULL PRIMARY KEY,
+    status           VARCHAR(10)  NOT NULL DEFAULT 'ready',
+    owner            VARCHAR(100),
+    claimed_at       DATETIME(6),
+    lease_expires_at DATETIME(6),
+    processed_at     DATETIME(6),
+    processed        INT          NOT NULL DEFAULT 0,
+    CONSTRAINT loanq_bench_item_status_ck CHECK (status IN ('ready', 'claimed', 'done'))
+) ENGINE = InnoDB;
+
+-- InnoDB locks every index record a locking read scans, not only the rows it
+-- returns. Without this index "WHERE status = 'ready' ORDER BY id LIMIT k
+-- FOR UPDATE" would scan (and lock, or with SKIP LOCKED test) the primary key
+-- from the start, done rows included; with it the read walks the ready rows
+-- in id order and stops after k.
+CREATE INDEX loanq_bench_item_status_ix ON loanq_bench_item (status, id);
+
+-- +goose Down
+DROP TABLE loanq_bench_item;
