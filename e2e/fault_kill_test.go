@@ -1,0 +1,278 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/loanq/loanq/dispatch"
+	"github.com/loanq/loanq/drivers"
+	"github.com/loanq/loanq/internal/testdb"
+)
+
+// killRoundsPerDialect keeps the whole test well under two minutes; the
+// rounds are split between the dialect's default strategy and the lease.
+const killRoundsPerDialect = 16
+
+// Random SIGKILL rounds. In each round several `loanq work get` processes
+// start at random moments; one to three of them are killed with SIGKILL at a
+// random delay of 0-300 ms after their start — before the lock, inside the
+// 100 ms criteria query, while assigning, or after the commit — while the
+// others keep requesting and must be served. After every round, on the
+// final database state: the audit is clean, a recheck leaves no request
+// pending, the task lock is free (or the dead holder's lease expired), and
+// every committed assignment shows in its user's pipeline.
+//
+// The random choices come from a seeded math/rand; the seed is logged, and
+// LOANQ_FAULT_SEED=N replays the same choices (the timing of the processes
+// themselves cannot be replayed).
+func TestFaultRandomKill(t *testing.T) {
+	seed := uint64(time.Now().UnixNano())
+	if v := os.Getenv("LOANQ_FAULT_SEED"); v != "" {
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			t.Fatalf("LOANQ_FAULT_SEED=%q: %v", v, err)
+		}
+		seed = n
+	}
+	t.Logf("seed %d (replay the random choices with LOANQ_FAULT_SEED=%d)", seed, seed)
+	testdb.Each(t, func(t *testing.T, dsn string) {
+		t.Parallel()
+		d, e := prepare(t, dsn, 300)
+		dialectIdx := uint64(slices.Index(testdb.Dialects, d.Name()))
+		rng := rand.New(rand.NewPCG(seed, dialectIdx))
+		strategies := []drivers.Strategy{d.Strategies()[0]}
+		if strategies[0] != drivers.Lease {
+			strategies = append(strategies, drivers.Lease)
+		}
+		seen := map[string]int{}
+		for _, s := range strategies {
+			task := "kill-" + string(s)
+			// The lease outlives the 100 ms query by far, but a dead holder's
+			// lease still expires quickly, so survivors take over within 1.5 s.
+			mustOK(t, dsn, "admin", "task", "create", task, "--where", "eligible = 1", "--order", "priority",
+				"--lock", string(s), "--query-delay", "100ms", "--lease-ttl", "1500ms")
+			id := taskID(t, e, task)
+			rounds := killRoundsPerDialect / len(strategies)
+			for round := 0; round < rounds; round++ {
+				killRound(t, dsn, d, e, rng, task, id, s, round, seen)
+				if t.Failed() {
+					return
+				}
+			}
+		}
+		total := 0
+		for _, n := range seen {
+			total += n
+		}
+		t.Logf("%s: %d rounds, %d processes picked for SIGKILL, by phase at the moment of the signal: %v", d.Name(), killRoundsPerDialect/len(strategies)*len(strategies), total, seen)
+	})
+}
+
+func killRound(t *testing.T, dsn string, d drivers.Driver, e *dispatch.Engine, rng *rand.Rand,
+	task string, taskID int64, s drivers.Strategy, round int, seen map[string]int) {
+	t.Helper()
+	const procs = 6
+	killers := 1 + rng.IntN(3)
+	order := rng.Perm(procs)
+	type plan struct {
+		user   string
+		count  int
+		start  time.Duration
+		killer bool
+		// afterLog: the kill delay counts from the moment the process's
+		// request is logged, not from its start, to land more kills inside
+		// the lock; the others count from the start (mostly before the lock).
+		afterLog bool
+		kill     time.Duration
+		killed bool
+		phase  string
+		pid    int
+	}
+	plans := make([]*plan, procs)
+	for i := range plans {
+		p := &plan{count: 1 + rng.IntN(4), start: time.Duration(rng.IntN(150)) * time.Millisecond}
+		if rng.IntN(3) == 0 {
+			p.count = 20 // a longer assignment phase, between assignment and commit
+		}
+		if slices.Index(order, i) < killers {
+			p.killer, p.afterLog = true, rng.IntN(2) == 0
+			p.kill = time.Duration(rng.IntN(301)) * time.Millisecond
+			p.user = fmt.Sprintf("%s-r%d-k%d", s, round, i)
+		} else {
+			p.user = fmt.Sprintf("%s-r%d-p%d", s, round, i)
+		}
+		plans[i] = p
+	}
+
+	var wg sync.WaitGroup
+	results := make([]result, procs)
+	for i, p := range plans {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			time.Sleep(p.start)
+			pdsn := dsn
+			if d.Name() == "postgres" {
+				// A session name per process, to see from pg_stat_activity
+				// where the process was when it was killed.
+				pdsn += "&application_name=" + p.user
+			}
+			pr := startProc(t, pdsn, p.user, 3*time.Minute,
+				append([]string{"--output", "json", "work", "get", task, "--count", strconv.Itoa(p.count)}, fastRecheck...)...)
+			p.pid = pr.cmd.Process.Pid
+			if p.killer {
+				if p.afterLog {
+					waitLogged(t, d, e, p.user, pr)
+				}
+				time.Sleep(p.kill)
+				if pr.running() {
+					p.phase = killPhase(t, d, e, p.user, p.pid, s)
+					if err := pr.cmd.Process.Signal(syscall.SIGKILL); err == nil {
+						p.killed = true
+					}
+				}
+			}
+			results[i] = pr.wait()
+			if pr.hung {
+				t.Errorf("%s hung: no answer within 3 minutes", p.user)
+			}
+		}()
+	}
+	wg.Wait()
+
+	for i, p := range plans {
+		r := results[i]
+		if p.killed {
+			if p.phase == "" {
+				p.phase = "unknown"
+			}
+			if r.code == 0 { // it finished just before the signal
+				p.phase = "finished before the signal"
+			}
+			seen[p.phase]++
+			continue
+		}
+		if p.killer {
+			seen["finished before the signal"]++
+		}
+		if r.code != 0 {
+			t.Fatalf("round %d: surviving caller %s: exit %d\n%s", round, p.user, r.code, r.stderr)
+		}
+		got := decode(t, r)
+		if got.Status == "pending" || got.User != p.user || got.Assigned != len(got.Loans) || got.Requested != p.count {
+			t.Fatalf("round %d: surviving caller %s: %+v", round, p.user, got)
+		}
+	}
+
+	// A recheck serves whatever the dead callers left pending.
+	recheckAll(t, dsn, d, e, taskID)
+	audit(t, e)
+	lockFree(t, d, e, taskID, s)
+	// Every committed assignment is in its user's pipeline, and only those.
+	for i, p := range plans {
+		want := activeLoans(t, d, e, taskID, p.user)
+		got := pipelineLoans(t, dsn, p.user, task)
+		if !slices.Equal(got, want) {
+			t.Fatalf("round %d: pipeline of %s shows %v, the database holds %v", round, p.user, got, want)
+		}
+		if results[i].code == 0 {
+			for _, loan := range decode(t, results[i]).Loans {
+				if !slices.Contains(got, loan) {
+					t.Fatalf("round %d: loan %d handed to %s is not in its pipeline %v", round, loan, p.user, got)
+				}
+			}
+		}
+	}
+	// The next round starts from an empty queue: every assignment is completed.
+	testdb.Exec(t, d, e.DB, "UPDATE loanq_work SET disposition = 'complete', disposed_at = assigned_at WHERE task_id = ? AND disposition IS NULL", taskID)
+}
+
+func activeLoans(t *testing.T, d drivers.Driver, e *dispatch.Engine, taskID int64, user string) []int64 {
+	t.Helper()
+	rows, err := e.DB.Query(testdb.Rebind(d, "SELECT loan_id FROM loanq_work WHERE task_id = ? AND user_name = ? AND disposition IS NULL"), taskID, user)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	out := []int64{}
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, id)
+	}
+	sort.Slice(out, func(a, b int) bool { return out[a] < out[b] })
+	return out
+}
+
+// killPhase says where the process is, as far as the database shows it, just
+// before it is killed.
+func killPhase(t *testing.T, d drivers.Driver, e *dispatch.Engine, user string, pid int, s drivers.Strategy) string {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var n int64
+	if err := e.DB.QueryRowContext(ctx, testdb.Rebind(d, "SELECT COUNT(*) FROM loanq_work_request WHERE user_name = ?"), user).Scan(&n); err != nil {
+		t.Errorf("sampling %s: %v", user, err)
+		return ""
+	}
+	if n == 0 {
+		return "before its request was logged"
+	}
+	if d.Name() == "postgres" {
+		var state, query string
+		err := e.DB.QueryRowContext(ctx, `SELECT COALESCE(state, ''), COALESCE(query, '') FROM pg_stat_activity
+WHERE application_name = $1 AND xact_start IS NOT NULL ORDER BY xact_start LIMIT 1`, user).Scan(&state, &query)
+		if err == nil {
+			q := strings.Join(strings.Fields(query), " ")
+			switch {
+			case strings.HasPrefix(q, "INSERT INTO loanq_work "), strings.HasPrefix(q, "UPDATE loanq_work_request"),
+				strings.HasPrefix(q, "INSERT INTO loanq_query_run"), strings.HasPrefix(q, "UPDATE loanq_task SET lease_owner = NULL"),
+				strings.HasPrefix(q, "SELECT COUNT(*) FROM loanq_work"):
+				return "holding the lock: assigning, not committed"
+			case s != drivers.Lease && (strings.HasPrefix(q, "SELECT clock_timestamp()") || strings.HasPrefix(q, "SELECT src.") ||
+				strings.HasPrefix(q, "SELECT id, user_name") || (strings.HasPrefix(q, "SELECT id FROM loanq_task") && state != "active")):
+				return "holding the lock: criteria query"
+			}
+		}
+	}
+	if s == drivers.Lease {
+		var owner int64
+		_ = e.DB.QueryRowContext(ctx, testdb.Rebind(d, "SELECT COUNT(*) FROM loanq_task WHERE lease_owner LIKE ?"), fmt.Sprintf("%%:%d:%%", pid)).Scan(&owner)
+		if owner > 0 {
+			return "holding the lease: criteria query"
+		}
+		return "request logged, lease held by another or not yet taken"
+	}
+	if d.Name() == "postgres" {
+		return "request logged, lock held by another or not yet taken"
+	}
+	return "request logged (waiting, in the query or assigning: not visible on " + d.Name() + ")"
+}
+
+// waitLogged returns once the process's request is in the database (or the
+// process has ended).
+func waitLogged(t *testing.T, d drivers.Driver, e *dispatch.Engine, user string, pr *proc) {
+	deadline := time.Now().Add(time.Minute)
+	for pr.running() && time.Now().Before(deadline) {
+		var n int64
+		if err := e.DB.QueryRow(testdb.Rebind(d, "SELECT COUNT(*) FROM loanq_work_request WHERE user_name = ?"), user).Scan(&n); err != nil {
+			t.Errorf("waiting for the request of %s: %v", user, err)
+			return
+		}
+		if n > 0 {
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
