@@ -94,9 +94,9 @@ func killRound(t *testing.T, dsn string, d drivers.Driver, e *dispatch.Engine, r
 		// the lock; the others count from the start (mostly before the lock).
 		afterLog bool
 		kill     time.Duration
-		killed bool
-		phase  string
-		pid    int
+		killed   bool
+		phase    string
+		pid      int
 	}
 	plans := make([]*plan, procs)
 	for i := range plans {
