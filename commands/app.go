@@ -81,6 +81,7 @@ Examples:
 			pipelineCommand(),
 			sqlCommand(),
 			demoCommand(),
+			benchCommand(),
 		},
 	}
 	app.Before = func(c *cli.Context) error {

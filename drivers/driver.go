@@ -103,6 +103,23 @@ type Driver interface {
 	MigrationStore(table string) (database.Store, error)
 }
 
+// DeadlockDetector is implemented by the drivers of databases that break a
+// lock cycle by rolling one transaction back (InnoDB, PostgreSQL, Oracle). It
+// is optional: the dispatch engine's lock is one row and cannot deadlock, but
+// a caller locking several rows with plain FOR UPDATE can (InnoDB's next-key
+// locks make that likely), and should retry the victim's transaction.
+type DeadlockDetector interface {
+	// IsDeadlock reports whether err means "chosen as a deadlock victim; the
+	// transaction was rolled back".
+	IsDeadlock(err error) bool
+}
+
+// IsDeadlock reports whether err is a deadlock error of d's database.
+func IsDeadlock(d Driver, err error) bool {
+	dd, ok := d.(DeadlockDetector)
+	return ok && err != nil && dd.IsDeadlock(err)
+}
+
 // Supports reports whether d supports strategy s.
 func Supports(d Driver, s Strategy) bool {
 	for _, x := range d.Strategies() {

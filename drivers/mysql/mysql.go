@@ -97,6 +97,9 @@ func (*Driver) IsLockBusy(err error) bool {
 	return n == 3572 || n == 1205
 }
 
+// IsDeadlock: 1213 ER_LOCK_DEADLOCK; InnoDB has rolled the transaction back.
+func (*Driver) IsDeadlock(err error) bool { return errNumber(err) == 1213 }
+
 // IsUniqueViolation: 1062 ER_DUP_ENTRY.
 func (*Driver) IsUniqueViolation(err error) bool { return errNumber(err) == 1062 }
 

@@ -69,11 +69,17 @@ const (
 	oraUniqueViolation = 1     // ORA-00001: unique constraint violated
 	oraResourceBusy    = 54    // ORA-00054: resource busy and acquire with NOWAIT specified or timeout expired
 	oraWaitTimeout     = 30006 // ORA-30006: resource busy; acquire with WAIT timeout expired
+	oraDeadlock        = 60    // ORA-00060: deadlock detected while waiting for resource
 )
 
 // IsLockBusy: ORA-00054 is what FOR UPDATE NOWAIT raises on a held row;
 // ORA-30006 is a FOR UPDATE WAIT n that ran out (a DBA may add one).
 func (*Driver) IsLockBusy(err error) bool { return isLockBusyCode(OraCode(err)) }
+
+// IsDeadlock: ORA-00060 deadlock detected while waiting for resource. Oracle
+// rolls back only the victim's statement, not its transaction; the caller
+// rolls back the rest.
+func (*Driver) IsDeadlock(err error) bool { return OraCode(err) == oraDeadlock }
 
 // IsUniqueViolation: ORA-00001.
 func (*Driver) IsUniqueViolation(err error) bool { return isUniqueCode(OraCode(err)) }

@@ -67,6 +67,9 @@ func (*Driver) InsertReturningID(ctx context.Context, q drivers.Querier, query s
 // IsLockBusy: 55P03 lock_not_available is what FOR UPDATE NOWAIT raises.
 func (*Driver) IsLockBusy(err error) bool { return sqlState(err) == "55P03" }
 
+// IsDeadlock: 40P01 deadlock_detected; the transaction is aborted.
+func (*Driver) IsDeadlock(err error) bool { return sqlState(err) == "40P01" }
+
 // IsUniqueViolation: 23505 unique_violation.
 func (*Driver) IsUniqueViolation(err error) bool { return sqlState(err) == "23505" }
 

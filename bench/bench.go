@@ -1,0 +1,362 @@
+// Package bench is loanq's locking lab (SPEC §6, issue 4): it reproduces seed
+// 001's experiment — N workers draining a table of M items, each item held
+// for D of simulated work — with each lock strategy, on any supported
+// database, and reports the time against the ideal M × D / N, the share of
+// each worker, the lock errors, and the duplicates found in the database.
+//
+// Strategies, on the item table loanq_bench_item (migration 00002):
+//
+//   - skip: claim with SELECT … FOR UPDATE SKIP LOCKED in a transaction, work
+//     while holding the row locks, mark done, commit. Workers pass over each
+//     other's rows: the lanes run in parallel.
+//   - nowait: the same with FOR UPDATE NOWAIT: a worker that meets a held row
+//     gets an error at once, backs off briefly and asks again.
+//   - wait: plain FOR UPDATE (seed 001's NOSKIP): every worker queues behind
+//     the holder of the first ready row, so the work is serialised.
+//   - lease: an UPDATE marks items claimed by the worker with an expiry and is
+//     committed at once; the work runs with no transaction open and the item
+//     is finished by a fenced UPDATE (owner, still claimed, lease unexpired).
+//     Items whose lease ran out go back to ready. The only strategy on SQLite.
+//
+// Every statement comes from the dialect's drivers.Statements (`loanq sql`
+// prints them); the claim is drivers.Statements.ClaimItems.
+package bench
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/loanq/loanq/drivers"
+	"github.com/loanq/loanq/problem"
+	"github.com/loanq/loanq/schema"
+)
+
+// Limits of the flags; outside them the run is refused as bad input.
+const (
+	MaxWorkers = 256
+	MaxRows    = 1_000_000
+	MaxWork    = 10 * time.Second
+	MaxBatch   = 1000
+)
+
+// Defaults: seed 001's experiment.
+const (
+	DefaultWorkers = 10
+	DefaultRows    = 200
+	DefaultWork    = 100 * time.Millisecond
+	DefaultBatch   = 1
+)
+
+// fillChunk is how many items one BenchFill call inserts (MySQL's default
+// cte_max_recursion_depth is 1000).
+const fillChunk = 1000
+
+// Config is one `loanq bench` invocation.
+type Config struct {
+	DSN       string
+	Strategy  string // skip, nowait, wait, lease, all, or "" for the database's default
+	Workers   int
+	Rows      int
+	Work      time.Duration
+	Batch     int
+	Processes int    // 0 or 1: goroutines in this process
+	Chart     string // SVG file to write, "" for none
+
+	// Progress receives a live \r line; set it only for a terminal.
+	Progress io.Writer
+	// Notes receives remarks such as the strategies a database lacks.
+	Notes io.Writer
+	// Command re-executes loanq for --processes: the program and the arguments
+	// that come before the hidden worker subcommand's own. Default: this
+	// executable with "bench worker".
+	Command []string
+	// Env is added to the children's environment.
+	Env []string
+}
+
+// Validate checks the flags; errors are bad input (exit 2).
+func (c *Config) Validate() error {
+	if c.Workers < 1 || c.Workers > MaxWorkers {
+		return problem.Usagef("invalid --workers %d: give 1 to %d", c.Workers, MaxWorkers)
+	}
+	if c.Rows < 1 || c.Rows > MaxRows {
+		return problem.Usagef("invalid --rows %d: give 1 to %d", c.Rows, MaxRows)
+	}
+	if c.Work < 0 || c.Work > MaxWork {
+		return problem.Usagef("invalid --work %s: give 0s to %s, e.g. 100ms", c.Work, MaxWork)
+	}
+	if c.Batch < 1 || c.Batch > MaxBatch {
+		return problem.Usagef("invalid --batch %d: give 1 to %d", c.Batch, MaxBatch)
+	}
+	if c.Processes < 0 || c.Processes > c.Workers {
+		return problem.Usagef("invalid --processes %d: give 1 to --workers (%d)", c.Processes, c.Workers)
+	}
+	if c.Chart != "" && !strings.HasSuffix(strings.ToLower(c.Chart), ".svg") {
+		return problem.Usagef("invalid --chart %q: give a file name ending in .svg", c.Chart)
+	}
+	if c.Strategy != "all" && c.Strategy != "" {
+		if _, err := drivers.ParseStrategy(c.Strategy); err != nil {
+			return problem.Usagef("unknown --strategy %q: use skip, nowait, wait, lease or all", c.Strategy)
+		}
+	}
+	return nil
+}
+
+// strategies resolves --strategy against what the database supports.
+func (c *Config) strategies(d drivers.Driver) ([]drivers.Strategy, error) {
+	if c.Strategy == "all" {
+		var out, missing []string
+		var sts []drivers.Strategy
+		for _, s := range drivers.AllStrategies {
+			if drivers.Supports(d, s) {
+				sts = append(sts, s)
+				out = append(out, string(s))
+			} else {
+				missing = append(missing, string(s))
+			}
+		}
+		if len(missing) > 0 && c.Notes != nil {
+			fmt.Fprintf(c.Notes, "note: %s supports only %s; skipping %s\n", d.Name(), strings.Join(out, ", "), strings.Join(missing, ", "))
+		}
+		return sts, nil
+	}
+	if c.Strategy == "" {
+		// The database's default strategy (skip, or lease on SQLite).
+		return d.Strategies()[:1], nil
+	}
+	s, err := drivers.ParseStrategy(c.Strategy)
+	if err != nil {
+		return nil, err
+	}
+	if !drivers.Supports(d, s) {
+		return nil, problem.Usagef("%s does not support strategy %s: use one of %v (or --strategy all)", d.Name(), s, d.Strategies())
+	}
+	return []drivers.Strategy{s}, nil
+}
+
+// Result is one strategy's run. Its JSON is the contract of
+// `loanq bench --output json` (issue 4); fields may be added.
+type Result struct {
+	Database   string         `json:"database"`
+	Dialect    string         `json:"dialect"`
+	Strategy   string         `json:"strategy"`
+	Workers    int            `json:"workers"`
+	Rows       int            `json:"rows"`
+	WorkMS     float64        `json:"work_ms"`
+	Batch      int            `json:"batch"`
+	Processes  int            `json:"processes"`
+	ElapsedMS  int64          `json:"elapsed_ms"`
+	IdealMS    int64          `json:"ideal_ms"`
+	Ratio      float64        `json:"ratio"` // elapsed / ideal; 0 when the ideal is 0
+	PerSecond  float64        `json:"items_per_second"`
+	Duplicates int64          `json:"duplicates"`
+	Missed     int64          `json:"missed"`      // items never finished
+	LockErrors int64          `json:"lock_errors"` // nowait/lock-busy errors, each retried
+	Deadlocks  int64          `json:"deadlocks"`   // deadlock victims, each retried
+	Retries    int64          `json:"retries"`     // empty claims retried while items were left (lease races)
+	LeaseLost  int64          `json:"lease_lost"`  // leased items whose fenced finish found the lease gone
+	PerWorker  []WorkerResult `json:"per_worker"`
+
+	marks map[int][]Mark // by worker, for the chart
+}
+
+// WorkerResult is one worker's share.
+type WorkerResult struct {
+	Worker     int    `json:"worker"`
+	Processed  int64  `json:"processed"` // items finished by this worker, read from the database
+	ElapsedMS  int64  `json:"elapsed_ms"`
+	LockErrors int64  `json:"lock_errors"`
+	Deadlocks  int64  `json:"deadlocks"`
+	Retries    int64  `json:"retries"`
+	LeaseLost  int64  `json:"lease_lost"`
+	Claims     int64  `json:"claims"` // committed claims (transactions for row locks)
+	Marks      []Mark `json:"marks,omitempty"`
+}
+
+// Mark is one committed claim: its items, and when the claim started and
+// its commit ended, in ms from the start of the run.
+type Mark struct {
+	Items   []int64 `json:"items"`
+	StartMS float64 `json:"start_ms"`
+	EndMS   float64 `json:"end_ms"`
+}
+
+// Run runs every strategy Config asks for and returns one result each.
+func Run(ctx context.Context, cfg Config) ([]*Result, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Processes == 0 {
+		cfg.Processes = 1
+	}
+	d, db, dsn, err := drivers.Connect(ctx, cfg.DSN)
+	if err != nil {
+		return nil, err
+	}
+	defer db.Close()
+	if d.Name() == "sqlite" {
+		// The embedded default migrates itself, as every other command does.
+		if err := schema.EnsureCurrent(ctx, d, db); err != nil {
+			return nil, err
+		}
+	}
+	if err := schema.Check(ctx, d, db, dsn.Redacted()); err != nil {
+		return nil, err
+	}
+	sts, err := cfg.strategies(d)
+	if err != nil {
+		return nil, err
+	}
+	var out []*Result
+	for _, s := range sts {
+		r, err := runOne(ctx, &cfg, d, db, dsn, s)
+		if err != nil {
+			return out, fmt.Errorf("bench %s on %s: %w", s, d.Name(), err)
+		}
+		out = append(out, r)
+	}
+	if cfg.Chart != "" {
+		if err := writeChart(cfg.Chart, out); err != nil {
+			return out, err
+		}
+	}
+	return out, nil
+}
+
+func runOne(ctx context.Context, cfg *Config, d drivers.Driver, db *sql.DB, dsn drivers.DSN, s drivers.Strategy) (*Result, error) {
+	st := d.Statements()
+	if err := fill(ctx, db, st, cfg.Rows); err != nil {
+		return nil, err
+	}
+	r := &Result{Database: dsn.Redacted(), Dialect: d.Name(), Strategy: string(s), Workers: cfg.Workers,
+		Rows: cfg.Rows, WorkMS: float64(cfg.Work) / float64(time.Millisecond), Batch: cfg.Batch, Processes: cfg.Processes}
+	ideal := time.Duration(cfg.Rows) * cfg.Work / time.Duration(cfg.Workers)
+	r.IdealMS = ideal.Milliseconds()
+
+	stopProgress := startProgress(ctx, cfg, db, st, s)
+	var workers []WorkerResult
+	var elapsed time.Duration
+	var err error
+	if cfg.Processes > 1 {
+		workers, elapsed, err = runProcesses(ctx, cfg, s)
+	} else {
+		workers, elapsed, err = runLocal(ctx, cfg.DSN, s, 1, cfg.Workers, cfg.Work, cfg.Batch, nil)
+	}
+	stopProgress()
+	if err != nil {
+		return nil, err
+	}
+	r.ElapsedMS = elapsed.Milliseconds()
+	if ideal > 0 {
+		r.Ratio = round3(float64(elapsed) / float64(ideal))
+	}
+	if elapsed > 0 {
+		r.PerSecond = round3(float64(cfg.Rows) / elapsed.Seconds())
+	}
+	if err := audit(ctx, db, st, r, workers); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+func round3(f float64) float64 { return float64(int64(f*1000+0.5)) / 1000 }
+
+// fill resets the item table and inserts ids 1..rows as ready, in one
+// transaction so a run never starts on a half-filled table.
+func fill(ctx context.Context, db *sql.DB, st *drivers.Statements, rows int) error {
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("resetting the bench table: %w", err)
+	}
+	defer tx.Rollback()
+	if _, err := tx.ExecContext(ctx, st.BenchReset); err != nil {
+		return fmt.Errorf("resetting the bench table: %w", err)
+	}
+	for first := 1; first <= rows; first += fillChunk {
+		n := min(fillChunk, rows-first+1)
+		if _, err := tx.ExecContext(ctx, st.BenchFill, int64(first), int64(n)); err != nil {
+			return fmt.Errorf("filling the bench table (ids %d-%d): %w", first, first+n-1, err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("filling the bench table: %w", err)
+	}
+	return nil
+}
+
+// audit reads the outcome from the database, not from the workers' word:
+// who finished how many items, duplicates (processed > 1) and items missed.
+func audit(ctx context.Context, db *sql.DB, st *drivers.Statements, r *Result, workers []WorkerResult) error {
+	var items, done, total int64
+	if err := db.QueryRowContext(ctx, st.BenchSummary).Scan(&items, &done, &r.Duplicates, &total, &r.Missed); err != nil {
+		return fmt.Errorf("auditing the bench table: %w", err)
+	}
+	byOwner := map[string]int64{}
+	rows, err := db.QueryContext(ctx, st.BenchByOwner)
+	if err != nil {
+		return fmt.Errorf("counting items per worker: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var owner sql.NullString
+		var n int64
+		if err := rows.Scan(&owner, &n); err != nil {
+			return fmt.Errorf("counting items per worker: %w", err)
+		}
+		byOwner[owner.String] = n
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("counting items per worker: %w", err)
+	}
+	r.marks = map[int][]Mark{}
+	for _, w := range workers {
+		w.Processed = byOwner[Owner(w.Worker)]
+		r.LockErrors += w.LockErrors
+		r.Deadlocks += w.Deadlocks
+		r.Retries += w.Retries
+		r.LeaseLost += w.LeaseLost
+		r.marks[w.Worker] = w.Marks
+		w.Marks = nil // the chart has them; the JSON stays readable
+		r.PerWorker = append(r.PerWorker, w)
+	}
+	return nil
+}
+
+// Owner is the name a worker writes into loanq_bench_item.owner.
+func Owner(worker int) string { return fmt.Sprintf("worker-%03d", worker) }
+
+// startProgress prints a live line (items done, elapsed) until stopped. It
+// reads the count from the database so that it also follows child processes.
+func startProgress(ctx context.Context, cfg *Config, db *sql.DB, st *drivers.Statements, s drivers.Strategy) func() {
+	if cfg.Progress == nil {
+		return func() {}
+	}
+	done := make(chan struct{})
+	stopped := make(chan struct{})
+	start := time.Now()
+	go func() {
+		defer close(stopped)
+		t := time.NewTicker(250 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				fmt.Fprintf(cfg.Progress, "\r%60s\r", "")
+				return
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				var ready int64
+				if err := db.QueryRowContext(ctx, st.BenchReady).Scan(&ready); err != nil {
+					continue
+				}
+				fmt.Fprintf(cfg.Progress, "\r%s: %d of %d items taken, %.1fs ", s, int64(cfg.Rows)-ready, cfg.Rows, time.Since(start).Seconds())
+			}
+		}
+	}()
+	return func() { close(done); <-stopped }
+}

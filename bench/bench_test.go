@@ -1,0 +1,139 @@
+package bench_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/loanq/loanq/bench"
+	"github.com/loanq/loanq/commands"
+	"github.com/loanq/loanq/drivers"
+	"github.com/loanq/loanq/internal/testdb"
+)
+
+// childEnv makes the test binary act as loanq itself, so --processes can
+// re-execute it with the hidden `bench worker` subcommand.
+const childEnv = "LOANQ_BENCH_TEST_CHILD"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(childEnv) == "1" {
+		os.Exit(commands.Main(append([]string{"loanq"}, os.Args[1:]...), os.Stdout, os.Stderr))
+	}
+	os.Exit(m.Run())
+}
+
+// check asserts what the bench must guarantee whatever the timing: no
+// duplicates, every item finished exactly once (read from the database),
+// and per-worker counts that add up to the items.
+func check(t *testing.T, d drivers.Driver, dsn string, r *bench.Result, workers, rows int) {
+	t.Helper()
+	if r.Duplicates != 0 || r.Missed != 0 || r.LeaseLost != 0 {
+		t.Errorf("%s: duplicates %d, missed %d, leases lost %d; want 0", r.Strategy, r.Duplicates, r.Missed, r.LeaseLost)
+	}
+	if len(r.PerWorker) != workers {
+		t.Fatalf("%s: %d per-worker results, want %d", r.Strategy, len(r.PerWorker), workers)
+	}
+	var sum int64
+	for i, w := range r.PerWorker {
+		if w.Worker != i+1 {
+			t.Errorf("%s: worker #%d is numbered %d", r.Strategy, i+1, w.Worker)
+		}
+		sum += w.Processed
+	}
+	if sum != int64(rows) {
+		t.Errorf("%s: per-worker counts add up to %d, want %d", r.Strategy, sum, rows)
+	}
+	_, db := testdb.Open(t, dsn)
+	once := testdb.Int(t, d, db, "SELECT COUNT(*) FROM loanq_bench_item WHERE status = 'done' AND processed = 1 AND owner IS NOT NULL")
+	all := testdb.Int(t, d, db, "SELECT COUNT(*) FROM loanq_bench_item")
+	if once != int64(rows) || all != int64(rows) {
+		t.Errorf("%s: %d of %d items finished exactly once, want %d of %d", r.Strategy, once, all, rows, rows)
+	}
+	if r.IdealMS != int64(rows)*int64(r.WorkMS)/int64(workers) {
+		t.Errorf("%s: ideal %d ms, want rows × work / workers", r.Strategy, r.IdealMS)
+	}
+}
+
+// Every strategy the database supports, small, with one and with several
+// items per claim. No timing is asserted: only correctness.
+func TestStrategies(t *testing.T) {
+	testdb.Each(t, func(t *testing.T, dsn string) {
+		d, _ := testdb.Migrated(t, dsn)
+		for _, batch := range []int{1, 3} {
+			rs, err := bench.Run(context.Background(), bench.Config{DSN: dsn, Strategy: "all",
+				Workers: 4, Rows: 40, Work: 5 * time.Millisecond, Batch: batch})
+			if err != nil {
+				t.Fatalf("batch %d: %v", batch, err)
+			}
+			if len(rs) != len(d.Strategies()) {
+				t.Fatalf("ran %d strategies, want %v", len(rs), d.Strategies())
+			}
+			for i, r := range rs {
+				if r.Strategy != string(d.Strategies()[i]) {
+					t.Errorf("result %d is %s, want %s", i, r.Strategy, d.Strategies()[i])
+				}
+				check(t, d, dsn, r, 4, 40)
+				if r.Strategy == "skip" && r.LockErrors != 0 {
+					t.Errorf("skip reported %d lock errors: SKIP LOCKED should never meet one", r.LockErrors)
+				}
+			}
+		}
+	})
+}
+
+// The workers in two OS processes (this test binary re-executed as
+// `loanq bench worker`): coordination comes from the database alone.
+func TestProcesses(t *testing.T) {
+	testdb.Each(t, func(t *testing.T, dsn string) {
+		d, _ := testdb.Migrated(t, dsn)
+		s := d.Strategies()[0]
+		chart := filepath.Join(t.TempDir(), "run.svg")
+		rs, err := bench.Run(context.Background(), bench.Config{DSN: dsn, Strategy: string(s),
+			Workers: 4, Rows: 40, Work: 5 * time.Millisecond, Batch: 1, Processes: 2, Chart: chart,
+			Command: []string{os.Args[0], "bench", "worker"}, Env: []string{childEnv + "=1"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(rs) != 1 || rs[0].Processes != 2 {
+			t.Fatalf("results %+v", rs)
+		}
+		check(t, d, dsn, rs[0], 4, 40)
+		svg, err := os.ReadFile(chart)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.HasPrefix(string(svg), "<svg") || strings.Count(string(svg), "<title>worker") != 40 {
+			t.Errorf("chart has %d item marks, want 40", strings.Count(string(svg), "<title>worker"))
+		}
+	})
+}
+
+func TestValidate(t *testing.T) {
+	ok := bench.Config{Strategy: "skip", Workers: 1, Rows: 1, Batch: 1}
+	if err := ok.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		mod  func(*bench.Config)
+		want string
+	}{
+		{func(c *bench.Config) { c.Workers = 0 }, "--workers"},
+		{func(c *bench.Config) { c.Workers = 257 }, "--workers"},
+		{func(c *bench.Config) { c.Rows = 1_000_001 }, "--rows"},
+		{func(c *bench.Config) { c.Work = -time.Millisecond }, "--work"},
+		{func(c *bench.Config) { c.Work = 11 * time.Second }, "--work"},
+		{func(c *bench.Config) { c.Batch = 1001 }, "--batch"},
+		{func(c *bench.Config) { c.Processes = 2 }, "--processes"},
+		{func(c *bench.Config) { c.Strategy = "optimistic" }, "--strategy"},
+		{func(c *bench.Config) { c.Chart = "run.png" }, "--chart"},
+	} {
+		cfg := ok
+		c.mod(&cfg)
+		if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%+v: error %v, want one naming %s", cfg, err, c.want)
+		}
+	}
+}
