@@ -115,7 +115,7 @@ func (e *Engine) serveUntilDone(ctx context.Context, task *Task, strategy driver
 		deadline = time.Now().Add(opt.Timeout)
 	}
 	for attempt := 0; ; attempt++ {
-		if err := e.serve(ctx, task, strategy); err != nil && problem.KindOf(err) != problem.Busy {
+		if err := e.serve(ctx, task, strategy, deadline); err != nil && problem.KindOf(err) != problem.Busy {
 			// The request is committed and stays pending: say how to get it
 			// served rather than asking again (a new request would be served too).
 			return nil, &problem.Error{Kind: problem.KindOf(err), Err: fmt.Errorf("serving request %d: %w", id, err),
@@ -136,7 +136,7 @@ func (e *Engine) serveUntilDone(ctx context.Context, task *Task, strategy driver
 					if err := sleep(ctx, rest); err != nil {
 						return req, err
 					}
-					_ = e.serve(ctx, task, strategy)
+					_ = e.serve(ctx, task, strategy, time.Now().Add(time.Second))
 					if req2, err := e.Request(ctx, id); err == nil && req2.Status != StatusPending {
 						return req2, nil
 					}
@@ -167,13 +167,16 @@ func sleep(ctx context.Context, d time.Duration) error {
 // for requests that committed while it held the lock and serves those in
 // another round. It returns a Busy error when someone else holds the lock:
 // that holder will do the same look after its own commit, so nothing is left.
-func (e *Engine) serve(ctx context.Context, task *Task, strategy drivers.Strategy) error {
+//
+// lockDeadline bounds how long the wait strategy queues for the row lock (the
+// caller's --timeout); zero waits as long as the database lets it.
+func (e *Engine) serve(ctx context.Context, task *Task, strategy drivers.Strategy, lockDeadline time.Time) error {
 	for round := 0; round < max(e.MaxRounds, 1); round++ {
 		var err error
 		if strategy == drivers.Lease {
 			err = e.serveRoundLease(ctx, task)
 		} else {
-			err = e.serveRoundRowLock(ctx, task, strategy)
+			err = e.serveRoundRowLock(ctx, task, strategy, lockDeadline)
 		}
 		if err != nil {
 			return err
@@ -196,19 +199,32 @@ var errBusy = &problem.Error{Kind: problem.Busy, Msg: "the task lock is held by 
 // MySQL's REPEATABLE READ the snapshot of every later read is taken after the
 // lock is granted, so the pending requests and the per-user counts it reads
 // are never older than the previous holder's commit.
-func (e *Engine) serveRoundRowLock(ctx context.Context, task *Task, strategy drivers.Strategy) error {
+func (e *Engine) serveRoundRowLock(ctx context.Context, task *Task, strategy drivers.Strategy, lockDeadline time.Time) error {
 	tx, err := e.DB.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("beginning the assignment transaction: %w", err)
 	}
 	defer tx.Rollback() // no-op after Commit
 
+	// A plain FOR UPDATE queues behind the holder for as long as the database
+	// allows (no limit on PostgreSQL and Oracle by default, 50 s of
+	// innodb_lock_wait_timeout on MySQL): the caller's --timeout bounds it.
+	// Cancelling the statement cancels it on the server; the transaction is
+	// then rolled back, having done nothing.
+	lockCtx := ctx
+	if strategy == drivers.Wait && !lockDeadline.IsZero() {
+		var cancel context.CancelFunc
+		lockCtx, cancel = context.WithDeadline(ctx, lockDeadline)
+		defer cancel()
+	}
 	var locked int64
-	err = tx.QueryRowContext(ctx, e.sql().Lock(strategy), task.ID).Scan(&locked)
+	err = tx.QueryRowContext(lockCtx, e.sql().Lock(strategy), task.ID).Scan(&locked)
 	switch {
 	case errors.Is(err, sql.ErrNoRows): // SKIP LOCKED skipped the row
 		return errBusy
 	case err != nil && e.Driver.IsLockBusy(err): // NOWAIT, or the wait timed out
+		return errBusy
+	case err != nil && lockCtx.Err() != nil && ctx.Err() == nil: // --timeout passed while queued
 		return errBusy
 	case err != nil:
 		return fmt.Errorf("taking the lock of task %s (%s): %w", task.Name, strategy, err)
