@@ -107,9 +107,9 @@ func (w *worker) run(ctx context.Context) error {
 				return err
 			}
 		case err != nil && drivers.IsDeadlock(w.d, err):
-			// InnoDB's next-key locks let two plain FOR UPDATE claims of
-			// several rows deadlock; the victim was rolled back, so nothing
-			// it claimed counts: retry like a lock error.
+			// A deadlock victim was rolled back, so nothing it claimed
+			// counts: retry like a lock error. (On InnoDB, BenchBegin's READ
+			// COMMITTED avoids the gap locks that cause them.)
 			w.res.Deadlocks++
 			if err := sleep(ctx, backoff()); err != nil {
 				return err
@@ -128,9 +128,9 @@ func (w *worker) run(ctx context.Context) error {
 // it finished; 0 means none was left to claim.
 func (w *worker) lockOnce(ctx context.Context) (int, error) {
 	t0 := time.Now()
-	tx, err := w.conn.BeginTx(ctx, nil)
+	tx, err := w.begin(ctx)
 	if err != nil {
-		return 0, fmt.Errorf("begin: %w", err)
+		return 0, err
 	}
 	defer tx.Rollback() // after Commit, a no-op; on any error it releases the locks
 	ids, err := w.st.ClaimItems(ctx, tx, w.s, "", 0, w.batch)
@@ -215,9 +215,9 @@ func (w *worker) leaseClaim(ctx context.Context, owner string) ([]int64, error) 
 	// On SQLite this BEGIN is BEGIN IMMEDIATE (_txlock=immediate): the write
 	// lock is taken before the ready rows are read, so two claimers never
 	// pick the same rows and never fail on a read-to-write upgrade.
-	tx, err := w.conn.BeginTx(ctx, nil)
+	tx, err := w.begin(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("begin: %w", err)
+		return nil, err
 	}
 	defer tx.Rollback()
 	ids, err := w.st.ClaimItems(ctx, tx, drivers.Lease, owner, leaseTTL(w.work, w.batch).Milliseconds(), w.batch)
@@ -228,6 +228,21 @@ func (w *worker) leaseClaim(ctx context.Context, owner string) ([]int64, error) 
 		return nil, fmt.Errorf("commit of the lease: %w", err)
 	}
 	return ids, nil
+}
+
+// begin starts a claim transaction on the worker's connection, after the
+// dialect's BenchBegin (MySQL: READ COMMITTED for this transaction).
+func (w *worker) begin(ctx context.Context) (*sql.Tx, error) {
+	if w.st.BenchBegin != "" {
+		if _, err := w.conn.ExecContext(ctx, w.st.BenchBegin); err != nil {
+			return nil, fmt.Errorf("before begin: %w", err)
+		}
+	}
+	tx, err := w.conn.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, fmt.Errorf("begin: %w", err)
+	}
+	return tx, nil
 }
 
 func (w *worker) mark(ids []int64, t0 time.Time) {

@@ -99,6 +99,13 @@ type Statements struct {
 	// ready; called in chunks of at most 1000 (MySQL's default
 	// cte_max_recursion_depth).
 	BenchFill string `purpose:"bench: insert ready items"`
+	// BenchBegin binds nothing. Sent on the worker's connection right before
+	// each claim transaction begins, where the dialect's default isolation
+	// would make claims collide: InnoDB's REPEATABLE READ takes next-key (gap)
+	// locks on the scanned index range, and finishing an item — its index
+	// entry moves from (ready, id) to (done, id), into a gap another worker
+	// has locked — then deadlocks against the other claimers.
+	BenchBegin string `purpose:"bench: before each claim transaction" empty:"the default isolation, READ COMMITTED, takes no gap locks"`
 	// BenchClaimSkip, BenchClaimNoWait, BenchClaimWait bind: K. Each locks up to
 	// K ready items, in id order, until the caller's transaction ends and, unless
 	// BenchClaimRead is set, returns their ids. Only the lock clause differs: skip

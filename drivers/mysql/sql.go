@@ -80,6 +80,11 @@ WITH RECURSIVE seq (n, k) AS (
   SELECT CAST(? AS SIGNED), CAST(? AS SIGNED)
   UNION ALL SELECT n + 1, k - 1 FROM seq WHERE k > 1)
 SELECT n, 'ready', 0 FROM seq`,
+	// SET TRANSACTION without SESSION applies to the next transaction only.
+	// READ COMMITTED locks index records without the gaps between them, so
+	// finishing an item (a new (done, id) entry in the status index) never
+	// waits for another claimer's gap lock: no deadlocks, even with wait.
+	BenchBegin:       `SET TRANSACTION ISOLATION LEVEL READ COMMITTED`,
 	BenchClaimSkip:   `SELECT id FROM loanq_bench_item WHERE status = 'ready' ORDER BY id LIMIT ? FOR UPDATE SKIP LOCKED`,
 	BenchClaimNoWait: `SELECT id FROM loanq_bench_item WHERE status = 'ready' ORDER BY id LIMIT ? FOR UPDATE NOWAIT`,
 	BenchClaimWait:   `SELECT id FROM loanq_bench_item WHERE status = 'ready' ORDER BY id LIMIT ? FOR UPDATE`,

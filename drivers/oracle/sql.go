@@ -117,6 +117,7 @@ ORDER BY assigned_at, id`,
 	BenchReset: `DELETE FROM loanq_bench_item`,
 	BenchFill: `INSERT INTO loanq_bench_item (id, status, processed)
 SELECT :1 + LEVEL - 1, 'ready', 0 FROM DUAL CONNECT BY LEVEL <= :2`,
+	BenchBegin:       ``,
 	BenchClaimSkip:   `BEGIN loanq_bench_claim(:1, 'skip'); END;`,
 	BenchClaimNoWait: `BEGIN loanq_bench_claim(:1, 'nowait'); END;`,
 	BenchClaimWait:   `BEGIN loanq_bench_claim(:1, 'wait'); END;`,

@@ -83,6 +83,7 @@ ORDER BY w.assigned_at, w.id`,
 	BenchReset: `DELETE FROM loanq_bench_item`,
 	BenchFill: `INSERT INTO loanq_bench_item (id, status, processed)
 SELECT g, 'ready', 0 FROM generate_series($1::bigint, $1::bigint + $2::bigint - 1) AS g`,
+	BenchBegin:       ``,
 	BenchClaimSkip:   `SELECT id FROM loanq_bench_item WHERE status = 'ready' ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED`,
 	BenchClaimNoWait: `SELECT id FROM loanq_bench_item WHERE status = 'ready' ORDER BY id LIMIT $1 FOR UPDATE NOWAIT`,
 	BenchClaimWait:   `SELECT id FROM loanq_bench_item WHERE status = 'ready' ORDER BY id LIMIT $1 FOR UPDATE`,

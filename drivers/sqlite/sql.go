@@ -93,6 +93,7 @@ ORDER BY w.assigned_at, w.id`,
   UNION ALL SELECT n + 1, k - 1 FROM seq WHERE k > 1)
 INSERT INTO loanq_bench_item (id, status, processed)
 SELECT n, 'ready', 0 FROM seq`,
+	BenchBegin:       ``,
 	BenchClaimSkip:   ``,
 	BenchClaimNoWait: ``,
 	BenchClaimWait:   ``,

@@ -146,6 +146,10 @@ INSERT INTO loanq_bench_item (id, status, processed)
 SELECT :1 + LEVEL - 1, 'ready', 0 FROM DUAL CONNECT BY LEVEL <= :2
 /
 
+-- BenchBegin: bench: before each claim transaction
+
+/
+
 -- BenchClaimSkip: bench claim, strategy skip: lock up to K ready items, passing over held ones
 BEGIN loanq_bench_claim(:1, 'skip'); END;
 /
