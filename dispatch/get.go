@@ -234,7 +234,7 @@ func (e *Engine) serveRoundRowLock(ctx context.Context, task *Task, strategy dri
 	if err != nil || len(pending) == 0 {
 		return err
 	}
-	found, run, err := e.runCriteria(ctx, tx, task, need(pending))
+	found, run, err := e.runCriteria(ctx, tx, task, criteriaLimit(need(pending)))
 	if err != nil {
 		return err
 	}
@@ -275,7 +275,7 @@ func (e *Engine) serveRoundLease(ctx context.Context, task *Task) error {
 	if err != nil || len(pending) == 0 {
 		return err
 	}
-	found, run, err := e.runCriteria(ctx, e.DB, task, need(pending))
+	found, run, err := e.runCriteria(ctx, e.DB, task, criteriaLimit(need(pending)))
 	if err != nil {
 		return err
 	}
@@ -356,6 +356,16 @@ func (e *Engine) pending(ctx context.Context, q drivers.Querier, taskID int64) (
 	return out, rows.Err()
 }
 
+// lateArrivalRoom is how many loans beyond the pending requests' need the
+// criteria query fetches, at least: room for requests that arrive while the
+// query runs, which SPEC §3 step 5 serves from the same run.
+const lateArrivalRoom = 10
+
+// criteriaLimit is the criteria query's row limit for a pending need: twice
+// the need, and at least lateArrivalRoom more. Rows left over are simply not
+// assigned; a late request the room cannot fill waits for the next round.
+func criteriaLimit(need int) int { return need + max(need, lateArrivalRoom) }
+
 func need(p []pendingRequest) int {
 	n := 0
 	for _, r := range p {
@@ -418,7 +428,12 @@ type criteriaResult struct {
 // the next round serves them with a fresh query: a request is never answered
 // partial or empty while eligible loans may remain.
 func (e *Engine) assign(ctx context.Context, tx *sql.Tx, task *Task, found criteriaResult, run QueryRun) error {
-	pending, err := e.pending(ctx, tx, task.ID)
+	// Read through the pool, not the transaction: on MySQL/MariaDB's
+	// REPEATABLE READ the transaction's snapshot dates from its first read,
+	// before the query ran, and would hide the requests that arrived since.
+	// Only committed requests are seen either way, and RequestFinish updates
+	// a request only while it is still pending.
+	pending, err := e.pending(ctx, e.DB, task.ID)
 	if err != nil {
 		return err
 	}

@@ -70,9 +70,15 @@ func TestMigrateLifecycle(t *testing.T) {
 		}
 		testdb.Exec(t, d, db, "DELETE FROM loanq_schema_version WHERE version_id = 99")
 
-		mustOK(t, dsn, "admin", "migrate", "down")
-		if s := status(t, dsn); s.Version != 0 {
-			t.Fatalf("status after down: %+v", s)
+		// down rolls back one migration at a time, newest first.
+		for v := s.Target - 1; v >= 0; v-- {
+			mustOK(t, dsn, "admin", "migrate", "down")
+			if s := status(t, dsn); s.Version != v {
+				t.Fatalf("status after a down from %d: %+v", v+1, s)
+			}
+		}
+		if r := mustOK(t, dsn, "admin", "migrate", "down"); !strings.Contains(r.stdout, "nothing to roll back") {
+			t.Errorf("down on an empty schema: %s", r.stdout)
 		}
 		for _, table := range []string{"loanq_task", "loanq_work_request", "loanq_work", "loanq_query_run"} {
 			if _, err := db.Exec("SELECT COUNT(*) FROM " + table); err == nil {
