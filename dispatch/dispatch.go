@@ -49,6 +49,9 @@ type Engine struct {
 	// beforeCommit, when set (tests only), runs inside the assignment
 	// transaction just before its commit.
 	beforeCommit func()
+	// afterQuery, when set (tests only), runs right after the criteria query,
+	// before the pending requests are re-read and served.
+	afterQuery func()
 }
 
 // New returns an engine with the defaults.

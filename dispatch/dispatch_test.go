@@ -266,6 +266,49 @@ func TestRequestArrivingBeforeHolderCommitIsServed(t *testing.T) {
 	})
 }
 
+// SPEC §3 step 5: a request logged while the criteria query runs is served
+// from that same run, not by a second query.
+func TestRequestArrivingDuringQueryIsServedByTheSameRun(t *testing.T) {
+	testdb.Each(t, func(t *testing.T, dsn string) {
+		f := setup(t, dsn, 10)
+		ctx := context.Background()
+		for _, s := range f.d.Strategies() {
+			t.Run(string(s), func(t *testing.T) {
+				task := f.task(t, dispatch.TaskSpec{Name: "late-" + string(s), Lock: s})
+				other := f.engine(t)
+				var lateID int64
+				f.e.SetAfterQuery(func() {
+					if lateID != 0 {
+						return
+					}
+					id, err := f.d.InsertReturningID(ctx, other.DB, f.d.Statements().RequestInsert, task.ID, "late", 2)
+					if err != nil {
+						t.Errorf("late request: %v", err)
+					}
+					lateID = id
+				})
+				defer f.e.SetAfterQuery(nil)
+				if _, err := f.e.Get(ctx, task.Name, "holder", 1, dispatch.GetOptions{NoWait: true}); err != nil {
+					t.Fatal(err)
+				}
+				r, err := f.e.Request(ctx, lateID)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if r.Status != "assigned" || len(r.Loans) != 2 {
+					t.Fatalf("late request is %s %v after the holder returned; want assigned 2", r.Status, r.Loans)
+				}
+				runs := f.count(t, "SELECT COUNT(*) FROM loanq_query_run WHERE task_id = ?", task.ID)
+				served := f.count(t, "SELECT COALESCE(MAX(requests_served), 0) FROM loanq_query_run WHERE task_id = ?", task.ID)
+				if runs != 1 || served != 2 {
+					t.Fatalf("%d criteria-query run(s), the largest serving %d request(s); want 1 run serving both", runs, served)
+				}
+				f.audit(t)
+			})
+		}
+	})
+}
+
 // The per-task cap holds when one user asks from many connections at once.
 func TestMaxActiveUnderConcurrency(t *testing.T) {
 	testdb.Each(t, func(t *testing.T, dsn string) {

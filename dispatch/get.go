@@ -407,6 +407,9 @@ func (e *Engine) runCriteria(ctx context.Context, q drivers.Querier, task *Task,
 	}
 	res.exhausted = len(res.loans) < limit
 	run.DurationMS = time.Since(t0).Milliseconds()
+	if e.afterQuery != nil {
+		e.afterQuery()
+	}
 	run.RowsFound = len(res.loans)
 	return res, run, nil
 }
