@@ -50,6 +50,9 @@ Examples:
 			},
 			{Name: "list", Usage: "list tasks", ArgsUsage: " ", Action: taskList,
 				Description: "Examples:\n   loanq task list\n   loanq --output json task list"},
+			{Name: "delete", Usage: "delete a task with its history (assignments, requests, query runs)", ArgsUsage: "NAME", Action: taskDelete,
+				Description: "Refused while the task has active assignments, unless --force: deleting it\nwould take that work out of people's pipelines without a disposition.\nThe application's loans are not touched.\n\nExamples:\n   loanq task delete old-queue\n   loanq task delete old-queue --force",
+				Flags:       []cli.Flag{&cli.BoolFlag{Name: "force", Usage: "delete even when loans of the task are still active in someone's pipeline"}}},
 			{Name: "show", Usage: "show a task and its latest criteria-query runs", ArgsUsage: "NAME", Action: taskShow,
 				Description: "Shows the task's definition and its ten latest criteria-query runs: how long\neach took, how many requests it served (more than one: coalescing) and by whom.\n\nExamples:\n   loanq task show verify-bank\n   loanq --output json task show verify-bank"},
 		},
@@ -200,4 +203,23 @@ func orDash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+func taskDelete(c *cli.Context) error {
+	a, err := args(c, "NAME")
+	if err != nil {
+		return err
+	}
+	e, err := open(c)
+	if err != nil {
+		return err
+	}
+	defer e.Close()
+	work, err := e.DeleteTask(c.Context, a[0], c.Bool("force"))
+	if err != nil {
+		return err
+	}
+	return emit(c, map[string]any{"task": a[0], "deleted": true, "assignments_deleted": work}, func(w io.Writer) {
+		fmt.Fprintf(w, "deleted task %s with its %d assignment(s), requests and criteria-query runs\n", a[0], work)
+	})
 }

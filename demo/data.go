@@ -143,25 +143,6 @@ func generateLoans(n int, seed uint64) []loanRow {
 	return out
 }
 
-// rebind turns ? placeholders into the dialect's ($1 on PostgreSQL, :1 on Oracle).
-func rebind(d drivers.Driver, query string) string {
-	prefix := map[string]string{"postgres": "$", "oracle": ":"}[d.Name()]
-	if prefix == "" {
-		return query
-	}
-	var b strings.Builder
-	n := 0
-	for _, r := range query {
-		if r == '?' {
-			n++
-			fmt.Fprintf(&b, "%s%d", prefix, n)
-			continue
-		}
-		b.WriteRune(r)
-	}
-	return b.String()
-}
-
 // createLoanTable creates the table and its indexes and fills it with n loans.
 func createLoanTable(ctx context.Context, d drivers.Driver, db *sql.DB, n int, seed uint64) error {
 	ddl, ok := loanTableDDL[d.Name()]
@@ -201,7 +182,7 @@ func createLoanTable(ctx context.Context, d drivers.Driver, db *sql.DB, n int, s
 			args = append(args, r.id, r.borrower, r.amount, r.region, r.priority, at,
 				r.submitted, r.verified, r.seniorReviewed, r.contacted)
 		}
-		if _, err := tx.ExecContext(ctx, rebind(d, query), args...); err != nil {
+		if _, err := tx.ExecContext(ctx, drivers.Rebind(d, query), args...); err != nil {
 			return fmt.Errorf("filling the sample table loan: %w", err)
 		}
 	}

@@ -223,7 +223,7 @@ func taskExtras(t TaskInfo) string {
 // and query runs, and the sample table. It refuses, changing nothing, when a
 // task of the same name or a `loan` table exists that the demo did not create.
 func reset(ctx context.Context, cfg *Config, eng *dispatch.Engine, s *Setup) error {
-	d, db := eng.Driver, eng.DB
+	db := eng.DB
 	all, err := eng.Tasks(ctx)
 	if err != nil {
 		return err
@@ -232,7 +232,7 @@ func reset(ctx context.Context, cfg *Config, eng *dispatch.Engine, s *Setup) err
 	for _, dt := range s.tasks {
 		demoNames[dt.spec.Name] = true
 	}
-	var ids []int64
+	var names []string
 	var others []string // non-demo tasks over the sample table: they lose their data
 	for _, t := range all {
 		switch {
@@ -241,7 +241,7 @@ func reset(ctx context.Context, cfg *Config, eng *dispatch.Engine, s *Setup) err
 				Msg:  fmt.Sprintf("task %q exists and was created by %s, not by the demo; the demo will not touch it", t.Name, t.CreatedBy),
 				Hint: "run the demo on another database, e.g. `loanq --db sqlite:demo.db demo`"}
 		case demoNames[t.Name]:
-			ids = append(ids, t.ID)
+			names = append(names, t.Name)
 		case t.Source == "loan":
 			others = append(others, t.Name)
 		}
@@ -252,36 +252,17 @@ func reset(ctx context.Context, cfg *Config, eng *dispatch.Engine, s *Setup) err
 			Msg:  "a table named loan exists with other columns than the demo's; the demo will not drop it",
 			Hint: "run the demo on another database, e.g. `loanq --db sqlite:demo.db demo`"}
 	}
-	if len(ids) == 0 && !exists {
+	if len(names) == 0 && !exists {
 		return nil
 	}
 
 	var work int64
-	if len(ids) > 0 {
-		tx, err := db.BeginTx(ctx, nil)
+	for _, name := range names {
+		n, err := eng.DeleteTask(ctx, name, true)
 		if err != nil {
 			return fmt.Errorf("resetting the demo: %w", err)
 		}
-		defer tx.Rollback()
-		for _, id := range ids {
-			// Children first: loanq_work references loanq_work_request.
-			for _, table := range []string{"loanq_work", "loanq_work_request", "loanq_query_run"} {
-				res, err := tx.ExecContext(ctx, rebind(d, "DELETE FROM "+table+" WHERE task_id = ?"), id)
-				if err != nil {
-					return fmt.Errorf("resetting the demo (%s): %w", table, err)
-				}
-				if table == "loanq_work" {
-					n, _ := res.RowsAffected()
-					work += n
-				}
-			}
-			if _, err := tx.ExecContext(ctx, rebind(d, "DELETE FROM loanq_task WHERE id = ?"), id); err != nil {
-				return fmt.Errorf("resetting the demo (loanq_task): %w", err)
-			}
-		}
-		if err := tx.Commit(); err != nil {
-			return fmt.Errorf("resetting the demo: %w", err)
-		}
+		work += n
 	}
 	if exists {
 		if _, err := db.ExecContext(ctx, "DROP TABLE loan"); err != nil {
@@ -293,8 +274,8 @@ func reset(ctx context.Context, cfg *Config, eng *dispatch.Engine, s *Setup) err
 	if exists {
 		did = append(did, "dropped table loan")
 	}
-	if len(ids) > 0 {
-		did = append(did, fmt.Sprintf("deleted %d demo task(s) with their %d assignment(s), requests and query runs", len(ids), work))
+	if len(names) > 0 {
+		did = append(did, fmt.Sprintf("deleted %d demo task(s) with their %d assignment(s), requests and query runs", len(names), work))
 	}
 	s.ResetNote = "found earlier demo data: " + strings.Join(did, ", ")
 	if len(others) > 0 {

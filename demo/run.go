@@ -204,7 +204,7 @@ func (p *processor) dispose(ctx context.Context, t demoTask, loan int64) error {
 	action, after, afterGiven := dispatch.Complete, time.Duration(0), false
 	switch r := p.rng.Float64(); {
 	case r < 0.80:
-		if _, err := p.eng.DB.ExecContext(ctx, rebind(p.eng.Driver, t.complete), loan); err != nil {
+		if _, err := p.eng.DB.ExecContext(ctx, drivers.Rebind(p.eng.Driver, t.complete), loan); err != nil {
 			return fmt.Errorf("updating loan %d: %w", loan, err)
 		}
 	case r < 0.86:

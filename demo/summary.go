@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/loanq/loanq/dispatch"
+	"github.com/loanq/loanq/drivers"
 )
 
 // Summary is the outcome of a demo run. Counts come from the database (the
@@ -94,19 +95,27 @@ func summarize(ctx context.Context, eng *dispatch.Engine, setup *Setup, procs []
 		s.ByTask[i] = TaskStats{Name: t.Name, Lock: t.Lock, QueryDelayMS: t.QueryDelayMS, MaxActive: t.MaxActive}
 		byID[t.id] = &s.ByTask[i]
 	}
-	in := "(" + strings.TrimSuffix(strings.Repeat("?, ", len(ids)), ", ") + ")"
-	q := func(query string, scan func(*sql.Rows) error) error {
-		rows, err := eng.DB.QueryContext(ctx, rebind(eng.Driver, query), ids...)
-		if err != nil {
-			return fmt.Errorf("reading the demo's results: %w", err)
-		}
-		defer rows.Close()
-		for rows.Next() {
-			if err := scan(rows); err != nil {
+	tq := drivers.TaskQueriesFor(eng.Driver)
+	// q runs one of the per-task report queries for every demo task.
+	q := func(query string, scan func(task int64, r *sql.Rows) error) error {
+		for _, id := range ids {
+			if err := func() error {
+				rows, err := eng.DB.QueryContext(ctx, query, id)
+				if err != nil {
+					return err
+				}
+				defer rows.Close()
+				for rows.Next() {
+					if err := scan(id.(int64), rows); err != nil {
+						return err
+					}
+				}
+				return rows.Err()
+			}(); err != nil {
 				return fmt.Errorf("reading the demo's results: %w", err)
 			}
 		}
-		return rows.Err()
+		return nil
 	}
 
 	users := map[string]*ProcessorStats{}
@@ -132,11 +141,11 @@ func summarize(ctx context.Context, eng *dispatch.Engine, setup *Setup, procs []
 		return users[name]
 	}
 
-	err := q("SELECT task_id, user_name, status, COUNT(*) FROM loanq_work_request WHERE task_id IN "+in+" GROUP BY task_id, user_name, status",
-		func(r *sql.Rows) error {
-			var task, n int64
+	err := q(tq.RequestsByUser,
+		func(task int64, r *sql.Rows) error {
+			var n int64
 			var name, status string
-			if err := r.Scan(&task, &name, &status, &n); err != nil {
+			if err := r.Scan(&name, &status, &n); err != nil {
 				return err
 			}
 			s.Requests += n
@@ -146,8 +155,8 @@ func summarize(ctx context.Context, eng *dispatch.Engine, setup *Setup, procs []
 			return nil
 		})
 	if err == nil {
-		err = q("SELECT user_name, disposition, COUNT(*) FROM loanq_work WHERE task_id IN "+in+" GROUP BY user_name, disposition",
-			func(r *sql.Rows) error {
+		err = q(tq.WorkByUser,
+			func(_ int64, r *sql.Rows) error {
 				var name string
 				var disp sql.NullString
 				var n int64
@@ -174,10 +183,10 @@ func summarize(ctx context.Context, eng *dispatch.Engine, setup *Setup, procs []
 			})
 	}
 	if err == nil {
-		err = q("SELECT task_id, COUNT(*), COALESCE(SUM(requests_served), 0), COALESCE(SUM(loans_assigned), 0) FROM loanq_query_run WHERE task_id IN "+in+" GROUP BY task_id",
-			func(r *sql.Rows) error {
-				var task, runs, served, assigned int64
-				if err := r.Scan(&task, &runs, &served, &assigned); err != nil {
+		err = q(tq.QueryRunTotals,
+			func(task int64, r *sql.Rows) error {
+				var runs, served, assigned int64
+				if err := r.Scan(&runs, &served, &assigned); err != nil {
 					return err
 				}
 				t := byID[task]

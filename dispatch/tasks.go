@@ -305,3 +305,55 @@ func (e *Engine) Runs(ctx context.Context, t *Task) ([]QueryRun, error) {
 	}
 	return out, rows.Err()
 }
+
+// DeleteTask removes a task with its whole history: assignments, requests and
+// criteria-query runs. A task with active assignments is refused unless force
+// is set: deleting it would silently take work out of people's pipelines.
+// It returns how many assignments (active or not) were deleted.
+func (e *Engine) DeleteTask(ctx context.Context, name string, force bool) (int64, error) {
+	task, err := e.Task(ctx, name)
+	if err != nil {
+		return 0, err
+	}
+	tq := drivers.TaskQueriesFor(e.Driver)
+	tx, err := e.DB.BeginTx(ctx, nil)
+	if err != nil {
+		return 0, fmt.Errorf("deleting task %s: %w", name, err)
+	}
+	defer tx.Rollback()
+	// Lock the task first, as a work get would: a holder in the middle of a
+	// round finishes before its task disappears (lease holders are fenced:
+	// their commit finds no task row).
+	if e.Driver.Name() != "sqlite" {
+		var id int64
+		if err := tx.QueryRowContext(ctx, e.sql().LockWait, task.ID).Scan(&id); err != nil {
+			return 0, fmt.Errorf("locking task %s before deleting it: %w", name, err)
+		}
+	}
+	var active int64
+	if err := tx.QueryRowContext(ctx, tq.ActiveWorkCount, task.ID).Scan(&active); err != nil {
+		return 0, fmt.Errorf("counting active work of task %s: %w", name, err)
+	}
+	if active > 0 && !force {
+		return 0, problem.Usagef("task %s has %d active assignment(s): disposition them first, or delete with --force to drop them too", name, active)
+	}
+	// Children first: work rows reference requests, and all reference the task.
+	res, err := tx.ExecContext(ctx, tq.DeleteWork, task.ID)
+	if err != nil {
+		return 0, fmt.Errorf("deleting the work of task %s: %w", name, err)
+	}
+	work, _ := res.RowsAffected()
+	if _, err := tx.ExecContext(ctx, tq.DeleteRequests, task.ID); err != nil {
+		return 0, fmt.Errorf("deleting the requests of task %s: %w", name, err)
+	}
+	if _, err := tx.ExecContext(ctx, tq.DeleteQueryRuns, task.ID); err != nil {
+		return 0, fmt.Errorf("deleting the query runs of task %s: %w", name, err)
+	}
+	if _, err := tx.ExecContext(ctx, tq.DeleteTaskRow, task.ID); err != nil {
+		return 0, fmt.Errorf("deleting task %s: %w", name, err)
+	}
+	if err := tx.Commit(); err != nil {
+		return 0, fmt.Errorf("deleting task %s: %w", name, err)
+	}
+	return work, nil
+}

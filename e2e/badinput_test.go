@@ -96,6 +96,8 @@ func TestBadInputChangesNothing(t *testing.T) {
 			{"task name with quote", "admin", []string{"task", "create", "x'; DROP TABLE loanq_task; --", "--where", "1=1"}, 2, "name"},
 			{"task name empty", "admin", []string{"task", "create", "", "--where", "1=1"}, 2, "name"},
 			{"show unknown task", "admin", []string{"task", "show", "nosuch"}, 2, "unknown task"},
+			{"delete task with active work", "admin", []string{"task", "delete", "t"}, 2, "--force"},
+			{"delete unknown task", "admin", []string{"task", "delete", "nosuch", "--force"}, 2, "unknown task"},
 			// pipeline, migrate, globals
 			{"pipeline unknown task", "ana", []string{"pipeline", "--task", "nosuch"}, 2, "unknown task"},
 			{"migrate unknown direction", "admin", []string{"migrate", "sideways"}, 2, "sideways"},

@@ -256,23 +256,7 @@ func Exec(t testing.TB, d drivers.Driver, db *sql.DB, query string, args ...any)
 }
 
 // Rebind turns ? placeholders into the dialect's ($1 or :1).
-func Rebind(d drivers.Driver, query string) string {
-	prefix := map[string]string{"postgres": "$", "oracle": ":"}[d.Name()]
-	if prefix == "" {
-		return query
-	}
-	var b strings.Builder
-	n := 0
-	for _, r := range query {
-		if r == '?' {
-			n++
-			fmt.Fprintf(&b, "%s%d", prefix, n)
-			continue
-		}
-		b.WriteRune(r)
-	}
-	return b.String()
-}
+func Rebind(d drivers.Driver, query string) string { return drivers.Rebind(d, query) }
 
 // Int runs a single-value query written with ? placeholders.
 func Int(t testing.TB, d drivers.Driver, db *sql.DB, query string, args ...any) int64 {
