@@ -157,6 +157,7 @@ type Result struct {
 	Missed     int64          `json:"missed"`      // items never finished
 	LockErrors int64          `json:"lock_errors"` // nowait/lock-busy errors, each retried
 	Deadlocks  int64          `json:"deadlocks"`   // deadlock victims, each retried
+	MaxClaim   int            `json:"max_claim"`   // most items any one claim returned (at most --batch)
 	Retries    int64          `json:"retries"`     // empty claims retried while items were left (lease races)
 	LeaseLost  int64          `json:"lease_lost"`  // leased items whose fenced finish found the lease gone
 	PerWorker  []WorkerResult `json:"per_worker"`
@@ -320,6 +321,9 @@ func audit(ctx context.Context, db *sql.DB, st *drivers.Statements, r *Result, w
 		r.Retries += w.Retries
 		r.LeaseLost += w.LeaseLost
 		r.marks[w.Worker] = w.Marks
+		for _, m := range w.Marks {
+			r.MaxClaim = max(r.MaxClaim, len(m.Items))
+		}
 		w.Marks = nil // the chart has them; the JSON stays readable
 		r.PerWorker = append(r.PerWorker, w)
 	}

@@ -76,6 +76,9 @@ func TestStrategies(t *testing.T) {
 					t.Errorf("result %d is %s, want %s", i, r.Strategy, d.Strategies()[i])
 				}
 				check(t, d, dsn, r, 4, 40)
+				if r.MaxClaim < 1 || r.MaxClaim > batch {
+					t.Errorf("%s: a claim returned %d items with --batch %d", r.Strategy, r.MaxClaim, batch)
+				}
 				if r.Strategy == "skip" && r.LockErrors != 0 {
 					t.Errorf("skip reported %d lock errors: SKIP LOCKED should never meet one", r.LockErrors)
 				}

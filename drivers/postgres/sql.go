@@ -95,13 +95,20 @@ SELECT g, 'ready', 0 FROM generate_series($1::bigint, $1::bigint + $2::bigint - 
 	// re-checks status = 'ready' on the new row version, so nothing is leased
 	// twice), and come back empty: measured at 32 workers × 20,000 items,
 	// under 100 items/s. The lease, not this lock, covers the work.
-	BenchLeaseClaim: `UPDATE loanq_bench_item
+	// The pick is a MATERIALIZED CTE, run exactly once. As an IN (subquery)
+	// the planner may re-run it for every row it scans (a SubPlan in a nested
+	// loop); with SKIP LOCKED each run skips the rows the previous one locked
+	// and returns the next ones, so one claim took every ready item
+	// (bench_test's max_claim check caught it on a 40-row table).
+	BenchLeaseClaim: `WITH picked AS MATERIALIZED (
+  SELECT id FROM loanq_bench_item WHERE status = 'ready' ORDER BY id LIMIT $3
+  FOR UPDATE SKIP LOCKED)
+UPDATE loanq_bench_item b
 SET status = 'claimed', owner = $1, claimed_at = clock_timestamp(),
     lease_expires_at = clock_timestamp() + $2::bigint * INTERVAL '1 millisecond'
-WHERE status = 'ready'
-  AND id IN (SELECT id FROM loanq_bench_item WHERE status = 'ready' ORDER BY id LIMIT $3
-             FOR UPDATE SKIP LOCKED)
-RETURNING id`,
+FROM picked
+WHERE b.id = picked.id
+RETURNING b.id`,
 	BenchLeaseRead: ``,
 	BenchDone: `UPDATE loanq_bench_item
 SET status = 'done', owner = $1, processed = processed + 1, processed_at = clock_timestamp()
