@@ -575,3 +575,24 @@ func TestDeleteTask(t *testing.T) {
 		f.audit(t)
 	})
 }
+
+// Names compare exactly on every database (MySQL's usual _ci collations
+// would make "Ana" and "ana" one user): two users, two caps, two pipelines.
+func TestUserNamesAreExact(t *testing.T) {
+	testdb.Each(t, func(t *testing.T, dsn string) {
+		f := setup(t, dsn, 10)
+		ctx := context.Background()
+		f.task(t, dispatch.TaskSpec{Name: "capped", MaxActive: 1})
+		for _, user := range []string{"Ana", "ana", "ANA ✓"} {
+			r, err := f.e.Get(ctx, "capped", user, 1, fast)
+			if err != nil || r.Status != dispatch.StatusAssigned || r.User != user {
+				t.Fatalf("%q: %+v, %v (another spelling's cap or pipeline counted against it?)", user, r, err)
+			}
+			p, err := f.e.Pipeline(ctx, user, "")
+			if err != nil || len(p) != 1 {
+				t.Fatalf("pipeline of %q: %d items, %v; want exactly its own 1", user, len(p), err)
+			}
+		}
+		f.audit(t)
+	})
+}

@@ -1,5 +1,9 @@
 -- loanq schema for MySQL >= 8.0.1 and MariaDB >= 10.6 (InnoDB).
 -- Times are DATETIME(6) in UTC, written from UTC_TIMESTAMP(6) (the database clock).
+-- Every table is utf8mb4 with the binary collation, whatever the server's
+-- defaults: a processor's name may hold any character (a server started with
+-- latin1 refused '✓'), and names compare exactly, as on the other databases
+-- (with a _ci collation "Ana" and "ana" would share a cap and a pipeline).
 
 -- +goose Up
 CREATE TABLE loanq_task (
@@ -21,7 +25,7 @@ CREATE TABLE loanq_task (
     CONSTRAINT loanq_task_name_uq UNIQUE (name),
     CONSTRAINT loanq_task_lock_ck CHECK (lock_strategy IN ('skip', 'nowait', 'wait', 'lease')),
     CONSTRAINT loanq_task_cap_ck CHECK (max_active IS NULL OR max_active > 0)
-) ENGINE = InnoDB;
+) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin;
 
 CREATE TABLE loanq_work_request (
     id         BIGINT       NOT NULL AUTO_INCREMENT PRIMARY KEY,
@@ -41,7 +45,7 @@ CREATE TABLE loanq_work_request (
     CONSTRAINT loanq_work_request_count_ck CHECK (requested > 0 AND assigned >= 0 AND assigned <= requested),
     -- No partial indexes in MySQL: status leads so pending rows are one range.
     INDEX loanq_work_request_pending_ix (task_id, status, id)
-) ENGINE = InnoDB;
+) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin;
 
 CREATE TABLE loanq_work (
     id          BIGINT       NOT NULL AUTO_INCREMENT PRIMARY KEY,
@@ -66,7 +70,7 @@ CREATE TABLE loanq_work (
     INDEX loanq_work_task_loan_ix (task_id, loan_id, disposition, return_at),
     INDEX loanq_work_user_active_ix (user_name, task_id, disposition),
     INDEX loanq_work_request_ix (request_id)
-) ENGINE = InnoDB;
+) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin;
 
 CREATE TABLE loanq_query_run (
     id              BIGINT       NOT NULL AUTO_INCREMENT PRIMARY KEY,
@@ -79,7 +83,7 @@ CREATE TABLE loanq_query_run (
     requests_served INT          NOT NULL,
     loans_assigned  INT          NOT NULL,
     INDEX loanq_query_run_task_ix (task_id, id)
-) ENGINE = InnoDB;
+) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin;
 
 -- +goose Down
 DROP TABLE loanq_query_run;

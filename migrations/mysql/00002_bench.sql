@@ -18,7 +18,7 @@ CREATE TABLE loanq_bench_item (
     processed_at     DATETIME(6),
     processed        INT          NOT NULL DEFAULT 0,
     CONSTRAINT loanq_bench_item_status_ck CHECK (status IN ('ready', 'claimed', 'done'))
-) ENGINE = InnoDB;
+) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin;
 
 -- InnoDB locks every index record a locking read scans, not only the rows it
 -- returns. Without this index "WHERE status = 'ready' ORDER BY id LIMIT k
