@@ -15,7 +15,6 @@
 package dispatch
 
 import (
-	"context"
 	"crypto/rand"
 	"database/sql"
 	"fmt"
@@ -65,18 +64,6 @@ func New(db *sql.DB, d drivers.Driver) *Engine {
 }
 
 func (e *Engine) sql() *drivers.Statements { return e.Driver.Statements() }
-
-// now reads the database clock.
-func (e *Engine) now(ctx context.Context, q drivers.Querier) (time.Time, error) {
-	var v any
-	if err := q.QueryRowContext(ctx, e.sql().Now).Scan(&v); err != nil {
-		return time.Time{}, fmt.Errorf("reading the database clock: %w", err)
-	}
-	return asTime(v)
-}
-
-// Now reads the database clock (exported for tests and the demo).
-func (e *Engine) Now(ctx context.Context) (time.Time, error) { return e.now(ctx, e.DB) }
 
 // asTime converts what a driver returns for a timestamp column to UTC time:
 // time.Time from pgx, MySQL (parseTime) and godror; ISO text from SQLite.

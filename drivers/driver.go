@@ -130,10 +130,11 @@ func Supports(d Driver, s Strategy) bool {
 	return false
 }
 
+// Every driver registers in every build; a driver that cannot work in this
+// build (Oracle without cgo) says so when it is opened.
 var (
-	mu          sync.RWMutex
-	registry    = map[string]Driver{}
-	unavailable = map[string]string{} // scheme -> why it is not in this binary
+	mu       sync.RWMutex
+	registry = map[string]Driver{}
 )
 
 // Register makes a driver available under its schemes. It panics on a nil
@@ -149,17 +150,6 @@ func Register(d Driver) {
 			panic("drivers: Register called twice for scheme " + s)
 		}
 		registry[s] = d
-		delete(unavailable, s)
-	}
-}
-
-// RegisterUnavailable records a scheme this binary knows but was built
-// without, and the advice to give when it is asked for.
-func RegisterUnavailable(scheme, why string) {
-	mu.Lock()
-	defer mu.Unlock()
-	if _, ok := registry[scheme]; !ok {
-		unavailable[scheme] = why
 	}
 }
 
@@ -169,9 +159,6 @@ func Lookup(scheme string) (Driver, error) {
 	defer mu.RUnlock()
 	if d, ok := registry[scheme]; ok {
 		return d, nil
-	}
-	if why, ok := unavailable[scheme]; ok {
-		return nil, problem.Usagef("%s", why)
 	}
 	return nil, problem.Usagef("unknown database scheme %q: use one of %s", scheme, strings.Join(knownSchemesLocked(), ", "))
 }
@@ -184,9 +171,6 @@ func ByName(name string) (Driver, error) {
 		if d.Name() == name {
 			return d, nil
 		}
-	}
-	if why, ok := unavailable[name]; ok {
-		return nil, problem.Usagef("%s", why)
 	}
 	return nil, problem.Usagef("unknown dialect %q: use one of %s", name, strings.Join(Names(), ", "))
 }
@@ -208,9 +192,6 @@ func Names() []string {
 func knownSchemesLocked() []string {
 	var out []string
 	for s := range registry {
-		out = append(out, s+"://")
-	}
-	for s := range unavailable {
 		out = append(out, s+"://")
 	}
 	sort.Strings(out)

@@ -67,11 +67,6 @@ func Usagef(format string, args ...any) error {
 	return &Error{Kind: Usage, Msg: fmt.Sprintf(format, args...)}
 }
 
-// Busyf returns a busy/pending error.
-func Busyf(format string, args ...any) error {
-	return &Error{Kind: Busy, Msg: fmt.Sprintf(format, args...)}
-}
-
 // WithHint adds advice to an error, keeping its kind.
 func WithHint(err error, hint string) error {
 	var pe *Error
