@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/loanq/loanq/drivers"
+	"github.com/loanq/loanq/internal/pause"
 )
 
 // backoff is the pause after a lock-busy error before the next claim: short
@@ -103,7 +104,7 @@ func (w *worker) run(ctx context.Context) error {
 		switch {
 		case err != nil && w.d.IsLockBusy(err):
 			w.res.LockErrors++
-			if err := sleep(ctx, backoff()); err != nil {
+			if err := pause.For(ctx, backoff()); err != nil {
 				return err
 			}
 		case err != nil && drivers.IsDeadlock(w.d, err):
@@ -111,7 +112,7 @@ func (w *worker) run(ctx context.Context) error {
 			// counts: retry like a lock error. (On InnoDB, BenchBegin's READ
 			// COMMITTED avoids the gap locks that cause them.)
 			w.res.Deadlocks++
-			if err := sleep(ctx, backoff()); err != nil {
+			if err := pause.For(ctx, backoff()); err != nil {
 				return err
 			}
 		case err != nil:
@@ -143,7 +144,7 @@ func (w *worker) lockOnce(ctx context.Context) (int, error) {
 		// and nowait: no ready row is left.
 		return 0, nil
 	}
-	if err := sleep(ctx, w.work*time.Duration(len(ids))); err != nil {
+	if err := pause.For(ctx, w.work*time.Duration(len(ids))); err != nil {
 		return 0, err
 	}
 	owner := Owner(w.id)
@@ -190,7 +191,7 @@ func (w *worker) leaseOnce(ctx context.Context) (int, error) {
 		}
 		return 0, nil
 	}
-	if err := sleep(ctx, w.work*time.Duration(len(ids))); err != nil {
+	if err := pause.For(ctx, w.work*time.Duration(len(ids))); err != nil {
 		return 0, err
 	}
 	var finished []int64
@@ -255,18 +256,3 @@ func (w *worker) mark(ids []int64, t0 time.Time) {
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
-
-// sleep is the simulated work (or a backoff); it ends early when ctx does.
-func sleep(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return nil
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/loanq/loanq/dispatch"
 	"github.com/loanq/loanq/drivers"
+	"github.com/loanq/loanq/internal/pause"
 	"github.com/loanq/loanq/problem"
 )
 
@@ -136,7 +137,7 @@ func (p *processor) run(ctx context.Context, deadline time.Time) {
 			if !time.Now().Before(deadline) {
 				break // end of the shift: the rest stays in this processor's pipeline
 			}
-			if err := sleep(ctx, time.Duration(20+p.rng.IntN(40))*time.Millisecond); err != nil { // "working"
+			if err := pause.For(ctx, time.Duration(20+p.rng.IntN(40))*time.Millisecond); err != nil { // "working"
 				return
 			}
 			if err := p.dispose(ctx, t, loan); err != nil {
@@ -147,7 +148,7 @@ func (p *processor) run(ctx context.Context, deadline time.Time) {
 			}
 		}
 		if len(req.Loans) == 0 { // that queue is empty or capped for now
-			if sleep(ctx, 100*time.Millisecond) != nil {
+			if pause.For(ctx, 100*time.Millisecond) != nil {
 				return
 			}
 		}
@@ -156,7 +157,7 @@ func (p *processor) run(ctx context.Context, deadline time.Time) {
 
 func (p *processor) fail(err error) {
 	p.errors = append(p.errors, fmt.Sprintf("%s: %v", p.user, err))
-	_ = sleep(context.Background(), 100*time.Millisecond)
+	_ = pause.For(context.Background(), 100*time.Millisecond)
 }
 
 func (p *processor) pick() demoTask {
@@ -179,7 +180,7 @@ func (p *processor) recheck(ctx context.Context, id int64) (*dispatch.Request, e
 	giveUp := time.Now().Add(2 * time.Minute)
 	for i := 0; ; i++ {
 		jitter := time.Duration(p.rng.IntN(50)) * time.Millisecond
-		if err := sleep(ctx, waits[min(i, len(waits)-1)]+jitter); err != nil {
+		if err := pause.For(ctx, waits[min(i, len(waits)-1)]+jitter); err != nil {
 			return nil, err
 		}
 		p.rechecks++
@@ -219,17 +220,6 @@ func (p *processor) dispose(ctx context.Context, t demoTask, loan int64) error {
 	}
 	p.live.disposed.Add(1)
 	return nil
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }
 
 // monitor runs the engine's audit against the database while processors

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/loanq/loanq/drivers"
+	"github.com/loanq/loanq/internal/pause"
 	"github.com/loanq/loanq/problem"
 )
 
@@ -133,7 +134,7 @@ func (e *Engine) serveUntilDone(ctx context.Context, task *Task, strategy driver
 			if !deadline.IsZero() && !opt.NoWait {
 				// Sleep out the rest of the timeout and look one last time.
 				if rest := time.Until(deadline); rest > 0 {
-					if err := sleep(ctx, rest); err != nil {
+					if err := pause.For(ctx, rest); err != nil {
 						return req, err
 					}
 					_ = e.serve(ctx, task, strategy, time.Now().Add(time.Second))
@@ -146,20 +147,9 @@ func (e *Engine) serveUntilDone(ctx context.Context, task *Task, strategy driver
 				Msg:  fmt.Sprintf("request %d for task %s is still pending: another caller holds the task lock", id, task.Name),
 				Hint: fmt.Sprintf("check again with `loanq work status %d --wait`", id)}
 		}
-		if err := sleep(ctx, wait); err != nil {
+		if err := pause.For(ctx, wait); err != nil {
 			return req, err
 		}
-	}
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
 	}
 }
 
@@ -385,7 +375,7 @@ func (e *Engine) runCriteria(ctx context.Context, q drivers.Querier, task *Task,
 	}
 	t0 := time.Now()
 	if task.QueryDelay > 0 {
-		if err := sleep(ctx, task.QueryDelay); err != nil {
+		if err := pause.For(ctx, task.QueryDelay); err != nil {
 			return criteriaResult{}, run, err
 		}
 	}

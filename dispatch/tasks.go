@@ -323,8 +323,9 @@ func (e *Engine) DeleteTask(ctx context.Context, name string, force bool) (int64
 	defer tx.Rollback()
 	// Lock the task first, as a work get would: a holder in the middle of a
 	// round finishes before its task disappears (lease holders are fenced:
-	// their commit finds no task row).
-	if e.Driver.Name() != "sqlite" {
+	// their commit finds no task row). A dialect without row locks (SQLite)
+	// serialises writers anyway.
+	if drivers.Supports(e.Driver, drivers.Wait) {
 		var id int64
 		if err := tx.QueryRowContext(ctx, e.sql().LockWait, task.ID).Scan(&id); err != nil {
 			return 0, fmt.Errorf("locking task %s before deleting it: %w", name, err)
