@@ -1,9 +1,12 @@
 package commands
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/urfave/cli/v2"
 
 	"github.com/loanq/loanq/dispatch"
 	"github.com/loanq/loanq/problem"
@@ -60,6 +63,30 @@ func TestReturnAfterBounds(t *testing.T) {
 	for s, ok := range map[string]bool{"0s": true, "90m": true, "4h": true, "72h": true, "73h": false, "-1h": false, "abc": false, "": false, "72h1ns": false} {
 		if _, err := parseReturnAfter(s); (err == nil) != ok {
 			t.Errorf("--after %q: accepted=%v, want %v (%v)", s, err == nil, ok, err)
+		}
+	}
+}
+
+// SPEC §3 step 3: busy callers recheck after 5 s, 10 s, 20 s (then every
+// 20 s) unless --backoff says otherwise; the flag's default is that schedule.
+func TestDefaultBackoffIsSpecs(t *testing.T) {
+	want := []time.Duration{5 * time.Second, 10 * time.Second, 20 * time.Second}
+	if !slices.Equal(dispatch.DefaultBackoff, want) {
+		t.Errorf("dispatch.DefaultBackoff = %v, want %v", dispatch.DefaultBackoff, want)
+	}
+	for _, sub := range workCommand().Subcommands {
+		found := false
+		for _, f := range sub.Flags {
+			if sf, ok := f.(*cli.StringFlag); ok && sf.Name == "backoff" {
+				found = true
+				got, err := parseBackoff(sf.Value)
+				if err != nil || !slices.Equal(got, want) {
+					t.Errorf("work %s --backoff default %q reads as %v, %v; want %v", sub.Name, sf.Value, got, err, want)
+				}
+			}
+		}
+		if !found {
+			t.Errorf("work %s has no --backoff flag", sub.Name)
 		}
 	}
 }

@@ -17,7 +17,7 @@ import (
 func workCommand() *cli.Command {
 	recheck := []cli.Flag{
 		&cli.StringFlag{Name: "timeout", Value: "2m", Usage: "stop rechecking after this long and exit 75 (0s: recheck until served)"},
-		&cli.StringFlag{Name: "backoff", Value: "5s,10s,20s", Usage: "recheck delays while busy; the last one repeats"},
+		&cli.StringFlag{Name: "backoff", Value: formatBackoff(dispatch.DefaultBackoff), Usage: "recheck delays while busy; the last one repeats"},
 		&cli.StringFlag{Name: "lock", Usage: "lock strategy for this call only: skip, nowait, wait or lease (default: the task's)"},
 	}
 	return &cli.Command{
@@ -186,4 +186,13 @@ func parseBackoff(s string) ([]time.Duration, error) {
 		out = append(out, d)
 	}
 	return out, nil
+}
+
+// formatBackoff writes delays the way --backoff reads them ("5s,10s,20s").
+func formatBackoff(ds []time.Duration) string {
+	parts := make([]string, len(ds))
+	for i, d := range ds {
+		parts[i] = d.String()
+	}
+	return strings.Join(parts, ",")
 }
