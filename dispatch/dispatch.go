@@ -51,6 +51,8 @@ type Engine struct {
 	// afterQuery, when set (tests only), runs right after the criteria query,
 	// before the pending requests are re-read and served.
 	afterQuery func()
+	// renewed, when set (tests only), runs after each lease renewal.
+	renewed func()
 }
 
 // New returns an engine with the defaults.

@@ -7,3 +7,6 @@ func (e *Engine) SetBeforeCommit(f func()) { e.beforeCommit = f }
 // SetAfterQuery lets tests log a request right after the criteria query ran
 // (SPEC §3 step 5: such a request is served from that same run).
 func (e *Engine) SetAfterQuery(f func()) { e.afterQuery = f }
+
+// SetRenewed lets tests count lease renewals (the heartbeat).
+func (e *Engine) SetRenewed(f func()) { e.renewed = f }

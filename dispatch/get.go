@@ -9,6 +9,7 @@ import (
 
 	"github.com/loanq/loanq/drivers"
 	"github.com/loanq/loanq/internal/pause"
+	"github.com/loanq/loanq/internal/proc"
 	"github.com/loanq/loanq/problem"
 )
 
@@ -104,8 +105,10 @@ func (e *Engine) strategyFor(t *Task, override drivers.Strategy) (drivers.Strate
 	return s, nil
 }
 
-// serveUntilDone tries to serve, then rechecks with backoff until the request
-// is no longer pending, the caller gave up (NoWait), or the timeout passed.
+// serveUntilDone tries to serve, then waits to be woken (docs/algorithm.md,
+// "Waiting") and tries again, until the request is no longer pending, the
+// caller gave up (NoWait), or the timeout passed. The backoff steps are the
+// longest a wait lasts before the caller looks again on its own.
 func (e *Engine) serveUntilDone(ctx context.Context, task *Task, strategy drivers.Strategy, id int64, opt GetOptions) (*Request, error) {
 	backoff := opt.Backoff
 	if len(backoff) == 0 {
@@ -115,8 +118,17 @@ func (e *Engine) serveUntilDone(ctx context.Context, task *Task, strategy driver
 	if opt.Timeout > 0 {
 		deadline = time.Now().Add(opt.Timeout)
 	}
+	served := false // the last wait saw the request served: just read it
 	for attempt := 0; ; attempt++ {
-		if err := e.serve(ctx, task, strategy, deadline); err != nil && problem.KindOf(err) != problem.Busy {
+		var err error
+		switch {
+		case served:
+		case strategy == drivers.Rows:
+			err = e.serveRows(ctx, task, id)
+		default:
+			err = e.serve(ctx, task, strategy, deadline)
+		}
+		if err != nil && problem.KindOf(err) != problem.Busy {
 			// The request is committed and stays pending: say how to get it
 			// served rather than asking again (a new request would be served too).
 			return nil, &problem.Error{Kind: problem.KindOf(err), Err: fmt.Errorf("serving request %d: %w", id, err),
@@ -130,24 +142,18 @@ func (e *Engine) serveUntilDone(ctx context.Context, task *Task, strategy driver
 			return req, nil
 		}
 		wait := backoff[min(attempt, len(backoff)-1)]
-		if opt.NoWait || (!deadline.IsZero() && time.Now().Add(wait).After(deadline)) {
-			if !deadline.IsZero() && !opt.NoWait {
-				// Sleep out the rest of the timeout and look one last time.
-				if rest := time.Until(deadline); rest > 0 {
-					if err := pause.For(ctx, rest); err != nil {
-						return req, err
-					}
-					_ = e.serve(ctx, task, strategy, time.Now().Add(time.Second))
-					if req2, err := e.Request(ctx, id); err == nil && req2.Status != StatusPending {
-						return req2, nil
-					}
-				}
-			}
+		if !deadline.IsZero() {
+			wait = min(wait, time.Until(deadline))
+		}
+		if opt.NoWait || wait <= 0 {
 			return req, &problem.Error{Kind: problem.Busy,
 				Msg:  fmt.Sprintf("request %d for task %s is still pending: another caller holds the task lock", id, task.Name),
 				Hint: fmt.Sprintf("check again with `loanq work status %d --wait`", id)}
 		}
-		if err := pause.For(ctx, wait); err != nil {
+		// Wait for the holder's commit (or for the lock to become free), at
+		// most `wait`; then serve and look again. The last round after the
+		// timeout passes takes no lock wait (the deadline bounds it).
+		if served, err = e.await(ctx, task, strategy, id, wait); err != nil {
 			return req, err
 		}
 	}
@@ -224,7 +230,7 @@ func (e *Engine) serveRoundRowLock(ctx context.Context, task *Task, strategy dri
 	if err != nil || len(pending) == 0 {
 		return err
 	}
-	found, run, err := e.runCriteria(ctx, tx, task, criteriaLimit(need(pending)))
+	found, run, err := e.runCriteria(ctx, tx, task, e.criteriaLimit(ctx, task, need(pending)))
 	if err != nil {
 		return err
 	}
@@ -243,15 +249,19 @@ func (e *Engine) serveRoundRowLock(ctx context.Context, task *Task, strategy dri
 
 // serveRoundLease is one round under the task's lease (seed 003). The lease is
 // taken and committed in a short transaction, so no transaction stays open
-// while the criteria query runs; the assignment transaction then starts with
-// the fencing statement, which succeeds only while this caller still holds an
-// unexpired lease with its token. A holder that stalled past its lease and was
-// taken over therefore cannot commit assignments.
+// while the criteria query runs; a heartbeat renews it meanwhile, so a query
+// may outlast the TTL. The assignment transaction then starts with the
+// fencing statement, which succeeds only while this caller still holds an
+// unexpired lease with its token. A holder that stalled past its lease (its
+// heartbeat stalled too) and was taken over therefore cannot commit
+// assignments.
 func (e *Engine) serveRoundLease(ctx context.Context, task *Task) error {
 	token, err := e.acquireLease(ctx, task)
 	if err != nil {
 		return err
 	}
+	stopHeartbeat := e.heartbeat(ctx, task, token)
+	defer stopHeartbeat()
 	released := false
 	defer func() {
 		if !released { // give the lease back on any failure; expiry covers a crash
@@ -265,11 +275,13 @@ func (e *Engine) serveRoundLease(ctx context.Context, task *Task) error {
 	if err != nil || len(pending) == 0 {
 		return err
 	}
-	found, run, err := e.runCriteria(ctx, e.DB, task, criteriaLimit(need(pending)))
+	found, run, err := e.runCriteria(ctx, e.DB, task, e.criteriaLimit(ctx, task, need(pending)))
 	if err != nil {
 		return err
 	}
 	run.Strategy = string(drivers.Lease)
+	// The fence decides from here: a renewal racing with it changes nothing.
+	stopHeartbeat()
 
 	tx, err := e.DB.BeginTx(ctx, nil)
 	if err != nil {
@@ -311,7 +323,22 @@ func (e *Engine) acquireLease(ctx context.Context, task *Task) (int64, error) {
 		return 0, fmt.Errorf("taking the lease of task %s: %w", task.Name, err)
 	}
 	if n, err := res.RowsAffected(); err != nil || n != 1 {
-		return 0, errBusy
+		// Held. A holder of this host whose process is gone (killed,
+		// crashed) will never renew nor release: take its lease over now
+		// instead of after its TTL. The take-over names the dead owner, so
+		// of several callers seeing it at once only one gets the lease.
+		var owner string
+		err := tx.QueryRowContext(ctx, e.sql().LeaseHolder, task.ID).Scan(&owner)
+		if err != nil || !proc.DeadOnThisHost(owner) {
+			return 0, errBusy
+		}
+		res, err := tx.ExecContext(ctx, e.sql().LeaseTakeOver, e.Holder, task.LeaseTTL.Milliseconds(), task.ID, owner)
+		if err != nil {
+			return 0, fmt.Errorf("taking over the lease of task %s from %s, whose process is gone: %w", task.Name, owner, err)
+		}
+		if n, err := res.RowsAffected(); err != nil || n != 1 {
+			return 0, errBusy
+		}
 	}
 	var token int64
 	if err := tx.QueryRowContext(ctx, e.sql().LeaseToken, task.ID, e.Holder).Scan(&token); err != nil {
@@ -351,10 +378,33 @@ func (e *Engine) pending(ctx context.Context, q drivers.Querier, taskID int64) (
 // query runs, which SPEC §3 step 5 serves from the same run.
 const lateArrivalRoom = 10
 
-// criteriaLimit is the criteria query's row limit for a pending need: twice
-// the need, and at least lateArrivalRoom more. Rows left over are simply not
-// assigned; a late request the room cannot fill waits for the next round.
-func criteriaLimit(need int) int { return need + max(need, lateArrivalRoom) }
+// maxRoom caps the extra rows a burst estimate may add to one query.
+const maxRoom = 2 * MaxCount
+
+// criteriaLimit is the criteria query's row limit for a pending need: the
+// need, plus room for the requests expected to arrive while the query runs
+// (arrivalRoom), at least the need again and lateArrivalRoom. Rows left over
+// are simply not assigned; a late request the room cannot fill waits for the
+// next round.
+func (e *Engine) criteriaLimit(ctx context.Context, task *Task, need int) int {
+	return need + min(maxRoom, max(need, lateArrivalRoom, e.arrivalRoom(ctx, task)))
+}
+
+// arrivalRoom estimates the loans requested while one criteria query runs:
+// the loans requested per second over the last window, times the task's
+// recent query time (plus its --query-delay, which the log's durations
+// include), doubled for a burst. Both reads are small index ranges; a
+// failure only means no estimate.
+func (e *Engine) arrivalRoom(ctx context.Context, task *Task) int {
+	const window = 10 * time.Second
+	var requests, loans int64
+	if err := e.DB.QueryRowContext(ctx, e.sql().RequestRate, task.ID, window.Milliseconds()).Scan(&requests, &loans); err != nil || loans == 0 {
+		return 0
+	}
+	queryTime := e.recentQueryTime(ctx, task)
+	perSecond := float64(loans) / window.Seconds()
+	return int(2 * perSecond * max(queryTime, 100*time.Millisecond).Seconds())
+}
 
 func need(p []pendingRequest) int {
 	n := 0

@@ -53,8 +53,11 @@ func ValidateTaskName(name string) error {
 	return nil
 }
 
-// DefaultLeaseTTL is how long a lease lasts when the task does not say.
-const DefaultLeaseTTL = 2 * time.Minute
+// DefaultLeaseTTL is how long a lease lasts when the task does not say. The
+// holder renews it every TTL/3 while it works, so a query may run far longer;
+// the TTL is how long a crashed holder on another host blocks the task (one
+// on this host is taken over at once: docs/algorithm.md).
+const DefaultLeaseTTL = 15 * time.Second
 
 // TaskSpec is the input of CreateTask.
 type TaskSpec struct {
@@ -114,9 +117,6 @@ func (e *Engine) validateSpec(s *TaskSpec) error {
 	if s.LeaseTTL < time.Second || s.LeaseTTL > 24*time.Hour {
 		return problem.Usagef("invalid --lease-ttl %s: give a duration between 1s and 24h", s.LeaseTTL)
 	}
-	if s.Lock == drivers.Lease && s.LeaseTTL <= s.QueryDelay {
-		return problem.Usagef("--lease-ttl %s must be longer than --query-delay %s, or every lease expires before its holder can commit", s.LeaseTTL, s.QueryDelay)
-	}
 	return nil
 }
 
@@ -146,6 +146,11 @@ func (e *Engine) CreateTask(ctx context.Context, s TaskSpec) (*Task, bool, error
 	}
 	if err := e.checkCriteria(ctx, want); err != nil {
 		return nil, false, err
+	}
+	if s.Lock == drivers.Rows {
+		if err := e.checkLockable(ctx, want); err != nil {
+			return nil, false, err
+		}
 	}
 	var maxActive any
 	if s.MaxActive > 0 {
@@ -349,6 +354,9 @@ func (e *Engine) DeleteTask(ctx context.Context, name string, force bool) (int64
 	}
 	if _, err := tx.ExecContext(ctx, tq.DeleteQueryRuns, task.ID); err != nil {
 		return 0, fmt.Errorf("deleting the query runs of task %s: %w", name, err)
+	}
+	if _, err := tx.ExecContext(ctx, tq.DeleteTaskUsers, task.ID); err != nil {
+		return 0, fmt.Errorf("deleting the per-user lock rows of task %s: %w", name, err)
 	}
 	if _, err := tx.ExecContext(ctx, tq.DeleteTaskRow, task.ID); err != nil {
 		return 0, fmt.Errorf("deleting task %s: %w", name, err)

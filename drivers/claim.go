@@ -60,3 +60,9 @@ func queryIDs(ctx context.Context, q Querier, query string, args ...any) ([]int6
 	}
 	return ids, nil
 }
+
+// QueryIDs runs a query whose rows are one 64-bit id each and returns them
+// in order: how the rows strategy reads the keys a claim locked.
+func QueryIDs(ctx context.Context, q Querier, query string, args ...any) ([]int64, error) {
+	return queryIDs(ctx, q, query, args...)
+}

@@ -40,10 +40,15 @@ const (
 	// Lease: an UPDATE-based lease with expiry and a fencing check at commit
 	// (seed 003). No transaction is held while the criteria query runs.
 	Lease Strategy = "lease"
+	// Rows: no task lock at all. Each caller runs the criteria query itself,
+	// locking the source rows it returns with the dialect's skip-locked syntax,
+	// and assigns what it locked (seed 004's table-as-queue). No coalescing.
+	// Only drivers that implement RowLocker offer it.
+	Rows Strategy = "rows"
 )
 
 // AllStrategies lists every strategy in documentation order.
-var AllStrategies = []Strategy{Skip, NoWait, Wait, Lease}
+var AllStrategies = []Strategy{Skip, NoWait, Wait, Lease, Rows}
 
 // ParseStrategy validates a strategy name.
 func ParseStrategy(s string) (Strategy, error) {
@@ -52,7 +57,7 @@ func ParseStrategy(s string) (Strategy, error) {
 			return st, nil
 		}
 	}
-	return "", problem.Usagef("unknown lock strategy %q: use one of skip, nowait, wait, lease", s)
+	return "", problem.Usagef("unknown lock strategy %q: use one of skip, nowait, wait, lease, rows", s)
 }
 
 // Querier is what *sql.DB, *sql.Tx and *sql.Conn have in common.
@@ -112,6 +117,34 @@ type DeadlockDetector interface {
 	// IsDeadlock reports whether err means "chosen as a deadlock victim; the
 	// transaction was rolled back".
 	IsDeadlock(err error) bool
+}
+
+// RowLocker is implemented by the drivers of databases with row locks that
+// can skip held rows (PostgreSQL, MySQL/MariaDB, Oracle): they offer the rows
+// strategy. The statement texts live in the driver's sql.go like every other.
+type RowLocker interface {
+	// RowsClaimSQL is the statement LockRows sends for a task (what
+	// `loanq sql` and the golden tests show).
+	RowsClaimSQL(src CriteriaSource) string
+	// LockRows runs the task's criteria query inside tx, locking up to n rows
+	// of the source table (only the source: the exclusions read loanq_work
+	// without locking it) in priority order and passing over rows other
+	// transactions hold. It returns the locked keys in priority order; the
+	// locks last until tx ends.
+	LockRows(ctx context.Context, tx Querier, src CriteriaSource, taskID int64, n int) ([]int64, error)
+	// RowsTxOptions are the options of a rows claim transaction: InnoDB needs
+	// READ COMMITTED, or its locking read keeps next-key locks on every
+	// index record it scanned, not only on the rows it returned.
+	RowsTxOptions() *sql.TxOptions
+}
+
+// LockableChecker is optionally implemented by RowLocker drivers whose
+// database accepts a locking read on a source it cannot lock row by row (a
+// MySQL view with GROUP BY, DISTINCT or aggregates is read into a temporary
+// table and nothing is locked). CheckLockable returns a reason when the
+// source cannot be locked, "" when it can.
+type LockableChecker interface {
+	CheckLockable(ctx context.Context, q Querier, source string) (string, error)
 }
 
 // IsDeadlock reports whether err is a deadlock error of d's database.

@@ -18,6 +18,7 @@ type TaskQueries struct {
 	DeleteWork      string `purpose:"task delete: the task's assignments and their history (children of requests, first)"`
 	DeleteRequests  string `purpose:"task delete: the task's work requests"`
 	DeleteQueryRuns string `purpose:"task delete: the task's criteria-query log"`
+	DeleteTaskUsers string `purpose:"task delete: the task's per-user cap lock rows (strategy rows)"`
 	DeleteTaskRow   string `purpose:"task delete: the task itself, last (the others reference it)"`
 }
 
@@ -29,6 +30,7 @@ var taskQueries = TaskQueries{
 	DeleteWork:      `DELETE FROM loanq_work WHERE task_id = ?`,
 	DeleteRequests:  `DELETE FROM loanq_work_request WHERE task_id = ?`,
 	DeleteQueryRuns: `DELETE FROM loanq_query_run WHERE task_id = ?`,
+	DeleteTaskUsers: `DELETE FROM loanq_task_user WHERE task_id = ?`,
 	DeleteTaskRow:   `DELETE FROM loanq_task WHERE id = ?`,
 }
 
@@ -36,7 +38,7 @@ var taskQueries = TaskQueries{
 func TaskQueriesFor(d Driver) TaskQueries {
 	q := taskQueries
 	for _, p := range []*string{&q.RequestsByUser, &q.WorkByUser, &q.QueryRunTotals, &q.ActiveWorkCount,
-		&q.DeleteWork, &q.DeleteRequests, &q.DeleteQueryRuns, &q.DeleteTaskRow} {
+		&q.DeleteWork, &q.DeleteRequests, &q.DeleteQueryRuns, &q.DeleteTaskUsers, &q.DeleteTaskRow} {
 		*p = Rebind(d, *p)
 	}
 	return q

@@ -2,6 +2,7 @@ package drivers
 
 import (
 	"reflect"
+	"strconv"
 	"strings"
 )
 
@@ -87,6 +88,55 @@ type Statements struct {
 	// Pipeline binds: user, task name, task name. Oldest first: task, loan,
 	// assigned_at, seconds since assignment. An empty task name means all tasks.
 	Pipeline string `purpose:"a user's active work, oldest first"`
+
+	// --- engine under contention: wake-ups, lease heartbeat, rows, coalescing
+	// (docs/algorithm.md, "Waiting", "Lease heartbeat", "The rows strategy") ---
+
+	// RequestWake binds: request id. Columns: status, lease owner (NULL when
+	// none), lease free (1 when no unexpired lease, else 0). What a waiting
+	// caller reads: after its queued lock was granted, or at each poll.
+	RequestWake string `purpose:"wake-up: a waiting caller reads its request and the task's lease"`
+	// WaitLockSave binds nothing: the session's lock wait limit, to restore
+	// after a bounded wait. Empty where the limit ends with the transaction.
+	WaitLockSave string `purpose:"wake-up: read the session lock wait limit" empty:"the bounded wait needs no session setting restored"`
+	// WaitLockSet binds: milliseconds. Sent in the waiter's transaction just
+	// before LockWaitBounded: it bounds how long the queued lock waits.
+	WaitLockSet string `purpose:"wake-up: bound the waiter's lock wait" empty:"the bound is written in LockWaitBounded"`
+	// WaitLockRestore binds: the value WaitLockSave read. Sent after the
+	// waiter's transaction, on the same connection.
+	WaitLockRestore string `purpose:"wake-up: restore the session lock wait limit" empty:"the bounded wait needs no session setting restored"`
+	// LockWaitBounded binds: task id. A plain queued FOR UPDATE on the task
+	// row; {wait_s} is replaced by the bound in whole seconds (Oracle's
+	// FOR UPDATE WAIT n takes a literal).
+	LockWaitBounded string `purpose:"wake-up: queue on the task lock, bounded" empty:"no row locks: waiters poll RequestWake"`
+	// RecentRuns binds: task id. Columns: number of runs, mean duration_ms of
+	// the task's ten latest criteria-query runs.
+	RecentRuns string `purpose:"wake-up and coalescing: recent criteria-query time of a task"`
+	// RequestRate binds: task id, window ms. Columns: requests and loans
+	// requested in the window ending now.
+	RequestRate string `purpose:"coalescing: recent arrival rate of a task's requests"`
+	// LeaseRenew binds: ttl ms, task id, owner, token. The holder's heartbeat:
+	// one row while it still holds an unexpired lease with its token.
+	LeaseRenew string `purpose:"lease heartbeat: renew the lease while the criteria query runs"`
+	// LeaseHolder binds: task id. The holder of an unexpired lease, no row
+	// when the lease is free.
+	LeaseHolder string `purpose:"lease: who holds an unexpired lease"`
+	// LeaseTakeOver binds: owner, ttl ms, task id, dead owner. Takes a lease
+	// whose holder's process is known to be gone (same host), bumping the
+	// token; one row only while the dead owner still holds it.
+	LeaseTakeOver string `purpose:"lease: take over the lease of a dead holder of this host"`
+	// UserLockEnsure binds: task id, user. Makes sure the (task, user) row
+	// exists; a concurrent insert of the same row may fail with a unique
+	// violation, which the engine ignores.
+	UserLockEnsure string `purpose:"rows: make sure the per-user cap lock row exists" empty:"no rows strategy"`
+	// UserLock binds: task id, user. The first statement of a rows claim on a
+	// capped task: serialises the cap check of one (task, user).
+	UserLock string `purpose:"rows: lock the per-user cap row" empty:"no rows strategy"`
+	// WorkInsertRows binds as WorkInsert. A loan another caller assigned
+	// after this caller's snapshot is skipped: no row inserted (PostgreSQL's
+	// ON CONFLICT DO NOTHING) or a unique violation that rolls back only the
+	// statement (MySQL/MariaDB and Oracle).
+	WorkInsertRows string `purpose:"rows: assign a locked loan unless it was assigned meanwhile" empty:"no rows strategy"`
 
 	// --- `loanq bench`: the item table of seed 001 (SPEC §6) ---
 	//
@@ -193,6 +243,11 @@ func (s *Statements) Lock(st Strategy) string {
 	return ""
 }
 
+// BoundedLock returns LockWaitBounded with its bound in whole seconds.
+func (s *Statements) BoundedLock(seconds int) string {
+	return strings.ReplaceAll(s.LockWaitBounded, "{wait_s}", strconv.Itoa(seconds))
+}
+
 // BenchClaim returns the bench claim statement of a row-lock strategy.
 func (s *Statements) BenchClaim(st Strategy) string {
 	switch st {
@@ -202,6 +257,8 @@ func (s *Statements) BenchClaim(st Strategy) string {
 		return s.BenchClaimNoWait
 	case Wait:
 		return s.BenchClaimWait
+	case Rows: // on the item table, claiming straight from it is what skip does
+		return s.BenchClaimSkip
 	}
 	return ""
 }

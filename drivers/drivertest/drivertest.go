@@ -8,6 +8,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -39,6 +40,10 @@ func Exercise(t *testing.T, d drivers.Driver, dsn string) {
 			t.Run("lease", func(t *testing.T) { lease(t, ctx, d, db) })
 			continue
 		}
+		if s == drivers.Rows {
+			t.Run("rows", func(t *testing.T) { rows(t, ctx, d, db) })
+			continue
+		}
 		t.Run("lock "+string(s), func(t *testing.T) { rowLock(t, ctx, d, db, s) })
 	}
 }
@@ -52,6 +57,15 @@ func statements(t *testing.T, d drivers.Driver) {
 		}
 	}
 	for _, s := range d.Strategies() {
+		if s == drivers.Rows {
+			if _, ok := d.(drivers.RowLocker); !ok {
+				t.Errorf("strategy rows is declared but the driver is no drivers.RowLocker")
+			}
+			if st.UserLock == "" || st.UserLockEnsure == "" || st.WorkInsertRows == "" {
+				t.Errorf("strategy rows is declared but UserLock, UserLockEnsure or WorkInsertRows is empty")
+			}
+			continue
+		}
 		if s != drivers.Lease && st.Lock(s) == "" {
 			t.Errorf("strategy %s is declared but its lock statement is empty", s)
 		}
@@ -318,5 +332,48 @@ func requestWhileLocked(t *testing.T, ctx context.Context, d drivers.Driver, db 
 	defer cancel()
 	if _, err := d.InsertReturningID(cctx, db, d.Statements().RequestInsert, taskID, "while-locked", 1); err != nil {
 		t.Fatalf("a request could not be logged while the task lock was held: %v", err)
+	}
+}
+
+// rows: two transactions claiming with the rows strategy lock disjoint rows,
+// each the first ones in order that the other does not hold, and a claim of 0
+// rows locks nothing.
+func rows(t *testing.T, ctx context.Context, d drivers.Driver, db *sql.DB) {
+	rl := d.(drivers.RowLocker)
+	for _, q := range []string{"CREATE TABLE suite_rows (id INTEGER NOT NULL PRIMARY KEY, prio INTEGER NOT NULL)",
+		"CREATE INDEX suite_rows_ix ON suite_rows (prio, id)"} {
+		if _, err := db.ExecContext(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() { _, _ = db.ExecContext(context.Background(), "DROP TABLE suite_rows") })
+	for i := 1; i <= 6; i++ {
+		if _, err := db.ExecContext(ctx, drivers.Rebind(d, "INSERT INTO suite_rows (id, prio) VALUES (?, ?)"), i, 10-i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	src := drivers.CriteriaSource{Source: "suite_rows", Key: "id", Where: "prio > 0", Order: "prio"}
+	taskID, _ := fixture(t, ctx, d, db, "suite-rows")
+	claim := func(n int) (*sql.Tx, []int64) {
+		tx, err := db.BeginTx(ctx, rl.RowsTxOptions())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = tx.Rollback() })
+		ids, err := rl.LockRows(ctx, tx, src, taskID, n)
+		if err != nil {
+			t.Fatalf("LockRows: %v\n%s", err, rl.RowsClaimSQL(src))
+		}
+		return tx, ids
+	}
+	_, none := claim(0)
+	_, first := claim(2)
+	_, second := claim(3)
+	if len(none) != 0 {
+		t.Errorf("a claim of 0 rows returned %v", none)
+	}
+	// prio = 10 - id: ascending prio is descending id.
+	if fmt.Sprint(first) != "[6 5]" || fmt.Sprint(second) != "[4 3 2]" {
+		t.Fatalf("claims locked %v and %v, want [6 5] and [4 3 2] (skip the other's rows, in order)", first, second)
 	}
 }

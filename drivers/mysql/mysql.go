@@ -35,8 +35,44 @@ func (*Driver) Schemes() []string                               { return []strin
 func (*Driver) Statements() *drivers.Statements                 { return &statements }
 func (*Driver) Migrations() fs.FS                               { return migrations.For("mysql") }
 func (*Driver) CriteriaQuery(src drivers.CriteriaSource) string { return criteriaQuery(src) }
+
+var (
+	_ drivers.RowLocker       = (*Driver)(nil)
+	_ drivers.LockableChecker = (*Driver)(nil)
+)
+
+func (*Driver) RowsClaimSQL(src drivers.CriteriaSource) string { return rowsClaim(src) }
+
+// RowsTxOptions: READ COMMITTED, so the claim's locking read keeps locks on
+// the rows it returned only, not next-key locks on every record it scanned
+// (which would make concurrent claimers wait for each other).
+func (*Driver) RowsTxOptions() *sql.TxOptions {
+	return &sql.TxOptions{Isolation: sql.LevelReadCommitted}
+}
+
+func (*Driver) LockRows(ctx context.Context, tx drivers.Querier, src drivers.CriteriaSource, taskID int64, n int) ([]int64, error) {
+	return drivers.QueryIDs(ctx, tx, rowsClaim(src), taskID, n)
+}
+
+// CheckLockable: a view MySQL cannot update (GROUP BY, DISTINCT, aggregates,
+// UNION, …) is materialised for a locking read, which then locks nothing of
+// the loans: InnoDB gives no error, so ask information_schema.
+func (*Driver) CheckLockable(ctx context.Context, q drivers.Querier, source string) (string, error) {
+	var updatable string
+	err := q.QueryRowContext(ctx, lockableView, source).Scan(&updatable)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", nil // a base table
+	}
+	if err != nil {
+		return "", err
+	}
+	if updatable != "YES" {
+		return "it is a view MySQL cannot update (GROUP BY, DISTINCT, aggregates, UNION or similar): a locking read of it locks no loan rows", nil
+	}
+	return "", nil
+}
 func (*Driver) Strategies() []drivers.Strategy {
-	return []drivers.Strategy{drivers.Skip, drivers.NoWait, drivers.Wait, drivers.Lease}
+	return []drivers.Strategy{drivers.Skip, drivers.NoWait, drivers.Wait, drivers.Lease, drivers.Rows}
 }
 
 func (*Driver) MigrationStore(table string) (database.Store, error) {

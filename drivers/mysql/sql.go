@@ -71,6 +71,37 @@ FROM loanq_work w JOIN loanq_task t ON t.id = w.task_id
 WHERE w.user_name = ? AND w.disposition IS NULL AND (? = '' OR t.name = ?)
 ORDER BY w.assigned_at, w.id`,
 
+	// Wake-ups, heartbeat, rows (docs/algorithm.md). innodb_lock_wait_timeout
+	// is a session variable in whole seconds: the waiter sets it on its own
+	// connection and puts the saved value back after its transaction.
+	RequestWake: `SELECT r.status, t.lease_owner,
+       CASE WHEN t.lease_owner IS NULL OR t.lease_expires_at <= UTC_TIMESTAMP(6) THEN 1 ELSE 0 END
+FROM loanq_work_request r JOIN loanq_task t ON t.id = r.task_id
+WHERE r.id = ?`,
+	WaitLockSave:    `SELECT @@SESSION.innodb_lock_wait_timeout`,
+	WaitLockSet:     `SET SESSION innodb_lock_wait_timeout = GREATEST(1, CEIL(? / 1000))`,
+	WaitLockRestore: `SET SESSION innodb_lock_wait_timeout = ?`,
+	LockWaitBounded: `SELECT id FROM loanq_task WHERE id = ? FOR UPDATE`,
+	RecentRuns: `SELECT COUNT(*), CAST(COALESCE(AVG(duration_ms), 0) AS SIGNED) FROM (
+  SELECT duration_ms FROM loanq_query_run WHERE task_id = ? ORDER BY id DESC LIMIT 10) r`,
+	RequestRate: `SELECT COUNT(*), COALESCE(SUM(requested), 0) FROM loanq_work_request
+WHERE task_id = ? AND created_at > UTC_TIMESTAMP(6) - INTERVAL (? * 1000) MICROSECOND`,
+	LeaseRenew: `UPDATE loanq_task SET lease_expires_at = UTC_TIMESTAMP(6) + INTERVAL (? * 1000) MICROSECOND
+WHERE id = ? AND lease_owner = ? AND lease_token = ? AND lease_expires_at > UTC_TIMESTAMP(6)`,
+	LeaseHolder: `SELECT lease_owner FROM loanq_task WHERE id = ? AND lease_owner IS NOT NULL AND lease_expires_at > UTC_TIMESTAMP(6)`,
+	LeaseTakeOver: `UPDATE loanq_task
+SET lease_owner = ?, lease_token = lease_token + 1,
+    lease_expires_at = UTC_TIMESTAMP(6) + INTERVAL (? * 1000) MICROSECOND
+WHERE id = ? AND lease_owner = ?`,
+	// INSERT IGNORE would also turn other errors into warnings; a plain
+	// insert whose duplicate-key error the engine ignores does not.
+	UserLockEnsure: `INSERT INTO loanq_task_user (task_id, user_name) VALUES (?, ?)`,
+	UserLock:       `SELECT task_id FROM loanq_task_user WHERE task_id = ? AND user_name = ? FOR UPDATE`,
+	// A duplicate-key error rolls back this statement only (InnoDB keeps the
+	// transaction and its locks): the engine skips the loan and goes on.
+	WorkInsertRows: `INSERT INTO loanq_work (task_id, loan_id, user_name, request_id, assigned_at)
+VALUES (?, ?, ?, ?, UTC_TIMESTAMP(6))`,
+
 	// The bench (loanq bench). InnoDB locks every index record a locking read
 	// scans: the claims go through the (status, id) index, in claim order, so
 	// the read touches the ready rows only and stops after K.
@@ -136,3 +167,22 @@ WHERE (%[3]s)
 ORDER BY %[4]s
 LIMIT ?`, src.Key, src.Source, src.Where, order)
 }
+
+// rowsClaim is the criteria query of the rows strategy: each caller locks the
+// loans it is about to assign. MariaDB has no FOR UPDATE OF, and needs none
+// here: a locking read does not lock the rows of a nested subquery without a
+// locking clause of its own, so the NOT EXISTS over loanq_work locks nothing.
+// SKIP LOCKED passes over loans other callers hold; LIMIT counts rows
+// returned. InnoDB locks what it reads through the index: the source needs an
+// index matching the criteria and the order (e.g. (eligible, priority, id)),
+// or the claim scans (and, under REPEATABLE READ, would lock) far more rows;
+// the claim runs at READ COMMITTED, which keeps only the returned rows locked.
+func rowsClaim(src drivers.CriteriaSource) string {
+	return criteriaQuery(src) + `
+FOR UPDATE SKIP LOCKED`
+}
+
+// lockableView binds: the source name. Answers IS_UPDATABLE for a view of
+// the current database, no row for a base table.
+const lockableView = `SELECT IS_UPDATABLE FROM information_schema.VIEWS
+WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ?`

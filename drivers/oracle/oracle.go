@@ -42,8 +42,25 @@ func (*Driver) Schemes() []string                               { return []strin
 func (*Driver) Statements() *drivers.Statements                 { return &statements }
 func (*Driver) Migrations() fs.FS                               { return migrations.For("oracle") }
 func (*Driver) CriteriaQuery(src drivers.CriteriaSource) string { return criteriaQuery(src) }
+
+var _ drivers.RowLocker = (*Driver)(nil)
+
+func (*Driver) RowsClaimSQL(src drivers.CriteriaSource) string {
+	return rowsClaimCall + "\n-- cursor (bind 3):\n" + rowsCursor(src) + "\n-- then:\n" + rowsClaimRead
+}
+func (*Driver) RowsTxOptions() *sql.TxOptions { return nil } // READ COMMITTED
+
+// LockRows calls the cursor procedure loanq_lock_rows (migration 00003),
+// which locks up to n rows as it fetches them, then reads back the keys it
+// recorded in this transaction's temporary table.
+func (*Driver) LockRows(ctx context.Context, tx drivers.Querier, src drivers.CriteriaSource, taskID int64, n int) ([]int64, error) {
+	if _, err := tx.ExecContext(ctx, rowsClaimCall, taskID, n, rowsCursor(src)); err != nil {
+		return nil, err
+	}
+	return drivers.QueryIDs(ctx, tx, rowsClaimRead)
+}
 func (*Driver) Strategies() []drivers.Strategy {
-	return []drivers.Strategy{drivers.Skip, drivers.NoWait, drivers.Wait, drivers.Lease}
+	return []drivers.Strategy{drivers.Skip, drivers.NoWait, drivers.Wait, drivers.Lease, drivers.Rows}
 }
 
 // MigrationStore: goose has no Oracle dialect, so the store is loanq's own.

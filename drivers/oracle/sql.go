@@ -107,6 +107,35 @@ FROM (
   WHERE w.user_name = :1 AND w.disposition IS NULL AND (:2 IS NULL OR t.name = :3))
 ORDER BY assigned_at, id`,
 
+	// Wake-ups, heartbeat, rows (docs/algorithm.md). Oracle bounds a queued
+	// lock in the statement itself (FOR UPDATE WAIT n, ORA-30006 when n runs
+	// out): no session setting to change or restore.
+	RequestWake: `SELECT r.status, t.lease_owner,
+       CASE WHEN t.lease_owner IS NULL OR t.lease_expires_at <= ` + now + ` THEN 1 ELSE 0 END
+FROM loanq_work_request r JOIN loanq_task t ON t.id = r.task_id
+WHERE r.id = :1`,
+	WaitLockSave:    ``,
+	WaitLockSet:     ``,
+	WaitLockRestore: ``,
+	LockWaitBounded: `SELECT id FROM loanq_task WHERE id = :1 FOR UPDATE WAIT {wait_s}`,
+	RecentRuns: `SELECT COUNT(*), NVL(ROUND(AVG(duration_ms)), 0) FROM (
+  SELECT duration_ms FROM loanq_query_run WHERE task_id = :1 ORDER BY id DESC
+  FETCH FIRST 10 ROWS ONLY)`,
+	RequestRate: `SELECT COUNT(*), NVL(SUM(requested), 0) FROM loanq_work_request
+WHERE task_id = :1 AND created_at > ` + now + ` - ` + msInterval(":2"),
+	LeaseRenew: `UPDATE loanq_task SET lease_expires_at = ` + now + ` + ` + msInterval(":1") + `
+WHERE id = :2 AND lease_owner = :3 AND lease_token = :4 AND lease_expires_at > ` + now,
+	LeaseHolder: `SELECT lease_owner FROM loanq_task WHERE id = :1 AND lease_owner IS NOT NULL AND lease_expires_at > ` + now,
+	LeaseTakeOver: `UPDATE loanq_task
+SET lease_owner = :1, lease_token = lease_token + 1,
+    lease_expires_at = ` + now + ` + ` + msInterval(":2") + `
+WHERE id = :3 AND lease_owner = :4`,
+	UserLockEnsure: `INSERT INTO loanq_task_user (task_id, user_name) VALUES (:1, :2)`,
+	UserLock:       `SELECT task_id FROM loanq_task_user WHERE task_id = :1 AND user_name = :2 FOR UPDATE`,
+	// ORA-00001 rolls back this statement only; the engine skips the loan.
+	WorkInsertRows: `INSERT INTO loanq_work (task_id, loan_id, user_name, request_id, assigned_at)
+VALUES (:1, :2, :3, :4, ` + now + `)`,
+
 	// The bench (loanq bench). A locking claim cannot be one SELECT: Oracle
 	// applies ROWNUM after locking every row the query returns and rejects
 	// FETCH FIRST with FOR UPDATE (ORA-02014). The claims call the PL/SQL
@@ -171,4 +200,39 @@ WHERE (%[3]s)
            OR (w.disposition = 'return' AND w.return_at > %[5]s)))
 ORDER BY %[4]s
 FETCH FIRST :2 ROWS ONLY`, src.Key, src.Source, src.Where, order, now)
+}
+
+// The rows strategy on Oracle. A locking query cannot be limited in SQL:
+// ROWNUM is applied after the rows are locked and FETCH FIRST is refused with
+// FOR UPDATE (ORA-02014). The PL/SQL cursor procedure loanq_lock_rows
+// (migrations/oracle/00003_engine.sql) opens rowsCursor FOR UPDATE SKIP LOCKED
+// and fetches at most n rows: with SKIP LOCKED a row is locked when it is
+// fetched, so it locks exactly the rows it returns. It records their keys,
+// in order, in the temporary table loanq_rows_locked (rows private to the
+// transaction, deleted at commit), which rowsClaimRead reads back.
+//
+// rowsClaimCall binds: task id, n, the cursor text.
+const rowsClaimCall = `BEGIN loanq_lock_rows(:1, :2, :3); END;`
+
+// rowsClaimRead binds nothing: the keys the last call locked, in order.
+const rowsClaimRead = `SELECT loan_id FROM loanq_rows_locked ORDER BY seq`
+
+// rowsCursor is the criteria query without a row limit, locking the source
+// rows only (FOR UPDATE OF its key column). Its one bind, :1, is the task id,
+// bound by the procedure (OPEN … USING).
+func rowsCursor(src drivers.CriteriaSource) string {
+	order := "src." + src.Key
+	if strings.TrimSpace(src.Order) != "" {
+		order = src.Order + ", src." + src.Key
+	}
+	return fmt.Sprintf(`SELECT src.%[1]s FROM %[2]s src
+WHERE (%[3]s)
+  AND NOT EXISTS (
+    SELECT 1 FROM loanq_work w
+    WHERE w.task_id = :1 AND w.loan_id = src.%[1]s
+      AND (w.disposition IS NULL
+           OR w.disposition = 'never'
+           OR (w.disposition = 'return' AND w.return_at > %[5]s)))
+ORDER BY %[4]s
+FOR UPDATE OF src.%[1]s SKIP LOCKED`, src.Key, src.Source, src.Where, order, now)
 }

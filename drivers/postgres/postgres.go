@@ -33,10 +33,21 @@ func (*Driver) Schemes() []string               { return []string{"postgres", "p
 func (*Driver) Statements() *drivers.Statements { return &statements }
 func (*Driver) Migrations() fs.FS               { return migrations.For("postgres") }
 func (*Driver) Strategies() []drivers.Strategy {
-	return []drivers.Strategy{drivers.Skip, drivers.NoWait, drivers.Wait, drivers.Lease}
+	return []drivers.Strategy{drivers.Skip, drivers.NoWait, drivers.Wait, drivers.Lease, drivers.Rows}
 }
 
 func (*Driver) CriteriaQuery(src drivers.CriteriaSource) string { return criteriaQuery(src) }
+
+var _ drivers.RowLocker = (*Driver)(nil)
+
+func (*Driver) RowsClaimSQL(src drivers.CriteriaSource) string { return rowsClaim(src) }
+func (*Driver) RowsTxOptions() *sql.TxOptions                  { return nil } // READ COMMITTED
+
+// LockRows: one statement; LIMIT applies after SKIP LOCKED has passed over
+// held rows, so it locks exactly the n rows it returns.
+func (*Driver) LockRows(ctx context.Context, tx drivers.Querier, src drivers.CriteriaSource, taskID int64, n int) ([]int64, error) {
+	return drivers.QueryIDs(ctx, tx, rowsClaim(src), taskID, n)
+}
 
 func (*Driver) MigrationStore(table string) (database.Store, error) {
 	return database.NewStore(database.DialectPostgres, table)

@@ -77,6 +77,36 @@ FROM loanq_work w JOIN loanq_task t ON t.id = w.task_id
 WHERE w.user_name = $1 AND w.disposition IS NULL AND ($2 = '' OR t.name = $3)
 ORDER BY w.assigned_at, w.id`,
 
+	// Wake-ups, heartbeat, rows (docs/algorithm.md). A waiter queues on the
+	// task row with the wait lock, bounded by lock_timeout for this
+	// transaction only (set_config(…, true) is SET LOCAL): nothing to restore.
+	RequestWake: `SELECT r.status, t.lease_owner,
+       CASE WHEN t.lease_owner IS NULL OR t.lease_expires_at <= clock_timestamp() THEN 1 ELSE 0 END
+FROM loanq_work_request r JOIN loanq_task t ON t.id = r.task_id
+WHERE r.id = $1`,
+	WaitLockSave:    ``,
+	WaitLockSet:     `SELECT set_config('lock_timeout', $1::bigint || 'ms', true)`,
+	WaitLockRestore: ``,
+	LockWaitBounded: `SELECT id FROM loanq_task WHERE id = $1 FOR NO KEY UPDATE`,
+	RecentRuns: `SELECT COUNT(*), COALESCE(AVG(duration_ms), 0)::bigint FROM (
+  SELECT duration_ms FROM loanq_query_run WHERE task_id = $1 ORDER BY id DESC LIMIT 10) r`,
+	RequestRate: `SELECT COUNT(*), COALESCE(SUM(requested), 0) FROM loanq_work_request
+WHERE task_id = $1 AND created_at > clock_timestamp() - $2::bigint * INTERVAL '1 millisecond'`,
+	LeaseRenew: `UPDATE loanq_task SET lease_expires_at = clock_timestamp() + $1::bigint * INTERVAL '1 millisecond'
+WHERE id = $2 AND lease_owner = $3 AND lease_token = $4 AND lease_expires_at > clock_timestamp()`,
+	LeaseHolder: `SELECT lease_owner FROM loanq_task WHERE id = $1 AND lease_owner IS NOT NULL AND lease_expires_at > clock_timestamp()`,
+	LeaseTakeOver: `UPDATE loanq_task
+SET lease_owner = $1, lease_token = lease_token + 1,
+    lease_expires_at = clock_timestamp() + $2::bigint * INTERVAL '1 millisecond'
+WHERE id = $3 AND lease_owner = $4`,
+	UserLockEnsure: `INSERT INTO loanq_task_user (task_id, user_name) VALUES ($1, $2) ON CONFLICT DO NOTHING`,
+	UserLock:       `SELECT task_id FROM loanq_task_user WHERE task_id = $1 AND user_name = $2 FOR NO KEY UPDATE`,
+	// The arbiter is the partial unique index of the invariant: a loan active
+	// for the task already is not inserted, and the transaction goes on.
+	WorkInsertRows: `INSERT INTO loanq_work (task_id, loan_id, user_name, request_id, assigned_at)
+VALUES ($1, $2, $3, $4, clock_timestamp())
+ON CONFLICT (task_id, loan_id) WHERE disposition IS NULL DO NOTHING`,
+
 	// The bench (loanq bench). The claims read the (status, id) index in claim
 	// order; LIMIT stops the locking read after K rows, and SKIP LOCKED makes it
 	// pass over rows other transactions hold instead of waiting for them.
@@ -147,4 +177,17 @@ WHERE (%[3]s)
            OR (w.disposition = 'return' AND w.return_at > clock_timestamp())))
 ORDER BY %[4]s
 LIMIT $2`, src.Key, src.Source, src.Where, order)
+}
+
+// rowsClaim is the criteria query of the rows strategy: each caller locks the
+// loans it is about to assign. FOR NO KEY UPDATE OF src locks the source rows
+// only (the NOT EXISTS over loanq_work reads without locking), and still lets
+// the application insert rows that reference a loan by foreign key. SKIP
+// LOCKED passes over loans other callers hold, and LIMIT counts only the rows
+// locked. To read no more than it returns, the source needs an index matching
+// the criteria and the order (e.g. (eligible, priority DESC, id)); without one
+// PostgreSQL sorts every matching row first, but still locks only n.
+func rowsClaim(src drivers.CriteriaSource) string {
+	return criteriaQuery(src) + `
+FOR NO KEY UPDATE OF src SKIP LOCKED`
 }

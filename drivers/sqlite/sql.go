@@ -83,6 +83,31 @@ FROM loanq_work w JOIN loanq_task t ON t.id = w.task_id
 WHERE w.user_name = ? AND w.disposition IS NULL AND (? = '' OR t.name = ?)
 ORDER BY w.assigned_at, w.id`,
 
+	// Wake-ups and heartbeat (docs/algorithm.md). No row locks: a waiter
+	// polls RequestWake (a primary-key read, WAL readers never wait).
+	RequestWake: `SELECT r.status, t.lease_owner,
+       CASE WHEN t.lease_owner IS NULL OR t.lease_expires_at <= ` + nowExpr + ` THEN 1 ELSE 0 END
+FROM loanq_work_request r JOIN loanq_task t ON t.id = r.task_id
+WHERE r.id = ?`,
+	WaitLockSave:    ``,
+	WaitLockSet:     ``,
+	WaitLockRestore: ``,
+	LockWaitBounded: ``,
+	RecentRuns: `SELECT COUNT(*), CAST(COALESCE(AVG(duration_ms), 0) AS INTEGER) FROM (
+  SELECT duration_ms FROM loanq_query_run WHERE task_id = ? ORDER BY id DESC LIMIT 10) r`,
+	RequestRate: `SELECT COUNT(*), COALESCE(SUM(requested), 0) FROM loanq_work_request
+WHERE task_id = ? AND created_at > strftime('%Y-%m-%dT%H:%M:%fZ', 'now', '-' || (? / 1000.0) || ' seconds')`,
+	LeaseRenew: `UPDATE loanq_task SET lease_expires_at = ` + plusMillis + `
+WHERE id = ? AND lease_owner = ? AND lease_token = ? AND lease_expires_at > ` + nowExpr,
+	LeaseHolder: `SELECT lease_owner FROM loanq_task WHERE id = ? AND lease_owner IS NOT NULL AND lease_expires_at > ` + nowExpr,
+	LeaseTakeOver: `UPDATE loanq_task
+SET lease_owner = ?, lease_token = lease_token + 1,
+    lease_expires_at = ` + plusMillis + `
+WHERE id = ? AND lease_owner = ?`,
+	UserLockEnsure: ``,
+	UserLock:       ``,
+	WorkInsertRows: ``,
+
 	// The bench (loanq bench). Only lease: the claim runs in an immediate
 	// transaction (the write lock is taken at BEGIN), so two claimers never
 	// read the same ready rows; it is committed at once and nobody holds a

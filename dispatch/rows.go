@@ -1,0 +1,197 @@
+package dispatch
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"time"
+
+	"github.com/loanq/loanq/drivers"
+	"github.com/loanq/loanq/internal/pause"
+	"github.com/loanq/loanq/problem"
+)
+
+// The rows strategy (docs/algorithm.md, "The rows strategy"): no task lock and
+// no coalescing. Each caller serves its own request in one transaction:
+//
+//  1. on a capped task, lock the caller's (task, user) row in loanq_task_user
+//     as the FIRST statement, then count the user's active work: the lock
+//     serialises the cap check of one user of one task (two calls of the same
+//     user would otherwise both count 4 of 5 and both assign), while callers
+//     of other users never meet it;
+//  2. run the criteria query locking up to n source rows, skipping rows other
+//     callers hold (drivers.RowLocker);
+//  3. insert a work row per locked loan; a loan another caller assigned after
+//     this statement's snapshot is skipped (the one-active-row constraint, see
+//     WorkInsertRows) and replaced by running the claim again;
+//  4. finish the request, log the run (requests_served 1), commit.
+//
+// A caller killed anywhere before its commit loses nothing: its transaction
+// rolls back, its row locks go with it, and its request stays pending until
+// `loanq work status ID --wait` serves it.
+
+// maxClaimRounds bounds how often one claim replaces loans it lost to others.
+const maxClaimRounds = 10
+
+// serveRows serves request id with the rows strategy, retrying a deadlock
+// victim's transaction (InnoDB may pick one when the order index is missing).
+func (e *Engine) serveRows(ctx context.Context, task *Task, id int64) error {
+	rl, ok := e.Driver.(drivers.RowLocker)
+	if !ok {
+		return problem.Usagef("lock strategy rows is not available on %s: use one of %s", e.Driver.Name(), strategyList(e.Driver))
+	}
+	req, err := e.Request(ctx, id)
+	if err != nil || req.Status != StatusPending {
+		return err
+	}
+	if task.MaxActive > 0 {
+		// Outside the claim transaction and idempotent: the row must exist
+		// before it can be locked. A concurrent first call may insert it too.
+		if _, err := e.DB.ExecContext(ctx, e.sql().UserLockEnsure, task.ID, req.User); err != nil && !e.Driver.IsUniqueViolation(err) {
+			return fmt.Errorf("preparing the per-user lock of %s: %w", req.User, err)
+		}
+	}
+	for attempt := 0; ; attempt++ {
+		err := e.claimRows(ctx, rl, task, req)
+		if attempt < 5 && drivers.IsDeadlock(e.Driver, err) {
+			continue
+		}
+		return err
+	}
+}
+
+func (e *Engine) claimRows(ctx context.Context, rl drivers.RowLocker, task *Task, req *Request) error {
+	tx, err := e.DB.BeginTx(ctx, rl.RowsTxOptions())
+	if err != nil {
+		return fmt.Errorf("beginning the claim transaction: %w", err)
+	}
+	defer tx.Rollback() // no-op after Commit
+	allow := req.Requested
+	if task.MaxActive > 0 {
+		var locked int64
+		if err := tx.QueryRowContext(ctx, e.sql().UserLock, task.ID, req.User).Scan(&locked); err != nil {
+			return fmt.Errorf("locking the per-user cap of %s in task %s: %w", req.User, task.Name, err)
+		}
+		var active int
+		if err := tx.QueryRowContext(ctx, e.sql().ActiveCountForUser, task.ID, req.User).Scan(&active); err != nil {
+			return fmt.Errorf("counting active work of %s: %w", req.User, err)
+		}
+		allow = max(0, min(allow, task.MaxActive-active))
+	}
+	run := QueryRun{Holder: e.Holder, Strategy: string(drivers.Rows)}
+	if err := tx.QueryRowContext(ctx, e.sql().Now).Scan(&run.startedRaw); err != nil {
+		return fmt.Errorf("reading the database clock: %w", err)
+	}
+	t0 := time.Now()
+	if task.QueryDelay > 0 && allow > 0 {
+		if err := pause.For(ctx, task.QueryDelay); err != nil {
+			return err
+		}
+	}
+	var assigned []int64
+	for round := 0; len(assigned) < allow && round < maxClaimRounds; round++ {
+		want := allow - len(assigned)
+		keys, err := rl.LockRows(ctx, tx, task.criteria(), task.ID, want)
+		if err != nil {
+			return fmt.Errorf("claiming rows of task %s: %w", task.Name, err)
+		}
+		if round == 0 && e.afterQuery != nil {
+			e.afterQuery()
+		}
+		run.RowsFound += len(keys)
+		for _, loan := range keys {
+			ok, err := e.insertClaimed(ctx, tx, task, loan, req)
+			if err != nil {
+				return err
+			}
+			if ok {
+				assigned = append(assigned, loan)
+			}
+		}
+		if len(keys) < want {
+			break // nothing more to lock: the rest is assigned or held by others
+		}
+	}
+	run.DurationMS = time.Since(t0).Milliseconds()
+	take := len(assigned)
+	status := StatusAssigned
+	switch {
+	case take == 0:
+		status = StatusEmpty
+	case take < req.Requested:
+		status = StatusPartial
+	}
+	res, err := tx.ExecContext(ctx, e.sql().RequestFinish, take, status, req.ID)
+	if err != nil {
+		return fmt.Errorf("finishing request %d: %w", req.ID, err)
+	}
+	if n, _ := res.RowsAffected(); n != 1 {
+		return nil // served meanwhile by another caller (work status): roll back ours
+	}
+	run.RequestsServed, run.LoansAssigned = 1, take
+	if _, err := tx.ExecContext(ctx, e.sql().QueryRunInsert, task.ID, run.Strategy, truncate(run.Holder, 100), run.startedRaw,
+		run.DurationMS, run.RowsFound, run.RequestsServed, run.LoansAssigned); err != nil {
+		return fmt.Errorf("logging the claim: %w", err)
+	}
+	if e.beforeCommit != nil {
+		e.beforeCommit()
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("committing the claim of task %s: %w", task.Name, err)
+	}
+	return nil
+}
+
+// insertClaimed assigns one locked loan; false when another caller assigned
+// it after this claim's snapshot (then the database's one-active-row
+// constraint refuses it: no row inserted, or a unique violation that undoes
+// this statement only).
+func (e *Engine) insertClaimed(ctx context.Context, tx *sql.Tx, task *Task, loan int64, req *Request) (bool, error) {
+	res, err := tx.ExecContext(ctx, e.sql().WorkInsertRows, task.ID, loan, req.User, req.ID)
+	if err != nil {
+		if e.Driver.IsUniqueViolation(err) {
+			return false, nil
+		}
+		return false, fmt.Errorf("assigning loan %d to %s: %w", loan, req.User, err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return false, fmt.Errorf("assigning loan %d to %s: %w", loan, req.User, err)
+	}
+	return n == 1, nil
+}
+
+// checkLockable is `task create --lock rows`: the criteria must be lockable
+// row by row. It runs the claim once (one row, in a transaction rolled back)
+// so the database itself says why not — FOR UPDATE refused with DISTINCT,
+// GROUP BY, aggregates or such views — and asks drivers that accept a locking
+// read of a view they cannot lock (LockableChecker).
+func (e *Engine) checkLockable(ctx context.Context, t *Task) error {
+	rl, ok := e.Driver.(drivers.RowLocker)
+	if !ok {
+		return problem.Usagef("lock strategy rows is not available on %s: use one of %s", e.Driver.Name(), strategyList(e.Driver))
+	}
+	tx, err := e.DB.BeginTx(ctx, rl.RowsTxOptions())
+	if err != nil {
+		return fmt.Errorf("checking the criteria: %w", err)
+	}
+	defer tx.Rollback()
+	cannot := func(reason string, err error) error {
+		return &problem.Error{Kind: problem.Usage, Err: err,
+			Msg:  fmt.Sprintf("the criteria of task %q cannot be locked row by row (--lock rows): %s", t.Name, reason),
+			Hint: "lock rows needs a plain table, or a view over one table without DISTINCT, GROUP BY, aggregates or UNION; otherwise use --lock skip"}
+	}
+	if lc, ok := e.Driver.(drivers.LockableChecker); ok {
+		reason, err := lc.CheckLockable(ctx, tx, t.Source)
+		if err != nil {
+			return fmt.Errorf("checking the criteria: %w", err)
+		}
+		if reason != "" {
+			return cannot(fmt.Sprintf("%s %s", t.Source, reason), nil)
+		}
+	}
+	if _, err := rl.LockRows(ctx, tx, t.criteria(), 0, 1); err != nil {
+		return cannot("the database refuses the locking query", err)
+	}
+	return nil
+}

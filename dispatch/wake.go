@@ -1,0 +1,195 @@
+package dispatch
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/loanq/loanq/drivers"
+	"github.com/loanq/loanq/internal/pause"
+	"github.com/loanq/loanq/internal/proc"
+)
+
+// Waiting (docs/algorithm.md, "Waiting"). A caller whose request is still
+// pending after a busy answer does not sleep a fixed delay: it waits for the
+// holder's commit and then looks at once.
+//
+//   - Row-lock strategies: it queues on the task row with a plain FOR UPDATE
+//     whose wait is bounded by `bound` (the smaller of the recheck step and
+//     the caller's remaining timeout). The database grants the lock the moment
+//     the holder commits or dies; the waiter then reads its request and rolls
+//     back at once. So a waiter never holds a transaction longer than the
+//     holder holds the lock, and it holds the lock itself only for one
+//     primary-key read. Served: done. Still pending: the lock is free, and the
+//     caller's next serve takes it with the task's own strategy.
+//   - Lease (and SQLite, which has only lease): there is no lock to queue on,
+//     so it polls its request row (one primary-key read joined to the task
+//     row) at an interval adapted to the task's recent criteria-query time,
+//     and looks again as soon as the request is served, the lease is free, or
+//     the lease holder is a process of this host that is gone.
+
+// minPoll is the shortest poll interval: a local indexed read every 25 ms is
+// nothing to any database, and well within "tens of milliseconds".
+const minPoll = 25 * time.Millisecond
+
+// await waits at most bound for the request to be served or the task lock to
+// become free. It returns early on either, with served true when it saw the
+// request served; only a cancelled ctx or a failing database is an error.
+func (e *Engine) await(ctx context.Context, task *Task, strategy drivers.Strategy, id int64, bound time.Duration) (served bool, err error) {
+	if strategy != drivers.Lease && e.sql().LockWaitBounded != "" {
+		return e.awaitLock(ctx, task, id, bound)
+	}
+	return e.pollRequest(ctx, task, id, bound)
+}
+
+// awaitLock queues on the task row, bounded, then reads the request.
+func (e *Engine) awaitLock(ctx context.Context, task *Task, id int64, bound time.Duration) (served bool, err error) {
+	s := e.sql()
+	// A dedicated connection: a session setting changed for the wait must
+	// be put back on this very connection before the pool hands it out.
+	conn, err := e.DB.Conn(ctx)
+	if err != nil {
+		return false, fmt.Errorf("waiting for the lock of task %s: %w", task.Name, err)
+	}
+	defer conn.Close()
+	var saved any
+	if s.WaitLockSave != "" {
+		if err := conn.QueryRowContext(ctx, s.WaitLockSave).Scan(&saved); err != nil {
+			return false, fmt.Errorf("reading the session lock wait limit: %w", err)
+		}
+		defer func() {
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			defer cancel()
+			if _, rerr := conn.ExecContext(rctx, s.WaitLockRestore, saved); rerr != nil {
+				// Never hand a connection with a changed lock wait limit back
+				// to the pool: make database/sql close it instead.
+				_ = conn.Raw(func(any) error { return driver.ErrBadConn })
+			}
+		}()
+	}
+	tx, err := conn.BeginTx(ctx, nil)
+	if err != nil {
+		return false, fmt.Errorf("waiting for the lock of task %s: %w", task.Name, err)
+	}
+	defer tx.Rollback()
+	if s.WaitLockSet != "" {
+		if _, err := tx.ExecContext(ctx, s.WaitLockSet, bound.Milliseconds()); err != nil {
+			return false, fmt.Errorf("bounding the lock wait: %w", err)
+		}
+	}
+	// The database bounds the wait; the context is only a safety net in case
+	// it does not (a limit rounded up to whole seconds, a lost setting).
+	seconds := max(1, int((bound+time.Second-1)/time.Second))
+	lockCtx, cancel := context.WithTimeout(ctx, time.Duration(seconds)*time.Second+2*time.Second)
+	defer cancel()
+	var locked int64
+	err = tx.QueryRowContext(lockCtx, s.BoundedLock(seconds), task.ID).Scan(&locked)
+	switch {
+	case err == nil:
+	case e.Driver.IsLockBusy(err), errors.Is(err, sql.ErrNoRows):
+		return false, nil // the bound passed: the caller looks again
+	case lockCtx.Err() != nil && ctx.Err() == nil:
+		return false, nil
+	default:
+		if ctx.Err() != nil {
+			return false, ctx.Err()
+		}
+		return false, fmt.Errorf("waiting for the lock of task %s: %w", task.Name, err)
+	}
+	// Granted: the holder committed (or died). Read the request, then give the
+	// lock back at once (the deferred rollback) whatever it says.
+	var status string
+	var owner sql.NullString
+	var free int
+	if err := tx.QueryRowContext(ctx, s.RequestWake, id).Scan(&status, &owner, &free); err != nil {
+		return false, fmt.Errorf("reading request %d: %w", id, err)
+	}
+	return status != StatusPending, nil
+}
+
+// pollRequest polls the request row until it is served, the lease is free or
+// held by a dead process of this host, or bound passes.
+func (e *Engine) pollRequest(ctx context.Context, task *Task, id int64, bound time.Duration) (served bool, err error) {
+	interval := e.pollInterval(ctx, task, bound)
+	end := time.Now().Add(bound)
+	for {
+		step := min(interval, time.Until(end))
+		if step <= 0 {
+			return false, nil
+		}
+		if err := pause.For(ctx, step); err != nil {
+			return false, err
+		}
+		var status string
+		var owner sql.NullString
+		var free int
+		if err := e.DB.QueryRowContext(ctx, e.sql().RequestWake, id).Scan(&status, &owner, &free); err != nil {
+			return false, fmt.Errorf("reading request %d: %w", id, err)
+		}
+		if status != StatusPending {
+			return true, nil
+		}
+		if free == 1 || (owner.Valid && proc.DeadOnThisHost(owner.String)) {
+			return false, nil
+		}
+	}
+}
+
+// pollInterval is a quarter of the task's recent criteria-query time, at
+// least minPoll and at most bound (the recheck step: 5/10/20 s by default,
+// the ceiling for heavy queries).
+func (e *Engine) pollInterval(ctx context.Context, task *Task, bound time.Duration) time.Duration {
+	return min(bound, max(minPoll, e.recentQueryTime(ctx, task)/4))
+}
+
+// recentQueryTime is the mean duration of the task's ten latest criteria-query
+// runs (loanq_query_run), or its --query-delay when none is logged yet.
+func (e *Engine) recentQueryTime(ctx context.Context, task *Task) time.Duration {
+	var runs, meanMS int64
+	if err := e.DB.QueryRowContext(ctx, e.sql().RecentRuns, task.ID).Scan(&runs, &meanMS); err != nil || runs == 0 {
+		return task.QueryDelay
+	}
+	return time.Duration(meanMS) * time.Millisecond
+}
+
+// heartbeat renews the lease every TTL/3 until the returned stop is called
+// (idempotent; it waits for the renewing goroutine). A renewal that finds the
+// lease no longer this holder's stops renewing: the fence at commit refuses.
+func (e *Engine) heartbeat(ctx context.Context, task *Task, token int64) (stop func()) {
+	hctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		tick := time.NewTicker(max(task.LeaseTTL/3, 100*time.Millisecond))
+		defer tick.Stop()
+		for {
+			select {
+			case <-hctx.Done():
+				return
+			case <-tick.C:
+			}
+			res, err := e.DB.ExecContext(hctx, e.sql().LeaseRenew, task.LeaseTTL.Milliseconds(), task.ID, e.Holder, token)
+			if err != nil {
+				continue // try again at the next tick; the fence decides
+			}
+			if n, err := res.RowsAffected(); err == nil && n == 0 {
+				return // lost (expired and taken, or released)
+			}
+			if e.renewed != nil {
+				e.renewed()
+			}
+		}
+	}()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			cancel()
+			wg.Wait()
+		})
+	}
+}
