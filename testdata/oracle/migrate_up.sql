@@ -221,7 +221,61 @@ INSERT INTO loanq_schema_version (version_id, is_applied) VALUES (:1, 1)
 
 -- (commit)
 
--- 23, autocommit
+-- (begin)
+
+-- 23, in transaction
+ALTER TABLE loanq_task DROP CONSTRAINT loanq_task_lock_ck
+/
+
+-- 24, in transaction
+ALTER TABLE loanq_task ADD CONSTRAINT loanq_task_lock_ck
+    CHECK (lock_strategy IN ('skip', 'nowait', 'wait', 'lease', 'rows'))
+/
+
+-- 25, in transaction
+CREATE TABLE loanq_task_user (
+    task_id   NUMBER(19)         NOT NULL,
+    user_name VARCHAR2(100 CHAR) NOT NULL,
+    CONSTRAINT loanq_task_user_pk PRIMARY KEY (task_id, user_name)
+)
+/
+
+-- 26, in transaction
+CREATE INDEX loanq_work_request_rate_ix ON loanq_work_request (task_id, created_at)
+/
+
+-- 27, in transaction
+CREATE GLOBAL TEMPORARY TABLE loanq_rows_locked (
+    seq     NUMBER(10) NOT NULL,
+    loan_id NUMBER(19) NOT NULL
+) ON COMMIT DELETE ROWS
+/
+
+-- 28, in transaction
+CREATE OR REPLACE PROCEDURE loanq_lock_rows (p_task IN NUMBER, p_max IN NUMBER, p_query IN VARCHAR2) IS
+    c    SYS_REFCURSOR;
+    l_id NUMBER(19);
+    l_n  PLS_INTEGER := 0;
+BEGIN
+    DELETE FROM loanq_rows_locked;
+    OPEN c FOR p_query USING p_task;
+    WHILE l_n < p_max LOOP
+        FETCH c INTO l_id;
+        EXIT WHEN c%NOTFOUND;
+        l_n := l_n + 1;
+        INSERT INTO loanq_rows_locked (seq, loan_id) VALUES (l_n, l_id);
+    END LOOP;
+    CLOSE c;
+END loanq_lock_rows;
+/
+
+-- 29, in transaction; binds :1 = 3
+INSERT INTO loanq_schema_version (version_id, is_applied) VALUES (:1, 1)
+/
+
+-- (commit)
+
+-- 30, autocommit
 SELECT MAX(version_id) FROM loanq_schema_version
 /
 

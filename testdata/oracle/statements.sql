@@ -137,6 +137,69 @@ FROM (
 ORDER BY assigned_at, id
 /
 
+-- RequestWake: wake-up: a waiting caller reads its request and the task's lease
+SELECT r.status, t.lease_owner,
+       CASE WHEN t.lease_owner IS NULL OR t.lease_expires_at <= SYS_EXTRACT_UTC(SYSTIMESTAMP) THEN 1 ELSE 0 END
+FROM loanq_work_request r JOIN loanq_task t ON t.id = r.task_id
+WHERE r.id = :1
+/
+
+-- WaitLockSave: wake-up: read the session lock wait limit
+
+/
+
+-- WaitLockSet: wake-up: bound the waiter's lock wait
+
+/
+
+-- WaitLockRestore: wake-up: restore the session lock wait limit
+
+/
+
+-- LockWaitBounded: wake-up: queue on the task lock, bounded
+SELECT id FROM loanq_task WHERE id = :1 FOR UPDATE WAIT {wait_s}
+/
+
+-- RecentRuns: wake-up and coalescing: recent criteria-query time of a task
+SELECT COUNT(*), NVL(ROUND(AVG(duration_ms)), 0) FROM (
+  SELECT duration_ms FROM loanq_query_run WHERE task_id = :1 ORDER BY id DESC
+  FETCH FIRST 10 ROWS ONLY)
+/
+
+-- RequestRate: coalescing: recent arrival rate of a task's requests
+SELECT COUNT(*), NVL(SUM(requested), 0) FROM loanq_work_request
+WHERE task_id = :1 AND created_at > SYS_EXTRACT_UTC(SYSTIMESTAMP) - NUMTODSINTERVAL(:2 / 1000, 'SECOND')
+/
+
+-- LeaseRenew: lease heartbeat: renew the lease while the criteria query runs
+UPDATE loanq_task SET lease_expires_at = SYS_EXTRACT_UTC(SYSTIMESTAMP) + NUMTODSINTERVAL(:1 / 1000, 'SECOND')
+WHERE id = :2 AND lease_owner = :3 AND lease_token = :4 AND lease_expires_at > SYS_EXTRACT_UTC(SYSTIMESTAMP)
+/
+
+-- LeaseHolder: lease: who holds an unexpired lease
+SELECT lease_owner FROM loanq_task WHERE id = :1 AND lease_owner IS NOT NULL AND lease_expires_at > SYS_EXTRACT_UTC(SYSTIMESTAMP)
+/
+
+-- LeaseTakeOver: lease: take over the lease of a dead holder of this host
+UPDATE loanq_task
+SET lease_owner = :1, lease_token = lease_token + 1,
+    lease_expires_at = SYS_EXTRACT_UTC(SYSTIMESTAMP) + NUMTODSINTERVAL(:2 / 1000, 'SECOND')
+WHERE id = :3 AND lease_owner = :4
+/
+
+-- UserLockEnsure: rows: make sure the per-user cap lock row exists
+INSERT INTO loanq_task_user (task_id, user_name) VALUES (:1, :2)
+/
+
+-- UserLock: rows: lock the per-user cap row
+SELECT task_id FROM loanq_task_user WHERE task_id = :1 AND user_name = :2 FOR UPDATE
+/
+
+-- WorkInsertRows: rows: assign a locked loan unless it was assigned meanwhile
+INSERT INTO loanq_work (task_id, loan_id, user_name, request_id, assigned_at)
+VALUES (:1, :2, :3, :4, SYS_EXTRACT_UTC(SYSTIMESTAMP))
+/
+
 -- BenchReset: bench: empty the item table
 DELETE FROM loanq_bench_item
 /
