@@ -210,7 +210,7 @@ func TestConcurrentGetsNeverShareALoan(t *testing.T) {
 					t.Errorf("query-run log says %d requests served, %d were made", served, requests)
 				}
 				t.Logf("%s: %d requests served by %d criteria-query runs", s, requests, runs)
-				if runs >= requests {
+				if runs >= requests && s != drivers.Rows { // rows: each caller claims for itself
 					// Coalescing: callers that found the lock held were served
 					// by the holder's next round, many per query.
 					t.Errorf("criteria query ran %d times for %d requests: no coalescing", runs, requests)
@@ -234,6 +234,9 @@ func TestRequestArrivingBeforeHolderCommitIsServed(t *testing.T) {
 		}
 		for _, s := range f.d.Strategies() {
 			t.Run(string(s), func(t *testing.T) {
+				if s == drivers.Rows {
+					t.Skip("rows has no coalescing: every caller claims for its own request (TestRowsLateRequestServedByItsCaller)")
+				}
 				task := f.task(t, dispatch.TaskSpec{Name: "race-" + string(s), Lock: s})
 				other := f.engine(t)
 				var lateID int64
@@ -274,6 +277,9 @@ func TestRequestArrivingDuringQueryIsServedByTheSameRun(t *testing.T) {
 		ctx := context.Background()
 		for _, s := range f.d.Strategies() {
 			t.Run(string(s), func(t *testing.T) {
+				if s == drivers.Rows {
+					t.Skip("rows has no coalescing: every caller claims for its own request (TestRowsLateRequestServedByItsCaller)")
+				}
 				task := f.task(t, dispatch.TaskSpec{Name: "late-" + string(s), Lock: s})
 				other := f.engine(t)
 				var lateID int64

@@ -225,7 +225,13 @@ func (e *Engine) serveRoundRowLock(ctx context.Context, task *Task, strategy dri
 	case err != nil:
 		return fmt.Errorf("taking the lock of task %s (%s): %w", task.Name, strategy, err)
 	}
+	return e.serveLocked(ctx, tx, task, strategy)
+}
 
+// serveLocked serves the pending requests inside tx, which holds the task's
+// row lock (taken by serveRoundRowLock, or by a waiter in awaitLock), and
+// commits.
+func (e *Engine) serveLocked(ctx context.Context, tx *sql.Tx, task *Task, strategy drivers.Strategy) error {
 	pending, err := e.pending(ctx, tx, task.ID)
 	if err != nil || len(pending) == 0 {
 		return err

@@ -23,9 +23,10 @@ import (
 //     the caller's remaining timeout). The database grants the lock the moment
 //     the holder commits or dies; the waiter then reads its request and rolls
 //     back at once. So a waiter never holds a transaction longer than the
-//     holder holds the lock, and it holds the lock itself only for one
-//     primary-key read. Served: done. Still pending: the lock is free, and the
-//     caller's next serve takes it with the task's own strategy.
+//     holder holds the lock. Served: it rolls back at once (it held the lock
+//     for one primary-key read). Still pending: the holder is gone and this
+//     caller holds the lock: it serves the pending requests in that same
+//     transaction, as a holder would.
 //   - Lease (and SQLite, which has only lease): there is no lock to queue on,
 //     so it polls its request row (one primary-key read joined to the task
 //     row) at an interval adapted to the task's recent criteria-query time,
@@ -75,7 +76,7 @@ func (e *Engine) awaitLock(ctx context.Context, task *Task, id int64, bound time
 	if err != nil {
 		return false, fmt.Errorf("waiting for the lock of task %s: %w", task.Name, err)
 	}
-	defer tx.Rollback()
+	defer tx.Rollback() // no-op after serveLocked's commit
 	if s.WaitLockSet != "" {
 		if _, err := tx.ExecContext(ctx, s.WaitLockSet, bound.Milliseconds()); err != nil {
 			return false, fmt.Errorf("bounding the lock wait: %w", err)
@@ -100,15 +101,28 @@ func (e *Engine) awaitLock(ctx context.Context, task *Task, id int64, bound time
 		}
 		return false, fmt.Errorf("waiting for the lock of task %s: %w", task.Name, err)
 	}
-	// Granted: the holder committed (or died). Read the request, then give the
-	// lock back at once (the deferred rollback) whatever it says.
+	// Granted: the holder committed (or died). The bound was for the queue
+	// only: serving statements wait as long as the session normally allows.
+	if s.WaitLockRestore != "" {
+		if _, err := tx.ExecContext(ctx, s.WaitLockRestore, saved); err != nil {
+			return false, fmt.Errorf("restoring the session lock wait limit: %w", err)
+		}
+	}
 	var status string
 	var owner sql.NullString
 	var free int
 	if err := tx.QueryRowContext(ctx, s.RequestWake, id).Scan(&status, &owner, &free); err != nil {
 		return false, fmt.Errorf("reading request %d: %w", id, err)
 	}
-	return status != StatusPending, nil
+	if status != StatusPending {
+		return true, nil // served: give the lock back at once (deferred rollback)
+	}
+	// Still pending, and this caller holds the task lock: it is the holder
+	// now and serves. (Releasing it to take it again with the task's own
+	// strategy would let the next queued waiter grab it, and so on: with
+	// many waiters the lock would pass from waiter to waiter while nobody
+	// serves.) The caller's next serve looks for what arrived meanwhile.
+	return false, e.serveLocked(ctx, tx, task, drivers.Wait)
 }
 
 // pollRequest polls the request row until it is served, the lease is free or

@@ -96,14 +96,15 @@ type Statements struct {
 	// none), lease free (1 when no unexpired lease, else 0). What a waiting
 	// caller reads: after its queued lock was granted, or at each poll.
 	RequestWake string `purpose:"wake-up: a waiting caller reads its request and the task's lease"`
-	// WaitLockSave binds nothing: the session's lock wait limit, to restore
-	// after a bounded wait. Empty where the limit ends with the transaction.
+	// WaitLockSave binds nothing: the session's lock wait limit, read on the
+	// waiter's connection before its transaction, to restore afterwards.
 	WaitLockSave string `purpose:"wake-up: read the session lock wait limit" empty:"the bounded wait needs no session setting restored"`
 	// WaitLockSet binds: milliseconds. Sent in the waiter's transaction just
 	// before LockWaitBounded: it bounds how long the queued lock waits.
 	WaitLockSet string `purpose:"wake-up: bound the waiter's lock wait" empty:"the bound is written in LockWaitBounded"`
-	// WaitLockRestore binds: the value WaitLockSave read. Sent after the
-	// waiter's transaction, on the same connection.
+	// WaitLockRestore binds: the value WaitLockSave read. Sent in the
+	// waiter's transaction as soon as the lock is granted (the waiter may go
+	// on to serve), and on the same connection after the transaction.
 	WaitLockRestore string `purpose:"wake-up: restore the session lock wait limit" empty:"the bounded wait needs no session setting restored"`
 	// LockWaitBounded binds: task id. A plain queued FOR UPDATE on the task
 	// row; {wait_s} is replaced by the bound in whole seconds (Oracle's

@@ -79,14 +79,15 @@ ORDER BY w.assigned_at, w.id`,
 
 	// Wake-ups, heartbeat, rows (docs/algorithm.md). A waiter queues on the
 	// task row with the wait lock, bounded by lock_timeout for this
-	// transaction only (set_config(…, true) is SET LOCAL): nothing to restore.
+	// transaction only (set_config(…, true) is SET LOCAL), and puts the
+	// setting back once the lock is granted, for the serving statements.
 	RequestWake: `SELECT r.status, t.lease_owner,
        CASE WHEN t.lease_owner IS NULL OR t.lease_expires_at <= clock_timestamp() THEN 1 ELSE 0 END
 FROM loanq_work_request r JOIN loanq_task t ON t.id = r.task_id
 WHERE r.id = $1`,
-	WaitLockSave:    ``,
+	WaitLockSave:    `SELECT current_setting('lock_timeout')`,
 	WaitLockSet:     `SELECT set_config('lock_timeout', $1::bigint || 'ms', true)`,
-	WaitLockRestore: ``,
+	WaitLockRestore: `SELECT set_config('lock_timeout', $1, true)`,
 	LockWaitBounded: `SELECT id FROM loanq_task WHERE id = $1 FOR NO KEY UPDATE`,
 	RecentRuns: `SELECT COUNT(*), COALESCE(AVG(duration_ms), 0)::bigint FROM (
   SELECT duration_ms FROM loanq_query_run WHERE task_id = $1 ORDER BY id DESC LIMIT 10) r`,
