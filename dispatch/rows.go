@@ -83,11 +83,6 @@ func (e *Engine) claimRows(ctx context.Context, rl drivers.RowLocker, task *Task
 		return fmt.Errorf("reading the database clock: %w", err)
 	}
 	t0 := time.Now()
-	if task.QueryDelay > 0 && allow > 0 {
-		if err := pause.For(ctx, task.QueryDelay); err != nil {
-			return err
-		}
-	}
 	var assigned []int64
 	for round := 0; len(assigned) < allow && round < maxClaimRounds; round++ {
 		want := allow - len(assigned)
@@ -95,8 +90,17 @@ func (e *Engine) claimRows(ctx context.Context, rl drivers.RowLocker, task *Task
 		if err != nil {
 			return fmt.Errorf("claiming rows of task %s: %w", task.Name, err)
 		}
-		if round == 0 && e.afterQuery != nil {
-			e.afterQuery()
+		if round == 0 {
+			// --query-delay stands for a heavy criteria query; here the
+			// claimed rows stay locked meanwhile, as they would.
+			if task.QueryDelay > 0 {
+				if err := pause.For(ctx, task.QueryDelay); err != nil {
+					return err
+				}
+			}
+			if e.afterQuery != nil {
+				e.afterQuery()
+			}
 		}
 		run.RowsFound += len(keys)
 		for _, loan := range keys {

@@ -21,7 +21,7 @@ import (
 type recorder struct {
 	// canned answers a query with these rows (tests of the engine's own reads)
 	canned map[string][][]driver.Value
-	store StoreSQL
+	store  StoreSQL
 
 	mu      sync.Mutex
 	calls   []call
