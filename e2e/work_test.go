@@ -84,7 +84,7 @@ func TestProcessesNeverShareALoan(t *testing.T) {
 				id := taskID(t, e, task)
 				runs := testdb.Int(t, d, e.DB, "SELECT COUNT(*) FROM loanq_query_run WHERE task_id = ?", id)
 				t.Logf("%s: %d requests from %d processes served by %d criteria-query runs", s, procs, procs, runs)
-				if runs >= procs {
+				if runs >= procs && s != drivers.Rows { // rows: every caller claims for itself
 					t.Errorf("criteria query ran %d times for %d requests: no coalescing", runs, procs)
 				}
 				testdb.Exec(t, d, e.DB, "UPDATE loanq_work SET disposition = 'complete', disposed_at = assigned_at WHERE task_id = ?", id)
@@ -135,6 +135,9 @@ func TestHolderKilledMidQuery(t *testing.T) {
 	testdb.Each(t, func(t *testing.T, dsn string) {
 		d, e := prepare(t, dsn, 20)
 		for _, s := range d.Strategies() {
+			if s == drivers.Rows {
+				continue // no task lock: TestRowsClaimerKilledMidClaim
+			}
 			t.Run(string(s), func(t *testing.T) {
 				task := "kill-" + string(s)
 				mustOK(t, dsn, "admin", "task", "create", task, "--where", "eligible = 1", "--order", "priority",
