@@ -34,16 +34,23 @@ allowed to create tasks.
 
 Examples:
    loanq task create verify-bank --where "statements_submitted = 1 AND statements_verified = 0" --order "submitted_at"
-   loanq task create big-loans --source loan_view --key loan_id --where "amount > 500000" --max-active 5 --if-not-exists`,
+   loanq task create big-loans --source loan_view --key loan_id --where "amount > 500000" --max-active 5 --if-not-exists
+   loanq task create quick-calls --where "call_due = 1" --order "priority DESC" --lock rows
+
+--lock rows (PostgreSQL, MySQL/MariaDB, Oracle): no task lock; every caller
+claims its loans straight from the source with the database's skip-locked
+syntax. The criteria must be lockable row by row (no DISTINCT, GROUP BY,
+aggregates or UNION in the source): task create checks it and says why not.
+Give the source an index matching the criteria and the order.`,
 				Flags: []cli.Flag{
 					&cli.StringFlag{Name: "where", Usage: "SQL condition selecting the task's loans (required)"},
 					&cli.StringFlag{Name: "order", Usage: "SQL ORDER BY list: highest priority first (the key breaks ties)"},
 					&cli.StringFlag{Name: "source", Value: "loan", Usage: "table or view holding the loans"},
 					&cli.StringFlag{Name: "key", Value: "id", Usage: "column of --source holding the 64-bit loan id"},
 					&cli.IntFlag{Name: "max-active", Usage: "cap on each user's active work in this task (0: none)"},
-					&cli.StringFlag{Name: "lock", Usage: "lock strategy: skip, nowait, wait or lease (default: skip; lease on SQLite)"},
+					&cli.StringFlag{Name: "lock", Usage: "lock strategy: skip, nowait, wait, lease or rows (default: skip; lease on SQLite, which has no rows)"},
 					&cli.StringFlag{Name: "query-delay", Value: "0s", Usage: "sleep this long inside the locked section: simulates a heavy criteria query (demos, tests)"},
-					&cli.StringFlag{Name: "lease-ttl", Value: dispatch.DefaultLeaseTTL.String(), Usage: "how long a lease lasts (strategy lease)"},
+					&cli.StringFlag{Name: "lease-ttl", Value: dispatch.DefaultLeaseTTL.String(), Usage: "how long a lease lasts without renewal (strategy lease; its holder renews it every TTL/3 while it works)"},
 					&cli.BoolFlag{Name: "if-not-exists", Usage: "succeed without change when an identical task exists (for scripts)"},
 				},
 				Action: taskCreate,
