@@ -154,7 +154,16 @@ func (e *Engine) serveUntilDone(ctx context.Context, task *Task, strategy driver
 		// most `wait`; then serve and look again. The last round after the
 		// timeout passes takes no lock wait (the deadline bounds it).
 		if served, err = e.await(ctx, task, strategy, id, wait); err != nil {
-			return req, err
+			if ctx.Err() != nil {
+				return req, ctx.Err()
+			}
+			// The wait failed (a connection cut, a server restart): sleep a
+			// little instead, then serve again; a failure that lasts is
+			// reported by serve, with the request id to recheck.
+			served = false
+			if err := pause.For(ctx, min(wait, time.Second)); err != nil {
+				return req, err
+			}
 		}
 	}
 }
