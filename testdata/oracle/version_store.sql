@@ -4,7 +4,8 @@
 -- rejects one after plain SQL); '/' on its own line runs it in SQL*Plus/SQLcl.
 
 -- TableExists
-SELECT COUNT(*) FROM user_tables WHERE table_name = :1
+SELECT COUNT(*) FROM all_tables
+WHERE owner = SYS_CONTEXT('USERENV', 'CURRENT_SCHEMA') AND table_name = :1
 /
 
 -- CreateVersionTable
