@@ -19,7 +19,8 @@ import (
 //   - is_applied is NUMBER(1): Oracle has no BOOLEAN column type before 23ai.
 //   - tstamp defaults to SYS_EXTRACT_UTC(SYSTIMESTAMP), the database clock in
 //     UTC like every other loanq timestamp.
-//   - id is an identity column (12c+), so rows keep their insertion order.
+//   - id is an identity column (12c+); it breaks ties of tstamp, which
+//     orders the rows (identity values are not in time order on RAC).
 //   - No statement ends with ';' (ORA-00933/ORA-00911 on plain SQL), binds are
 //     :1, :2.
 //
@@ -78,13 +79,15 @@ WHERE owner = SYS_CONTEXT('USERENV', 'CURRENT_SCHEMA') AND table_name = :1`,
 		// goose only ever records applied versions (is_applied true).
 		Insert: `INSERT INTO ` + t + ` (version_id, is_applied) VALUES (:1, 1)`,
 		Delete: `DELETE FROM ` + t + ` WHERE version_id = :1`,
-		// FETCH FIRST (12c+) is safe: nothing here locks rows. id, not tstamp,
-		// orders: two rows may share a timestamp.
+		// FETCH FIRST (12c+) is safe: nothing here locks rows. Newest first by
+		// tstamp, then id for rows of one timestamp: on RAC the identity
+		// column is NOORDER (each instance caches its own range of ids), so
+		// id alone is not the order in which migrations were applied.
 		GetMigration: `SELECT tstamp, is_applied FROM ` + t + ` WHERE version_id = :1
-ORDER BY id DESC
+ORDER BY tstamp DESC, id DESC
 FETCH FIRST 1 ROWS ONLY`,
 		GetLatestVersion: `SELECT MAX(version_id) FROM ` + t,
-		ListMigrations:   `SELECT version_id, is_applied FROM ` + t + ` ORDER BY id DESC`,
+		ListMigrations:   `SELECT version_id, is_applied FROM ` + t + ` ORDER BY tstamp DESC, id DESC`,
 	}
 }
 

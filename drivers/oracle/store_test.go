@@ -125,3 +125,17 @@ func TestEmptyVersionTableIsVersionZero(t *testing.T) {
 		}
 	}
 }
+
+// goose's own table: the latest applied row is found by time, then id (the
+// identity column is NOORDER on RAC); task show's latest runs likewise.
+func TestOracleOrdersByTimeThenID(t *testing.T) {
+	s := newTestStore(t).SQL()
+	for name, q := range map[string]string{"GetMigration": s.GetMigration, "ListMigrations": s.ListMigrations} {
+		if !strings.Contains(q, "ORDER BY tstamp DESC, id DESC") {
+			t.Errorf("store %s:\n%s", name, q)
+		}
+	}
+	if q := (&Driver{}).Statements().TaskRuns; !strings.Contains(q, "ORDER BY started_at DESC, id DESC\nFETCH FIRST 10 ROWS ONLY") {
+		t.Errorf("TaskRuns:\n%s", q)
+	}
+}

@@ -18,7 +18,7 @@ WHERE owner = SYS_CONTEXT('USERENV', 'CURRENT_SCHEMA') AND table_name = :1
 /
 
 -- 4, autocommit
-SELECT version_id, is_applied FROM loanq_schema_version ORDER BY id DESC
+SELECT version_id, is_applied FROM loanq_schema_version ORDER BY tstamp DESC, id DESC
 /
 
 -- (begin)

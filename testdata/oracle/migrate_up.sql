@@ -35,11 +35,11 @@ INSERT INTO loanq_schema_version (version_id, is_applied) VALUES (:1, 1)
 -- (commit)
 
 -- 6, autocommit
-SELECT version_id, is_applied FROM loanq_schema_version ORDER BY id DESC
+SELECT version_id, is_applied FROM loanq_schema_version ORDER BY tstamp DESC, id DESC
 /
 
 -- 7, autocommit
-SELECT version_id, is_applied FROM loanq_schema_version ORDER BY id DESC
+SELECT version_id, is_applied FROM loanq_schema_version ORDER BY tstamp DESC, id DESC
 /
 
 -- (begin)

@@ -27,7 +27,7 @@ DELETE FROM loanq_schema_version WHERE version_id = :1
 
 -- GetMigration
 SELECT tstamp, is_applied FROM loanq_schema_version WHERE version_id = :1
-ORDER BY id DESC
+ORDER BY tstamp DESC, id DESC
 FETCH FIRST 1 ROWS ONLY
 /
 
@@ -36,6 +36,6 @@ SELECT MAX(version_id) FROM loanq_schema_version
 /
 
 -- ListMigrations
-SELECT version_id, is_applied FROM loanq_schema_version ORDER BY id DESC
+SELECT version_id, is_applied FROM loanq_schema_version ORDER BY tstamp DESC, id DESC
 /
 
