@@ -97,11 +97,20 @@ func TestBenchClaimText(t *testing.T) {
 		"SELECT id FROM loanq_bench_item WHERE status = 'ready' ORDER BY id\n        FOR UPDATE;",
 		"FOR i IN 1 .. p_max LOOP",
 		"EXIT WHEN c_skip%NOTFOUND;",
-		"UPDATE loanq_bench_item SET status = 'claimed' WHERE CURRENT OF c_skip;",
+		// skip: the update re-checks the row's current status and only rows
+		// it changed count, so a row finished between OPEN and FETCH is
+		// neither claimed again nor counted.
+		"    l_claimed PLS_INTEGER := 0;\n",
+		"        WHILE l_claimed < p_max LOOP\n",
+		"            UPDATE loanq_bench_item SET status = 'claimed' WHERE id = l_id AND status = 'ready';\n" +
+			"            l_claimed := l_claimed + SQL%ROWCOUNT;\n",
 	} {
 		if !strings.Contains(proc, want) {
 			t.Errorf("procedure lacks %q:\n%s", want, proc)
 		}
+	}
+	if strings.Contains(proc, "WHERE CURRENT OF c_skip") {
+		t.Errorf("the skip branch updates WHERE CURRENT OF without re-checking status:\n%s", proc)
 	}
 	// Every cursor opened is closed, and each mode has its cursor.
 	for _, c := range []string{"c_skip", "c_nowait", "c_wait"} {

@@ -46,6 +46,13 @@ CREATE INDEX loanq_bench_item_status_ix ON loanq_bench_item (status, id)
 -- locks a row only when it is fetched, skipping rows other sessions hold, so
 -- fetching p_max rows locks exactly p_max rows.
 --
+-- The skip cursor's rows were 'ready' when it was OPENed; a row that another
+-- session finished and committed before this FETCH reached it is no longer
+-- held, so FETCH locks and returns it, and whether Oracle re-checks the
+-- cursor's predicate then is not settled by its manuals. The UPDATE therefore
+-- re-checks status = 'ready' on the current row, and only a row it changed
+-- (SQL%ROWCOUNT = 1) counts towards p_max.
+--
 -- nowait and wait exist for the comparison with seed 001's NOSKIP run. A
 -- cursor without SKIP LOCKED locks every row of its result when it is OPENed,
 -- before the first fetch: wait therefore queues behind whoever holds any
@@ -64,13 +71,15 @@ CREATE OR REPLACE PROCEDURE loanq_bench_claim (p_max IN NUMBER, p_mode IN VARCHA
         SELECT id FROM loanq_bench_item WHERE status = 'ready' ORDER BY id
         FOR UPDATE;
     l_id loanq_bench_item.id%TYPE;
+    l_claimed PLS_INTEGER := 0;
 BEGIN
     IF p_mode = 'skip' THEN
         OPEN c_skip;
-        FOR i IN 1 .. p_max LOOP
+        WHILE l_claimed < p_max LOOP
             FETCH c_skip INTO l_id;
             EXIT WHEN c_skip%NOTFOUND;
-            UPDATE loanq_bench_item SET status = 'claimed' WHERE CURRENT OF c_skip;
+            UPDATE loanq_bench_item SET status = 'claimed' WHERE id = l_id AND status = 'ready';
+            l_claimed := l_claimed + SQL%ROWCOUNT;
         END LOOP;
         CLOSE c_skip;
     ELSIF p_mode = 'nowait' THEN
