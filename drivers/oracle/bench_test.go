@@ -86,8 +86,9 @@ func TestBenchClaimText(t *testing.T) {
 	if !strings.HasPrefix(proc, "CREATE OR REPLACE PROCEDURE loanq_bench_claim (p_max IN NUMBER, p_mode IN VARCHAR2) IS") {
 		t.Errorf("procedure signature changed (the claim calls bind p_max and pass p_mode):\n%s", proc)
 	}
-	// A row limit on a locking query is what seed 001 warns about: ROWNUM is
-	// applied after every row is locked, FETCH FIRST is rejected (ORA-02014).
+	// No row limit on a locking query: ROWNUM is applied before the rows are
+	// locked, so with SKIP LOCKED it returns fewer rows than asked when some
+	// of the first ones are held; FETCH FIRST is rejected (ORA-02014).
 	if u := strings.ToUpper(proc); strings.Contains(u, "ROWNUM") || strings.Contains(u, "FETCH FIRST") {
 		t.Errorf("procedure limits rows in SQL instead of fetching p_max:\n%s", proc)
 	}

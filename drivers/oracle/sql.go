@@ -61,8 +61,9 @@ WHERE id = :3 AND status = 'pending'`,
 	RequestLoans: `SELECT loan_id FROM loanq_work WHERE request_id = :1 ORDER BY id`,
 
 	// The task row is found by its primary key, so the lock covers exactly that
-	// row and no row limit is needed: Oracle applies ROWNUM/FETCH FIRST after it
-	// has locked every row the query visits (seed 001). A foreign-key check of a
+	// row and no row limit is needed; Oracle rejects FETCH FIRST with FOR UPDATE
+	// (ORA-02014) and applies ROWNUM before locking, so with SKIP LOCKED a
+	// ROWNUM limit returns fewer rows than asked. A foreign-key check of a
 	// new work request reads the parent's key index and does not wait for this
 	// row lock, so requests are still logged while the criteria query runs.
 	LockSkip:   `SELECT id FROM loanq_task WHERE id = :1 FOR UPDATE SKIP LOCKED`,
@@ -111,8 +112,10 @@ FROM (
 ORDER BY assigned_at, id`,
 
 	// The bench (loanq bench). A locking claim cannot be one SELECT: Oracle
-	// applies ROWNUM after locking every row the query returns and rejects
-	// FETCH FIRST with FOR UPDATE (ORA-02014). The claims call the PL/SQL
+	// applies ROWNUM before locking (COUNT STOPKEY under FOR UPDATE), so
+	// "ROWNUM <= K … FOR UPDATE SKIP LOCKED" picks K rows and then skips the
+	// held ones, returning fewer than K; and it rejects FETCH FIRST with
+	// FOR UPDATE (ORA-02014). The claims call the PL/SQL
 	// cursor procedure loanq_bench_claim (migrations/oracle/00002_bench.sql),
 	// which locks exactly the rows it fetches and marks them 'claimed' inside
 	// the caller's transaction; BenchClaimRead then reads them back — only this

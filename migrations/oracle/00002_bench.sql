@@ -40,11 +40,14 @@ CREATE INDEX loanq_bench_item_status_ix ON loanq_bench_item (status, id)
 -- an owner. Call it inside a transaction (autocommit off), like seed 001's
 -- getmynext, or the locks end with the call.
 --
--- Why a cursor and not one SELECT: Oracle applies ROWNUM after it has locked
--- every row the query returns, and rejects FETCH FIRST together with
--- FOR UPDATE (ORA-02014). A FOR UPDATE SKIP LOCKED cursor has no row limit but
--- locks a row only when it is fetched, skipping rows other sessions hold, so
--- fetching p_max rows locks exactly p_max rows.
+-- Why a cursor and not one SELECT: Oracle rejects FETCH FIRST together with
+-- FOR UPDATE (ORA-02014), and applies ROWNUM before it locks (COUNT STOPKEY
+-- sits under FOR UPDATE in the plan): "ROWNUM <= k FOR UPDATE SKIP LOCKED"
+-- picks k candidate rows first and then skips the held ones, so it returns
+-- fewer than k rows (none when all k are held) although free rows remain. A
+-- FOR UPDATE SKIP LOCKED cursor has no row limit but locks a row only when it
+-- is fetched, skipping rows other sessions hold, so fetching stops after
+-- p_max rows locked.
 --
 -- The skip cursor's rows were 'ready' when it was OPENed; a row that another
 -- session finished and committed before this FETCH reached it is no longer
