@@ -192,6 +192,13 @@ FROM loanq_bench_item`,
 // what makes FETCH FIRST safe here: Oracle rejects a row limit only on a
 // locking query, where it would lock every row before limiting.
 func criteriaQuery(src drivers.CriteriaSource) string {
+	return criteriaSelect(src) + `
+FETCH FIRST :2 ROWS ONLY`
+}
+
+// criteriaSelect is the criteria query up to its ORDER BY; its one bind, :1,
+// is the task id.
+func criteriaSelect(src drivers.CriteriaSource) string {
 	order := "src." + src.Key
 	if strings.TrimSpace(src.Order) != "" {
 		order = src.Order + ", src." + src.Key
@@ -204,8 +211,7 @@ WHERE (%[3]s)
       AND (w.disposition IS NULL
            OR w.disposition = 'never'
            OR (w.disposition = 'return' AND w.return_at > %[5]s)))
-ORDER BY %[4]s
-FETCH FIRST :2 ROWS ONLY`, src.Key, src.Source, src.Where, order, now)
+ORDER BY %[4]s`, src.Key, src.Source, src.Where, order, now)
 }
 
 // The rows strategy on Oracle. A locking query cannot be limited in SQL:
@@ -227,18 +233,6 @@ const rowsClaimRead = `SELECT loan_id FROM loanq_rows_locked ORDER BY seq`
 // rows only (FOR UPDATE OF its key column). Its one bind, :1, is the task id,
 // bound by the procedure (OPEN … USING).
 func rowsCursor(src drivers.CriteriaSource) string {
-	order := "src." + src.Key
-	if strings.TrimSpace(src.Order) != "" {
-		order = src.Order + ", src." + src.Key
-	}
-	return fmt.Sprintf(`SELECT src.%[1]s FROM %[2]s src
-WHERE (%[3]s)
-  AND NOT EXISTS (
-    SELECT 1 FROM loanq_work w
-    WHERE w.task_id = :1 AND w.loan_id = src.%[1]s
-      AND (w.disposition IS NULL
-           OR w.disposition = 'never'
-           OR (w.disposition = 'return' AND w.return_at > %[5]s)))
-ORDER BY %[4]s
-FOR UPDATE OF src.%[1]s SKIP LOCKED`, src.Key, src.Source, src.Where, order, now)
+	return criteriaSelect(src) + `
+FOR UPDATE OF src.` + src.Key + ` SKIP LOCKED`
 }
