@@ -65,6 +65,10 @@ func printSQL(c *cli.Context) error {
 	}
 	list = append(list, stmt{"CriteriaQuery", "the heavy criteria query of a task (--where, --order, --source, --key filled in)",
 		d.CriteriaQuery(drivers.CriteriaSource{Source: "loan", Key: "id", Where: "<--where>", Order: "<--order>"})})
+	if rl, ok := d.(drivers.RowLocker); ok {
+		list = append(list, stmt{"RowsClaim", "strategy rows: the criteria query locking the source rows it returns (--where, --order, --source, --key filled in)",
+			rl.RowsClaimSQL(drivers.CriteriaSource{Source: "loan", Key: "id", Where: "<--where>", Order: "<--order>"})})
+	}
 	for _, n := range drivers.AuditQueries {
 		list = append(list, stmt{n.Field, n.Purpose, n.SQL})
 	}
