@@ -42,14 +42,13 @@ const minPoll = 25 * time.Millisecond
 // request served; only a cancelled ctx or a failing database is an error.
 func (e *Engine) await(ctx context.Context, task *Task, strategy drivers.Strategy, id int64, bound time.Duration) (served bool, err error) {
 	if strategy != drivers.Lease && e.sql().LockWaitBounded != "" {
-		return e.awaitLock(ctx, task, id, bound)
+		return e.awaitLock(ctx, task, strategy, id, bound)
 	}
 	return e.pollRequest(ctx, task, id, bound)
 }
 
 // awaitLock queues on the task row, bounded, then reads the request.
-func (e *Engine) awaitLock(ctx context.Context, task *Task, id int64, bound time.Duration) (served bool, err error) {
-	s := e.sql()
+func (e *Engine) awaitLock(ctx context.Context, task *Task, strategy drivers.Strategy, id int64, bound time.Duration) (served bool, err error) {
 	// A dedicated connection: a session setting changed for the wait must
 	// be put back on this very connection before the pool hands it out.
 	conn, err := e.DB.Conn(ctx)
@@ -58,14 +57,14 @@ func (e *Engine) awaitLock(ctx context.Context, task *Task, id int64, bound time
 	}
 	defer conn.Close()
 	var saved any
-	if s.WaitLockSave != "" {
-		if err := conn.QueryRowContext(ctx, s.WaitLockSave).Scan(&saved); err != nil {
+	if e.sql().WaitLockSave != "" {
+		if err := conn.QueryRowContext(ctx, e.sql().WaitLockSave).Scan(&saved); err != nil {
 			return false, fmt.Errorf("reading the session lock wait limit: %w", err)
 		}
 		defer func() {
 			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 			defer cancel()
-			if _, rerr := conn.ExecContext(rctx, s.WaitLockRestore, saved); rerr != nil {
+			if _, rerr := conn.ExecContext(rctx, e.sql().WaitLockRestore, saved); rerr != nil {
 				// Never hand a connection with a changed lock wait limit back
 				// to the pool: make database/sql close it instead.
 				_ = conn.Raw(func(any) error { return driver.ErrBadConn })
@@ -77,8 +76,8 @@ func (e *Engine) awaitLock(ctx context.Context, task *Task, id int64, bound time
 		return false, fmt.Errorf("waiting for the lock of task %s: %w", task.Name, err)
 	}
 	defer tx.Rollback() // no-op after serveLocked's commit
-	if s.WaitLockSet != "" {
-		if _, err := tx.ExecContext(ctx, s.WaitLockSet, bound.Milliseconds()); err != nil {
+	if e.sql().WaitLockSet != "" {
+		if _, err := tx.ExecContext(ctx, e.sql().WaitLockSet, bound.Milliseconds()); err != nil {
 			return false, fmt.Errorf("bounding the lock wait: %w", err)
 		}
 	}
@@ -88,7 +87,7 @@ func (e *Engine) awaitLock(ctx context.Context, task *Task, id int64, bound time
 	lockCtx, cancel := context.WithTimeout(ctx, time.Duration(seconds)*time.Second+2*time.Second)
 	defer cancel()
 	var locked int64
-	err = tx.QueryRowContext(lockCtx, s.BoundedLock(seconds), task.ID).Scan(&locked)
+	err = tx.QueryRowContext(lockCtx, e.sql().BoundedLock(seconds), task.ID).Scan(&locked)
 	switch {
 	case err == nil:
 	case e.Driver.IsLockBusy(err), errors.Is(err, sql.ErrNoRows):
@@ -103,15 +102,15 @@ func (e *Engine) awaitLock(ctx context.Context, task *Task, id int64, bound time
 	}
 	// Granted: the holder committed (or died). The bound was for the queue
 	// only: serving statements wait as long as the session normally allows.
-	if s.WaitLockRestore != "" {
-		if _, err := tx.ExecContext(ctx, s.WaitLockRestore, saved); err != nil {
+	if e.sql().WaitLockRestore != "" {
+		if _, err := tx.ExecContext(ctx, e.sql().WaitLockRestore, saved); err != nil {
 			return false, fmt.Errorf("restoring the session lock wait limit: %w", err)
 		}
 	}
 	var status string
 	var owner sql.NullString
 	var free int
-	if err := tx.QueryRowContext(ctx, s.RequestWake, id).Scan(&status, &owner, &free); err != nil {
+	if err := tx.QueryRowContext(ctx, e.sql().RequestWake, id).Scan(&status, &owner, &free); err != nil {
 		return false, fmt.Errorf("reading request %d: %w", id, err)
 	}
 	if status != StatusPending {
@@ -122,7 +121,7 @@ func (e *Engine) awaitLock(ctx context.Context, task *Task, id int64, bound time
 	// strategy would let the next queued waiter grab it, and so on: with
 	// many waiters the lock would pass from waiter to waiter while nobody
 	// serves.) The caller's next serve looks for what arrived meanwhile.
-	return false, e.serveLocked(ctx, tx, task, drivers.Wait)
+	return false, e.serveLocked(ctx, tx, task, strategy)
 }
 
 // pollRequest polls the request row until it is served, the lease is free or
