@@ -95,8 +95,8 @@ func (c *Config) Validate() error {
 	if c.Processes < 0 || c.Processes > c.Workers {
 		return problem.Usagef("invalid --processes %d: give 1 to --workers (%d)", c.Processes, c.Workers)
 	}
-	if c.Chart != "" && !strings.HasSuffix(strings.ToLower(c.Chart), ".svg") {
-		return problem.Usagef("invalid --chart %q: give a file name ending in .svg", c.Chart)
+	if err := checkChartPath(c.Chart); err != nil {
+		return err
 	}
 	if c.Strategy != "all" && c.Strategy != "" {
 		if _, err := drivers.ParseStrategy(c.Strategy); err != nil {
@@ -141,6 +141,7 @@ func (c *Config) strategies(d drivers.Driver) ([]drivers.Strategy, error) {
 // Result is one strategy's run. Its JSON is the contract of
 // `loanq bench --output json` (issue 4); fields may be added.
 type Result struct {
+	Target     string         `json:"target"` // "items": the item table of seed 001
 	Database   string         `json:"database"`
 	Dialect    string         `json:"dialect"`
 	Strategy   string         `json:"strategy"`
@@ -160,9 +161,11 @@ type Result struct {
 	MaxClaim   int            `json:"max_claim"`   // most items any one claim returned (at most --batch)
 	Retries    int64          `json:"retries"`     // empty claims retried while items were left (lease races)
 	LeaseLost  int64          `json:"lease_lost"`  // leased items whose fenced finish found the lease gone
+	Server     string         `json:"server"`      // product and version, as the server reports it
 	PerWorker  []WorkerResult `json:"per_worker"`
 
-	marks map[int][]Mark // by worker, for the chart
+	marks    map[int][]Mark    // by worker, for the chart
+	errorsAt map[int][]float64 // by worker: when its lock errors happened, ms
 }
 
 // WorkerResult is one worker's share.
@@ -176,14 +179,19 @@ type WorkerResult struct {
 	LeaseLost  int64  `json:"lease_lost"`
 	Claims     int64  `json:"claims"` // committed claims (transactions for row locks)
 	Marks      []Mark `json:"marks,omitempty"`
+	// ErrorsAtMS is when each lock error happened (for the chart).
+	ErrorsAtMS []float64 `json:"lock_errors_at_ms,omitempty"`
 }
 
-// Mark is one committed claim: its items, and when the claim started and
-// its commit ended, in ms from the start of the run.
+// Mark is one committed claim: its items, when the claim was sent, when its
+// rows came back (the lock wait ends) and when its commit ended, in ms from
+// the start of the run. For the engine it is one work get: asked, answered,
+// its loans completed.
 type Mark struct {
-	Items   []int64 `json:"items"`
-	StartMS float64 `json:"start_ms"`
-	EndMS   float64 `json:"end_ms"`
+	Items     []int64 `json:"items"`
+	StartMS   float64 `json:"start_ms"`
+	ClaimedMS float64 `json:"claimed_ms"`
+	EndMS     float64 `json:"end_ms"`
 }
 
 // Run runs every strategy Config asks for and returns one result each.
@@ -212,16 +220,21 @@ func Run(ctx context.Context, cfg Config) ([]*Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	server, err := ServerVersion(ctx, db, d.Statements())
+	if err != nil {
+		return nil, err
+	}
 	var out []*Result
 	for _, s := range sts {
 		r, err := runOne(ctx, &cfg, d, db, dsn, s)
 		if err != nil {
 			return out, fmt.Errorf("bench %s on %s: %w", s, d.Name(), err)
 		}
+		r.Server = server
 		out = append(out, r)
 	}
 	if cfg.Chart != "" {
-		if err := writeChart(cfg.Chart, out); err != nil {
+		if err := writeChart(cfg.Chart, itemPanels(out)); err != nil {
 			return out, err
 		}
 	}
@@ -233,7 +246,7 @@ func runOne(ctx context.Context, cfg *Config, d drivers.Driver, db *sql.DB, dsn 
 	if err := fill(ctx, db, st, cfg.Rows); err != nil {
 		return nil, err
 	}
-	r := &Result{Database: dsn.Redacted(), Dialect: d.Name(), Strategy: string(s), Workers: cfg.Workers,
+	r := &Result{Target: "items", Database: dsn.Redacted(), Dialect: d.Name(), Strategy: string(s), Workers: cfg.Workers,
 		Rows: cfg.Rows, WorkMS: float64(cfg.Work) / float64(time.Millisecond), Batch: cfg.Batch, Processes: cfg.Processes}
 	ideal := time.Duration(cfg.Rows) * cfg.Work / time.Duration(cfg.Workers)
 	r.IdealMS = ideal.Milliseconds()
@@ -262,6 +275,16 @@ func runOne(ctx context.Context, cfg *Config, d drivers.Driver, db *sql.DB, dsn 
 		return nil, err
 	}
 	return r, nil
+}
+
+// ServerVersion names the server a run went to, as the server reports it
+// (drivers.Statements.ServerVersion), so results say MariaDB, not mysql.
+func ServerVersion(ctx context.Context, db *sql.DB, st *drivers.Statements) (string, error) {
+	var v string
+	if err := db.QueryRowContext(ctx, st.ServerVersion).Scan(&v); err != nil {
+		return "", fmt.Errorf("reading the server version: %w", err)
+	}
+	return strings.TrimSpace(v), nil
 }
 
 func round3(f float64) float64 { return float64(int64(f*1000+0.5)) / 1000 }
@@ -314,6 +337,7 @@ func audit(ctx context.Context, db *sql.DB, st *drivers.Statements, r *Result, w
 		return fmt.Errorf("counting items per worker: %w", err)
 	}
 	r.marks = map[int][]Mark{}
+	r.errorsAt = map[int][]float64{}
 	for _, w := range workers {
 		w.Processed = byOwner[Owner(w.Worker)]
 		r.LockErrors += w.LockErrors
@@ -321,10 +345,11 @@ func audit(ctx context.Context, db *sql.DB, st *drivers.Statements, r *Result, w
 		r.Retries += w.Retries
 		r.LeaseLost += w.LeaseLost
 		r.marks[w.Worker] = w.Marks
+		r.errorsAt[w.Worker] = w.ErrorsAtMS
 		for _, m := range w.Marks {
 			r.MaxClaim = max(r.MaxClaim, len(m.Items))
 		}
-		w.Marks = nil // the chart has them; the JSON stays readable
+		w.Marks, w.ErrorsAtMS = nil, nil // the chart has them; the JSON stays readable
 		r.PerWorker = append(r.PerWorker, w)
 	}
 	return nil

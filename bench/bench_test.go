@@ -108,8 +108,8 @@ func TestProcesses(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !strings.HasPrefix(string(svg), "<svg") || strings.Count(string(svg), "<title>worker") != 40 {
-			t.Errorf("chart has %d item marks, want 40", strings.Count(string(svg), "<title>worker"))
+		if !strings.HasPrefix(string(svg), "<svg") || strings.Count(string(svg), `class="work"`) != 40 {
+			t.Errorf("chart has %d claim bars, want 40 (one per single-item claim)", strings.Count(string(svg), `class="work"`))
 		}
 	})
 }

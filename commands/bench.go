@@ -1,8 +1,12 @@
 package commands
 
 import (
+	"fmt"
 	"io"
 	"os"
+	"path/filepath"
+	"strings"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
@@ -50,7 +54,12 @@ Examples:
 			&cli.StringFlag{Name: "work", Value: bench.DefaultWork.String(), Usage: "time each item is held, e.g. 100ms (0s-10s)"},
 			&cli.IntFlag{Name: "batch", Aliases: []string{"k"}, Value: bench.DefaultBatch, Usage: "items claimed per transaction (1-1000)"},
 			&cli.IntFlag{Name: "processes", Aliases: []string{"p"}, Value: 1, Usage: "OS processes the workers are spread over (1-workers)"},
-			&cli.StringFlag{Name: "chart", Usage: "write an SVG timeline to `FILE.svg`"},
+			&cli.StringFlag{Name: "chart", Usage: "write an SVG timeline to `FILE.svg` (its folder must exist; checked before the run)"},
+			&cli.StringFlag{Name: "target", Value: "items", Usage: "items: the item table's raw claim (seed 001); engine: the work queue itself (work get + complete)"},
+			&cli.IntFlag{Name: "count", Aliases: []string{"c"}, Value: 1, Usage: "engine: loans per work get (1-1000)"},
+			&cli.StringFlag{Name: "duration", Value: "0s", Usage: "engine: stop after this long, e.g. 30s (0s: when the task is drained)"},
+			&cli.StringFlag{Name: "query-delay", Value: "0s", Usage: "engine: the task's --query-delay, a criteria query made slow on purpose"},
+			&cli.BoolFlag{Name: "no-raw", Usage: "engine: skip the raw single-row claim measured before the run"},
 		},
 		Action: benchRun,
 		Subcommands: []*cli.Command{{
@@ -65,6 +74,20 @@ Examples:
 				&cli.IntFlag{Name: "batch", Value: 1},
 			},
 			Action: benchWorker,
+		}, {
+			Name:   "engine-worker",
+			Hidden: true, // run by `bench --target engine --processes`, not by people
+			Usage:  "internal: run a share of the engine bench callers for a parent `loanq bench --target engine --processes`",
+			Flags: []cli.Flag{
+				&cli.StringFlag{Name: "strategy", Required: true},
+				&cli.IntFlag{Name: "first", Required: true},
+				&cli.IntFlag{Name: "workers", Required: true},
+				&cli.IntFlag{Name: "count", Value: 1},
+				&cli.StringFlag{Name: "duration", Value: "0s"},
+				&cli.StringFlag{Name: "work", Value: "0s"},
+				&cli.BoolFlag{Name: "marks"},
+			},
+			Action: benchEngineWorker,
 		}},
 	}
 }
@@ -79,6 +102,18 @@ func benchRun(c *cli.Context) error {
 	}
 	if c.Int("processes") < 1 {
 		return problem.Usagef("invalid --processes %d: give 1 to --workers (%d)", c.Int("processes"), c.Int("workers"))
+	}
+	switch strings.ToLower(c.String("target")) {
+	case "items":
+		for _, f := range []string{"count", "duration", "query-delay", "no-raw"} {
+			if c.IsSet(f) {
+				return problem.Usagef("--%s goes with --target engine (the item table has no work get)", f)
+			}
+		}
+	case "engine":
+		return benchEngine(c)
+	default:
+		return problem.Usagef("unknown --target %q: use items (the item table's raw claim) or engine (the work queue)", c.String("target"))
 	}
 	cfg := bench.Config{DSN: c.String("db"), Strategy: c.String("strategy"), Workers: c.Int("workers"),
 		Rows: c.Int("rows"), Work: work, Batch: c.Int("batch"), Processes: c.Int("processes"), Chart: c.String("chart")}
@@ -97,13 +132,11 @@ func benchRun(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	var doc any = rs
-	if len(rs) == 1 && cfg.Strategy != "all" {
-		doc = rs[0]
-	}
-	if err := emit(c, doc, func(w io.Writer) { bench.WriteText(w, rs) }); err != nil {
+	// One shape whatever --strategy: an array of results, one per strategy run.
+	if err := emit(c, rs, func(w io.Writer) { bench.WriteText(w, rs) }); err != nil {
 		return err
 	}
+	chartWritten(c, cfg.Notes, cfg.Chart)
 	for _, r := range rs {
 		if r.Duplicates != 0 || r.Missed != 0 {
 			return &problem.Error{Kind: problem.Failure,
@@ -121,4 +154,75 @@ func benchWorker(c *cli.Context) error {
 	}
 	return bench.RunChild(c.Context, bench.ChildConfig{DSN: c.String("db"), Strategy: c.String("strategy"),
 		First: c.Int("first"), Count: c.Int("count"), Work: work, Batch: c.Int("batch")}, os.Stdin, c.App.Writer)
+}
+
+// chartWritten says where the chart went (stderr under --output json).
+func chartWritten(c *cli.Context, w io.Writer, path string) {
+	if path == "" || w == nil {
+		return
+	}
+	if abs, err := filepath.Abs(path); err == nil {
+		path = abs
+	}
+	fmt.Fprintf(w, "wrote the chart to %s\n", path)
+}
+
+func benchEngine(c *cli.Context) error {
+	for _, f := range []string{"batch"} {
+		if c.IsSet(f) {
+			return problem.Usagef("--%s goes with --target items; the engine's batch is --count", f)
+		}
+	}
+	dur, err := parseDuration("duration", c.String("duration"))
+	if err != nil {
+		return err
+	}
+	delay, err := parseDuration("query-delay", c.String("query-delay"))
+	if err != nil {
+		return err
+	}
+	var work time.Duration
+	if c.IsSet("work") {
+		if work, err = parseDuration("work", c.String("work")); err != nil {
+			return err
+		}
+	}
+	rows := c.Int("rows")
+	cfg := bench.EngineConfig{DSN: c.String("db"), Strategy: strings.ToLower(c.String("strategy")), Workers: c.Int("workers"),
+		Processes: c.Int("processes"), Count: c.Int("count"), Rows: rows, Duration: dur, QueryDelay: delay, Work: work,
+		NoRaw: c.Bool("no-raw"), Chart: c.String("chart")}
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	notes := c.App.Writer
+	if c.String("output") == "json" {
+		notes = c.App.ErrWriter
+	}
+	r, err := bench.RunEngine(c.Context, cfg)
+	if err != nil {
+		return err
+	}
+	if err := emit(c, r, func(w io.Writer) { bench.WriteEngineText(w, r) }); err != nil {
+		return err
+	}
+	chartWritten(c, notes, cfg.Chart)
+	if r.Duplicates != 0 || r.ItemsTwice != 0 || r.Pending != 0 || r.LoansCounted != r.Loans || r.RawDuplicates != 0 {
+		return &problem.Error{Kind: problem.Failure,
+			Msg:  fmt.Sprintf("bench --target engine found %d duplicate assignments, %d items worked twice, %d requests left pending, %d loans counted for %d work rows", r.Duplicates, r.ItemsTwice, r.Pending, r.LoansCounted, r.Loans),
+			Hint: "a loan handed out twice means the lock did not hold; please report it with the output of `loanq sql`"}
+	}
+	return nil
+}
+
+func benchEngineWorker(c *cli.Context) error {
+	dur, err := parseDuration("duration", c.String("duration"))
+	if err != nil {
+		return err
+	}
+	work, err := parseDuration("work", c.String("work"))
+	if err != nil {
+		return err
+	}
+	return bench.RunEngineChild(c.Context, bench.EngineChildConfig{DSN: c.String("db"), Strategy: c.String("strategy"),
+		First: c.Int("first"), Workers: c.Int("workers"), Count: c.Int("count"), Duration: dur, Work: work, Marks: c.Bool("marks")}, os.Stdin, c.App.Writer)
 }

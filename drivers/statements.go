@@ -144,6 +144,22 @@ type Statements struct {
 	BenchSummary string `purpose:"bench: audit the run (duplicates, missed items)"`
 	// BenchByOwner binds nothing. Columns: owner, items finished.
 	BenchByOwner string `purpose:"bench: items finished per worker"`
+
+	// --- `loanq bench`: the server it ran on, batched finishes ---
+
+	// ServerVersion binds nothing. One text column: the server's product and
+	// version as the server itself reports it (so a MariaDB behind a mysql://
+	// DSN is named MariaDB), printed in bench results.
+	ServerVersion string `purpose:"bench: name the server product and version"`
+	// BenchDoneMany binds: owner, the ids as a JSON array text ("[3,7,9]").
+	// Finishes every item of a batch claim with one statement, in the claim's
+	// transaction. Like BenchDone it matches the ids alone and counts, so an
+	// item finished twice still shows up as processed > 1.
+	BenchDoneMany string `purpose:"bench: finish a batch of items held by row locks, one statement"`
+	// BenchLeaseDoneMany binds: owner, the ids as a JSON array text. The fenced
+	// finish of a batch of leased items: only the items owner still holds an
+	// unexpired lease on change; fewer rows than ids means leases were lost.
+	BenchLeaseDoneMany string `purpose:"bench: finish a batch of leased items (fencing check), one statement"`
 }
 
 // Named is one statement with its purpose.
