@@ -193,8 +193,15 @@ func writeChart(path string, ps []panel) error {
 		workText = "working on and completing the loans"
 	}
 	legend(fmt.Sprintf(`<rect x="%.1f" y="%.1f" width="14" height="12" fill="%s"/>`, x, y+1, color), workText)
-	legend(fmt.Sprintf(`<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#d62728" stroke-width="2"/>`, x+7, y, x+7, y+13), "lock error (retried)")
-	legend(fmt.Sprintf(`<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="black" stroke-width="2" stroke-dasharray="4 2"/>`, x+7, y, x+7, y+13), "ideal: rows × work ÷ workers")
+	if unit == "claim" {
+		legend(fmt.Sprintf(`<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#d62728" stroke-width="2"/>`, x+7, y, x+7, y+13), "lock error (retried)")
+	}
+	for _, p := range ps {
+		if p.IdealMS > 0 {
+			legend(fmt.Sprintf(`<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="black" stroke-width="2" stroke-dasharray="4 2"/>`, x+7, y, x+7, y+13), "ideal: rows × work ÷ workers")
+			break
+		}
+	}
 	y += legendH
 
 	for _, p := range ps {

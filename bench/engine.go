@@ -375,10 +375,9 @@ func (w *engineCaller) run(ctx context.Context, deadline time.Time) error {
 		}
 		w.rep.Requests++
 		w.rep.GetMicros = append(w.rep.GetMicros, took.Microseconds())
-		if w.sh.Marks {
-			w.rep.Marks = append(w.rep.Marks, Mark{Items: req.Loans, StartMS: ms(t0.Sub(w.start)), EndMS: ms(time.Since(w.start))})
-		}
+		mark := Mark{Items: req.Loans, StartMS: ms(t0.Sub(w.start)), ClaimedMS: ms(t0.Add(took).Sub(w.start))}
 		if len(req.Loans) == 0 {
+			w.addMark(mark)
 			return nil
 		}
 		if err := pause.For(ctx, w.sh.Work*time.Duration(len(req.Loans))); err != nil {
@@ -395,8 +394,18 @@ func (w *engineCaller) run(ctx context.Context, deadline time.Time) error {
 			}
 			w.rep.Loans++
 		}
+		w.addMark(mark)
 	}
 	return nil
+}
+
+// addMark records a request for the chart (only when one was asked for: a
+// long run makes millions).
+func (w *engineCaller) addMark(m Mark) {
+	if w.sh.Marks {
+		m.EndMS = ms(time.Since(w.start))
+		w.rep.Marks = append(w.rep.Marks, m)
+	}
 }
 
 // auditEngine reads the outcome from the database: work rows and duplicate

@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/loanq/loanq/bench"
 	"github.com/loanq/loanq/internal/testdb"
@@ -137,4 +138,23 @@ func TestEngineValidate(t *testing.T) {
 			t.Errorf("%+v: error %v, want one naming %s", cfg, err, c.want)
 		}
 	}
+}
+
+// `bench --target cli` with this test binary standing in for loanq: both
+// phases run, the loans counted are the task's completed work rows, no loan
+// handed out twice, no request left pending.
+func TestCLI(t *testing.T) {
+	testdb.Each(t, func(t *testing.T, dsn string) {
+		testdb.Migrated(t, dsn)
+		r, err := bench.RunCLI(context.Background(), bench.CLIConfig{DSN: dsn, Processes: 2, Rows: 50, Duration: time.Second,
+			Command: []string{os.Args[0]}, Env: []string{childEnv + "=1"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		d, db := testdb.Open(t, dsn)
+		done := testdb.Int(t, d, db, "SELECT COUNT(*) FROM loanq_work w JOIN loanq_task t ON t.id = w.task_id WHERE t.name = '"+bench.CLITask+"' AND w.disposition = 'complete'")
+		if r.Duplicates != 0 || r.Pending != 0 || r.Loans != done || r.Loans == 0 || r.BaselinePairs == 0 || r.Ratio <= 0 || r.Server == "" {
+			t.Errorf("cli result %+v; %d completed work rows in the database", r, done)
+		}
+	})
 }

@@ -55,7 +55,7 @@ Examples:
 			&cli.IntFlag{Name: "batch", Aliases: []string{"k"}, Value: bench.DefaultBatch, Usage: "items claimed per transaction (1-1000)"},
 			&cli.IntFlag{Name: "processes", Aliases: []string{"p"}, Value: 1, Usage: "OS processes the workers are spread over (1-workers)"},
 			&cli.StringFlag{Name: "chart", Usage: "write an SVG timeline to `FILE.svg` (its folder must exist; checked before the run)"},
-			&cli.StringFlag{Name: "target", Value: "items", Usage: "items: the item table's raw claim (seed 001); engine: the work queue itself (work get + complete)"},
+			&cli.StringFlag{Name: "target", Value: "items", Usage: "items: the item table's raw claim (seed 001); engine: the work queue itself (work get + complete); cli: the same through loanq processes, against two lock-free calls"},
 			&cli.IntFlag{Name: "count", Aliases: []string{"c"}, Value: 1, Usage: "engine: loans per work get (1-1000)"},
 			&cli.StringFlag{Name: "duration", Value: "0s", Usage: "engine: stop after this long, e.g. 30s (0s: when the task is drained)"},
 			&cli.StringFlag{Name: "query-delay", Value: "0s", Usage: "engine: the task's --query-delay, a criteria query made slow on purpose"},
@@ -112,8 +112,10 @@ func benchRun(c *cli.Context) error {
 		}
 	case "engine":
 		return benchEngine(c)
+	case "cli":
+		return benchCLI(c)
 	default:
-		return problem.Usagef("unknown --target %q: use items (the item table's raw claim) or engine (the work queue)", c.String("target"))
+		return problem.Usagef("unknown --target %q: use items (the item table's raw claim), engine (the work queue) or cli (loanq processes)", c.String("target"))
 	}
 	cfg := bench.Config{DSN: c.String("db"), Strategy: c.String("strategy"), Workers: c.Int("workers"),
 		Rows: c.Int("rows"), Work: work, Batch: c.Int("batch"), Processes: c.Int("processes"), Chart: c.String("chart")}
@@ -225,4 +227,44 @@ func benchEngineWorker(c *cli.Context) error {
 	}
 	return bench.RunEngineChild(c.Context, bench.EngineChildConfig{DSN: c.String("db"), Strategy: c.String("strategy"),
 		First: c.Int("first"), Workers: c.Int("workers"), Count: c.Int("count"), Duration: dur, Work: work, Marks: c.Bool("marks")}, os.Stdin, c.App.Writer)
+}
+
+func benchCLI(c *cli.Context) error {
+	for _, f := range []string{"batch", "workers", "count", "query-delay", "no-raw", "chart", "work"} {
+		if c.IsSet(f) {
+			return problem.Usagef("--%s does not go with --target cli (its loops are --processes, each call --count 1)", f)
+		}
+	}
+	dur := 20 * time.Second
+	if c.IsSet("duration") {
+		var err error
+		if dur, err = parseDuration("duration", c.String("duration")); err != nil {
+			return err
+		}
+	}
+	procs := 8
+	if c.IsSet("processes") {
+		procs = c.Int("processes")
+	}
+	rows := 100_000
+	if c.IsSet("rows") {
+		rows = c.Int("rows")
+	}
+	cfg := bench.CLIConfig{DSN: c.String("db"), Strategy: strings.ToLower(c.String("strategy")), Processes: procs, Rows: rows, Duration: dur}
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	r, err := bench.RunCLI(c.Context, cfg)
+	if err != nil {
+		return err
+	}
+	if err := emit(c, r, func(w io.Writer) { bench.WriteCLIText(w, r) }); err != nil {
+		return err
+	}
+	if r.Duplicates != 0 || r.Pending != 0 {
+		return &problem.Error{Kind: problem.Failure,
+			Msg:  fmt.Sprintf("bench --target cli found %d duplicate assignments and %d requests left pending", r.Duplicates, r.Pending),
+			Hint: "a loan handed out twice means the lock did not hold; please report it with the output of `loanq sql`"}
+	}
+	return nil
 }
