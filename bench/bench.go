@@ -25,9 +25,11 @@ package bench
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/loanq/loanq/drivers"
@@ -141,28 +143,33 @@ func (c *Config) strategies(d drivers.Driver) ([]drivers.Strategy, error) {
 // Result is one strategy's run. Its JSON is the contract of
 // `loanq bench --output json` (issue 4); fields may be added.
 type Result struct {
-	Target     string         `json:"target"` // "items": the item table of seed 001
-	Database   string         `json:"database"`
-	Dialect    string         `json:"dialect"`
-	Strategy   string         `json:"strategy"`
-	Workers    int            `json:"workers"`
-	Rows       int            `json:"rows"`
-	WorkMS     float64        `json:"work_ms"`
-	Batch      int            `json:"batch"`
-	Processes  int            `json:"processes"`
-	ElapsedMS  int64          `json:"elapsed_ms"`
-	IdealMS    int64          `json:"ideal_ms"`
-	Ratio      float64        `json:"ratio"` // elapsed / ideal; 0 when the ideal is 0
-	PerSecond  float64        `json:"items_per_second"`
-	Duplicates int64          `json:"duplicates"`
-	Missed     int64          `json:"missed"`      // items never finished
-	LockErrors int64          `json:"lock_errors"` // nowait/lock-busy errors, each retried
-	Deadlocks  int64          `json:"deadlocks"`   // deadlock victims, each retried
-	MaxClaim   int            `json:"max_claim"`   // most items any one claim returned (at most --batch)
-	Retries    int64          `json:"retries"`     // empty claims retried while items were left (lease races)
-	LeaseLost  int64          `json:"lease_lost"`  // leased items whose fenced finish found the lease gone
-	Server     string         `json:"server"`      // product and version, as the server reports it
-	PerWorker  []WorkerResult `json:"per_worker"`
+	Target     string  `json:"target"` // "items": the item table of seed 001
+	Database   string  `json:"database"`
+	Dialect    string  `json:"dialect"`
+	Strategy   string  `json:"strategy"`
+	Workers    int     `json:"workers"`
+	Rows       int     `json:"rows"`
+	WorkMS     float64 `json:"work_ms"`
+	Batch      int     `json:"batch"`
+	Processes  int     `json:"processes"`
+	ElapsedMS  int64   `json:"elapsed_ms"`
+	IdealMS    int64   `json:"ideal_ms"`
+	Ratio      float64 `json:"ratio"` // elapsed / ideal; 0 when the ideal is 0
+	PerSecond  float64 `json:"items_per_second"`
+	Duplicates int64   `json:"duplicates"`
+	Missed     int64   `json:"missed"`      // items never finished
+	LockErrors int64   `json:"lock_errors"` // nowait/lock-busy errors, each retried
+	Deadlocks  int64   `json:"deadlocks"`   // deadlock victims, each retried
+	MaxClaim   int     `json:"max_claim"`   // most items any one claim returned (at most --batch)
+	Retries    int64   `json:"retries"`     // empty claims retried while items were left (lease races)
+	LeaseLost  int64   `json:"lease_lost"`  // leased items whose fenced finish found the lease gone
+	Server     string  `json:"server"`      // product and version, as the server reports it
+	// RawBatchPerS is one statement claiming and finishing --batch items
+	// (BenchClaimDone) with the same workers, measured right after a skip run
+	// with --batch above 1 and no work time; 0 when not measured.
+	RawBatchPerS  float64        `json:"raw_batch_items_per_s"`
+	RawBatchRatio float64        `json:"raw_batch_ratio"` // items_per_second / raw_batch_items_per_s
+	PerWorker     []WorkerResult `json:"per_worker"`
 
 	marks    map[int][]Mark    // by worker, for the chart
 	errorsAt map[int][]float64 // by worker: when its lock errors happened, ms
@@ -274,7 +281,66 @@ func runOne(ctx context.Context, cfg *Config, d drivers.Driver, db *sql.DB, dsn 
 	if err := audit(ctx, db, st, r, workers); err != nil {
 		return nil, err
 	}
+	if s == drivers.Skip && cfg.Batch > 1 && cfg.Work == 0 && st.BenchClaimDone != "" {
+		if err := rawBatch(ctx, cfg, db, st, r); err != nil {
+			return nil, err
+		}
+	}
 	return r, nil
+}
+
+// rawBatch measures BenchClaimDone: each worker repeats the one statement
+// in autocommit until it finds nothing left, then the table is audited.
+func rawBatch(ctx context.Context, cfg *Config, db *sql.DB, st *drivers.Statements, r *Result) error {
+	if err := fill(ctx, db, st, cfg.Rows); err != nil {
+		return err
+	}
+	db.SetMaxOpenConns(cfg.Workers + 1)
+	conns := make([]*sql.Conn, cfg.Workers)
+	for i := range conns {
+		c, err := db.Conn(ctx)
+		if err != nil {
+			return fmt.Errorf("raw batch claim: %w", err)
+		}
+		defer c.Close()
+		conns[i] = c
+	}
+	start := time.Now()
+	errs := make([]error, cfg.Workers)
+	var wg sync.WaitGroup
+	for i, c := range conns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				res, err := c.ExecContext(ctx, st.BenchClaimDone, Owner(i+1), cfg.Batch)
+				if err != nil {
+					errs[i] = fmt.Errorf("raw batch claim: %w", err)
+					return
+				}
+				if n, _ := res.RowsAffected(); n == 0 {
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	var items, done, dups, total, missed int64
+	if err := db.QueryRowContext(ctx, st.BenchSummary).Scan(&items, &done, &dups, &total, &missed); err != nil {
+		return fmt.Errorf("auditing the raw batch claim: %w", err)
+	}
+	if dups != 0 || missed != 0 {
+		return fmt.Errorf("raw batch claim: %d items finished twice, %d never", dups, missed)
+	}
+	r.RawBatchPerS = round3(float64(cfg.Rows) / elapsed.Seconds())
+	if r.RawBatchPerS > 0 {
+		r.RawBatchRatio = round3(r.PerSecond / r.RawBatchPerS)
+	}
+	return nil
 }
 
 // ServerVersion names the server a run went to, as the server reports it

@@ -25,6 +25,9 @@ func WriteText(w io.Writer, rs []*Result) {
 		fmt.Fprintf(w, "  elapsed %d ms, ideal %d ms, ratio %s, %.0f items/s\n", r.ElapsedMS, r.IdealMS, ratio, r.PerSecond)
 		fmt.Fprintf(w, "  duplicates %d, missed %d, lock errors %d and deadlocks %d (all retried), empty claims retried %d, leases lost %d\n",
 			r.Duplicates, r.Missed, r.LockErrors, r.Deadlocks, r.Retries, r.LeaseLost)
+		if r.RawBatchPerS > 0 {
+			fmt.Fprintf(w, "  raw limit, one statement claiming and finishing %d items, same workers: %.0f items/s; ratio %.3f\n", r.Batch, r.RawBatchPerS, r.RawBatchRatio)
+		}
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 		fmt.Fprintln(tw, "  worker\tprocessed\telapsed ms\tlock errors\tdeadlocks\t")
 		var sum int64

@@ -37,7 +37,26 @@ backoff), and duplicates — items finished more than once — which must be 0.
   all     every strategy this database supports, one after the other
 
 --processes P runs the workers in P separate loanq processes instead of
-goroutines. --chart draws one lane per worker and a bar per claim over time.
+goroutines. --chart draws one lane per worker and a bar per claim over time:
+the light part is the wait for the claim (lock waits), the dark part the work
+and commit; red ticks are lock errors, the dashed line the ideal.
+
+--batch K above 1 finishes the K items of a claim with one statement. With
+skip, --work 0s and a database that has one (PostgreSQL), the run is followed
+by the raw limit: one statement claiming and finishing K items, same workers.
+
+--target engine measures the work queue instead: --workers callers (or
+--processes P processes) loop work get --count C + disposition complete
+through loanq's engine on a task of --rows loans, until the task is drained
+or for --duration D, with --strategy and the task's --query-delay. Before it,
+the same callers run the item table's single-row claim as the raw limit, and
+the result gives the ratio. Duplicates and requests left pending are read
+from the database and must be 0.
+
+--target cli measures what scripts pay: --processes P (default 8) chains of
+loanq processes, first each looping task list + task show (two calls that
+take no lock), then work get --count 1 + disposition complete, each phase
+for --duration (default 20s), on a task of --rows loans (default 100000).
 The schema must be migrated (loanq migrate up; SQLite migrates itself).
 Run it on a database of its own: it only touches loanq_bench_item, but it
 loads the server. See ` + "`loanq sql`" + ` for the exact statements.
@@ -46,9 +65,13 @@ Examples:
    loanq bench                                   # 10 workers × 200 items × 100ms
    loanq --db postgres://postgres@127.0.0.1:5432/bench bench --strategy all --chart run.svg
    loanq --db mysql://root@127.0.0.1:3306/bench bench --workers 32 --rows 20000 --work 0s
-   loanq --db postgres://postgres@127.0.0.1:5432/bench bench --processes 5 --output json`,
+   loanq --db postgres://postgres@127.0.0.1:5432/bench bench --processes 5 --output json
+   loanq --db postgres://postgres@127.0.0.1:5432/bench bench --workers 32 --rows 100000 --work 0s --batch 50
+   loanq --db postgres://postgres@127.0.0.1:5432/bench bench --target engine --workers 32 --rows 20000 --strategy skip
+   loanq --db mysql://root@127.0.0.1:3306/bench bench --target engine --workers 8 --processes 4 --duration 30s --chart engine.svg
+   loanq --db postgres://postgres@127.0.0.1:5432/bench bench --target cli --processes 8 --duration 20s`,
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "strategy", Aliases: []string{"s"}, Usage: "skip, nowait, wait, lease or all (default: the database's default, skip; lease on SQLite)"},
+			&cli.StringFlag{Name: "strategy", Aliases: []string{"s"}, Usage: "skip, nowait, wait, lease or all (default: the database's default, skip; lease on SQLite); engine and cli: one strategy, rows too where the build has it"},
 			&cli.IntFlag{Name: "workers", Aliases: []string{"n"}, Value: bench.DefaultWorkers, Usage: "concurrent workers, each with its own connection (1-256)"},
 			&cli.IntFlag{Name: "rows", Aliases: []string{"m"}, Value: bench.DefaultRows, Usage: "items to process (1-1000000)"},
 			&cli.StringFlag{Name: "work", Value: bench.DefaultWork.String(), Usage: "time each item is held, e.g. 100ms (0s-10s)"},

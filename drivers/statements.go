@@ -160,6 +160,11 @@ type Statements struct {
 	// finish of a batch of leased items: only the items owner still holds an
 	// unexpired lease on change; fewer rows than ids means leases were lost.
 	BenchLeaseDoneMany string `purpose:"bench: finish a batch of leased items (fencing check), one statement"`
+	// BenchClaimDone binds: owner, K. The raw limit of a batched claim: one
+	// statement, in autocommit, that claims up to K ready items passing over
+	// locked ones and finishes them; rows affected is how many. Measured
+	// beside `bench --batch K` with no work time, as what a batch could reach.
+	BenchClaimDone string `purpose:"bench: raw limit, claim and finish up to K items in one statement" empty:"not measured on this database (no single-statement skip-locked claim)"`
 }
 
 // Named is one statement with its purpose.

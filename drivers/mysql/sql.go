@@ -127,6 +127,7 @@ WHERE id IN (SELECT j.id FROM JSON_TABLE(?, '$[*]' COLUMNS (id BIGINT PATH '$'))
 SET status = 'done', processed = processed + 1, processed_at = UTC_TIMESTAMP(6)
 WHERE owner = ? AND id IN (SELECT j.id FROM JSON_TABLE(?, '$[*]' COLUMNS (id BIGINT PATH '$')) AS j)
   AND status = 'claimed' AND lease_expires_at > UTC_TIMESTAMP(6)`,
+	BenchClaimDone: ``,
 }
 
 // criteriaQuery is the heavy query of SPEC §3 step 4. It takes no lock (the

@@ -160,6 +160,7 @@ WHERE id IN (SELECT j.id FROM JSON_TABLE(:2, '$[*]' COLUMNS (id NUMBER(19) PATH 
 SET status = 'done', processed = processed + 1, processed_at = ` + now + `
 WHERE owner = :1 AND id IN (SELECT j.id FROM JSON_TABLE(:2, '$[*]' COLUMNS (id NUMBER(19) PATH '$')) j)
   AND status = 'claimed' AND lease_expires_at > ` + now,
+	BenchClaimDone: ``,
 }
 
 // criteriaQuery is the heavy query of SPEC §3 step 4: the task's criteria,

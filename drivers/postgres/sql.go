@@ -139,6 +139,14 @@ WHERE id IN (SELECT jsonb_array_elements_text($2::jsonb)::bigint)`,
 SET status = 'done', processed = processed + 1, processed_at = clock_timestamp()
 WHERE id IN (SELECT jsonb_array_elements_text($2::jsonb)::bigint)
   AND owner = $1 AND status = 'claimed' AND lease_expires_at > clock_timestamp()`,
+	// MATERIALIZED for the same reason as BenchLeaseClaim: the pick runs once.
+	BenchClaimDone: `WITH picked AS MATERIALIZED (
+  SELECT id FROM loanq_bench_item WHERE status = 'ready' ORDER BY id LIMIT $2
+  FOR UPDATE SKIP LOCKED)
+UPDATE loanq_bench_item b
+SET status = 'done', owner = $1, processed = b.processed + 1, processed_at = clock_timestamp()
+FROM picked
+WHERE b.id = picked.id`,
 }
 
 // criteriaQuery is the heavy query of SPEC §3 step 4: the task's criteria,

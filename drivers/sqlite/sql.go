@@ -132,6 +132,7 @@ WHERE id IN (SELECT value FROM json_each(?))`,
 SET status = 'done', processed = processed + 1, processed_at = ` + nowExpr + `
 WHERE owner = ? AND id IN (SELECT value FROM json_each(?))
   AND status = 'claimed' AND lease_expires_at > ` + nowExpr,
+	BenchClaimDone: ``,
 }
 
 // criteriaQuery is the heavy query of SPEC §3 step 4, run while the caller

@@ -101,3 +101,7 @@ WHERE owner = :1 AND id IN (SELECT j.id FROM JSON_TABLE(:2, '$[*]' COLUMNS (id N
   AND status = 'claimed' AND lease_expires_at > SYS_EXTRACT_UTC(SYSTIMESTAMP)
 /
 
+-- BenchClaimDone: bench: raw limit, claim and finish up to K items in one statement
+
+/
+

@@ -231,6 +231,10 @@ WHERE owner = :1 AND id IN (SELECT j.id FROM JSON_TABLE(:2, '$[*]' COLUMNS (id N
   AND status = 'claimed' AND lease_expires_at > SYS_EXTRACT_UTC(SYSTIMESTAMP)
 /
 
+-- BenchClaimDone: bench: raw limit, claim and finish up to K items in one statement
+
+/
+
 -- CriteriaQuery: the heavy criteria query (binds :1 task id, :2 row limit), for
 -- a task with --source loan --key id --where "eligible = 1" --order "priority DESC"
 SELECT src.id FROM loan src
