@@ -128,7 +128,7 @@ type EngineResult struct {
 	LoansCounted   int64   `json:"loans_counted"`    // loans the callers say they got; must equal loans
 	ItemsTwice     int64   `json:"items_twice"`      // items worked on more than once; must be 0
 	Pending        int64   `json:"pending"`          // requests still pending after the run (lost); must be 0
-	Busy           int64   `json:"busy"`             // work gets that timed out while pending, each asked again
+	Busy           int64   `json:"busy"`             // times a work get passed its timeout still pending (it then waits on)
 	GetMeanMS      float64 `json:"get_mean_ms"`      // mean work get time, ms
 	GetMaxMS       int64   `json:"get_max_ms"`       // slowest work get
 	RunsPerRequest float64 `json:"runs_per_request"` // criteria runs / requests: coalescing
@@ -149,7 +149,7 @@ type EngineWorker struct {
 	Worker    int   `json:"worker"`
 	Loans     int64 `json:"loans"`    // loans it was given and completed
 	Requests  int64 `json:"requests"` // work gets answered
-	Busy      int64 `json:"busy"`     // work gets that timed out pending
+	Busy      int64 `json:"busy"`     // times its work get passed its timeout still pending
 	ElapsedMS int64 `json:"elapsed_ms"`
 }
 
@@ -162,9 +162,8 @@ type engineWorkerReport struct {
 	Marks     []Mark  `json:"marks,omitempty"`
 }
 
-// getTimeout bounds one work get in the benchmark. A get that passes it is
-// counted busy and asked again (its request stays pending and is served by
-// a later round, which the pending audit checks).
+// getTimeout bounds one wait of a work get in the benchmark. A get that
+// passes it is counted busy and waits on for the same request.
 const getTimeout = time.Minute
 
 // RunEngine runs the engine benchmark: the raw single-row claim on the item
@@ -364,13 +363,17 @@ func (w *engineCaller) run(ctx context.Context, deadline time.Time) error {
 	user, owner := w.user(), Owner(w.id)
 	for deadline.IsZero() || time.Now().Before(deadline) {
 		t0 := time.Now()
-		req, err := w.e.Get(ctx, EngineTask, user, w.sh.Count, dispatch.GetOptions{Lock: w.sh.Strategy, Timeout: getTimeout})
+		opt := dispatch.GetOptions{Lock: w.sh.Strategy, Timeout: getTimeout}
+		req, err := w.e.Get(ctx, EngineTask, user, w.sh.Count, opt)
+		for err != nil && problem.KindOf(err) == problem.Busy && req != nil {
+			// Still pending after getTimeout: keep waiting for the same
+			// request (as `work status --wait` would), so the loans it is
+			// given later are worked on and counted, not left active.
+			w.rep.Busy++
+			req, err = w.e.Status(ctx, req.ID, true, opt)
+		}
 		took := time.Since(t0)
 		if err != nil {
-			if problem.KindOf(err) == problem.Busy {
-				w.rep.Busy++
-				continue
-			}
 			return fmt.Errorf("caller %d: work get: %w", w.id, err)
 		}
 		w.rep.Requests++

@@ -50,7 +50,7 @@ func WriteEngineText(w io.Writer, r *EngineResult) {
 		r.Strategy, r.Dialect, r.Server, r.Database, r.Workers, procs, r.Count, r.Rows)
 	fmt.Fprintf(w, "  %d loans in %d ms: %.0f loans/s; work get p50 %d ms, p99 %d ms, max %d ms\n",
 		r.Loans, r.ElapsedMS, r.LoansPerS, r.GetP50MS, r.GetP99MS, r.GetMaxMS)
-	fmt.Fprintf(w, "  %d requests, %d criteria runs (%.3f per request), %d timed out and asked again, %d left pending\n",
+	fmt.Fprintf(w, "  %d requests, %d criteria runs (%.3f per request), %d waits past the timeout, %d left pending\n",
 		r.Requests, r.CriteriaRuns, r.RunsPerRequest, r.Busy, r.Pending)
 	fmt.Fprintf(w, "  duplicates %d, items worked twice %d, loans counted by the callers %d\n", r.Duplicates, r.ItemsTwice, r.LoansCounted)
 	if r.RawStrategy != "" {
