@@ -166,6 +166,10 @@ type engineWorkerReport struct {
 // passes it is counted busy and waits on for the same request.
 const getTimeout = time.Minute
 
+// maxWaits is how many getTimeouts a request may stay pending before the
+// benchmark stops and reports a stalled queue instead of waiting forever.
+const maxWaits = 3
+
 // RunEngine runs the engine benchmark: the raw single-row claim on the item
 // table first (the limit), then the callers through package dispatch.
 func RunEngine(ctx context.Context, cfg EngineConfig) (*EngineResult, error) {
@@ -365,11 +369,15 @@ func (w *engineCaller) run(ctx context.Context, deadline time.Time) error {
 		t0 := time.Now()
 		opt := dispatch.GetOptions{Lock: w.sh.Strategy, Timeout: getTimeout}
 		req, err := w.e.Get(ctx, EngineTask, user, w.sh.Count, opt)
-		for err != nil && problem.KindOf(err) == problem.Busy && req != nil {
+		for waits := 1; err != nil && problem.KindOf(err) == problem.Busy && req != nil; waits++ {
 			// Still pending after getTimeout: keep waiting for the same
 			// request (as `work status --wait` would), so the loans it is
 			// given later are worked on and counted, not left active.
 			w.rep.Busy++
+			if waits > maxWaits {
+				return fmt.Errorf("caller %d: request %d still pending after %s: nobody served it (a stalled queue; see loanq_work_request)",
+					w.id, req.ID, time.Duration(waits)*getTimeout)
+			}
 			req, err = w.e.Status(ctx, req.ID, true, opt)
 		}
 		took := time.Since(t0)
