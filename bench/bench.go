@@ -126,16 +126,9 @@ func (c *Config) strategies(d drivers.Driver) ([]drivers.Strategy, error) {
 		}
 		return sts, nil
 	}
-	if c.Strategy == "" {
-		// The database's default strategy (skip, or lease on SQLite).
-		return d.Strategies()[:1], nil
-	}
-	s, err := drivers.ParseStrategy(c.Strategy)
+	s, err := oneStrategy(d, c.Strategy)
 	if err != nil {
 		return nil, err
-	}
-	if !drivers.Supports(d, s) {
-		return nil, problem.Usagef("%s does not support strategy %s: use one of %v (or --strategy all)", d.Name(), s, d.Strategies())
 	}
 	return []drivers.Strategy{s}, nil
 }
@@ -209,20 +202,11 @@ func Run(ctx context.Context, cfg Config) ([]*Result, error) {
 	if cfg.Processes == 0 {
 		cfg.Processes = 1
 	}
-	d, db, dsn, err := drivers.Connect(ctx, cfg.DSN)
+	d, db, dsn, err := connect(ctx, cfg.DSN)
 	if err != nil {
 		return nil, err
 	}
 	defer db.Close()
-	if d.Name() == "sqlite" {
-		// The embedded default migrates itself, as every other command does.
-		if err := schema.EnsureCurrent(ctx, d, db); err != nil {
-			return nil, err
-		}
-	}
-	if err := schema.Check(ctx, d, db, dsn.Redacted()); err != nil {
-		return nil, err
-	}
 	sts, err := cfg.strategies(d)
 	if err != nil {
 		return nil, err
@@ -341,6 +325,41 @@ func rawBatch(ctx context.Context, cfg *Config, db *sql.DB, st *drivers.Statemen
 		r.RawBatchRatio = round3(r.PerSecond / r.RawBatchPerS)
 	}
 	return nil
+}
+
+// connect opens the DSN and checks that its schema is current; the embedded
+// SQLite default migrates itself, as every other command does.
+func connect(ctx context.Context, raw string) (drivers.Driver, *sql.DB, drivers.DSN, error) {
+	d, db, dsn, err := drivers.Connect(ctx, raw)
+	if err != nil {
+		return nil, nil, dsn, err
+	}
+	if d.Name() == "sqlite" {
+		err = schema.EnsureCurrent(ctx, d, db)
+	}
+	if err == nil {
+		err = schema.Check(ctx, d, db, dsn.Redacted())
+	}
+	if err != nil {
+		db.Close()
+		return nil, nil, dsn, err
+	}
+	return d, db, dsn, nil
+}
+
+// oneStrategy resolves a single --strategy; "" is the database's default.
+func oneStrategy(d drivers.Driver, name string) (drivers.Strategy, error) {
+	if name == "" {
+		return d.Strategies()[0], nil
+	}
+	s, err := drivers.ParseStrategy(name)
+	if err != nil {
+		return "", err
+	}
+	if !drivers.Supports(d, s) {
+		return "", problem.Usagef("%s does not support strategy %s: use one of %v", d.Name(), s, d.Strategies())
+	}
+	return s, nil
 }
 
 // ServerVersion names the server a run went to, as the server reports it

@@ -16,7 +16,6 @@ import (
 	"github.com/loanq/loanq/dispatch"
 	"github.com/loanq/loanq/drivers"
 	"github.com/loanq/loanq/problem"
-	"github.com/loanq/loanq/schema"
 )
 
 // The command-line benchmark (`loanq bench --target cli`) measures what a
@@ -65,15 +64,7 @@ func (c *CLIConfig) Validate() error {
 	if c.Duration <= 0 || c.Duration > MaxEngineDuration {
 		return problem.Usagef("invalid --duration %s: --target cli runs each phase this long; give e.g. 20s", c.Duration)
 	}
-	if c.Strategy == "all" {
-		return problem.Usagef("--target cli runs one strategy at a time: give --strategy skip, nowait, wait, lease or rows")
-	}
-	if c.Strategy != "" {
-		if _, err := drivers.ParseStrategy(c.Strategy); err != nil {
-			return problem.Usagef("unknown --strategy %q: use skip, nowait, wait, lease or rows", c.Strategy)
-		}
-	}
-	return nil
+	return checkOneStrategy("cli", c.Strategy)
 }
 
 // CLIResult is the JSON document of `loanq bench --target cli`.
@@ -106,27 +97,14 @@ func RunCLI(ctx context.Context, cfg CLIConfig) (*CLIResult, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	d, db, dsn, err := drivers.Connect(ctx, cfg.DSN)
+	d, db, dsn, err := connect(ctx, cfg.DSN)
 	if err != nil {
 		return nil, err
 	}
 	defer db.Close()
-	if d.Name() == "sqlite" {
-		if err := schema.EnsureCurrent(ctx, d, db); err != nil {
-			return nil, err
-		}
-	}
-	if err := schema.Check(ctx, d, db, dsn.Redacted()); err != nil {
+	s, err := oneStrategy(d, cfg.Strategy)
+	if err != nil {
 		return nil, err
-	}
-	s := d.Strategies()[0]
-	if cfg.Strategy != "" {
-		if s, err = drivers.ParseStrategy(cfg.Strategy); err != nil {
-			return nil, err
-		}
-		if !drivers.Supports(d, s) {
-			return nil, problem.Usagef("%s does not support strategy %s: use one of %v", d.Name(), s, d.Strategies())
-		}
 	}
 	command := cfg.Command
 	if len(command) == 0 {
@@ -144,12 +122,8 @@ func RunCLI(ctx context.Context, cfg CLIConfig) (*CLIResult, error) {
 		return nil, err
 	}
 	e := dispatch.New(db, d)
-	if _, err := e.DeleteTask(ctx, CLITask, true); err != nil && problem.KindOf(err) != problem.Usage {
-		return nil, fmt.Errorf("removing the previous bench task: %w", err)
-	}
-	if _, _, err := e.CreateTask(ctx, dispatch.TaskSpec{Name: CLITask, Source: "loanq_bench_item", Key: "id",
-		Where: cliCriteria, Order: "id", Lock: s, CreatedBy: "loanq-bench"}); err != nil {
-		return nil, fmt.Errorf("creating the bench task: %w", err)
+	if err := replaceTask(ctx, e, dispatch.TaskSpec{Name: CLITask, Where: cliCriteria, Lock: s}); err != nil {
+		return nil, err
 	}
 	env := append(append(os.Environ(), cfg.Env...), "LOANQ_DB="+cfg.DSN, "LOANQ_OUTPUT=json")
 	call := func(ctx context.Context, user string, args ...string) ([]byte, time.Duration, int, error) {
@@ -275,27 +249,9 @@ func RunCLI(ctx context.Context, cfg CLIConfig) (*CLIResult, error) {
 		}
 	}
 	rows.Close()
-	var served, assigned int64
-	if err := db.QueryRowContext(ctx, tq.QueryRunTotals, task.ID).Scan(&r.CriteriaRuns, &served, &assigned); err != nil {
-		return nil, fmt.Errorf("counting criteria runs: %w", err)
+	if r.CriteriaRuns, r.Requests, r.Pending, err = taskCounts(ctx, db, tq, task.ID); err != nil {
+		return nil, err
 	}
-	reqs, err := db.QueryContext(ctx, tq.RequestsByUser, task.ID)
-	if err != nil {
-		return nil, fmt.Errorf("counting requests: %w", err)
-	}
-	for reqs.Next() {
-		var user, status string
-		var n int64
-		if err := reqs.Scan(&user, &status, &n); err != nil {
-			reqs.Close()
-			return nil, fmt.Errorf("counting requests: %w", err)
-		}
-		r.Requests += n
-		if status == dispatch.StatusPending {
-			r.Pending += n
-		}
-	}
-	reqs.Close()
 	r.LoansPerS = round3(float64(r.Loans) / elapsed.Seconds())
 	if r.BaselinePerS > 0 {
 		r.Ratio = round3(r.LoansPerS / r.BaselinePerS)

@@ -14,7 +14,6 @@ import (
 	"github.com/loanq/loanq/drivers"
 	"github.com/loanq/loanq/internal/pause"
 	"github.com/loanq/loanq/problem"
-	"github.com/loanq/loanq/schema"
 )
 
 // The engine benchmark (`loanq bench --target engine`) measures the work
@@ -86,15 +85,20 @@ func (c *EngineConfig) Validate() error {
 	if err := checkChartPath(c.Chart); err != nil {
 		return err
 	}
-	if c.Strategy == "all" {
-		return problem.Usagef("--target engine runs one strategy at a time: give --strategy skip, nowait, wait, lease or rows")
+	return checkOneStrategy("engine", c.Strategy)
+}
+
+// checkOneStrategy checks a --strategy for a target that runs one at a time.
+func checkOneStrategy(target, name string) error {
+	if name == "all" {
+		return problem.Usagef("--target %s runs one strategy at a time: give --strategy skip, nowait, wait, lease or rows", target)
 	}
-	if c.Strategy != "" {
-		if _, err := drivers.ParseStrategy(c.Strategy); err != nil {
-			if c.Strategy == "rows" {
+	if name != "" {
+		if _, err := drivers.ParseStrategy(name); err != nil {
+			if name == "rows" {
 				return problem.Usagef("--strategy rows is not available in this build of loanq: use skip, nowait, wait or lease")
 			}
-			return problem.Usagef("unknown --strategy %q: use skip, nowait, wait, lease or rows", c.Strategy)
+			return problem.Usagef("unknown --strategy %q: use skip, nowait, wait, lease or rows", name)
 		}
 	}
 	return nil
@@ -179,27 +183,14 @@ func RunEngine(ctx context.Context, cfg EngineConfig) (*EngineResult, error) {
 	if cfg.Processes == 0 {
 		cfg.Processes = 1
 	}
-	d, db, dsn, err := drivers.Connect(ctx, cfg.DSN)
+	d, db, dsn, err := connect(ctx, cfg.DSN)
 	if err != nil {
 		return nil, err
 	}
 	defer db.Close()
-	if d.Name() == "sqlite" {
-		if err := schema.EnsureCurrent(ctx, d, db); err != nil {
-			return nil, err
-		}
-	}
-	if err := schema.Check(ctx, d, db, dsn.Redacted()); err != nil {
+	s, err := oneStrategy(d, cfg.Strategy)
+	if err != nil {
 		return nil, err
-	}
-	s := d.Strategies()[0]
-	if cfg.Strategy != "" {
-		if s, err = drivers.ParseStrategy(cfg.Strategy); err != nil {
-			return nil, err
-		}
-		if !drivers.Supports(d, s) {
-			return nil, problem.Usagef("%s does not support strategy %s: use one of %v", d.Name(), s, d.Strategies())
-		}
 	}
 	st := d.Statements()
 	r := &EngineResult{Target: "engine", Database: dsn.Redacted(), Strategy: string(s), Workers: cfg.Workers,
@@ -220,12 +211,8 @@ func RunEngine(ctx context.Context, cfg EngineConfig) (*EngineResult, error) {
 		return nil, err
 	}
 	e := dispatch.New(db, d)
-	if _, err := e.DeleteTask(ctx, EngineTask, true); err != nil && problem.KindOf(err) != problem.Usage {
-		return nil, fmt.Errorf("removing the previous bench task: %w", err)
-	}
-	if _, _, err := e.CreateTask(ctx, dispatch.TaskSpec{Name: EngineTask, Source: "loanq_bench_item", Key: "id",
-		Where: "status = 'ready'", Order: "id", Lock: s, QueryDelay: cfg.QueryDelay, CreatedBy: "loanq-bench"}); err != nil {
-		return nil, fmt.Errorf("creating the bench task: %w", err)
+	if err := replaceTask(ctx, e, dispatch.TaskSpec{Name: EngineTask, Where: "status = 'ready'", Lock: s, QueryDelay: cfg.QueryDelay}); err != nil {
+		return nil, err
 	}
 
 	var reps []engineWorkerReport
@@ -431,28 +418,8 @@ func auditEngine(ctx context.Context, d drivers.Driver, db *sql.DB, e *dispatch.
 	if err := db.QueryRowContext(ctx, tq.WorkDuplicates, task.ID).Scan(&r.Loans, &r.Duplicates); err != nil {
 		return fmt.Errorf("auditing the bench task's work: %w", err)
 	}
-	var served, assigned int64
-	if err := db.QueryRowContext(ctx, tq.QueryRunTotals, task.ID).Scan(&r.CriteriaRuns, &served, &assigned); err != nil {
-		return fmt.Errorf("counting criteria runs: %w", err)
-	}
-	rows, err := db.QueryContext(ctx, tq.RequestsByUser, task.ID)
-	if err != nil {
-		return fmt.Errorf("counting requests: %w", err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var user, status string
-		var n int64
-		if err := rows.Scan(&user, &status, &n); err != nil {
-			return fmt.Errorf("counting requests: %w", err)
-		}
-		r.Requests += n
-		if status == dispatch.StatusPending {
-			r.Pending += n
-		}
-	}
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("counting requests: %w", err)
+	if r.CriteriaRuns, r.Requests, r.Pending, err = taskCounts(ctx, db, tq, task.ID); err != nil {
+		return err
 	}
 	var items, done, total, missed int64
 	if err := db.QueryRowContext(ctx, d.Statements().BenchSummary).Scan(&items, &done, &r.ItemsTwice, &total, &missed); err != nil {
@@ -489,4 +456,46 @@ func auditEngine(ctx context.Context, d drivers.Driver, db *sql.DB, e *dispatch.
 func percentile(sorted []int64, p float64) int64 {
 	i := int(math.Ceil(p*float64(len(sorted)))) - 1
 	return sorted[max(0, min(i, len(sorted)-1))]
+}
+
+// replaceTask deletes the bench task of a previous run, with its history, and
+// creates it afresh over the item table.
+func replaceTask(ctx context.Context, e *dispatch.Engine, spec dispatch.TaskSpec) error {
+	if _, err := e.DeleteTask(ctx, spec.Name, true); err != nil && problem.KindOf(err) != problem.Usage {
+		return fmt.Errorf("removing the previous bench task: %w", err)
+	}
+	spec.Source, spec.Key, spec.Order, spec.CreatedBy = "loanq_bench_item", "id", "id", "loanq-bench"
+	if _, _, err := e.CreateTask(ctx, spec); err != nil {
+		return fmt.Errorf("creating the bench task: %w", err)
+	}
+	return nil
+}
+
+// taskCounts reads a task's criteria-query runs, requests and requests still
+// pending from the database.
+func taskCounts(ctx context.Context, db *sql.DB, tq drivers.TaskQueries, taskID int64) (runs, requests, pending int64, err error) {
+	var served, assigned int64
+	if err := db.QueryRowContext(ctx, tq.QueryRunTotals, taskID).Scan(&runs, &served, &assigned); err != nil {
+		return 0, 0, 0, fmt.Errorf("counting criteria runs: %w", err)
+	}
+	rows, err := db.QueryContext(ctx, tq.RequestsByUser, taskID)
+	if err != nil {
+		return 0, 0, 0, fmt.Errorf("counting requests: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var user, status string
+		var n int64
+		if err := rows.Scan(&user, &status, &n); err != nil {
+			return 0, 0, 0, fmt.Errorf("counting requests: %w", err)
+		}
+		requests += n
+		if status == dispatch.StatusPending {
+			pending += n
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return 0, 0, 0, fmt.Errorf("counting requests: %w", err)
+	}
+	return runs, requests, pending, nil
 }

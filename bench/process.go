@@ -40,10 +40,57 @@ type ChildConfig struct {
 	Batch    int
 }
 
-// ChildReport is the child's answer.
+// ChildReport is the child's answer: item workers (`bench worker`) or
+// engine callers (`bench engine-worker`).
 type ChildReport struct {
-	Workers []WorkerResult `json:"workers"`
-	Error   string         `json:"error,omitempty"`
+	Workers []WorkerResult       `json:"workers,omitempty"`
+	Callers []engineWorkerReport `json:"callers,omitempty"`
+	Error   string               `json:"error,omitempty"`
+}
+
+// handshake is a child's side of the start: say ready, wait for go.
+func handshake(in io.Reader, out io.Writer, who string) func() error {
+	return func() error {
+		if _, err := fmt.Fprintln(out, "ready"); err != nil {
+			return err
+		}
+		line, err := bufio.NewReader(in).ReadString('\n')
+		if err != nil || strings.TrimSpace(line) != "go" {
+			return fmt.Errorf("%s: no go from the parent (%q, %v)", who, line, err)
+		}
+		return nil
+	}
+}
+
+// report writes a child's answer as one JSON line; the run's error goes in
+// it and is returned too.
+func report(out io.Writer, rep ChildReport, err error) error {
+	if err != nil {
+		rep.Error = err.Error()
+	}
+	encErr := json.NewEncoder(out).Encode(rep)
+	if err != nil {
+		return err
+	}
+	return encErr
+}
+
+// decodeReports reads the children's answers; any child's error fails the run.
+func decodeReports(lines []string) ([]ChildReport, error) {
+	var reps []ChildReport
+	var errs []error
+	for i, line := range lines {
+		var rep ChildReport
+		if err := json.Unmarshal([]byte(line), &rep); err != nil {
+			errs = append(errs, fmt.Errorf("worker process %d: %v", i+1, err))
+			continue
+		}
+		if rep.Error != "" {
+			errs = append(errs, fmt.Errorf("worker process %d: %s", i+1, rep.Error))
+		}
+		reps = append(reps, rep)
+	}
+	return reps, errors.Join(errs...)
 }
 
 // RunChild is the hidden `loanq bench worker`: it runs its share of the
@@ -56,26 +103,8 @@ func RunChild(ctx context.Context, cfg ChildConfig, in io.Reader, out io.Writer)
 	if cfg.Count < 1 || cfg.Count > MaxWorkers || cfg.First < 1 || cfg.Batch < 1 || cfg.Batch > MaxBatch || cfg.Work < 0 || cfg.Work > MaxWork {
 		return fmt.Errorf("bench worker: bad arguments %+v", cfg)
 	}
-	ready := func() error {
-		if _, err := fmt.Fprintln(out, "ready"); err != nil {
-			return err
-		}
-		line, err := bufio.NewReader(in).ReadString('\n')
-		if err != nil || strings.TrimSpace(line) != "go" {
-			return fmt.Errorf("bench worker: no go from the parent (%q, %v)", line, err)
-		}
-		return nil
-	}
-	workers, _, err := runLocal(ctx, cfg.DSN, s, cfg.First, cfg.Count, cfg.Work, cfg.Batch, ready)
-	rep := ChildReport{Workers: workers}
-	if err != nil {
-		rep.Error = err.Error()
-	}
-	encErr := json.NewEncoder(out).Encode(rep)
-	if err != nil {
-		return err
-	}
-	return encErr
+	workers, _, err := runLocal(ctx, cfg.DSN, s, cfg.First, cfg.Count, cfg.Work, cfg.Batch, handshake(in, out, "bench worker"))
+	return report(out, ChildReport{Workers: workers}, err)
 }
 
 type child struct {
@@ -181,21 +210,13 @@ func runProcesses(ctx context.Context, cfg *Config, s drivers.Strategy) ([]Worke
 	if err != nil {
 		return nil, elapsed, err
 	}
-	var all []WorkerResult
-	var errs []error
-	for i, line := range lines {
-		var rep ChildReport
-		if err := json.Unmarshal([]byte(line), &rep); err != nil {
-			errs = append(errs, fmt.Errorf("worker process %d: %v", i+1, err))
-			continue
-		}
-		if rep.Error != "" {
-			errs = append(errs, fmt.Errorf("worker process %d: %s", i+1, rep.Error))
-		}
-		all = append(all, rep.Workers...)
-	}
-	if err := errors.Join(errs...); err != nil {
+	reps, err := decodeReports(lines)
+	if err != nil {
 		return nil, elapsed, err
+	}
+	var all []WorkerResult
+	for _, rep := range reps {
+		all = append(all, rep.Workers...)
 	}
 	slices.SortFunc(all, func(a, b WorkerResult) int { return a.Worker - b.Worker })
 	return all, elapsed, nil
@@ -214,12 +235,6 @@ type EngineChildConfig struct {
 	Marks    bool
 }
 
-// EngineChildReport is the engine child's answer.
-type EngineChildReport struct {
-	Callers []engineWorkerReport `json:"callers"`
-	Error   string               `json:"error,omitempty"`
-}
-
 // RunEngineChild is the hidden `loanq bench engine-worker`.
 func RunEngineChild(ctx context.Context, cfg EngineChildConfig, in io.Reader, out io.Writer) error {
 	s, err := drivers.ParseStrategy(cfg.Strategy)
@@ -229,27 +244,9 @@ func RunEngineChild(ctx context.Context, cfg EngineChildConfig, in io.Reader, ou
 	if cfg.Workers < 1 || cfg.Workers > MaxWorkers || cfg.First < 1 || cfg.Count < 1 || cfg.Duration < 0 || cfg.Work < 0 || cfg.Work > MaxWork {
 		return fmt.Errorf("bench engine-worker: bad arguments %+v", cfg)
 	}
-	ready := func() error {
-		if _, err := fmt.Fprintln(out, "ready"); err != nil {
-			return err
-		}
-		line, err := bufio.NewReader(in).ReadString('\n')
-		if err != nil || strings.TrimSpace(line) != "go" {
-			return fmt.Errorf("bench engine-worker: no go from the parent (%q, %v)", line, err)
-		}
-		return nil
-	}
 	reps, _, err := runEngineLocal(ctx, engineShare{DSN: cfg.DSN, Strategy: s, First: cfg.First, N: cfg.Workers,
-		Count: cfg.Count, Duration: cfg.Duration, Work: cfg.Work, Marks: cfg.Marks}, ready)
-	rep := EngineChildReport{Callers: reps}
-	if err != nil {
-		rep.Error = err.Error()
-	}
-	encErr := json.NewEncoder(out).Encode(rep)
-	if err != nil {
-		return err
-	}
-	return encErr
+		Count: cfg.Count, Duration: cfg.Duration, Work: cfg.Work, Marks: cfg.Marks}, handshake(in, out, "bench engine-worker"))
+	return report(out, ChildReport{Callers: reps}, err)
 }
 
 // runEngineProcesses runs the engine callers in cfg.Processes children.
@@ -275,18 +272,10 @@ func runEngineProcesses(ctx context.Context, cfg *EngineConfig, s drivers.Strate
 	if err != nil {
 		return nil, elapsed, err
 	}
+	reps, err := decodeReports(lines)
 	var all []engineWorkerReport
-	var errs []error
-	for i, line := range lines {
-		var rep EngineChildReport
-		if err := json.Unmarshal([]byte(line), &rep); err != nil {
-			errs = append(errs, fmt.Errorf("engine process %d: %v", i+1, err))
-			continue
-		}
-		if rep.Error != "" {
-			errs = append(errs, fmt.Errorf("engine process %d: %s", i+1, rep.Error))
-		}
+	for _, rep := range reps {
 		all = append(all, rep.Callers...)
 	}
-	return all, elapsed, errors.Join(errs...)
+	return all, elapsed, err
 }
