@@ -117,7 +117,7 @@ FROM loanq_bench_item`,
 	BenchByOwner: `SELECT owner, COUNT(*) FROM loanq_bench_item WHERE status = 'done' GROUP BY owner ORDER BY owner`,
 
 	// VERSION() alone reads "10.11.6-MariaDB-…" or "8.0.36": name the product.
-	ServerVersion: `SELECT CASE WHEN VERSION() LIKE '%MariaDB%' THEN CONCAT('MariaDB ', VERSION()) ELSE CONCAT('MySQL ', VERSION()) END`,
+	ServerVersion: `SELECT CASE WHEN LOCATE('MariaDB', VERSION()) > 0 THEN CONCAT('MariaDB ', VERSION()) ELSE CONCAT('MySQL ', VERSION()) END`,
 	// The ids arrive as one JSON array, unpacked by JSON_TABLE (MySQL 8.0.4,
 	// MariaDB 10.6): one statement for the batch, looked up by primary key.
 	BenchDoneMany: `UPDATE loanq_bench_item
