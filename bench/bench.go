@@ -82,11 +82,8 @@ type Config struct {
 
 // Validate checks the flags; errors are bad input (exit 2).
 func (c *Config) Validate() error {
-	if c.Workers < 1 || c.Workers > MaxWorkers {
-		return problem.Usagef("invalid --workers %d: give 1 to %d", c.Workers, MaxWorkers)
-	}
-	if c.Rows < 1 || c.Rows > MaxRows {
-		return problem.Usagef("invalid --rows %d: give 1 to %d", c.Rows, MaxRows)
+	if err := checkSizes(c.Workers, c.Rows); err != nil {
+		return err
 	}
 	if c.Work < 0 || c.Work > MaxWork {
 		return problem.Usagef("invalid --work %s: give 0s to %s, e.g. 100ms", c.Work, MaxWork)
@@ -104,6 +101,17 @@ func (c *Config) Validate() error {
 		if _, err := drivers.ParseStrategy(c.Strategy); err != nil {
 			return problem.Usagef("unknown --strategy %q: use skip, nowait, wait, lease or all", c.Strategy)
 		}
+	}
+	return nil
+}
+
+// checkSizes checks --workers and --rows against their limits.
+func checkSizes(workers, rows int) error {
+	if workers < 1 || workers > MaxWorkers {
+		return problem.Usagef("invalid --workers %d: give 1 to %d", workers, MaxWorkers)
+	}
+	if rows < 1 || rows > MaxRows {
+		return problem.Usagef("invalid --rows %d: give 1 to %d", rows, MaxRows)
 	}
 	return nil
 }

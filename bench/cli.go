@@ -58,8 +58,8 @@ func (c *CLIConfig) Validate() error {
 	if c.Processes < 1 || c.Processes > MaxWorkers {
 		return problem.Usagef("invalid --processes %d: give 1 to %d concurrent loops", c.Processes, MaxWorkers)
 	}
-	if c.Rows < 1 || c.Rows > MaxRows {
-		return problem.Usagef("invalid --rows %d: give 1 to %d", c.Rows, MaxRows)
+	if err := checkSizes(1, c.Rows); err != nil {
+		return err
 	}
 	if c.Duration <= 0 || c.Duration > MaxEngineDuration {
 		return problem.Usagef("invalid --duration %s: --target cli runs each phase this long; give e.g. 20s", c.Duration)

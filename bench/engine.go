@@ -53,19 +53,15 @@ type EngineConfig struct {
 	NoRaw      bool          // skip the raw single-row claim measurement
 	Chart      string
 
-	// Notes, Command and Env as in Config.
-	Notes   interface{ Write([]byte) (int, error) }
+	// Command and Env as in Config.
 	Command []string
 	Env     []string
 }
 
 // Validate checks the flags; errors are bad input (exit 2).
 func (c *EngineConfig) Validate() error {
-	if c.Workers < 1 || c.Workers > MaxWorkers {
-		return problem.Usagef("invalid --workers %d: give 1 to %d", c.Workers, MaxWorkers)
-	}
-	if c.Rows < 1 || c.Rows > MaxRows {
-		return problem.Usagef("invalid --rows %d: give 1 to %d", c.Rows, MaxRows)
+	if err := checkSizes(c.Workers, c.Rows); err != nil {
+		return err
 	}
 	if c.Count < 1 || c.Count > dispatch.MaxCount {
 		return problem.Usagef("invalid --count %d: give 1 to %d loans per work get", c.Count, dispatch.MaxCount)
