@@ -71,6 +71,8 @@ func printSQL(c *cli.Context) error {
 	for _, n := range drivers.TaskQueriesFor(d).List() {
 		list = append(list, stmt{n.Field, n.Purpose, n.SQL})
 	}
+	list = append(list, stmt{"DashboardRunHistogram", "dashboard: criteria-query runs per task and duration bucket (/metrics histogram)",
+		drivers.DashboardRunHistogram})
 	migs, err := fs.Glob(d.Migrations(), "*.sql")
 	if err != nil {
 		return err
