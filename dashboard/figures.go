@@ -18,6 +18,7 @@ import (
 
 	"github.com/loanq/loanq/dispatch"
 	"github.com/loanq/loanq/drivers"
+	"github.com/loanq/loanq/problem"
 )
 
 // Dispositions are the kinds of SPEC §4, in display order.
@@ -380,16 +381,27 @@ type Disposition struct {
 // Task reads one task's page: its definition, latest runs and dispositions.
 // It is not cached: one page view, four indexed reads.
 func (s *Source) Task(ctx context.Context, name string) (*TaskDetail, error) {
-	t, err := s.Engine.Task(ctx, name)
+	// Found in the list rather than by the CLI's lookup, which refuses names
+	// the CLI would not create: a task row written otherwise still shows.
+	tasks, err := s.Engine.Tasks(ctx)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("reading the tasks: %w", err)
+	}
+	var t *dispatch.Task
+	for _, x := range tasks {
+		if x.Name == name {
+			t = x
+		}
+	}
+	if t == nil {
+		return nil, problem.Usagef("unknown task %q", name)
 	}
 	d := &TaskDetail{Task: t, Hold: s.Hold}
 	if d.Runs, err = s.Engine.Runs(ctx, t); err != nil {
 		return nil, fmt.Errorf("reading the runs of task %s: %w", name, err)
 	}
 	q := &queryCounter{db: s.DB}
-	err = each(ctx, q, s.Driver.Statements().DashDispositions, []any{t.ID, 25}, func(r *sql.Rows) error {
+	err = each(ctx, q, s.Driver.Statements().DashDispositions, []any{t.ID, 15}, func(r *sql.Rows) error {
 		var x Disposition
 		var age, held sql.NullInt64
 		if err := r.Scan(&x.Loan, &x.User, &x.Kind, &age, &held); err != nil {

@@ -45,7 +45,7 @@ type Server struct {
 
 // Handler builds the routes.
 func (s *Server) Handler() (http.Handler, error) {
-	funcs := template.FuncMap{"age": formatAge, "ms": formatMS, "kinds": func() []string { return Dispositions }}
+	funcs := template.FuncMap{"age": formatAge, "held": formatHeld, "ms": formatMS, "kinds": func() []string { return Dispositions }}
 	t, err := template.New("").Funcs(funcs).ParseFS(assets, "assets/*.html")
 	if err != nil {
 		return nil, fmt.Errorf("parsing the page templates: %w", err)
@@ -63,7 +63,7 @@ func (s *Server) Handler() (http.Handler, error) {
 	mux.HandleFunc("GET /healthz", s.healthz)
 	mux.Handle("GET /metrics", s.auth(promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})))
 	mux.Handle("GET /api/dashboard", s.auth(http.HandlerFunc(s.apiDashboard)))
-	mux.Handle("GET /tasks/{name}", s.auth(http.HandlerFunc(s.taskPage)))
+	mux.Handle("GET /tasks/{name...}", s.auth(http.HandlerFunc(s.taskPage)))
 	mux.Handle("GET /static/", s.auth(http.StripPrefix("/static/", http.FileServerFS(static))))
 	mux.Handle("GET /{$}", s.auth(http.HandlerFunc(s.index)))
 	return secureHeaders(mux), nil
@@ -202,6 +202,14 @@ func formatAge(ms int64) string {
 		return fmt.Sprintf("%dh%02dm", int(d.Hours()), int(d.Minutes())%60)
 	}
 	return fmt.Sprintf("%dd%dh", int(d.Hours())/24, int(d.Hours())%24)
+}
+
+// formatHeld is formatAge for a duration that may be under a second.
+func formatHeld(ms int64) string {
+	if ms < 1000 {
+		return "<1s"
+	}
+	return formatAge(ms)
 }
 
 // formatMS prints a duration in milliseconds.

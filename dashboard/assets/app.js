@@ -94,7 +94,11 @@
     tr.appendChild(pair(t.runs, t.runs ? t.requests_per_run.toFixed(2) + " req/run" : ""));
     var ch = td(null, "l chart");
     ch.appendChild(spark(t.recent_runs));
-    if (t.recent_runs.length) ch.appendChild(el("span", "sub", "last " + dur(t.recent_runs[0].duration_ms)));
+    if (t.recent_runs.length) {
+      var mx = 0;
+      t.recent_runs.forEach(function (r) { mx = Math.max(mx, r.duration_ms); });
+      ch.appendChild(el("span", "sub", "last " + dur(t.recent_runs[0].duration_ms) + " · max " + dur(mx)));
+    }
     tr.appendChild(ch);
     return tr;
   }
