@@ -106,10 +106,18 @@ type Source struct {
 	// Hold is the age past which active work is highlighted (0: never).
 	Hold time.Duration
 
-	mu   sync.Mutex
-	last *Snapshot
-	err  error
-	at   time.Time
+	mu        sync.Mutex
+	last      *Snapshot
+	err       error
+	at        time.Time
+	refreshes int
+}
+
+// Refreshes is how many times the figures were read from the database.
+func (s *Source) Refreshes() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.refreshes
 }
 
 // Get returns the cached snapshot, refreshing it when older than TTL. Callers
@@ -121,6 +129,7 @@ func (s *Source) Get(ctx context.Context) (*Snapshot, error) {
 		return s.last, s.err
 	}
 	snap, err := s.refresh(ctx)
+	s.refreshes++
 	s.at = time.Now()
 	if err != nil {
 		// Keep serving the last good figures alongside the error.
