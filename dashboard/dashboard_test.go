@@ -7,6 +7,8 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -61,10 +63,74 @@ func TestViewersShareOneRefresh(t *testing.T) {
 		}
 		snap, _ := src.Get(context.Background())
 		// 2 tasks: the task list, pending, active, done, the run histogram and
-		// the latest runs of each task.
-		if snap.Refresh.Queries != 7 || snap.TotalActive != 6 || snap.TotalToday != 3 {
-			t.Fatalf("refresh: %+v, active %d, done today %d; want 7 queries, 6 active, 3 done", snap.Refresh, snap.TotalActive, snap.TotalToday)
+		// the latest runs of each task; the first refresh also reads the floor.
+		if snap.Refresh.Queries != 9 || snap.TotalActive != 6 || snap.TotalToday != 3 {
+			t.Fatalf("refresh: %+v, active %d, done today %d; want 9 queries, 6 active, 3 done", snap.Refresh, snap.TotalActive, snap.TotalToday)
 		}
+		src.TTL = 0
+		if snap, _ = src.Get(context.Background()); snap.Refresh.Queries != 7 {
+			t.Fatalf("second refresh: %+v; want 7 queries (the floor is kept)", snap.Refresh)
+		}
+	})
+}
+
+// Dispositions are counted below and above a floor id that is raised once
+// an hour: work that was active when the floor was read and ended later,
+// and new work, must be counted exactly, before and after the floor moves.
+func TestDispositionsAcrossTheFloor(t *testing.T) {
+	testdb.Each(t, func(t *testing.T, dsn string) {
+		floorSlack = 0 // so that the floor really splits the small history
+		t.Cleanup(func() { floorSlack = 1000 })
+		src := seeded(t, dsn)
+		src.TTL = 0
+		ctx := context.Background()
+		// The work ended so far ended long ago: below the floor.
+		old, recent := time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC), time.Date(2021, 1, 1, 0, 0, 0, 0, time.UTC)
+		testdb.Exec(t, src.Driver, src.DB, "UPDATE loanq_work SET disposed_at = ? WHERE disposition IS NOT NULL", old)
+		check := func(when string) {
+			t.Helper()
+			snap, err := src.Get(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, f := range snap.Tasks {
+				for _, kind := range Dispositions {
+					q := `SELECT COUNT(*) FROM loanq_work w JOIN loanq_task t ON t.id = w.task_id WHERE t.name = ? AND w.disposition = ?`
+					all := testdb.Int(t, src.Driver, src.DB, q, f.Name, kind)
+					today := testdb.Int(t, src.Driver, src.DB, q+" AND w.disposed_at > ?", f.Name, kind, recent)
+					if int64(f.DoneTotal[kind]) != all || int64(f.DoneToday[kind]) != today {
+						t.Errorf("%s: %s %s: %d in all, %d today; the database has %d and %d", when, f.Name, kind,
+							f.DoneTotal[kind], f.DoneToday[kind], all, today)
+					}
+				}
+			}
+		}
+		check("first refresh")
+		floor := src.floor
+		if floor <= 1 || len(src.below) == 0 {
+			t.Fatalf("floor %d with %d counts below it: the test does not split the history", floor, len(src.below))
+		}
+		// End every active item (all were above the floor), and add new work.
+		for _, u := range []string{"ana", "ben"} {
+			items, err := src.Engine.Pipeline(ctx, u, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, it := range items {
+				if _, err := src.Engine.Dispose(ctx, it.Task, it.LoanID, u, Dispositions[i%3], 0, false); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		if _, err := src.Engine.Get(ctx, "beta", "chloe", 2, dispatch.GetOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		check("after dispositions, same floor")
+		if src.floor != floor {
+			t.Fatalf("the floor moved within the hour: %d then %d", floor, src.floor)
+		}
+		src.floorAt = time.Time{} // an hour later
+		check("after the floor was read again")
 	})
 }
 
@@ -123,15 +189,19 @@ func TestMetricsPerUser(t *testing.T) {
 }
 
 // BenchmarkRefresh measures what one refresh costs the database (every
-// statement of it, uncached) over a work history of about 10 000 rows and
-// 2 000 criteria-query runs in 5 tasks. The figures in docs/dashboard.md
-// come from:
+// statement of it, uncached, and each statement's share) over a work history
+// of LOANQ_BENCH_HISTORY rows (default 10 000) and a fifth as many
+// criteria-query runs, in 5 tasks. The figures in docs/dashboard.md come from:
 //
-//	scripts/test.sh -run '^$' -bench Refresh -benchtime 200x ./dashboard/
+//	LOANQ_BENCH_HISTORY=100000 scripts/test.sh -run '^$' -bench Refresh -benchtime 100x ./dashboard/
 func BenchmarkRefresh(b *testing.B) {
 	for _, dialect := range testdb.Dialects {
 		b.Run(dialect, func(b *testing.B) {
-			src := history(b, testdb.Fresh(b, dialect))
+			rows := int64(10000)
+			if v, err := strconv.ParseInt(os.Getenv("LOANQ_BENCH_HISTORY"), 10, 64); err == nil && v > 0 {
+				rows = v
+			}
+			src := history(b, testdb.Fresh(b, dialect), rows)
 			src.TTL = 0
 			ctx := context.Background()
 			if _, err := src.Get(ctx); err != nil {
@@ -139,22 +209,30 @@ func BenchmarkRefresh(b *testing.B) {
 			}
 			b.ResetTimer()
 			var queries int
+			steps := map[string]int64{}
 			for i := 0; i < b.N; i++ {
 				snap, err := src.Get(ctx)
 				if err != nil {
 					b.Fatal(err)
 				}
 				queries = snap.Refresh.Queries
+				for k, v := range snap.Refresh.StepsUS {
+					steps[k] += v
+				}
 			}
 			b.ReportMetric(float64(queries), "queries/refresh")
+			for k, v := range steps {
+				b.ReportMetric(float64(v)/float64(b.N), "µs/"+k)
+			}
 		})
 	}
 }
 
-// history builds a history of about 10 000 work rows and 2 000 runs by
+// history builds a history of at least rows work rows and rows/5 runs by
 // doubling a few real ones (each copy is a dispositioned row, so the
-// one-active-row index is not involved).
-func history(b *testing.B, dsn string) *Source {
+// one-active-row index is not involved); all but the latest 500 rows ended
+// long ago.
+func history(b *testing.B, dsn string, rows int64) *Source {
 	d, db := testdb.Migrated(b, dsn)
 	testdb.CreateLoans(b, d, db, 200)
 	e := dispatch.New(db, d)
@@ -174,14 +252,18 @@ func history(b *testing.B, dsn string) *Source {
 			}
 		}
 	}
-	for testdb.Int(b, d, db, "SELECT COUNT(*) FROM loanq_work") < 10000 {
+	for testdb.Int(b, d, db, "SELECT COUNT(*) FROM loanq_work") < rows {
 		testdb.Exec(b, d, db, `INSERT INTO loanq_work (task_id, loan_id, user_name, request_id, assigned_at, disposition, disposed_at)
 SELECT task_id, loan_id + 1000000 + id * 1000, user_name, request_id, assigned_at, 'complete', COALESCE(disposed_at, assigned_at)
 FROM loanq_work`)
 	}
-	for testdb.Int(b, d, db, "SELECT COUNT(*) FROM loanq_query_run") < 2000 {
+	for testdb.Int(b, d, db, "SELECT COUNT(*) FROM loanq_query_run") < rows/5 {
 		testdb.Exec(b, d, db, `INSERT INTO loanq_query_run (task_id, strategy, holder, started_at, duration_ms, rows_found, requests_served, loans_assigned)
 SELECT task_id, strategy, holder, started_at, duration_ms + id, rows_found, requests_served, loans_assigned FROM loanq_query_run`)
 	}
+	// Most of a real history ended before today; keep the latest 500 rows today.
+	last := testdb.Int(b, d, db, "SELECT MAX(id) FROM loanq_work")
+	testdb.Exec(b, d, db, "UPDATE loanq_work SET disposed_at = ? WHERE disposition IS NOT NULL AND id < ?",
+		time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC), last-500)
 	return &Source{DB: db, Driver: d, Engine: e, TTL: time.Hour}
 }

@@ -49,6 +49,9 @@ type Cost struct {
 	Queries    int   `json:"queries"`
 	DurationMS int64 `json:"duration_ms"`
 	DurationUS int64 `json:"duration_us"`
+	// StepsUS is the time of each statement (the latest runs: all tasks
+	// together), in microseconds, named after its drivers.Statements field.
+	StepsUS map[string]int64 `json:"steps_us"`
 }
 
 // TaskFigure is one task's line of the dashboard.
@@ -111,6 +114,23 @@ type Source struct {
 	err       error
 	at        time.Time
 	refreshes int
+
+	// The dispositions below floor: fixed history, counted once per floor.
+	floor   int64
+	floorAt time.Time
+	below   map[doneKey]int
+}
+
+// floorEvery is how often the floor id is raised (one read of the whole
+// work history); floorSlack ids below it are still counted at every refresh,
+// so a row whose insert committed after a higher id's is not lost.
+const floorEvery = time.Hour
+
+var floorSlack int64 = 1000 // a variable for the tests, which set it to 0
+
+type doneKey struct {
+	task       int64
+	user, kind string
 }
 
 // Refreshes is how many times the figures were read from the database.
@@ -142,8 +162,19 @@ func (s *Source) Get(ctx context.Context) (*Snapshot, error) {
 
 // queryCounter counts the statements one refresh sends.
 type queryCounter struct {
-	db *sql.DB
-	n  int
+	db    *sql.DB
+	n     int
+	steps map[string]int64
+}
+
+// step times one part of a refresh.
+func (q *queryCounter) step(name string, fn func() error) error {
+	start := time.Now()
+	err := fn()
+	if q.steps != nil {
+		q.steps[name] += time.Since(start).Microseconds()
+	}
+	return err
 }
 
 func (q *queryCounter) query(ctx context.Context, stmt string, args ...any) (*sql.Rows, error) {
@@ -156,11 +187,15 @@ func (s *Source) refresh(ctx context.Context) (*Snapshot, error) {
 	defer cancel()
 	start := time.Now()
 	st := s.Driver.Statements()
-	q := &queryCounter{db: s.DB}
+	q := &queryCounter{db: s.DB, steps: map[string]int64{}}
 	snap := &Snapshot{Database: s.Driver.Name(), HoldMS: s.Hold.Milliseconds(), byID: map[int64]*TaskFigure{}}
 
 	q.n++
-	tasks, err := s.Engine.Tasks(ctx)
+	var tasks []*dispatch.Task
+	err := q.step("TaskList", func() (err error) {
+		tasks, err = s.Engine.Tasks(ctx)
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("reading the tasks: %w", err)
 	}
@@ -182,17 +217,19 @@ func (s *Source) refresh(ctx context.Context) (*Snapshot, error) {
 	}
 
 	// Pending requests.
-	err = each(ctx, q, st.DashPending, nil, func(r *sql.Rows) error {
-		var id int64
-		var n int
-		var age sql.NullInt64
-		if err := r.Scan(&id, &n, &age); err != nil {
-			return err
-		}
-		if f := snap.byID[id]; f != nil {
-			f.Pending, f.OldestPendingMS = n, age.Int64*1000
-		}
-		return nil
+	err = q.step("DashPending", func() error {
+		return each(ctx, q, st.DashPending, nil, func(r *sql.Rows) error {
+			var id int64
+			var n int
+			var age sql.NullInt64
+			if err := r.Scan(&id, &n, &age); err != nil {
+				return err
+			}
+			if f := snap.byID[id]; f != nil {
+				f.Pending, f.OldestPendingMS = n, age.Int64*1000
+			}
+			return nil
+		})
 	})
 	if err != nil {
 		return nil, fmt.Errorf("reading pending requests: %w", err)
@@ -203,73 +240,88 @@ func (s *Source) refresh(ctx context.Context) (*Snapshot, error) {
 	if hold <= 0 {
 		hold = 1 << 50 // no limit: nothing is that old
 	}
-	err = each(ctx, q, st.DashActive, []any{hold}, func(r *sql.Rows) error {
-		var id int64
-		var name string
-		var n, over int
-		var age sql.NullInt64
-		if err := r.Scan(&id, &name, &n, &age, &over); err != nil {
-			return err
-		}
-		f := snap.byID[id]
-		if f == nil {
+	err = q.step("DashActive", func() error {
+		return each(ctx, q, st.DashActive, []any{hold}, func(r *sql.Rows) error {
+			var id int64
+			var name string
+			var n, over int
+			var age sql.NullInt64
+			if err := r.Scan(&id, &name, &n, &age, &over); err != nil {
+				return err
+			}
+			f := snap.byID[id]
+			if f == nil {
+				return nil
+			}
+			ms := age.Int64 * 1000
+			f.Active += n
+			f.OverHold += over
+			f.OldestActiveMS = max(f.OldestActiveMS, ms)
+			u := user(name)
+			u.Active += n
+			u.OverHold += over
+			u.OldestActiveMS = max(u.OldestActiveMS, ms)
+			u.ActiveByTask[f.Name] += n
 			return nil
-		}
-		ms := age.Int64 * 1000
-		f.Active += n
-		f.OverHold += over
-		f.OldestActiveMS = max(f.OldestActiveMS, ms)
-		u := user(name)
-		u.Active += n
-		u.OverHold += over
-		u.OldestActiveMS = max(u.OldestActiveMS, ms)
-		u.ActiveByTask[f.Name] += n
-		return nil
+		})
 	})
 	if err != nil {
 		return nil, fmt.Errorf("reading active work: %w", err)
 	}
 
-	// Dispositions, in all and today.
-	err = each(ctx, q, st.DashDone, nil, func(r *sql.Rows) error {
-		var id int64
-		var name, kind string
-		var total, today int
-		if err := r.Scan(&id, &name, &kind, &total, &today); err != nil {
-			return err
+	// Dispositions, in all and today: the fixed part below the floor id,
+	// then a primary-key range from the floor up.
+	if err := s.raiseFloor(ctx, q); err != nil {
+		return nil, fmt.Errorf("reading the work history: %w", err)
+	}
+	for k, n := range s.below {
+		if f := snap.byID[k.task]; f != nil {
+			f.DoneTotal[k.kind] += n
 		}
-		f := snap.byID[id]
-		if f == nil {
+	}
+	err = q.step("DashDone", func() error {
+		return each(ctx, q, st.DashDone, []any{s.floor}, func(r *sql.Rows) error {
+			var id int64
+			var name, kind string
+			var total, today int
+			if err := r.Scan(&id, &name, &kind, &total, &today); err != nil {
+				return err
+			}
+			f := snap.byID[id]
+			if f == nil {
+				return nil
+			}
+			f.DoneTotal[kind] += total
+			f.DoneToday[kind] += today
+			if today > 0 {
+				user(name).DoneToday += today
+			}
 			return nil
-		}
-		f.DoneTotal[kind] += total
-		f.DoneToday[kind] += today
-		if today > 0 {
-			user(name).DoneToday += today
-		}
-		return nil
+		})
 	})
 	if err != nil {
 		return nil, fmt.Errorf("reading dispositions: %w", err)
 	}
 
 	// Criteria-query runs: totals and the duration histogram.
-	err = each(ctx, q, drivers.DashboardRunHistogram, nil, func(r *sql.Rows) error {
-		var id, bucket, runs int64
-		var dur, served, assigned sql.NullFloat64
-		if err := r.Scan(&id, &bucket, &runs, &dur, &served, &assigned); err != nil {
-			return err
-		}
-		f := snap.byID[id]
-		if f == nil || bucket < 0 || int(bucket) >= len(f.DurationBuckets) {
+	err = q.step("DashboardRunHistogram", func() error {
+		return each(ctx, q, drivers.DashboardRunHistogram, nil, func(r *sql.Rows) error {
+			var id, bucket, runs int64
+			var dur, served, assigned sql.NullFloat64
+			if err := r.Scan(&id, &bucket, &runs, &dur, &served, &assigned); err != nil {
+				return err
+			}
+			f := snap.byID[id]
+			if f == nil || bucket < 0 || int(bucket) >= len(f.DurationBuckets) {
+				return nil
+			}
+			f.DurationBuckets[bucket] += runs
+			f.Runs += runs
+			f.RunDurationMS += int64(dur.Float64)
+			f.RequestsServed += int64(served.Float64)
+			f.LoansAssigned += int64(assigned.Float64)
 			return nil
-		}
-		f.DurationBuckets[bucket] += runs
-		f.Runs += runs
-		f.RunDurationMS += int64(dur.Float64)
-		f.RequestsServed += int64(served.Float64)
-		f.LoansAssigned += int64(assigned.Float64)
-		return nil
+		})
 	})
 	if err != nil {
 		return nil, fmt.Errorf("reading the criteria-query log: %w", err)
@@ -280,14 +332,16 @@ func (s *Source) refresh(ctx context.Context) (*Snapshot, error) {
 		if f.Runs == 0 {
 			continue
 		}
-		err = each(ctx, q, st.DashRuns, []any{f.ID, recentRuns}, func(r *sql.Rows) error {
-			var x Run
-			if err := r.Scan(&x.ID, &x.AgeMS, &x.DurationMS, &x.RowsFound, &x.RequestsServed, &x.LoansAssigned); err != nil {
-				return err
-			}
-			x.AgeMS *= 1000
-			f.RecentRuns = append(f.RecentRuns, x)
-			return nil
+		err = q.step("DashRuns", func() error {
+			return each(ctx, q, st.DashRuns, []any{f.ID, recentRuns}, func(r *sql.Rows) error {
+				var x Run
+				if err := r.Scan(&x.ID, &x.AgeMS, &x.DurationMS, &x.RowsFound, &x.RequestsServed, &x.LoansAssigned); err != nil {
+					return err
+				}
+				x.AgeMS *= 1000
+				f.RecentRuns = append(f.RecentRuns, x)
+				return nil
+			})
 		})
 		if err != nil {
 			return nil, fmt.Errorf("reading the runs of task %s: %w", f.Name, err)
@@ -332,9 +386,54 @@ func (s *Source) refresh(ctx context.Context) (*Snapshot, error) {
 		snap.Users = []*UserFigure{}
 	}
 	took := time.Since(start)
-	snap.Refresh = Cost{Queries: q.n, DurationMS: took.Milliseconds(), DurationUS: took.Microseconds()}
+	snap.Refresh = Cost{Queries: q.n, DurationMS: took.Milliseconds(), DurationUS: took.Microseconds(), StepsUS: q.steps}
 	snap.RefreshedAt = time.Now().UTC()
 	return snap, nil
+}
+
+// raiseFloor reads a new floor id and the dispositions below it, at the
+// first refresh and then once per floorEvery. Below the floor every row had
+// ended before today when it was read (the lowest active id and the lowest
+// id ended today are above it), and an ended row never changes, so those
+// counts stay right however long the floor is kept; only the range the
+// refreshes read grows.
+func (s *Source) raiseFloor(ctx context.Context, q *queryCounter) error {
+	if s.below != nil && time.Since(s.floorAt) < floorEvery {
+		return nil
+	}
+	st := s.Driver.Statements()
+	var active, today, maxID sql.NullInt64
+	err := q.step("DashDoneFloor", func() error {
+		q.n++
+		return s.DB.QueryRowContext(ctx, st.DashDoneFloor).Scan(&active, &today, &maxID)
+	})
+	if err != nil {
+		return err
+	}
+	floor := maxID.Int64 + 1
+	for _, v := range []sql.NullInt64{active, today} {
+		if v.Valid && v.Int64 < floor {
+			floor = v.Int64
+		}
+	}
+	floor = max(floor-floorSlack, 0)
+	below := map[doneKey]int{}
+	err = q.step("DashDoneBefore", func() error {
+		return each(ctx, q, st.DashDoneBefore, []any{floor}, func(r *sql.Rows) error {
+			var k doneKey
+			var n int
+			if err := r.Scan(&k.task, &k.user, &k.kind, &n); err != nil {
+				return err
+			}
+			below[k] += n
+			return nil
+		})
+	})
+	if err != nil {
+		return err
+	}
+	s.floor, s.below, s.floorAt = floor, below, time.Now()
+	return nil
 }
 
 func zeroKinds() map[string]int {

@@ -159,9 +159,22 @@ type Statements struct {
 	// assignments, age in seconds of the oldest, how many are at least hold
 	// seconds old.
 	DashActive string `purpose:"dashboard: active work per task and user, oldest age, held past the limit"`
-	// DashDone binds nothing. Columns: task id, user, disposition, how many in
-	// all, how many today.
-	DashDone string `purpose:"dashboard: dispositions per task, user and kind, in all and today"`
+	// The work history has no index on disposed_at, so dispositions are
+	// counted in two parts split at a "floor" id: rows below it had all
+	// ended before today when the floor was read, and never change again
+	// (a disposition is set once), so they are counted once an hour; rows
+	// from the floor up are a primary-key range, counted at every refresh.
+	//
+	// DashDoneFloor binds nothing. Columns: the lowest id of active work, the
+	// lowest id of work ended today, the highest id (each NULL when none).
+	// Reads the whole history: run once an hour.
+	DashDoneFloor string `purpose:"dashboard: the floor id under which the work history no longer changes (hourly)"`
+	// DashDoneBefore binds: floor id. Columns: task id, user, disposition,
+	// how many. Run with each new floor.
+	DashDoneBefore string `purpose:"dashboard: dispositions below the floor id (hourly)"`
+	// DashDone binds: floor id. Columns: task id, user, disposition, how many,
+	// how many today. A primary-key range from the floor.
+	DashDone string `purpose:"dashboard: dispositions from the floor id up, in all and today"`
 	// DashRuns binds: task id, how many. The latest criteria-query runs of a
 	// task, newest first. Columns: id, age in seconds of its start,
 	// duration_ms, rows_found, requests_served, loans_assigned.

@@ -119,9 +119,8 @@ FROM loanq_bench_item`,
 	// read per task through the unique index on (task_id, active_loan_id),
 	// whose second column is NULL once a row is dispositioned, and pending
 	// requests through (task_id, status, id); both joins start from the few
-	// task rows. DashDone reads the whole work history (no index covers
-	// disposed_at), which is why the dashboard caches its figures
-	// (docs/dashboard.md). UTC_DATE() is midnight of the database's UTC day.
+	// task rows. DashDone reads the work
+	// history from a floor id up (see drivers.Statements). UTC_DATE() is midnight of the database's UTC day.
 	DashPending: `SELECT r.task_id, COUNT(*), TIMESTAMPDIFF(SECOND, MIN(r.created_at), UTC_TIMESTAMP(6))
 FROM loanq_task t JOIN loanq_work_request r ON r.task_id = t.id AND r.status = 'pending'
 GROUP BY r.task_id`,
@@ -129,9 +128,14 @@ GROUP BY r.task_id`,
        COUNT(CASE WHEN TIMESTAMPDIFF(SECOND, w.assigned_at, UTC_TIMESTAMP(6)) >= ? THEN 1 END)
 FROM loanq_task t JOIN loanq_work w ON w.task_id = t.id AND w.active_loan_id IS NOT NULL
 GROUP BY w.task_id, w.user_name`,
+	DashDoneFloor: `SELECT MIN(CASE WHEN disposition IS NULL THEN id END),
+       MIN(CASE WHEN disposed_at >= UTC_DATE() THEN id END), MAX(id)
+FROM loanq_work`,
+	DashDoneBefore: `SELECT task_id, user_name, disposition, COUNT(*)
+FROM loanq_work WHERE id < ? AND disposition IS NOT NULL GROUP BY task_id, user_name, disposition`,
 	DashDone: `SELECT task_id, user_name, disposition, COUNT(*),
        COUNT(CASE WHEN disposed_at >= UTC_DATE() THEN 1 END)
-FROM loanq_work WHERE disposition IS NOT NULL GROUP BY task_id, user_name, disposition`,
+FROM loanq_work WHERE id >= ? AND disposition IS NOT NULL GROUP BY task_id, user_name, disposition`,
 	DashRuns: `SELECT id, TIMESTAMPDIFF(SECOND, started_at, UTC_TIMESTAMP(6)), duration_ms, rows_found, requests_served, loans_assigned
 FROM loanq_query_run WHERE task_id = ? ORDER BY id DESC LIMIT ?`,
 	DashDispositions: `SELECT loan_id, user_name, disposition, TIMESTAMPDIFF(SECOND, disposed_at, UTC_TIMESTAMP(6)),

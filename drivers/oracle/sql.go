@@ -153,8 +153,8 @@ FROM loanq_bench_item`,
 	// function-based unique index, which holds only active rows (its keys are
 	// NULL once a row is dispositioned), and pending requests through
 	// (task_id, status, id); both joins start from the few task rows.
-	// DashDone reads the whole work history (no index covers disposed_at),
-	// which is why the dashboard caches its figures (docs/dashboard.md).
+	// DashDone reads the work history from a floor id up (see
+	// drivers.Statements).
 	// TRUNC of the UTC clock is midnight of the database's UTC day.
 	DashPending: `SELECT r.task_id, COUNT(*), ` + oraAge(`MIN(r.created_at)`) + `
 FROM loanq_task t JOIN loanq_work_request r ON r.task_id = t.id AND r.status = 'pending'
@@ -163,9 +163,14 @@ GROUP BY r.task_id`,
        COUNT(CASE WHEN ` + oraAge(`w.assigned_at`) + ` >= :1 THEN 1 END)
 FROM loanq_task t JOIN loanq_work w ON CASE WHEN w.disposition IS NULL THEN w.task_id END = t.id
 GROUP BY w.task_id, w.user_name`,
+	DashDoneFloor: `SELECT MIN(CASE WHEN disposition IS NULL THEN id END),
+       MIN(CASE WHEN disposed_at >= CAST(TRUNC(` + now + `) AS TIMESTAMP) THEN id END), MAX(id)
+FROM loanq_work`,
+	DashDoneBefore: `SELECT task_id, user_name, disposition, COUNT(*)
+FROM loanq_work WHERE id < :1 AND disposition IS NOT NULL GROUP BY task_id, user_name, disposition`,
 	DashDone: `SELECT task_id, user_name, disposition, COUNT(*),
        COUNT(CASE WHEN disposed_at >= CAST(TRUNC(` + now + `) AS TIMESTAMP) THEN 1 END)
-FROM loanq_work WHERE disposition IS NOT NULL GROUP BY task_id, user_name, disposition`,
+FROM loanq_work WHERE id >= :1 AND disposition IS NOT NULL GROUP BY task_id, user_name, disposition`,
 	DashRuns: `SELECT id, ` + oraAge(`started_at`) + `, duration_ms, rows_found, requests_served, loans_assigned
 FROM loanq_query_run WHERE task_id = :1 ORDER BY id DESC
 FETCH FIRST :2 ROWS ONLY`,

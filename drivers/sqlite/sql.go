@@ -123,9 +123,8 @@ WHERE status = 'claimed' AND lease_expires_at <= ` + nowExpr,
 FROM loanq_bench_item`,
 	BenchByOwner: `SELECT owner, COUNT(*) FROM loanq_bench_item WHERE status = 'done' GROUP BY owner ORDER BY owner`,
 	// The dashboard (loanq serve). Active rows and pending requests are found
-	// through the partial indexes that hold only them; DashDone reads the
-	// whole work history (no index covers disposed_at), which is why the
-	// dashboard caches its figures (docs/dashboard.md). "Today" starts at
+	// through the partial indexes that hold only them; DashDone reads
+	// the work history from a floor id up (see drivers.Statements). "Today" starts at
 	// midnight UTC, written in the stored text form so that text comparison
 	// is time comparison.
 	DashPending: `SELECT task_id, COUNT(*), ` + sqliteAge(`MIN(created_at)`) + `
@@ -133,9 +132,14 @@ FROM loanq_work_request WHERE status = 'pending' GROUP BY task_id`,
 	DashActive: `SELECT task_id, user_name, COUNT(*), ` + sqliteAge(`MIN(assigned_at)`) + `,
        COUNT(CASE WHEN ` + sqliteAge(`assigned_at`) + ` >= ? THEN 1 END)
 FROM loanq_work WHERE disposition IS NULL GROUP BY task_id, user_name`,
+	DashDoneFloor: `SELECT MIN(CASE WHEN disposition IS NULL THEN id END),
+       MIN(CASE WHEN disposed_at >= strftime('%Y-%m-%dT00:00:00.000Z', 'now') THEN id END), MAX(id)
+FROM loanq_work`,
+	DashDoneBefore: `SELECT task_id, user_name, disposition, COUNT(*)
+FROM loanq_work WHERE id < ? AND disposition IS NOT NULL GROUP BY task_id, user_name, disposition`,
 	DashDone: `SELECT task_id, user_name, disposition, COUNT(*),
        COUNT(CASE WHEN disposed_at >= strftime('%Y-%m-%dT00:00:00.000Z', 'now') THEN 1 END)
-FROM loanq_work WHERE disposition IS NOT NULL GROUP BY task_id, user_name, disposition`,
+FROM loanq_work WHERE id >= ? AND disposition IS NOT NULL GROUP BY task_id, user_name, disposition`,
 	DashRuns: `SELECT id, ` + sqliteAge(`started_at`) + `, duration_ms, rows_found, requests_served, loans_assigned
 FROM loanq_query_run WHERE task_id = ? ORDER BY id DESC LIMIT ?`,
 	DashDispositions: `SELECT loan_id, user_name, disposition, ` + sqliteAge(`disposed_at`) + `,

@@ -227,10 +227,21 @@ FROM loanq_task t JOIN loanq_work w ON CASE WHEN w.disposition IS NULL THEN w.ta
 GROUP BY w.task_id, w.user_name
 /
 
--- DashDone: dashboard: dispositions per task, user and kind, in all and today
+-- DashDoneFloor: dashboard: the floor id under which the work history no longer changes (hourly)
+SELECT MIN(CASE WHEN disposition IS NULL THEN id END),
+       MIN(CASE WHEN disposed_at >= CAST(TRUNC(SYS_EXTRACT_UTC(SYSTIMESTAMP)) AS TIMESTAMP) THEN id END), MAX(id)
+FROM loanq_work
+/
+
+-- DashDoneBefore: dashboard: dispositions below the floor id (hourly)
+SELECT task_id, user_name, disposition, COUNT(*)
+FROM loanq_work WHERE id < :1 AND disposition IS NOT NULL GROUP BY task_id, user_name, disposition
+/
+
+-- DashDone: dashboard: dispositions from the floor id up, in all and today
 SELECT task_id, user_name, disposition, COUNT(*),
        COUNT(CASE WHEN disposed_at >= CAST(TRUNC(SYS_EXTRACT_UTC(SYSTIMESTAMP)) AS TIMESTAMP) THEN 1 END)
-FROM loanq_work WHERE disposition IS NOT NULL GROUP BY task_id, user_name, disposition
+FROM loanq_work WHERE id >= :1 AND disposition IS NOT NULL GROUP BY task_id, user_name, disposition
 /
 
 -- DashRuns: dashboard: a task's latest criteria-query runs, with their age
