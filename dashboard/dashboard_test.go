@@ -64,8 +64,8 @@ func TestViewersShareOneRefresh(t *testing.T) {
 		snap, _ := src.Get(context.Background())
 		// 2 tasks: the task list, pending, active, done, the run histogram and
 		// the latest runs of each task; the first refresh also reads the floor.
-		if snap.Refresh.Queries != 9 || snap.TotalActive != 6 || snap.TotalToday != 3 {
-			t.Fatalf("refresh: %+v, active %d, done today %d; want 9 queries, 6 active, 3 done", snap.Refresh, snap.TotalActive, snap.TotalToday)
+		if snap.Refresh.Queries != 11 || snap.TotalActive != 6 || snap.TotalToday != 3 {
+			t.Fatalf("refresh: %+v, active %d, done today %d; want 11 queries, 6 active, 3 done", snap.Refresh, snap.TotalActive, snap.TotalToday)
 		}
 		src.TTL = 0
 		if snap, _ = src.Get(context.Background()); snap.Refresh.Queries != 7 {
@@ -74,9 +74,10 @@ func TestViewersShareOneRefresh(t *testing.T) {
 	})
 }
 
-// Dispositions are counted below and above a floor id that is raised once
-// an hour: work that was active when the floor was read and ended later,
-// and new work, must be counted exactly, before and after the floor moves.
+// Dispositions and criteria-query runs are counted below and above a floor
+// id that is raised once an hour: work that was active when the floor was
+// read and ended later, and new work and runs, must be counted exactly,
+// before and after the floor moves.
 func TestDispositionsAcrossTheFloor(t *testing.T) {
 	testdb.Each(t, func(t *testing.T, dsn string) {
 		floorSlack = 0 // so that the floor really splits the small history
@@ -94,6 +95,12 @@ func TestDispositionsAcrossTheFloor(t *testing.T) {
 				t.Fatal(err)
 			}
 			for _, f := range snap.Tasks {
+				runs := testdb.Int(t, src.Driver, src.DB, `SELECT COUNT(*) FROM loanq_query_run r JOIN loanq_task t ON t.id = r.task_id WHERE t.name = ?`, f.Name)
+				served := testdb.Int(t, src.Driver, src.DB, `SELECT SUM(requests_served) FROM loanq_query_run r JOIN loanq_task t ON t.id = r.task_id WHERE t.name = ?`, f.Name)
+				if f.Runs != runs || f.RequestsServed != served || int64(f.DurationBucketsC[len(f.DurationBucketsC)-1]) != runs {
+					t.Errorf("%s: %s: %d runs serving %d requests (histogram count %d); the database has %d and %d", when, f.Name,
+						f.Runs, f.RequestsServed, f.DurationBucketsC[len(f.DurationBucketsC)-1], runs, served)
+				}
 				for _, kind := range Dispositions {
 					q := `SELECT COUNT(*) FROM loanq_work w JOIN loanq_task t ON t.id = w.task_id WHERE t.name = ? AND w.disposition = ?`
 					all := testdb.Int(t, src.Driver, src.DB, q, f.Name, kind)
@@ -261,9 +268,17 @@ FROM loanq_work`)
 		testdb.Exec(b, d, db, `INSERT INTO loanq_query_run (task_id, strategy, holder, started_at, duration_ms, rows_found, requests_served, loans_assigned)
 SELECT task_id, strategy, holder, started_at, duration_ms + id, rows_found, requests_served, loans_assigned FROM loanq_query_run`)
 	}
-	// Most of a real history ended before today; keep the latest 500 rows today.
+	// Most of a real history ended before today; keep the latest 500 rows
+	// today, and the active work recent.
 	last := testdb.Int(b, d, db, "SELECT MAX(id) FROM loanq_work")
-	testdb.Exec(b, d, db, "UPDATE loanq_work SET disposed_at = ? WHERE disposition IS NOT NULL AND id < ?",
+	testdb.Exec(b, d, db, "UPDATE loanq_work SET disposition = 'complete', disposed_at = ? WHERE id < ?",
 		time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC), last-500)
+	for i := 0; i < 5; i++ {
+		for _, u := range []string{"ana", "ben", "chloe", "dev"} {
+			if _, err := e.Get(ctx, fmt.Sprintf("task-%d", i), u, 2, dispatch.GetOptions{}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
 	return &Source{DB: db, Driver: d, Engine: e, TTL: time.Hour}
 }

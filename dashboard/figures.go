@@ -119,7 +119,14 @@ type Source struct {
 	floor   int64
 	floorAt time.Time
 	below   map[doneKey]int
+	// The criteria-query runs below runFloor, likewise.
+	runFloor int64
+	runBelow map[runKey]runSums
 }
+
+type runKey struct{ task, bucket int64 }
+
+type runSums struct{ runs, durationMS, served, assigned int64 }
 
 // floorEvery is how often the floor id is raised (one read of the whole
 // work history); floorSlack ids below it are still counted at every refresh,
@@ -303,28 +310,28 @@ func (s *Source) refresh(ctx context.Context) (*Snapshot, error) {
 		return nil, fmt.Errorf("reading dispositions: %w", err)
 	}
 
-	// Criteria-query runs: totals and the duration histogram.
+	// Criteria-query runs: totals and the duration histogram, the fixed
+	// part below the floor plus a primary-key range from it.
+	sums := map[runKey]runSums{}
+	for k, v := range s.runBelow {
+		sums[k] = v
+	}
 	err = q.step("DashboardRunHistogram", func() error {
-		return each(ctx, q, drivers.DashboardRunHistogram, nil, func(r *sql.Rows) error {
-			var id, bucket, runs int64
-			var dur, served, assigned sql.NullFloat64
-			if err := r.Scan(&id, &bucket, &runs, &dur, &served, &assigned); err != nil {
-				return err
-			}
-			f := snap.byID[id]
-			if f == nil || bucket < 0 || int(bucket) >= len(f.DurationBuckets) {
-				return nil
-			}
-			f.DurationBuckets[bucket] += runs
-			f.Runs += runs
-			f.RunDurationMS += int64(dur.Float64)
-			f.RequestsServed += int64(served.Float64)
-			f.LoansAssigned += int64(assigned.Float64)
-			return nil
-		})
+		return scanRuns(ctx, q, drivers.Rebind(s.Driver, drivers.DashboardRunHistogram), s.runFloor, sums)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("reading the criteria-query log: %w", err)
+	}
+	for k, v := range sums {
+		f := snap.byID[k.task]
+		if f == nil || k.bucket < 0 || int(k.bucket) >= len(f.DurationBuckets) {
+			continue
+		}
+		f.DurationBuckets[k.bucket] += v.runs
+		f.Runs += v.runs
+		f.RunDurationMS += v.durationMS
+		f.RequestsServed += v.served
+		f.LoansAssigned += v.assigned
 	}
 
 	// The latest runs of each task, through the (task_id, id) index.
@@ -432,8 +439,44 @@ func (s *Source) raiseFloor(ctx context.Context, q *queryCounter) error {
 	if err != nil {
 		return err
 	}
+	var maxRun sql.NullInt64
+	err = q.step("DashboardRunMaxID", func() error {
+		q.n++
+		return s.DB.QueryRowContext(ctx, drivers.DashboardRunMaxID).Scan(&maxRun)
+	})
+	if err != nil {
+		return err
+	}
+	runFloor := max(maxRun.Int64+1-floorSlack, 0)
+	runBelow := map[runKey]runSums{}
+	err = q.step("DashboardRunHistogramBelow", func() error {
+		return scanRuns(ctx, q, drivers.Rebind(s.Driver, drivers.DashboardRunHistogramBelow), runFloor, runBelow)
+	})
+	if err != nil {
+		return err
+	}
 	s.floor, s.below, s.floorAt = floor, below, time.Now()
+	s.runFloor, s.runBelow = runFloor, runBelow
 	return nil
+}
+
+// scanRuns adds the rows of a run histogram statement to sums.
+func scanRuns(ctx context.Context, q *queryCounter, stmt string, floor int64, sums map[runKey]runSums) error {
+	return each(ctx, q, stmt, []any{floor}, func(r *sql.Rows) error {
+		var k runKey
+		var runs int64
+		var dur, served, assigned sql.NullFloat64
+		if err := r.Scan(&k.task, &k.bucket, &runs, &dur, &served, &assigned); err != nil {
+			return err
+		}
+		v := sums[k]
+		v.runs += runs
+		v.durationMS += int64(dur.Float64)
+		v.served += int64(served.Float64)
+		v.assigned += int64(assigned.Float64)
+		sums[k] = v
+		return nil
+	})
 }
 
 func zeroKinds() map[string]int {

@@ -10,17 +10,24 @@ import (
 // fast indexed query to the 30 s-and-more queries loanq is built for.
 var RunDurationBucketsMS = []int64{10, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000, 60000, 120000}
 
-// DashboardRunHistogram is the portable statement that sums the query-run
-// log per task and duration bucket, for the dashboard and /metrics. It binds
-// nothing. Columns: task id, bucket (the index in RunDurationBucketsMS of the
-// first bound the duration does not exceed, len(RunDurationBucketsMS) above
-// them all), runs, total duration_ms, requests served, loans assigned.
+// DashboardRunHistogram and DashboardRunHistogramBelow are the portable
+// statements that sum the query-run log per task and duration bucket, for
+// the dashboard and /metrics; they bind a floor id (written ?, see Rebind).
+// Columns: task id, bucket (the index in RunDurationBucketsMS of the first
+// bound the duration does not exceed, len(RunDurationBucketsMS) above them
+// all), runs, total duration_ms, requests served, loans assigned.
 //
-// It reads the whole log (one row per criteria-query run): the dashboard
-// caches its result for a refresh interval (docs/dashboard.md).
-var DashboardRunHistogram = dashboardRunHistogram()
+// A run is never changed once logged, so the dashboard sums the runs below
+// a floor id once an hour (Below) and the primary-key range from the floor
+// up at every refresh.
+var (
+	DashboardRunHistogram      = dashboardRunHistogram(">=")
+	DashboardRunHistogramBelow = dashboardRunHistogram("<")
+	// DashboardRunMaxID binds nothing: the highest run id, for the floor.
+	DashboardRunMaxID = `SELECT MAX(id) FROM loanq_query_run`
+)
 
-func dashboardRunHistogram() string {
+func dashboardRunHistogram(op string) string {
 	var b strings.Builder
 	b.WriteString("CASE")
 	for i, le := range RunDurationBucketsMS {
@@ -29,6 +36,6 @@ func dashboardRunHistogram() string {
 	fmt.Fprintf(&b, " ELSE %d END", len(RunDurationBucketsMS))
 	bucket := b.String()
 	return `SELECT task_id, ` + bucket + `, COUNT(*), SUM(duration_ms), SUM(requests_served), SUM(loans_assigned)
-FROM loanq_query_run
+FROM loanq_query_run WHERE id ` + op + ` ?
 GROUP BY task_id, ` + bucket
 }
