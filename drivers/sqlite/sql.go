@@ -133,12 +133,12 @@ FROM loanq_work_request WHERE status = 'pending' GROUP BY task_id`,
        COUNT(CASE WHEN ` + sqliteAge(`assigned_at`) + ` >= ? THEN 1 END)
 FROM loanq_work WHERE disposition IS NULL GROUP BY task_id, user_name`,
 	DashDoneFloor: `SELECT MIN(CASE WHEN disposition IS NULL THEN id END),
-       MIN(CASE WHEN disposed_at >= strftime('%Y-%m-%dT00:00:00.000Z', 'now') THEN id END), MAX(id)
+       MIN(CASE WHEN disposed_at >= date('now') || 'T00:00:00.000Z' THEN id END), MAX(id)
 FROM loanq_work`,
 	DashDoneBefore: `SELECT task_id, user_name, disposition, COUNT(*)
 FROM loanq_work WHERE id < ? AND disposition IS NOT NULL GROUP BY task_id, user_name, disposition`,
 	DashDone: `SELECT task_id, user_name, disposition, COUNT(*),
-       COUNT(CASE WHEN disposed_at >= strftime('%Y-%m-%dT00:00:00.000Z', 'now') THEN 1 END)
+       COUNT(CASE WHEN disposed_at >= date('now') || 'T00:00:00.000Z' THEN 1 END)
 FROM loanq_work WHERE id >= ? AND disposition IS NOT NULL GROUP BY task_id, user_name, disposition`,
 	DashRuns: `SELECT id, ` + sqliteAge(`started_at`) + `, duration_ms, rows_found, requests_served, loans_assigned
 FROM loanq_query_run WHERE task_id = ? ORDER BY id DESC LIMIT ?`,
