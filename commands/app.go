@@ -84,6 +84,7 @@ Examples:
 			sqlCommand(),
 			demoCommand(),
 			benchCommand(),
+			serveCommand(),
 		},
 	}
 	app.Before = func(c *cli.Context) error {
