@@ -20,6 +20,7 @@ type TaskQueries struct {
 	DeleteQueryRuns string `purpose:"task delete: the task's criteria-query log"`
 	DeleteTaskUsers string `purpose:"task delete: the task's per-user cap lock rows (strategy rows)"`
 	DeleteTaskRow   string `purpose:"task delete: the task itself, last (the others reference it)"`
+	WorkDuplicates  string `purpose:"bench --target engine: a task's work rows, and how many of them assign a loan a second time"`
 }
 
 var taskQueries = TaskQueries{
@@ -32,13 +33,14 @@ var taskQueries = TaskQueries{
 	DeleteQueryRuns: `DELETE FROM loanq_query_run WHERE task_id = ?`,
 	DeleteTaskUsers: `DELETE FROM loanq_task_user WHERE task_id = ?`,
 	DeleteTaskRow:   `DELETE FROM loanq_task WHERE id = ?`,
+	WorkDuplicates:  `SELECT COUNT(*), COUNT(*) - COUNT(DISTINCT loan_id) FROM loanq_work WHERE task_id = ?`,
 }
 
 // TaskQueriesFor returns the task queries with the dialect's placeholders.
 func TaskQueriesFor(d Driver) TaskQueries {
 	q := taskQueries
 	for _, p := range []*string{&q.RequestsByUser, &q.WorkByUser, &q.QueryRunTotals, &q.ActiveWorkCount,
-		&q.DeleteWork, &q.DeleteRequests, &q.DeleteQueryRuns, &q.DeleteTaskUsers, &q.DeleteTaskRow} {
+		&q.DeleteWork, &q.DeleteRequests, &q.DeleteQueryRuns, &q.DeleteTaskUsers, &q.DeleteTaskRow, &q.WorkDuplicates} {
 		*p = Rebind(d, *p)
 	}
 	return q
