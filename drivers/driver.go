@@ -78,8 +78,13 @@ type CriteriaSource struct {
 type Driver interface {
 	// Name is the dialect's name: postgres, mysql, oracle or sqlite.
 	Name() string
-	// Schemes are the DSN schemes this driver answers to.
+	// Schemes are the DSN schemes this driver answers to (its aliases
+	// included); ParseDSN receives a DSN of any of them.
 	Schemes() []string
+	// ParseDSN checks a DSN of this driver's forms and splits it (most drivers
+	// call ParseURL, then check what their database needs). Its errors never
+	// contain any part of the password.
+	ParseDSN(raw string) (DSN, error)
 	// Open connects and checks the connection. Errors never contain the password.
 	Open(ctx context.Context, dsn DSN) (*sql.DB, error)
 	// Statements are every fixed statement the dialect sends, by purpose.
@@ -163,14 +168,19 @@ func Lookup(scheme string) (Driver, error) {
 	return nil, problem.Usagef("unknown database scheme %q: use one of %s", scheme, strings.Join(knownSchemesLocked(), ", "))
 }
 
-// ByName returns the driver whose Name() is name (used by `loanq sql --dialect`).
+// ByName returns the driver whose Name() is name, or that registered name as
+// one of its schemes (mariadb, postgresql), for `loanq sql --dialect`.
 func ByName(name string) (Driver, error) {
 	mu.RLock()
 	defer mu.RUnlock()
+	name = strings.ToLower(strings.TrimSpace(name))
 	for _, d := range registry {
 		if d.Name() == name {
 			return d, nil
 		}
+	}
+	if d, ok := registry[name]; ok {
+		return d, nil
 	}
 	return nil, problem.Usagef("unknown dialect %q: use one of %s", name, strings.Join(Names(), ", "))
 }
@@ -204,10 +214,7 @@ func Connect(ctx context.Context, raw string) (Driver, *sql.DB, DSN, error) {
 	if err != nil {
 		return nil, nil, DSN{}, err
 	}
-	d, err := Lookup(dsn.Scheme)
-	if err != nil {
-		return nil, nil, dsn, err
-	}
+	d := dsn.Driver
 	db, err := d.Open(ctx, dsn)
 	if err != nil {
 		return nil, nil, dsn, err
@@ -219,5 +226,5 @@ func Connect(ctx context.Context, raw string) (Driver, *sql.DB, DSN, error) {
 // makes sure no password leaks from the driver's message.
 func ConnectError(dsn DSN, err error, hint string) error {
 	msg := strings.Join(strings.Fields(dsn.Scrub(err.Error())), " ") // one line
-	return &problem.Error{Kind: problem.Failure, Msg: fmt.Sprintf("cannot connect to %s: %s", dsn.Redacted(), msg), Hint: hint}
+	return &problem.Error{Kind: problem.Failure, Msg: dsn.Scrub(fmt.Sprintf("cannot connect to %s: %s", dsn.Redacted(), msg)), Hint: hint}
 }

@@ -32,7 +32,7 @@ var _ drivers.Driver = (*Driver)(nil)
 func init() { drivers.Register(&Driver{}) }
 
 func (*Driver) Name() string                                    { return "sqlite" }
-func (*Driver) Schemes() []string                               { return []string{"sqlite"} }
+func (*Driver) Schemes() []string                               { return []string{"sqlite", "file"} }
 func (*Driver) Statements() *drivers.Statements                 { return &statements }
 func (*Driver) Migrations() fs.FS                               { return migrations.For("sqlite") }
 func (*Driver) CriteriaQuery(src drivers.CriteriaSource) string { return criteriaQuery(src) }
