@@ -23,16 +23,18 @@ import (
 	"github.com/loanq/loanq/schema"
 )
 
-// Version is set at build time with -ldflags "-X github.com/loanq/loanq/commands.Version=…".
-var Version = "dev"
-
 // Main runs loanq with args and returns the process exit code (SPEC §5).
 func Main(args []string, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	ran := false
 	app := NewApp(stdout, stderr, &ran)
-	err := app.RunContext(ctx, reorderArgs(app, args))
+	args, err := helpAndCommands(app, args)
+	if err != nil {
+		fmt.Fprintf(stderr, "loanq: %s\n", err)
+		return problem.ExitCode(err)
+	}
+	err = app.RunContext(ctx, reorderArgs(app, args))
 	if err == nil {
 		return problem.ExitOK
 	}
@@ -68,8 +70,8 @@ Examples:
 		UseShortOptionHandling: false,
 		ExitErrHandler:         func(*cli.Context, error) {}, // Main maps errors to exit codes
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "db", EnvVars: []string{"LOANQ_DB"}, Value: drivers.DefaultDSN,
-				Usage: "database `DSN`: postgres://…, mysql://user:pass@host:port/db, oracle://user:pass@host:port/service, sqlite:PATH"},
+			&cli.StringFlag{Name: "db", EnvVars: []string{"LOANQ_DB", "DATABASE_URL"}, Value: drivers.DefaultDSN,
+				Usage: "database `DSN`: postgres://…, mysql://user:pass@host:port/db, oracle://user:pass@host:port/service, sqlite:PATH (DATABASE_URL is read when LOANQ_DB is not set)"},
 			&cli.StringFlag{Name: "user", EnvVars: []string{"LOANQ_USER"}, Value: defaultUser(), Usage: "acting processor `NAME`"},
 			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, EnvVars: []string{"LOANQ_OUTPUT"}, Value: "text", Usage: "output format: text or json"},
 		},
@@ -82,12 +84,14 @@ Examples:
 			sqlCommand(),
 			demoCommand(),
 			benchCommand(),
+			versionCommand(),
 		},
 	}
 	app.Before = func(c *cli.Context) error {
-		switch c.String("output") {
+		// LOANQ_OUTPUT=JSON works as json: one spelling for every command.
+		switch out := strings.ToLower(strings.TrimSpace(c.String("output"))); out {
 		case "text", "json", "":
-			return nil
+			return c.Set("output", out)
 		}
 		return problem.Usagef("invalid --output %q: use text or json", c.String("output"))
 	}

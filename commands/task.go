@@ -10,6 +10,7 @@ import (
 
 	"github.com/loanq/loanq/dispatch"
 	"github.com/loanq/loanq/drivers"
+	"github.com/loanq/loanq/problem"
 )
 
 func taskCommand() *cli.Command {
@@ -74,6 +75,11 @@ func taskCreate(c *cli.Context) error {
 	ttl, err := parseDuration("lease-ttl", c.String("lease-ttl"))
 	if err != nil {
 		return err
+	}
+	if ttl == 0 {
+		// The engine reads 0 as "the default"; given on the command line it
+		// would be silently replaced by 2m, so it is refused instead.
+		return problem.Usagef("invalid --lease-ttl %s: give a duration between 1s and 24h (leave the flag out for the default %s)", c.String("lease-ttl"), dispatch.DefaultLeaseTTL)
 	}
 	var lock drivers.Strategy
 	if c.String("lock") != "" {

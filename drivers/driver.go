@@ -16,7 +16,9 @@ package drivers
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
+	"net"
 	"io/fs"
 	"sort"
 	"strings"
@@ -125,6 +127,21 @@ func IsDeadlock(d Driver, err error) bool {
 	return ok && err != nil && dd.IsDeadlock(err)
 }
 
+// BuildSupport is implemented by a driver that may be registered in a build
+// that cannot connect (Oracle without cgo).
+type BuildSupport interface {
+	// Unsupported says why this build cannot connect, or "" when it can.
+	Unsupported() string
+}
+
+// Unsupported says why this build of loanq cannot connect with d, or "".
+func Unsupported(d Driver) string {
+	if b, ok := d.(BuildSupport); ok {
+		return b.Unsupported()
+	}
+	return ""
+}
+
 // Supports reports whether d supports strategy s.
 func Supports(d Driver, s Strategy) bool {
 	for _, x := range d.Strategies() {
@@ -224,7 +241,26 @@ func Connect(ctx context.Context, raw string) (Driver, *sql.DB, DSN, error) {
 
 // ConnectError wraps a failure to connect with the DSN (password hidden) and
 // makes sure no password leaks from the driver's message.
+//
+// A driver that tried several addresses or TLS modes (pgx with sslmode=prefer)
+// reports the same failure once per attempt: each distinct line is printed
+// once. A host name that does not resolve gets a hint that says so.
 func ConnectError(dsn DSN, err error, hint string) error {
-	msg := strings.Join(strings.Fields(dsn.Scrub(err.Error())), " ") // one line
+	msg := ""
+	for _, l := range strings.Split(dsn.Scrub(err.Error()), "\n") {
+		l = strings.Join(strings.Fields(l), " ")
+		switch {
+		case l == "" || strings.Contains(msg, l):
+			// said already (a repeated attempt)
+		case msg == "" || strings.HasSuffix(msg, ":"):
+			msg = strings.TrimSpace(msg + " " + l)
+		default:
+			msg += "; " + l
+		}
+	}
+	var dnsErr *net.DNSError
+	if errors.As(err, &dnsErr) && dnsErr.IsNotFound {
+		hint = "the host name does not resolve: check the host in --db / LOANQ_DB"
+	}
 	return &problem.Error{Kind: problem.Failure, Msg: dsn.Scrub(fmt.Sprintf("cannot connect to %s: %s", dsn.Redacted(), msg)), Hint: hint}
 }
