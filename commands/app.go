@@ -154,9 +154,37 @@ func open(c *cli.Context) (*env, error) {
 }
 
 func connect(c *cli.Context) (drivers.Driver, *sql.DB, drivers.DSN, error) {
+	if err := mustExist(c); err != nil {
+		return nil, nil, drivers.DSN{}, err
+	}
+	return connectCreating(c)
+}
+
+// connectCreating connects, creating a file database that does not exist
+// yet (`migrate up`; demo does the same through its own Connect).
+func connectCreating(c *cli.Context) (drivers.Driver, *sql.DB, drivers.DSN, error) {
 	ctx, cancel := context.WithTimeout(c.Context, 30*time.Second)
 	defer cancel()
 	return drivers.Connect(ctx, c.String("db"))
+}
+
+// mustExist refuses an explicitly given file database (SQLite) that does not
+// exist: opening it would create an empty file, and a mistyped path would
+// look like an empty queue. Only `migrate up` and `demo` create one; the
+// zero-set-up default (no --db, LOANQ_DB or DATABASE_URL) creates itself.
+func mustExist(c *cli.Context) error {
+	if !c.IsSet("db") {
+		return nil
+	}
+	dsn, err := drivers.ParseDSN(c.String("db"))
+	if err != nil || !dsn.File || dsn.Database == ":memory:" {
+		return err
+	}
+	if _, err := os.Stat(dsn.Database); err == nil || !os.IsNotExist(err) {
+		return nil
+	}
+	return problem.WithHint(problem.Usagef("the SQLite database %s does not exist", dsn.Database),
+		fmt.Sprintf("check the path in --db / LOANQ_DB; to create it: loanq --db '%s' migrate up (or loanq --db '%s' demo)", dsn.Redacted(), dsn.Redacted()))
 }
 
 // emit prints v as one JSON document, or calls text for people.

@@ -80,6 +80,9 @@ func benchRun(c *cli.Context) error {
 	if c.Int("processes") < 1 {
 		return problem.Usagef("invalid --processes %d: give 1 to --workers (%d)", c.Int("processes"), c.Int("workers"))
 	}
+	if err := mustExist(c); err != nil {
+		return err
+	}
 	cfg := bench.Config{DSN: c.String("db"), Strategy: c.String("strategy"), Workers: c.Int("workers"),
 		Rows: c.Int("rows"), Work: work, Batch: c.Int("batch"), Processes: c.Int("processes"), Chart: c.String("chart")}
 	if err := cfg.Validate(); err != nil {

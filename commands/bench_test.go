@@ -12,6 +12,9 @@ import (
 // `all` as a list with a note about what SQLite lacks, and bad flags exit 2.
 func TestBenchCommand(t *testing.T) {
 	dsn := testdb.Fresh(t, "sqlite")
+	if out, errs, code := run(t, "--db", dsn, "migrate", "up"); code != 0 {
+		t.Fatalf("migrate up: exit %d\n%s%s", code, out, errs)
+	}
 	out, errs, code := run(t, "--db", dsn, "--output", "json", "bench", "--workers", "3", "--rows", "12", "--work", "1ms")
 	if code != 0 {
 		t.Fatalf("bench: exit %d\n%s%s", code, out, errs)
