@@ -34,7 +34,11 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "loanq: %s\n", err)
 		return problem.ExitCode(err)
 	}
-	err = app.RunContext(ctx, reorderArgs(app, args))
+	if args[len(args)-1] != "--generate-bash-completion" {
+		// urfave/cli looks for the completion flag last: leave it there.
+		args = reorderArgs(app, args)
+	}
+	err = app.RunContext(ctx, args)
 	if err == nil {
 		return problem.ExitOK
 	}
@@ -67,6 +71,7 @@ Examples:
 		Writer:                 stdout,
 		ErrWriter:              stderr,
 		HideHelpCommand:        true,
+		EnableBashCompletion:   true, // loanq completion bash|zsh|fish
 		UseShortOptionHandling: false,
 		ExitErrHandler:         func(*cli.Context, error) {}, // Main maps errors to exit codes
 		Flags: []cli.Flag{
@@ -85,6 +90,7 @@ Examples:
 			demoCommand(),
 			benchCommand(),
 			versionCommand(),
+			completionCommand(),
 		},
 	}
 	app.Before = func(c *cli.Context) error {

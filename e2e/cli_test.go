@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -110,5 +111,38 @@ func TestDatabaseURL(t *testing.T) {
 	r = run(t, dir, []string{"DATABASE_URL=" + pg, "LOANQ_DB=sqlite:" + filepath.Join(dir, "x.db")}, "-o", "json", "migrate", "up")
 	if r.code != 0 || !strings.Contains(r.stdout, `"dialect": "sqlite"`) {
 		t.Fatalf("LOANQ_DB must win over DATABASE_URL: exit %d %s%s", r.code, r.stdout, r.stderr)
+	}
+}
+
+// `loanq completion bash` completes command words in a real bash; zsh and
+// fish scripts are printed (neither shell is installed here to run them).
+func TestCompletion(t *testing.T) {
+	dir := t.TempDir()
+	script := run(t, dir, nil, "completion", "bash")
+	if script.code != 0 {
+		t.Fatalf("completion bash: exit %d %s", script.code, script.stderr)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "c.bash"), []byte(script.stdout), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for words, want := range map[string]string{"ta": "task", "task cr": "create", "work g": "get", "mig": "migrate"} {
+		line := "loanq " + words
+		n := len(strings.Fields(line)) - 1
+		sh := `source c.bash; loanq() { "` + binary + `" "$@"; }; COMP_WORDS=(` + line + `); COMP_CWORD=` + strconv.Itoa(n) +
+			`; COMP_WORDS[0]="` + binary + `"; _loanq_complete; echo "${COMPREPLY[@]}"`
+		cmd := exec.Command("bash", "-c", sh)
+		cmd.Dir = dir
+		out, err := cmd.CombinedOutput()
+		if err != nil || strings.TrimSpace(string(out)) != want {
+			t.Errorf("completing %q: got %q (%v), want %q", words, out, err, want)
+		}
+	}
+	for _, shell := range []string{"zsh", "fish"} {
+		if r := run(t, dir, nil, "completion", shell); r.code != 0 || !strings.Contains(r.stdout, "loanq") {
+			t.Errorf("completion %s: exit %d %s", shell, r.code, r.stderr)
+		}
+	}
+	if r := run(t, dir, nil, "completion", "tcsh"); r.code != 2 {
+		t.Errorf("completion tcsh: exit %d, want 2", r.code)
 	}
 }
