@@ -40,6 +40,9 @@ type GetOptions struct {
 	Timeout time.Duration    // give up rechecking after this long (0: never)
 	Lock    drivers.Strategy // "" for the task's own strategy
 	Backoff []time.Duration  // recheck delays; the last one repeats
+	// OnWait, if set, is told before each pause that the request is still
+	// pending and when the next look is (the command line's status line).
+	OnWait func(req *Request, next time.Duration)
 }
 
 // Get is `work get` (SPEC §3). On busy or timeout it returns the request,
@@ -134,6 +137,9 @@ func (e *Engine) serveUntilDone(ctx context.Context, task *Task, strategy driver
 			if !deadline.IsZero() && !opt.NoWait {
 				// Sleep out the rest of the timeout and look one last time.
 				if rest := time.Until(deadline); rest > 0 {
+					if opt.OnWait != nil {
+						opt.OnWait(req, rest)
+					}
 					if err := pause.For(ctx, rest); err != nil {
 						return req, err
 					}
@@ -146,6 +152,9 @@ func (e *Engine) serveUntilDone(ctx context.Context, task *Task, strategy driver
 			return req, &problem.Error{Kind: problem.Busy,
 				Msg:  fmt.Sprintf("request %d for task %s is still pending: another caller holds the task lock", id, task.Name),
 				Hint: fmt.Sprintf("check again with `loanq work status %d --wait`", id)}
+		}
+		if opt.OnWait != nil {
+			opt.OnWait(req, wait)
 		}
 		if err := pause.For(ctx, wait); err != nil {
 			return req, err

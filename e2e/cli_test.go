@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -8,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/loanq/loanq/internal/testdb"
 )
@@ -144,5 +146,42 @@ func TestCompletion(t *testing.T) {
 	}
 	if r := run(t, dir, nil, "completion", "tcsh"); r.code != 2 {
 		t.Errorf("completion tcsh: exit %d, want 2", r.code)
+	}
+}
+
+// While `work get` waits for the task lock, a terminal on stderr shows one
+// status line (request id, pending for how long, next look); stderr that is
+// not a terminal gets nothing extra. `script` gives the waiter a terminal.
+func TestWaitingStatusLine(t *testing.T) {
+	if _, err := exec.LookPath("script"); err != nil {
+		t.Fatal("this test needs script(1) from util-linux for a pseudo-terminal")
+	}
+	dsn := testdb.Fresh(t, "sqlite")
+	prepare(t, dsn, 10)
+	mustOK(t, dsn, "admin", "task", "create", "slow", "--where", "eligible = 1", "--query-delay", "60s", "--lease-ttl", "2m")
+	holder := command(context.Background(), dsn, "holder", "work", "get", "slow")
+	if err := holder.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { holder.Process.Kill(); holder.Wait() })
+	// The holder has the lease once lease_owner is set; only then start the waiters.
+	d, db := testdb.Open(t, dsn)
+	deadline := time.Now().Add(time.Minute)
+	for testdb.Int(t, d, db, "SELECT COUNT(*) FROM loanq_task WHERE name = 'slow' AND lease_owner IS NOT NULL") == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the holder never took the task's lease")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+
+	line := binary + " --db '" + dsn + "' --user waiter work get slow --timeout 2s --backoff 300ms"
+	cmd := exec.Command("script", "-qec", line, "/dev/null")
+	out, _ := cmd.CombinedOutput()
+	if !strings.Contains(string(out), "\r\033[Krequest ") || !strings.Contains(string(out), "pending for") || !strings.Contains(string(out), "next look in") {
+		t.Errorf("no status line on a terminal:\n%q", out)
+	}
+	r := loanq(t, dsn, "waiter2", "work", "get", "slow", "--timeout", "2s", "--backoff", "300ms")
+	if r.code != 75 || strings.Contains(r.stderr, "\033[K") || strings.Contains(r.stderr, "next look") {
+		t.Errorf("not a terminal: exit %d (want 75) and no status line, got stderr %q", r.code, r.stderr)
 	}
 }
