@@ -5,7 +5,6 @@ package commands
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -196,9 +195,7 @@ func mustExist(c *cli.Context) error {
 // emit prints v as one JSON document, or calls text for people.
 func emit(c *cli.Context, v any, text func(w io.Writer)) error {
 	if c.String("output") == "json" {
-		enc := json.NewEncoder(c.App.Writer)
-		enc.SetIndent("", "  ")
-		return enc.Encode(v)
+		return writeJSON(c.App.Writer, v)
 	}
 	text(c.App.Writer)
 	return nil

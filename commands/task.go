@@ -112,7 +112,7 @@ func taskCreate(c *cli.Context) error {
 func taskJSON(t *dispatch.Task) map[string]any {
 	m := map[string]any{"name": t.Name, "source": t.Source, "key": t.Key, "where": t.Where, "order": t.Order,
 		"max_active": t.MaxActive, "lock": t.Lock, "query_delay_ms": t.QueryDelay.Milliseconds(),
-		"lease_ttl_ms": t.LeaseTTL.Milliseconds(), "created_by": t.CreatedBy, "created_at": t.CreatedAt.Format(time.RFC3339)}
+		"lease_ttl_ms": t.LeaseTTL.Milliseconds(), "created_by": t.CreatedBy, "created_at": t.CreatedAt.UTC().Format(TimestampLayout)}
 	return m
 }
 

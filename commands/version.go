@@ -25,7 +25,7 @@ var (
 type versionInfo struct {
 	Version    string   `json:"version"`
 	Commit     string   `json:"commit"`
-	CommitTime string   `json:"commit_time"`
+	CommitTime string   `json:"committed_at"`
 	Modified   bool     `json:"modified"`
 	BuildDate  string   `json:"build_date"`
 	Go         string   `json:"go"`
