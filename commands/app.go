@@ -33,8 +33,12 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "loanq: %s\n", err)
 		return problem.ExitCode(err)
 	}
-	if args[len(args)-1] != "--generate-bash-completion" {
-		// urfave/cli looks for the completion flag last: leave it there.
+	if args[len(args)-1] == "--generate-bash-completion" {
+		// A shell asks what may follow (loanq completion bash|zsh|fish).
+		// Only then: with completion on, urfave/cli v2 loses `--help` of
+		// commands that have no flags (loanq version --help).
+		app.EnableBashCompletion = true
+	} else {
 		args = reorderArgs(app, args)
 	}
 	err = app.RunContext(ctx, args)
@@ -70,7 +74,6 @@ Examples:
 		Writer:                 stdout,
 		ErrWriter:              stderr,
 		HideHelpCommand:        true,
-		EnableBashCompletion:   true, // loanq completion bash|zsh|fish
 		UseShortOptionHandling: false,
 		ExitErrHandler:         func(*cli.Context, error) {}, // Main maps errors to exit codes
 		Flags: []cli.Flag{

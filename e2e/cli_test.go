@@ -54,6 +54,8 @@ func TestCommandLineHabits(t *testing.T) {
 		{"unknown command", nil, []string{"frobnicate"}, 2, []string{"the commands are:", "work"}},
 		{"help topic", nil, []string{"help", "task"}, 0, []string{"loanq task - define and inspect"}},
 		{"help subtopic", nil, []string{"help", "work", "get"}, 0, []string{"loanq work get - "}},
+		{"version --help", nil, []string{"version", "--help"}, 0, []string{"loanq version - "}},
+		{"completion --help", nil, []string{"help", "completion"}, 0, []string{"loanq completion - "}},
 		{"version", nil, []string{"version"}, 0, []string{"loanq ", "go:", "databases:", "sqlite"}},
 		{"--version", nil, []string{"--version"}, 0, []string{"go:", "databases:"}},
 		{"version json", nil, []string{"-o", "json", "version"}, 0, []string{`"version":`, `"go":`, `"oracle":`}},
