@@ -42,7 +42,7 @@ func completionCommand() *cli.Command {
 		Description: `Examples:
    source <(loanq completion bash)                  # in ~/.bashrc
    source <(loanq completion zsh)                   # in ~/.zshrc, after compinit
-   loanq completion fish > ~/.config/fish/completions/loanq.fish`,
+   mkdir -p ~/.config/fish/completions && loanq completion fish > ~/.config/fish/completions/loanq.fish`,
 		Action: func(c *cli.Context) error {
 			a, err := args(c, "SHELL")
 			if err != nil {
