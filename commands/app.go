@@ -91,6 +91,7 @@ Examples:
 			sqlCommand(),
 			demoCommand(),
 			benchCommand(),
+			serveCommand(),
 			versionCommand(),
 			completionCommand(),
 		},

@@ -118,7 +118,7 @@ func TestJSONDocuments(t *testing.T) {
 					}
 					var must []string
 					for _, k := range want {
-						if !strings.HasSuffix(k, "?") || contains(keys, strings.TrimSuffix(k, "?")) {
+						if !strings.HasSuffix(k, "?") || hasKey(keys, strings.TrimSuffix(k, "?")) {
 							must = append(must, strings.TrimSuffix(k, "?"))
 						}
 					}
@@ -167,7 +167,7 @@ func TestJSONDocuments(t *testing.T) {
 	})
 }
 
-func contains(list []string, s string) bool {
+func hasKey(list []string, s string) bool {
 	for _, x := range list {
 		if x == s {
 			return true
