@@ -146,7 +146,7 @@ func open(c *cli.Context) (*env, error) {
 	if err != nil {
 		return nil, err
 	}
-	if d.Name() == "sqlite" {
+	if drivers.MigratesOnOpen(d) {
 		err = schema.EnsureCurrent(c.Context, d, db)
 		if err == nil {
 			err = schema.Check(c.Context, d, db, dsn.Redacted())

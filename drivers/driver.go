@@ -142,6 +142,19 @@ func Unsupported(d Driver) string {
 	return ""
 }
 
+// SelfMigrating is implemented by the driver of an embedded database that
+// brings loanq's schema up to date when a command opens it (SQLite: nobody
+// else administers the file, so a newcomer needs no `migrate up`).
+type SelfMigrating interface {
+	MigratesOnOpen() bool
+}
+
+// MigratesOnOpen reports whether commands should migrate d's database on open.
+func MigratesOnOpen(d Driver) bool {
+	m, ok := d.(SelfMigrating)
+	return ok && m.MigratesOnOpen()
+}
+
 // Supports reports whether d supports strategy s.
 func Supports(d Driver, s Strategy) bool {
 	for _, x := range d.Strategies() {

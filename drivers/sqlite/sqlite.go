@@ -38,6 +38,9 @@ func (*Driver) Migrations() fs.FS                               { return migrati
 func (*Driver) CriteriaQuery(src drivers.CriteriaSource) string { return criteriaQuery(src) }
 func (*Driver) Strategies() []drivers.Strategy                  { return []drivers.Strategy{drivers.Lease} }
 
+// MigratesOnOpen: the embedded default migrates itself (see drivers.SelfMigrating).
+func (*Driver) MigratesOnOpen() bool { return true }
+
 func (*Driver) MigrationStore(table string) (database.Store, error) {
 	return database.NewStore(database.DialectSQLite3, table)
 }
