@@ -126,9 +126,6 @@ func benchRun(c *cli.Context) error {
 	if c.Int("processes") < 1 {
 		return problem.Usagef("invalid --processes %d: give 1 to --workers (%d)", c.Int("processes"), c.Int("workers"))
 	}
-	if err := mustExist(c); err != nil {
-		return err
-	}
 	switch strings.ToLower(c.String("target")) {
 	case "items":
 		for _, f := range []string{"count", "duration", "query-delay", "no-raw"} {
@@ -146,6 +143,9 @@ func benchRun(c *cli.Context) error {
 	cfg := bench.Config{DSN: c.String("db"), Strategy: c.String("strategy"), Workers: c.Int("workers"),
 		Rows: c.Int("rows"), Work: work, Batch: c.Int("batch"), Processes: c.Int("processes"), Chart: c.String("chart")}
 	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	if err := mustExist(c); err != nil { // after the flags: they are cheaper to fix first
 		return err
 	}
 	if c.String("output") != "json" {
@@ -222,6 +222,9 @@ func benchEngine(c *cli.Context) error {
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
+	if err := mustExist(c); err != nil { // after the flags: they are cheaper to fix first
+		return err
+	}
 	notes := c.App.Writer
 	if c.String("output") == "json" {
 		notes = c.App.ErrWriter
@@ -278,6 +281,9 @@ func benchCLI(c *cli.Context) error {
 	}
 	cfg := bench.CLIConfig{DSN: c.String("db"), Strategy: strings.ToLower(c.String("strategy")), Processes: procs, Rows: rows, Duration: dur}
 	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	if err := mustExist(c); err != nil { // after the flags: they are cheaper to fix first
 		return err
 	}
 	r, err := bench.RunCLI(c.Context, cfg)

@@ -95,6 +95,9 @@ func TestBenchCommand(t *testing.T) {
 // --chart path that cannot be written refused before anything runs.
 func TestBenchEngineCommand(t *testing.T) {
 	dsn := testdb.Fresh(t, "sqlite")
+	if out, errs, code := run(t, "--db", dsn, "migrate", "up"); code != 0 { // only migrate up and demo create a named SQLite file
+		t.Fatalf("migrate up: exit %d\n%s%s", code, out, errs)
+	}
 	chart := filepath.Join(t.TempDir(), "engine.svg")
 	out, errs, code := run(t, "--db", dsn, "--output", "json", "bench", "--target", "engine", "--workers", "3", "--rows", "12", "--count", "2", "--chart", chart)
 	if code != 0 {
