@@ -5,7 +5,6 @@ package commands
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -23,16 +22,26 @@ import (
 	"github.com/loanq/loanq/schema"
 )
 
-// Version is set at build time with -ldflags "-X github.com/loanq/loanq/commands.Version=…".
-var Version = "dev"
-
 // Main runs loanq with args and returns the process exit code (SPEC §5).
 func Main(args []string, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	ran := false
 	app := NewApp(stdout, stderr, &ran)
-	err := app.RunContext(ctx, reorderArgs(app, args))
+	args, err := helpAndCommands(app, args)
+	if err != nil {
+		fmt.Fprintf(stderr, "loanq: %s\n", err)
+		return problem.ExitCode(err)
+	}
+	if args[len(args)-1] == "--generate-bash-completion" {
+		// A shell asks what may follow (loanq completion bash|zsh|fish).
+		// Only then: with completion on, urfave/cli v2 loses `--help` of
+		// commands that have no flags (loanq version --help).
+		app.EnableBashCompletion = true
+	} else {
+		args = reorderArgs(app, args)
+	}
+	err = app.RunContext(ctx, args)
 	if err == nil {
 		return problem.ExitOK
 	}
@@ -68,8 +77,8 @@ Examples:
 		UseShortOptionHandling: false,
 		ExitErrHandler:         func(*cli.Context, error) {}, // Main maps errors to exit codes
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "db", EnvVars: []string{"LOANQ_DB"}, Value: drivers.DefaultDSN,
-				Usage: "database `DSN`: postgres://…, mysql://user:pass@host:port/db, oracle://user:pass@host:port/service, sqlite:PATH"},
+			&cli.StringFlag{Name: "db", EnvVars: []string{"LOANQ_DB", "DATABASE_URL"}, Value: drivers.DefaultDSN,
+				Usage: "database `DSN`: postgres://…, mysql://user:pass@host:port/db, oracle://user:pass@host:port/service, sqlite:PATH (DATABASE_URL is read when LOANQ_DB is not set)"},
 			// No Value: the OS user lookup (NSS, /etc/passwd) costs about a
 			// millisecond per process, so it runs only when no name is given.
 			&cli.StringFlag{Name: "user", EnvVars: []string{"LOANQ_USER"}, DefaultText: "the OS user name", Usage: "acting processor `NAME`"},
@@ -85,12 +94,15 @@ Examples:
 			demoCommand(),
 			benchCommand(),
 			serveCommand(),
+			versionCommand(),
+			completionCommand(),
 		},
 	}
 	app.Before = func(c *cli.Context) error {
-		switch c.String("output") {
+		// LOANQ_OUTPUT=JSON works as json: one spelling for every command.
+		switch out := strings.ToLower(strings.TrimSpace(c.String("output"))); out {
 		case "text", "json", "":
-			return nil
+			return c.Set("output", out)
 		}
 		return problem.Usagef("invalid --output %q: use text or json", c.String("output"))
 	}
@@ -136,7 +148,7 @@ func open(c *cli.Context) (*env, error) {
 	if err != nil {
 		return nil, err
 	}
-	if d.Name() == "sqlite" {
+	if drivers.MigratesOnOpen(d) {
 		err = schema.EnsureCurrent(c.Context, d, db)
 		if err == nil {
 			err = schema.Check(c.Context, d, db, dsn.Redacted())
@@ -157,17 +169,43 @@ func open(c *cli.Context) (*env, error) {
 }
 
 func connect(c *cli.Context) (drivers.Driver, *sql.DB, drivers.DSN, error) {
+	if err := mustExist(c); err != nil {
+		return nil, nil, drivers.DSN{}, err
+	}
+	return connectCreating(c)
+}
+
+// connectCreating connects, creating a file database that does not exist
+// yet (`migrate up`; demo does the same through its own Connect).
+func connectCreating(c *cli.Context) (drivers.Driver, *sql.DB, drivers.DSN, error) {
 	ctx, cancel := context.WithTimeout(c.Context, 30*time.Second)
 	defer cancel()
 	return drivers.Connect(ctx, c.String("db"))
 }
 
+// mustExist refuses an explicitly given file database (SQLite) that does not
+// exist: opening it would create an empty file, and a mistyped path would
+// look like an empty queue. Only `migrate up` and `demo` create one; the
+// zero-set-up default (no --db, LOANQ_DB or DATABASE_URL) creates itself.
+func mustExist(c *cli.Context) error {
+	if !c.IsSet("db") {
+		return nil
+	}
+	dsn, err := drivers.ParseDSN(c.String("db"))
+	if err != nil || !dsn.File || dsn.Database == ":memory:" {
+		return err
+	}
+	if _, err := os.Stat(dsn.Database); err == nil || !os.IsNotExist(err) {
+		return nil
+	}
+	return problem.WithHint(problem.Usagef("the SQLite database %s does not exist", dsn.Database),
+		fmt.Sprintf("check the path in --db / LOANQ_DB; to create it: loanq --db '%s' migrate up (or loanq --db '%s' demo)", dsn.Redacted(), dsn.Redacted()))
+}
+
 // emit prints v as one JSON document, or calls text for people.
 func emit(c *cli.Context, v any, text func(w io.Writer)) error {
 	if c.String("output") == "json" {
-		enc := json.NewEncoder(c.App.Writer)
-		enc.SetIndent("", "  ")
-		return enc.Encode(v)
+		return writeJSON(c.App.Writer, v)
 	}
 	text(c.App.Writer)
 	return nil

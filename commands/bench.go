@@ -145,6 +145,9 @@ func benchRun(c *cli.Context) error {
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
+	if err := mustExist(c); err != nil { // after the flags: they are cheaper to fix first
+		return err
+	}
 	if c.String("output") != "json" {
 		cfg.Notes = c.App.Writer
 		if isTerminal(c.App.Writer) {
@@ -219,6 +222,9 @@ func benchEngine(c *cli.Context) error {
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
+	if err := mustExist(c); err != nil { // after the flags: they are cheaper to fix first
+		return err
+	}
 	notes := c.App.Writer
 	if c.String("output") == "json" {
 		notes = c.App.ErrWriter
@@ -275,6 +281,9 @@ func benchCLI(c *cli.Context) error {
 	}
 	cfg := bench.CLIConfig{DSN: c.String("db"), Strategy: strings.ToLower(c.String("strategy")), Processes: procs, Rows: rows, Duration: dur}
 	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	if err := mustExist(c); err != nil { // after the flags: they are cheaper to fix first
 		return err
 	}
 	r, err := bench.RunCLI(c.Context, cfg)

@@ -14,6 +14,9 @@ import (
 // `all` as a list with a note about what SQLite lacks, and bad flags exit 2.
 func TestBenchCommand(t *testing.T) {
 	dsn := testdb.Fresh(t, "sqlite")
+	if out, errs, code := run(t, "--db", dsn, "migrate", "up"); code != 0 {
+		t.Fatalf("migrate up: exit %d\n%s%s", code, out, errs)
+	}
 	out, errs, code := run(t, "--db", dsn, "--output", "json", "bench", "--workers", "3", "--rows", "12", "--work", "1ms")
 	if code != 0 {
 		t.Fatalf("bench: exit %d\n%s%s", code, out, errs)
@@ -92,6 +95,9 @@ func TestBenchCommand(t *testing.T) {
 // --chart path that cannot be written refused before anything runs.
 func TestBenchEngineCommand(t *testing.T) {
 	dsn := testdb.Fresh(t, "sqlite")
+	if out, errs, code := run(t, "--db", dsn, "migrate", "up"); code != 0 { // only migrate up and demo create a named SQLite file
+		t.Fatalf("migrate up: exit %d\n%s%s", code, out, errs)
+	}
 	chart := filepath.Join(t.TempDir(), "engine.svg")
 	out, errs, code := run(t, "--db", dsn, "--output", "json", "bench", "--target", "engine", "--workers", "3", "--rows", "12", "--count", "2", "--chart", chart)
 	if code != 0 {

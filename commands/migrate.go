@@ -35,7 +35,7 @@ func migrateUp(c *cli.Context) error {
 	if _, err := args(c); err != nil {
 		return err
 	}
-	d, db, dsn, err := connect(c)
+	d, db, dsn, err := connectCreating(c)
 	if err != nil {
 		return err
 	}

@@ -42,10 +42,7 @@ func printSQL(c *cli.Context) error {
 		if err != nil {
 			return err
 		}
-		d, err = drivers.Lookup(dsn.Scheme)
-		if err != nil {
-			return err
-		}
+		d = dsn.Driver
 	} else if d, err = drivers.ByName(name); err != nil {
 		return err
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/loanq/loanq/dispatch"
 	"github.com/loanq/loanq/drivers"
+	"github.com/loanq/loanq/problem"
 )
 
 func taskCommand() *cli.Command {
@@ -82,6 +83,11 @@ func taskCreate(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	if ttl == 0 {
+		// The engine reads 0 as "the default"; given on the command line it
+		// would be silently replaced by 2m, so it is refused instead.
+		return problem.Usagef("invalid --lease-ttl %s: give a duration between 1s and 24h (leave the flag out for the default %s)", c.String("lease-ttl"), dispatch.DefaultLeaseTTL)
+	}
 	var lock drivers.Strategy
 	if c.String("lock") != "" {
 		if lock, err = drivers.ParseStrategy(c.String("lock")); err != nil {
@@ -113,7 +119,7 @@ func taskCreate(c *cli.Context) error {
 func taskJSON(t *dispatch.Task) map[string]any {
 	m := map[string]any{"name": t.Name, "source": t.Source, "key": t.Key, "where": t.Where, "order": t.Order,
 		"max_active": t.MaxActive, "lock": t.Lock, "query_delay_ms": t.QueryDelay.Milliseconds(),
-		"lease_ttl_ms": t.LeaseTTL.Milliseconds(), "created_by": t.CreatedBy, "created_at": t.CreatedAt.Format(time.RFC3339)}
+		"lease_ttl_ms": t.LeaseTTL.Milliseconds(), "created_by": t.CreatedBy, "created_at": t.CreatedAt.UTC().Format(TimestampLayout)}
 	return m
 }
 

@@ -114,7 +114,9 @@ func workGet(c *cli.Context) error {
 		return err
 	}
 	defer e.Close()
+	done := statusLine(c, &opt)
 	req, err := e.Get(c.Context, a[0], e.user, n, opt)
+	done()
 	return printRequest(c, req, err)
 }
 
@@ -136,8 +138,36 @@ func workStatus(c *cli.Context) error {
 		return err
 	}
 	defer e.Close()
+	done := statusLine(c, &opt)
 	req, err := e.Status(c.Context, id, c.Bool("wait"), opt)
+	done()
 	return printRequest(c, req, err)
+}
+
+// statusLine keeps one line on stderr, when stderr is a terminal, while a
+// request waits for the task lock: its id, how long it has been pending and
+// when the next look is. The returned func erases it. Nothing is written when
+// stderr is a file or a pipe, so scripts see only the answer.
+func statusLine(c *cli.Context, opt *dispatch.GetOptions) (done func()) {
+	w := c.App.ErrWriter
+	if !isTerminal(w) {
+		return func() {}
+	}
+	shown := false
+	opt.OnWait = func(req *dispatch.Request, next time.Duration) {
+		pending := time.Since(req.CreatedAt).Round(time.Second)
+		if pending < 0 || req.CreatedAt.IsZero() {
+			pending = 0
+		}
+		fmt.Fprintf(w, "\r\033[Krequest %d (task %s): pending for %s, another caller holds the task lock; next look in %s",
+			req.ID, req.Task, pending, next.Round(10*time.Millisecond))
+		shown = true
+	}
+	return func() {
+		if shown {
+			fmt.Fprint(w, "\r\033[K")
+		}
+	}
 }
 
 // printRequest prints the request (also when it is still pending, so a script

@@ -26,6 +26,7 @@ type Disposed struct {
 	Disposition string        `json:"disposition"`
 	After       time.Duration `json:"-"`
 	AfterSecs   float64       `json:"return_after_seconds,omitempty"`
+	AfterMS     int64         `json:"return_after_ms,omitempty"` // the same, in the JSON convention (docs/json.md)
 }
 
 // ParseAction checks a disposition name.
@@ -82,7 +83,7 @@ func (e *Engine) Dispose(ctx context.Context, taskName string, loan int64, user,
 	}
 	d := &Disposed{Task: task.Name, LoanID: loan, User: user, Disposition: action}
 	if action == Return {
-		d.After, d.AfterSecs = after, after.Seconds()
+		d.After, d.AfterSecs, d.AfterMS = after, after.Seconds(), after.Milliseconds()
 	}
 	return d, nil
 }
@@ -106,6 +107,9 @@ type PipelineItem struct {
 	LoanID     int64     `json:"loan_id"`
 	AssignedAt time.Time `json:"assigned_at"`
 	AgeSeconds int64     `json:"age_seconds"`
+	// AgeMS is AgeSeconds in the JSON convention of docs/json.md; the
+	// database counts the age in whole seconds.
+	AgeMS int64 `json:"age_ms"`
 }
 
 // Pipeline is the user's active work, oldest first; taskName "" means all tasks.
@@ -131,6 +135,7 @@ func (e *Engine) Pipeline(ctx context.Context, user, taskName string) ([]Pipelin
 			return nil, fmt.Errorf("reading the pipeline of %s: %w", user, err)
 		}
 		it.AssignedAt = at.T
+		it.AgeMS = it.AgeSeconds * 1000
 		out = append(out, it)
 	}
 	return out, rows.Err()

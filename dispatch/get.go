@@ -41,6 +41,9 @@ type GetOptions struct {
 	Timeout time.Duration    // give up rechecking after this long (0: never)
 	Lock    drivers.Strategy // "" for the task's own strategy
 	Backoff []time.Duration  // recheck delays; the last one repeats
+	// OnWait, if set, is told before each pause that the request is still
+	// pending and when the next look is (the command line's status line).
+	OnWait func(req *Request, next time.Duration)
 }
 
 // Get is `work get` (SPEC §3). On busy or timeout it returns the request,
@@ -149,6 +152,9 @@ func (e *Engine) serveUntilDone(ctx context.Context, task *Task, strategy driver
 			return req, &problem.Error{Kind: problem.Busy,
 				Msg:  fmt.Sprintf("request %d for task %s is still pending: another caller holds the task lock", id, task.Name),
 				Hint: fmt.Sprintf("check again with `loanq work status %d --wait`", id)}
+		}
+		if opt.OnWait != nil {
+			opt.OnWait(req, wait)
 		}
 		// Wait for the holder's commit (or for the lock to become free), at
 		// most `wait`; then serve and look again. The last round after the

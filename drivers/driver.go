@@ -16,8 +16,10 @@ package drivers
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"io/fs"
+	"net"
 	"sort"
 	"strings"
 	"sync"
@@ -83,8 +85,13 @@ type CriteriaSource struct {
 type Driver interface {
 	// Name is the dialect's name: postgres, mysql, oracle or sqlite.
 	Name() string
-	// Schemes are the DSN schemes this driver answers to.
+	// Schemes are the DSN schemes this driver answers to (its aliases
+	// included); ParseDSN receives a DSN of any of them.
 	Schemes() []string
+	// ParseDSN checks a DSN of this driver's forms and splits it (most drivers
+	// call ParseURL, then check what their database needs). Its errors never
+	// contain any part of the password.
+	ParseDSN(raw string) (DSN, error)
 	// Open connects and checks the connection. Errors never contain the password.
 	Open(ctx context.Context, dsn DSN) (*sql.DB, error)
 	// Statements are every fixed statement the dialect sends, by purpose.
@@ -153,6 +160,34 @@ func IsDeadlock(d Driver, err error) bool {
 	return ok && err != nil && dd.IsDeadlock(err)
 }
 
+// BuildSupport is implemented by a driver that may be registered in a build
+// that cannot connect (Oracle without cgo).
+type BuildSupport interface {
+	// Unsupported says why this build cannot connect, or "" when it can.
+	Unsupported() string
+}
+
+// Unsupported says why this build of loanq cannot connect with d, or "".
+func Unsupported(d Driver) string {
+	if b, ok := d.(BuildSupport); ok {
+		return b.Unsupported()
+	}
+	return ""
+}
+
+// SelfMigrating is implemented by the driver of an embedded database that
+// brings loanq's schema up to date when a command opens it (SQLite: nobody
+// else administers the file, so a newcomer needs no `migrate up`).
+type SelfMigrating interface {
+	MigratesOnOpen() bool
+}
+
+// MigratesOnOpen reports whether commands should migrate d's database on open.
+func MigratesOnOpen(d Driver) bool {
+	m, ok := d.(SelfMigrating)
+	return ok && m.MigratesOnOpen()
+}
+
 // Supports reports whether d supports strategy s.
 func Supports(d Driver, s Strategy) bool {
 	for _, x := range d.Strategies() {
@@ -196,14 +231,19 @@ func Lookup(scheme string) (Driver, error) {
 	return nil, problem.Usagef("unknown database scheme %q: use one of %s", scheme, strings.Join(knownSchemesLocked(), ", "))
 }
 
-// ByName returns the driver whose Name() is name (used by `loanq sql --dialect`).
+// ByName returns the driver whose Name() is name, or that registered name as
+// one of its schemes (mariadb, postgresql), for `loanq sql --dialect`.
 func ByName(name string) (Driver, error) {
 	mu.RLock()
 	defer mu.RUnlock()
+	name = strings.ToLower(strings.TrimSpace(name))
 	for _, d := range registry {
 		if d.Name() == name {
 			return d, nil
 		}
+	}
+	if d, ok := registry[name]; ok {
+		return d, nil
 	}
 	return nil, problem.Usagef("unknown dialect %q: use one of %s", name, strings.Join(Names(), ", "))
 }
@@ -237,10 +277,7 @@ func Connect(ctx context.Context, raw string) (Driver, *sql.DB, DSN, error) {
 	if err != nil {
 		return nil, nil, DSN{}, err
 	}
-	d, err := Lookup(dsn.Scheme)
-	if err != nil {
-		return nil, nil, dsn, err
-	}
+	d := dsn.Driver
 	db, err := d.Open(ctx, dsn)
 	if err != nil {
 		return nil, nil, dsn, err
@@ -250,7 +287,26 @@ func Connect(ctx context.Context, raw string) (Driver, *sql.DB, DSN, error) {
 
 // ConnectError wraps a failure to connect with the DSN (password hidden) and
 // makes sure no password leaks from the driver's message.
+//
+// A driver that tried several addresses or TLS modes (pgx with sslmode=prefer)
+// reports the same failure once per attempt: each distinct line is printed
+// once. A host name that does not resolve gets a hint that says so.
 func ConnectError(dsn DSN, err error, hint string) error {
-	msg := strings.Join(strings.Fields(dsn.Scrub(err.Error())), " ") // one line
-	return &problem.Error{Kind: problem.Failure, Msg: fmt.Sprintf("cannot connect to %s: %s", dsn.Redacted(), msg), Hint: hint}
+	msg := ""
+	for _, l := range strings.Split(dsn.Scrub(err.Error()), "\n") {
+		l = strings.Join(strings.Fields(l), " ")
+		switch {
+		case l == "" || strings.Contains(msg, l):
+			// said already (a repeated attempt)
+		case msg == "" || strings.HasSuffix(msg, ":"):
+			msg = strings.TrimSpace(msg + " " + l)
+		default:
+			msg += "; " + l
+		}
+	}
+	var dnsErr *net.DNSError
+	if errors.As(err, &dnsErr) && dnsErr.IsNotFound {
+		hint = "the host name does not resolve: check the host in --db / LOANQ_DB"
+	}
+	return &problem.Error{Kind: problem.Failure, Msg: dsn.Scrub(fmt.Sprintf("cannot connect to %s: %s", dsn.Redacted(), msg)), Hint: hint}
 }

@@ -4,6 +4,7 @@ import (
 	"net/url"
 	"path/filepath"
 	"regexp"
+	"sort"
 	"strings"
 
 	"github.com/loanq/loanq/problem"
@@ -15,103 +16,167 @@ const DefaultDSN = "sqlite:loanq.db"
 // DSN is a parsed connection string. Password is kept apart so that nothing
 // printed (errors, `migrate status`, logs) can contain it.
 type DSN struct {
-	Scheme   string // postgres, mysql, oracle, sqlite
+	Scheme   string // as written, lower-cased (postgres, postgresql, mysql, mariadb, oracle, sqlite)
+	Driver   Driver // the driver registered for Scheme; it parsed this DSN
 	Raw      string // as given; never print it, use Redacted
 	User     string
 	Password string
 	Host     string // host:port
 	Database string // database name, Oracle service, or SQLite file path
 	Query    url.Values
+	File     bool // a file database (SQLite): printed as NAME:PATH
 }
 
-// ParseDSN understands the forms of SPEC §5:
-//
-//	postgres://user:pass@host:port/db?sslmode=disable  (also postgresql://)
-//	mysql://user:pass@host:port/db
-//	oracle://user:pass@host:port/service
-//	sqlite:PATH, sqlite://PATH, or a plain path ending in .db/.sqlite/.sqlite3
+// PlainPathDriver is implemented by the driver that accepts a DSN without a
+// scheme (SQLite: a plain file path such as work.db).
+type PlainPathDriver interface {
+	AcceptsPlainPath(raw string) bool
+}
+
+// ParseDSN picks the driver registered for the DSN's scheme and lets it
+// parse the DSN: each driver knows its own forms and aliases (docs of the
+// forms: README.md, "Connecting").
 func ParseDSN(raw string) (DSN, error) {
 	raw = strings.TrimSpace(raw)
 	if raw == "" {
 		raw = DefaultDSN
 	}
-	lower := strings.ToLower(raw)
-	if strings.HasPrefix(lower, "sqlite:") || strings.HasPrefix(lower, "file:") {
-		return parseSQLite(raw)
+	scheme, ok := schemeOf(raw)
+	if ok {
+		if d, err := Lookup(scheme); err == nil {
+			return parseWith(d, raw)
+		}
 	}
-	if !strings.Contains(raw, "://") && !strings.Contains(raw, "?") {
-		for _, ext := range []string{".db", ".sqlite", ".sqlite3"} {
-			if strings.HasSuffix(lower, ext) {
-				return DSN{Scheme: "sqlite", Raw: raw, Database: cleanPath(raw), Query: url.Values{}}, nil
+	if !strings.Contains(raw, "://") {
+		for _, d := range all() {
+			if p, ok := d.(PlainPathDriver); ok && p.AcceptsPlainPath(raw) {
+				return parseWith(d, raw)
 			}
 		}
-		return DSN{}, problem.Usagef("malformed database DSN %q: expected postgres://…, mysql://…, oracle://…, sqlite:PATH or a path ending in .db", redactLoose(raw))
 	}
-	u, err := url.Parse(raw)
+	if ok && strings.Contains(raw, "://") {
+		return DSN{}, problem.Usagef("unknown database scheme %q in %s: use one of %s", scheme, RedactLoose(raw), strings.Join(KnownSchemes(), ", "))
+	}
+	return DSN{}, problem.Usagef("malformed database DSN %q: expected %s, or a path ending in .db", RedactLoose(raw), strings.Join(KnownSchemes(), ", "))
+}
+
+func parseWith(d Driver, raw string) (DSN, error) {
+	dsn, err := d.ParseDSN(raw)
 	if err != nil {
-		return DSN{}, problem.Usagef("malformed database DSN %s: %s", redactLoose(raw), scrubURLError(err))
+		return DSN{}, err
 	}
-	scheme := strings.ToLower(u.Scheme)
-	if scheme == "" || u.Opaque != "" {
-		return DSN{}, problem.Usagef("malformed database DSN %q: expected SCHEME://user:pass@host:port/name, e.g. postgres://app@127.0.0.1:5432/loans", redactLoose(raw))
+	dsn.Driver = d
+	return dsn, nil
+}
+
+// schemeOf returns the lower-cased scheme of raw ("postgres" in
+// postgres://…, "sqlite" in sqlite:x.db). One letter is a Windows drive.
+func schemeOf(raw string) (string, bool) {
+	i := strings.Index(raw, ":")
+	if i < 2 {
+		return "", false
 	}
-	if scheme == "postgresql" {
-		scheme = "postgres"
+	for j, r := range raw[:i] {
+		letter := (r >= 'a' && r <= 'z') || (r >= 'A' && r <= 'Z')
+		if !letter && (j == 0 || !(r >= '0' && r <= '9' || r == '+' || r == '-' || r == '.')) {
+			return "", false
+		}
 	}
-	if (u.User == nil && strings.Contains(raw, "@")) || strings.Contains(u.Path+u.RawQuery+u.Fragment, "@") {
-		// An '@' that did not end the user info: the password may be lying in
-		// the path or query, where it would be printed.
-		return DSN{}, problem.Usagef("malformed database DSN %s: user:password@ must follow %s:// directly (percent-encode '@', '/', '?' and '#' in a password)", redactLoose(raw), scheme)
+	return strings.ToLower(raw[:i]), true
+}
+
+// ParseURL splits a SCHEME://user:password@host:port/path?query DSN the way
+// users mean it when they type a password as it is: the LAST '@' before the
+// host ends the user information, so a password may hold '/', '#', '?', ':',
+// '&', spaces and '@' (as libpq and go-sql-driver/mysql read their own
+// formats). The user is everything up to the first ':'. A password may also be
+// percent-encoded. Forms that cannot be read one way only are refused with a
+// message that shows no part of the password.
+func ParseURL(raw string) (DSN, error) {
+	raw = strings.TrimSpace(raw)
+	i := strings.Index(raw, "://")
+	if i <= 0 {
+		return DSN{}, problem.Usagef("malformed database DSN %s: expected SCHEME://user:pass@host:port/name, e.g. postgres://app@127.0.0.1:5432/loans", RedactLoose(raw))
 	}
-	d := DSN{Scheme: scheme, Raw: raw, Host: u.Host, Query: u.Query()}
-	if u.User != nil {
-		d.User = u.User.Username()
-		d.Password, _ = u.User.Password()
+	scheme := strings.ToLower(raw[:i])
+	rest := raw[i+3:]
+	d := DSN{Scheme: scheme, Raw: raw}
+	if at := strings.LastIndex(rest, "@"); at >= 0 {
+		userinfo := rest[:at]
+		rest = rest[at+1:]
+		user, pass, hasPass := strings.Cut(userinfo, ":")
+		if first := strings.Index(pass, "@"); first >= 0 && strings.ContainsAny(pass[first:], "/?#") {
+			// "u:p@h/db?x=a@b": either a password holding "@h/db?x=a" or a
+			// query holding an '@'; refuse rather than guess.
+			return DSN{}, problem.Usagef("ambiguous database DSN %s: the part before the last '@' holds another '@' followed by '/', '?' or '#'; percent-encode the password (e.g. '@' as %%40, '/' as %%2F) or any '@' after the host", scheme+"://***@…")
+		}
+		var err error
+		if d.User, err = url.PathUnescape(user); err != nil || strings.ContainsAny(user, "/?#") {
+			return DSN{}, problem.Usagef("malformed database DSN %s: the user name holds a '%%', '/', '?' or '#' that is not percent-encoded", scheme+"://***@…")
+		}
+		if hasPass {
+			if d.Password, err = url.PathUnescape(pass); err != nil {
+				return DSN{}, problem.Usagef("malformed database DSN %s: the password holds a '%%' that does not start a percent-escape; write '%%' as %%25 (percent-encode the password)", redactUser(scheme, d.User, rest))
+			}
+			if d.Password == "" {
+				hasPass = false
+			}
+		}
 	}
+	u, err := url.Parse(scheme + "://" + rest)
+	if err != nil {
+		return DSN{}, problem.Usagef("malformed database DSN %s: %s", redactUser(scheme, d.User, "…"), urlErrorText(err))
+	}
+	d.Host = u.Host
 	d.Database = strings.TrimPrefix(u.Path, "/")
-	switch scheme {
-	case "postgres":
-		if d.Host == "" && d.Query.Get("host") == "" {
-			return DSN{}, problem.Usagef("malformed PostgreSQL DSN %s: no host (e.g. postgres://user@127.0.0.1:5432/db)", d.Redacted())
+	d.Query = u.Query()
+	// A password given as a parameter (libpq's ?password=) is a password too:
+	// kept apart like the other, never printed.
+	if pw := d.Query.Get("password"); pw != "" {
+		if d.Password == "" {
+			d.Password = pw
 		}
-	case "mysql", "oracle":
-		if d.Host == "" {
-			return DSN{}, problem.Usagef("malformed %s DSN %s: no host (e.g. %s://user:pass@127.0.0.1:%s/%s)", scheme, d.Redacted(), scheme, map[string]string{"mysql": "3306", "oracle": "1521"}[scheme], map[string]string{"mysql": "db", "oracle": "SERVICE"}[scheme])
-		}
-		if d.Database == "" || strings.Contains(d.Database, "/") {
-			what := map[string]string{"mysql": "database name", "oracle": "service name"}[scheme]
-			return DSN{}, problem.Usagef("malformed %s DSN %s: the path must be the %s (e.g. %s://user:pass@host:port/NAME)", scheme, d.Redacted(), what, scheme)
-		}
-		if u.Port() != "" && !allDigits(u.Port()) {
-			return DSN{}, problem.Usagef("malformed %s DSN %s: port %q is not a number", scheme, d.Redacted(), u.Port())
-		}
+		d.Query.Del("password")
 	}
 	return d, nil
 }
 
-func parseSQLite(raw string) (DSN, error) {
-	rest := raw[strings.Index(raw, ":")+1:]
-	rest = strings.TrimPrefix(rest, "//")
-	q := url.Values{}
-	if i := strings.Index(rest, "?"); i >= 0 {
-		var err error
-		q, err = url.ParseQuery(rest[i+1:])
-		if err != nil {
-			return DSN{}, problem.Usagef("malformed SQLite DSN %q: %v", raw, err)
-		}
-		rest = rest[:i]
+// redactUser prints scheme://user:***@rest for messages about a DSN whose
+// password was already split off.
+func redactUser(scheme, user, rest string) string {
+	if user == "" {
+		return scheme + "://***@" + rest
 	}
-	rest = strings.TrimSpace(rest)
-	if rest == "" {
-		return DSN{}, problem.Usagef("malformed SQLite DSN %q: no file path (e.g. sqlite:loanq.db)", raw)
-	}
-	rest = cleanPath(rest)
-	return DSN{Scheme: "sqlite", Raw: raw, Database: rest, Query: q}, nil
+	return scheme + "://" + url.User(user).String() + ":***@" + rest
 }
 
-// cleanPath cleans and trims a file path until it is stable, so that the
-// printed (Redacted) form of an SQLite DSN parses back to the same file.
-func cleanPath(p string) string {
+func urlErrorText(err error) string {
+	if ue, ok := err.(*url.Error); ok {
+		return ue.Err.Error()
+	}
+	return err.Error()
+}
+
+// CheckHostDB is the check shared by the server drivers whose DSN must name
+// a host, a numeric port if any, and one path segment (database or service).
+func CheckHostDB(d DSN, dbName, example string) error {
+	if d.Host == "" {
+		return problem.Usagef("malformed DSN %s: no host (e.g. %s)", d.Redacted(), example)
+	}
+	hostPort := d.Host[strings.LastIndex(d.Host, "]")+1:] // after an IPv6 literal
+	if c := strings.LastIndex(hostPort, ":"); c >= 0 && !allDigits(hostPort[c+1:]) {
+		port := hostPort[c+1:]
+		return problem.Usagef("malformed DSN %s: port %q is not a number (e.g. %s)", d.Redacted(), port, example)
+	}
+	if d.Database == "" || strings.Contains(d.Database, "/") {
+		return problem.Usagef("malformed DSN %s: the path must be the %s (e.g. %s)", d.Redacted(), dbName, example)
+	}
+	return nil
+}
+
+// CleanPath cleans and trims a file path until it is stable, so that the
+// printed (Redacted) form of a file DSN parses back to the same file.
+func CleanPath(p string) string {
 	for p != ":memory:" {
 		clean := strings.TrimSpace(filepath.Clean(p))
 		if clean == p {
@@ -131,12 +196,20 @@ func allDigits(s string) bool {
 	return s != ""
 }
 
-var plainOption = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,40}$`)
+var (
+	plainOption = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,40}$`)
+	plainValue  = regexp.MustCompile(`^[A-Za-z0-9_./,:-]{1,80}$`) // host=/var/run/postgresql
+)
 
 // Redacted is the DSN as it may be printed: the password replaced by ***.
+// A file DSN (no host) prints as scheme:path.
 func (d DSN) Redacted() string {
-	if d.Scheme == "sqlite" {
-		return "sqlite:" + d.Database
+	if d.File {
+		scheme := d.Scheme
+		if d.Driver != nil {
+			scheme = d.Driver.Name()
+		}
+		return scheme + ":" + d.Database
 	}
 	u := url.URL{Scheme: d.Scheme, Host: d.Host, Path: "/" + d.Database}
 	if d.User != "" {
@@ -147,42 +220,55 @@ func (d DSN) Redacted() string {
 		}
 	}
 	// Only plain options (sslmode=disable, connect_timeout=5) are shown: a
-	// password may hide in a parameter, or in a DSN that parsed oddly.
+	// password may hide in a parameter.
 	q := url.Values{}
 	for k, v := range d.Query {
 		if strings.Contains(strings.ToLower(k), "pass") || !plainOption.MatchString(k) {
 			continue
 		}
 		for _, x := range v {
-			if plainOption.MatchString(x) {
+			if plainValue.MatchString(x) {
 				q.Add(k, x)
 			}
 		}
 	}
 	u.RawQuery = q.Encode()
-	return strings.Replace(u.String(), ":xxx@", ":***@", 1)
+	out := strings.Replace(u.String(), ":xxx@", ":***@", 1)
+	if len(d.Password) < 4 {
+		return out // too short to tell from the host or database name
+	}
+	return d.Scrub(out) // a password that shares a piece with a host name: the host loses it
 }
 
-// Scrub removes the password from a message a driver produced.
+// Scrub removes the password from a message a driver or server produced: the
+// password itself, its escaped forms, and then any 4-character piece of it
+// still there (a driver may quote a part of a DSN it split differently).
 func (d DSN) Scrub(msg string) string {
 	if d.Password == "" {
 		return msg
 	}
-	msg = strings.ReplaceAll(msg, d.Password, "***")
-	if esc := url.QueryEscape(d.Password); esc != d.Password {
-		msg = strings.ReplaceAll(msg, esc, "***")
+	for _, form := range []string{d.Password, url.QueryEscape(d.Password), url.PathEscape(d.Password), url.UserPassword("", d.Password).String()[1:]} {
+		if len(form) > 0 {
+			msg = strings.ReplaceAll(msg, form, "***")
+		}
 	}
-	if esc := url.PathEscape(d.Password); esc != d.Password {
-		msg = strings.ReplaceAll(msg, esc, "***")
+	const piece = 4
+	for i := 0; i+piece <= len(d.Password); i++ {
+		if s := d.Password[i : i+piece]; strings.Contains(msg, s) {
+			msg = strings.ReplaceAll(msg, s, "***")
+		}
 	}
 	return msg
 }
 
-// redactLoose hides anything between "://user:" and "@" in a string that did
-// not parse, so even a malformed DSN's password is never echoed.
-func redactLoose(raw string) string {
+// RedactLoose hides everything between "://" and the last '@' of a string
+// that did not parse, so even a malformed DSN's password is never echoed.
+func RedactLoose(raw string) string {
 	i := strings.Index(raw, "://")
 	if i < 0 {
+		if at := strings.LastIndex(raw, "@"); at >= 0 {
+			return "***" + raw[at:]
+		}
 		return raw
 	}
 	rest := raw[i+3:]
@@ -190,19 +276,27 @@ func redactLoose(raw string) string {
 	if at < 0 {
 		return raw
 	}
-	cred := rest[:at]
-	if c := strings.Index(cred, ":"); c >= 0 {
-		cred = cred[:c] + ":***"
-	}
-	return raw[:i+3] + cred + rest[at:]
+	return raw[:i+3] + "***" + rest[at:]
 }
 
-func scrubURLError(err error) string {
-	var msg string
-	if ue, ok := err.(*url.Error); ok {
-		msg = ue.Err.Error()
-	} else {
-		msg = err.Error()
+// KnownSchemes lists the registered schemes as SCHEME://.
+func KnownSchemes() []string {
+	mu.RLock()
+	defer mu.RUnlock()
+	return knownSchemesLocked()
+}
+
+func all() []Driver {
+	mu.RLock()
+	defer mu.RUnlock()
+	seen := map[Driver]bool{}
+	var out []Driver
+	for _, d := range registry {
+		if !seen[d] {
+			seen[d] = true
+			out = append(out, d)
+		}
 	}
-	return msg
+	sort.Slice(out, func(i, j int) bool { return out[i].Name() < out[j].Name() })
+	return out
 }

@@ -168,7 +168,12 @@ func TestBadDSN(t *testing.T) {
 		{"sqlite without path", "ana", []string{"--db", "sqlite:", "task", "list"}, 2, "sqlite"},
 		{"postgres unreachable", "ana", []string{"--db", "postgres://u:" + secret + "@127.0.0.1:1/x?connect_timeout=5", "task", "list"}, 1, "127.0.0.1:1"},
 		{"mysql unreachable", "ana", []string{"--db", "mysql://u:" + secret + "@127.0.0.1:1/x", "task", "list"}, 1, "127.0.0.1:1"},
+		{"mariadb without host", "ana", []string{"--db", "mariadb://u:" + secret + "@/", "task", "list"}, 2, "no host"},
+		{"mysql without host", "ana", []string{"--db", "mysql://u:" + secret + "@/", "task", "list"}, 2, "no host"},
 	}
+	// A bad run-time parameter is bad input, not an unreachable server.
+	pg := testdb.Fresh(t, "postgres")
+	cases = append(cases, badInput{"postgres bad parameter", "ana", []string{"--db", pg + "&lock_timeout=abc", "task", "list"}, 2, "lock_timeout"})
 	// The test server's password is not secret: any other one is wrong.
 	for _, dialect := range []string{"postgres", "mysql"} {
 		u, err := url.Parse(testdb.Fresh(t, dialect))

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"os"
 	"strings"
 	"testing"
 
@@ -35,6 +36,18 @@ func status(t *testing.T, dsn string) migrateStatus {
 func TestMigrateLifecycle(t *testing.T) {
 	testdb.Each(t, func(t *testing.T, dsn string) {
 		sqlite := strings.HasPrefix(dsn, "sqlite:")
+		if sqlite {
+			// An explicitly named SQLite file that does not exist is not
+			// created by status (a mistyped path is not an empty queue);
+			// an empty file is an empty database.
+			r := loanq(t, dsn, "admin", "migrate", "status")
+			if r.code != 2 || !strings.Contains(r.stderr, "does not exist") || !strings.Contains(r.stderr, "migrate up") {
+				t.Fatalf("migrate status of a missing SQLite file: exit %d %s", r.code, r.stderr)
+			}
+			if err := os.WriteFile(strings.TrimPrefix(dsn, "sqlite:"), nil, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
 		if s := status(t, dsn); s.Version != 0 || s.Target < 1 || len(s.Migrations) == 0 || s.Migrations[0].Applied {
 			t.Fatalf("status of an empty database: %+v", s)
 		}

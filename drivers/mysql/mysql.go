@@ -14,7 +14,6 @@ import (
 	"database/sql"
 	"errors"
 	"io/fs"
-	"time"
 
 	gomysql "github.com/go-sql-driver/mysql"
 	"github.com/pressly/goose/v3/database"
@@ -80,32 +79,12 @@ func (*Driver) MigrationStore(table string) (database.Store, error) {
 	return database.NewStore(database.DialectMySQL, table)
 }
 
-// Config turns a loanq DSN into the driver's configuration: UTC times parsed
-// into time.Time, and a session time zone of UTC so DATETIME values mean UTC.
-func Config(dsn drivers.DSN) *gomysql.Config {
-	cfg := gomysql.NewConfig()
-	cfg.User = dsn.User
-	cfg.Passwd = dsn.Password
-	cfg.Net = "tcp"
-	cfg.Addr = dsn.Host
-	cfg.DBName = dsn.Database
-	cfg.ParseTime = true
-	cfg.Loc = time.UTC
-	cfg.Timeout = 10 * time.Second
-	// The driver would also log lost connections on stderr ("[mysql] … packets.go:58
-	// unexpected EOF") next to the error loanq returns: one line per error (SPEC §5).
-	cfg.Logger = &gomysql.NopLogger{}
-	cfg.Params = map[string]string{"time_zone": "'+00:00'"}
-	for k, v := range dsn.Query {
-		if len(v) > 0 {
-			cfg.Params[k] = v[0]
-		}
-	}
-	return cfg
-}
-
 func (*Driver) Open(ctx context.Context, dsn drivers.DSN) (*sql.DB, error) {
-	conn, err := gomysql.NewConnector(Config(dsn))
+	cfg, err := Config(dsn)
+	if err != nil {
+		return nil, err
+	}
+	conn, err := gomysql.NewConnector(cfg)
 	if err != nil {
 		return nil, problem.Usagef("malformed MySQL DSN %s: %s", dsn.Redacted(), dsn.Scrub(err.Error()))
 	}

@@ -14,6 +14,9 @@ import (
 	"github.com/loanq/loanq/problem"
 )
 
+// unsupported: this build has godror; connecting needs only Instant Client.
+const unsupported = ""
+
 // OraCode matches godror's error by its Code method; keep that true.
 var _ interface{ Code() int } = (*godror.OraErr)(nil)
 

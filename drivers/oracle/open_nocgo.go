@@ -10,6 +10,9 @@ import (
 	"github.com/loanq/loanq/problem"
 )
 
+// unsupported: see open below.
+const unsupported = "built without cgo (CGO_ENABLED=0); rebuild with CGO_ENABLED=1 for Oracle"
+
 // open: godror is a cgo package (it calls the Oracle Client library through
 // ODPI-C), so a binary built with CGO_ENABLED=0 cannot reach Oracle at all.
 // Everything else of this driver (its SQL, `loanq sql --dialect oracle`) is

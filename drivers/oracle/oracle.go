@@ -66,6 +66,9 @@ func (*Driver) Strategies() []drivers.Strategy {
 // MigrationStore: goose has no Oracle dialect, so the store is loanq's own.
 func (*Driver) MigrationStore(table string) (database.Store, error) { return NewStore(table) }
 
+// Unsupported is "" in a cgo build, else why this build cannot reach Oracle.
+func (*Driver) Unsupported() string { return unsupported }
+
 // Open connects and checks the connection (see open_cgo.go / open_nocgo.go).
 func (*Driver) Open(ctx context.Context, dsn drivers.DSN) (*sql.DB, error) { return open(ctx, dsn) }
 

@@ -49,8 +49,9 @@ func TestConnectParams(t *testing.T) {
 }
 
 func TestConnectParamsErrorHidesPassword(t *testing.T) {
-	d := mustDSN(t, "oracle://scott:tiger@db.example:1521/XEPDB1?poolMaxSessions=lots")
-	_, err := ConnectParams(d)
+	// ParseDSN builds godror's parameters, so the bad option is refused
+	// before any connection, without the password.
+	_, err := (&Driver{}).ParseDSN("oracle://scott:tiger@db.example:1521/XEPDB1?poolMaxSessions=lots")
 	if err == nil {
 		t.Fatal("a bad pool size was accepted")
 	}

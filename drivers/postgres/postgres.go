@@ -98,6 +98,10 @@ func classifyConnectError(dsn drivers.DSN, err error) error {
 		e := drivers.ConnectError(dsn, err, "check the user name and password in --db / LOANQ_DB").(*problem.Error)
 		e.Kind = problem.Usage
 		return e
+	case "22023", "42704": // invalid_parameter_value, undefined_object: a bad ?name=value run-time parameter
+		e := drivers.ConnectError(dsn, err, "fix or remove the run-time parameter in the DSN's query (e.g. ?lock_timeout=5s)").(*problem.Error)
+		e.Kind = problem.Usage
+		return e
 	case "3D000": // invalid_catalog_name
 		e := drivers.ConnectError(dsn, err, "create the database first, or fix its name in the DSN").(*problem.Error)
 		e.Kind = problem.Usage

@@ -32,11 +32,14 @@ var _ drivers.Driver = (*Driver)(nil)
 func init() { drivers.Register(&Driver{}) }
 
 func (*Driver) Name() string                                    { return "sqlite" }
-func (*Driver) Schemes() []string                               { return []string{"sqlite"} }
+func (*Driver) Schemes() []string                               { return []string{"sqlite", "file"} }
 func (*Driver) Statements() *drivers.Statements                 { return &statements }
 func (*Driver) Migrations() fs.FS                               { return migrations.For("sqlite") }
 func (*Driver) CriteriaQuery(src drivers.CriteriaSource) string { return criteriaQuery(src) }
 func (*Driver) Strategies() []drivers.Strategy                  { return []drivers.Strategy{drivers.Lease} }
+
+// MigratesOnOpen: the embedded default migrates itself (see drivers.SelfMigrating).
+func (*Driver) MigratesOnOpen() bool { return true }
 
 func (*Driver) MigrationStore(table string) (database.Store, error) {
 	return database.NewStore(database.DialectSQLite3, table)

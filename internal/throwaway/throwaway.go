@@ -42,6 +42,7 @@ type Server struct {
 	bin     map[string]string
 	pgUser  string    // postgres: the OS user the cluster runs as
 	mysqld  *exec.Cmd // mysql: the running mariadbd
+	extra   []string  // mysql: more mariadbd options (MariaDBWith)
 	exited  chan struct{}
 	logPath string
 }
@@ -103,12 +104,19 @@ func (s *Server) pgctl(action string, extra ...string) {
 // MariaDB starts a MariaDB (or MySQL) server for this test.
 func MariaDB(t testing.TB) *Server {
 	t.Helper()
+	return MariaDBWith(t)
+}
+
+// MariaDBWith starts a MariaDB server for this test with more mariadbd
+// options, e.g. --ssl-cert=… --ssl-key=… for a TLS test.
+func MariaDBWith(t testing.TB, options ...string) *Server {
+	t.Helper()
 	server := firstOf("mariadbd", "mysqld", "/usr/sbin/mariadbd", "/usr/sbin/mysqld")
 	installer := firstOf("mariadb-install-db", "mysql_install_db")
 	if server == "" || installer == "" {
 		missing(t, "mysql", "MariaDB's mariadbd and mariadb-install-db are not installed (Debian: apt-get install mariadb-server)")
 	}
-	s := &Server{Dialect: "mysql", t: t, bin: map[string]string{"server": server}, Port: freePort(t), Dir: tempDir(t)}
+	s := &Server{Dialect: "mysql", t: t, bin: map[string]string{"server": server}, Port: freePort(t), Dir: tempDir(t), extra: options}
 	data := s.mysqlData()
 	if err := os.MkdirAll(data, 0o755); err != nil {
 		t.Fatal(err)
@@ -149,6 +157,7 @@ func (s *Server) startMySQL() {
 		fmt.Sprintf("--port=%d", s.Port), "--bind-address=127.0.0.1",
 		"--socket="+filepath.Join(data, "mysqld.sock"), "--pid-file="+filepath.Join(data, "mysqld.pid"),
 		"--skip-log-bin", "--innodb-flush-log-at-trx-commit=2", "--max-connections=300")
+	cmd.Args = append(cmd.Args, s.extra...)
 	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Start(); err != nil {
 		log.Close()

@@ -1,0 +1,117 @@
+package commands
+
+import (
+	"fmt"
+	"io"
+	"runtime"
+	"runtime/debug"
+	"strings"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/loanq/loanq/drivers"
+)
+
+// Version and BuildDate are stamped by `make build`:
+// -ldflags "-X github.com/loanq/loanq/commands.Version=… -X …commands.BuildDate=…".
+// Commit is stamped too, for builds where Go records no VCS information
+// (-buildvcs=false, or a source tree without .git).
+var (
+	Version   = "dev"
+	BuildDate = ""
+	Commit    = ""
+)
+
+type versionInfo struct {
+	Version    string   `json:"version"`
+	Commit     string   `json:"commit"`
+	CommitTime string   `json:"committed_at"`
+	Modified   bool     `json:"modified"`
+	BuildDate  string   `json:"build_date"`
+	Go         string   `json:"go"`
+	OS         string   `json:"os"`
+	Arch       string   `json:"arch"`
+	Oracle     bool     `json:"oracle"`
+	Databases  []string `json:"databases"`
+	Missing    []string `json:"not_compiled_in"`
+}
+
+// buildInfo reads the version from -ldflags and the commit from the Go build
+// information (go build records vcs.revision and vcs.time in a checkout).
+func buildInfo() versionInfo {
+	v := versionInfo{Version: Version, BuildDate: BuildDate, Commit: Commit, Go: runtime.Version(), OS: runtime.GOOS, Arch: runtime.GOARCH,
+		Databases: []string{}, Missing: []string{}}
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		if v.Version == "dev" && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+			v.Version = bi.Main.Version // go install …@vX.Y.Z
+		}
+		for _, s := range bi.Settings {
+			switch s.Key {
+			case "vcs.revision":
+				v.Commit = s.Value
+			case "vcs.time":
+				v.CommitTime = s.Value
+			case "vcs.modified":
+				v.Modified = s.Value == "true"
+			}
+		}
+	}
+	for _, name := range drivers.Names() {
+		d, _ := drivers.ByName(name)
+		if why := drivers.Unsupported(d); why != "" {
+			v.Missing = append(v.Missing, name+": "+why)
+			continue
+		}
+		v.Databases = append(v.Databases, name)
+		if name == "oracle" {
+			v.Oracle = true
+		}
+	}
+	return v
+}
+
+func (v versionInfo) text(w io.Writer) {
+	fmt.Fprintf(w, "loanq %s\n", v.Version)
+	commit := v.Commit
+	if commit == "" {
+		commit = "unknown (not built from a git checkout)"
+	} else if v.Modified {
+		commit += " (with uncommitted changes)"
+	}
+	fmt.Fprintf(w, "commit:     %s\n", commit)
+	if v.CommitTime != "" {
+		fmt.Fprintf(w, "committed:  %s\n", v.CommitTime)
+	}
+	if v.BuildDate != "" {
+		fmt.Fprintf(w, "built:      %s\n", v.BuildDate)
+	}
+	fmt.Fprintf(w, "go:         %s %s/%s\n", v.Go, v.OS, v.Arch)
+	fmt.Fprintf(w, "databases:  %s\n", strings.Join(v.Databases, ", "))
+	for _, m := range v.Missing {
+		fmt.Fprintf(w, "not compiled in: %s\n", m)
+	}
+}
+
+func versionCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "version",
+		Usage:     "print the version, commit, build date, Go version and the databases compiled in",
+		ArgsUsage: " ",
+		Description: `Also ` + "`loanq --version`" + `. With --output json, one document (docs/json.md).
+
+Example:
+   loanq version
+   loanq -o json version`,
+		Action: func(c *cli.Context) error {
+			if _, err := args(c); err != nil {
+				return err
+			}
+			v := buildInfo()
+			return emit(c, v, v.text)
+		},
+	}
+}
+
+func init() {
+	cli.VersionPrinter = func(c *cli.Context) { buildInfo().text(c.App.Writer) }
+}

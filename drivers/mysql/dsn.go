@@ -1,0 +1,66 @@
+package mysql
+
+import (
+	"time"
+
+	gomysql "github.com/go-sql-driver/mysql"
+
+	"github.com/loanq/loanq/drivers"
+	"github.com/loanq/loanq/problem"
+)
+
+// ParseDSN reads mysql:// and mariadb:// URLs, both checked the same way:
+// a host, a numeric port if any, and the database name as the path. A
+// password may be typed as it is (see drivers.ParseURL). The options are
+// checked by building the driver's configuration (see Config).
+func (*Driver) ParseDSN(raw string) (drivers.DSN, error) {
+	d, err := drivers.ParseURL(raw)
+	if err != nil {
+		return d, err
+	}
+	if err := drivers.CheckHostDB(d, "database name", d.Scheme+"://user:pass@127.0.0.1:3306/db"); err != nil {
+		return drivers.DSN{}, err
+	}
+	if _, err := Config(d); err != nil {
+		return drivers.DSN{}, err
+	}
+	return d, nil
+}
+
+// Config turns a loanq DSN into go-sql-driver/mysql's configuration. The
+// query parameters are read the way that driver reads its own DSN: its options
+// (tls, timeout, readTimeout, writeTimeout, charset, collation,
+// allowCleartextPasswords, …; docs/mysql.md lists them) configure the client,
+// and any other parameter is a session variable set on every connection
+// (?innodb_lock_wait_timeout=5). The user and password are set on the parsed
+// configuration, never put in the string the driver parses, so its errors
+// cannot quote them.
+//
+// loanq needs three settings whatever the DSN says: times parsed into
+// time.Time, in UTC, and a session time zone of UTC so DATETIME values mean UTC.
+func Config(dsn drivers.DSN) (*gomysql.Config, error) {
+	q := dsn.Query
+	native := "tcp(" + dsn.Host + ")/" + dsn.Database
+	if len(q) > 0 {
+		native += "?" + q.Encode()
+	}
+	cfg, err := gomysql.ParseDSN(native)
+	if err != nil {
+		return nil, problem.Usagef("malformed MySQL DSN %s: %s", dsn.Redacted(), dsn.Scrub(err.Error()))
+	}
+	cfg.User = dsn.User
+	cfg.Passwd = dsn.Password
+	cfg.ParseTime = true
+	cfg.Loc = time.UTC
+	if !q.Has("timeout") {
+		cfg.Timeout = 10 * time.Second
+	}
+	// The driver would also log lost connections on stderr ("[mysql] … packets.go:58
+	// unexpected EOF") next to the error loanq returns: one line per error.
+	cfg.Logger = &gomysql.NopLogger{}
+	if cfg.Params == nil {
+		cfg.Params = map[string]string{}
+	}
+	cfg.Params["time_zone"] = "'+00:00'"
+	return cfg, nil
+}

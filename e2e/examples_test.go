@@ -1,0 +1,162 @@
+package e2e
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/loanq/loanq/commands"
+	"github.com/loanq/loanq/internal/testdb"
+)
+
+// heavy examples (a whole demo or bench run) take seconds each: on SQLite
+// always, on the servers with LOANQ_TEST_EXAMPLES=all.
+var heavyExample = regexp.MustCompile(`^loanq( --\S+ \S+)* (demo|bench)( |$)`)
+
+// helpExamples walks the command tree and returns every example line of
+// every --help: indented, starting with "loanq " and followed by a flag or a
+// command name.
+func helpExamples(t *testing.T) []string {
+	t.Helper()
+	app := commands.NewApp(os.Stdout, os.Stderr, new(bool))
+	top := map[string]bool{}
+	for _, c := range app.Commands {
+		top[c.Name] = true
+	}
+	seen := map[string]bool{}
+	var out []string
+	var walk func(path []string, cmds []*cli.Command)
+	walk = func(path []string, cmds []*cli.Command) {
+		r := run(t, t.TempDir(), nil, append(path, "--help")...)
+		for _, line := range strings.Split(r.stdout, "\n") {
+			l := strings.TrimSpace(line)
+			if i := strings.Index(l, "  #"); i > 0 {
+				l = strings.TrimSpace(l[:i]) // a comment after the example
+			}
+			f := strings.Fields(l)
+			if line == l || len(f) == 0 || f[0] != "loanq" || seen[l] {
+				continue
+			}
+			if len(f) > 1 && (strings.HasPrefix(f[1], "-") || top[f[1]]) && !strings.Contains(l, "[command options]") && !strings.Contains(" "+l+" ", " - ") {
+				seen[l] = true
+				out = append(out, l)
+			}
+		}
+		for _, c := range cmds {
+			if c.Name != "help" {
+				walk(append(append([]string{}, path...), c.Name), c.Subcommands)
+			}
+		}
+	}
+	walk(nil, app.Commands)
+	return out
+}
+
+// hintExamples are the complete command lines that loanq's messages and
+// hints suggest (`loanq …` in back-quotes in the source), without the ones
+// that hold a placeholder (NAME, TASK, …, %d is filled in by the test).
+func hintExamples(t *testing.T) []string {
+	t.Helper()
+	var out []string
+	seen := map[string]bool{}
+	re := regexp.MustCompile("`(loanq [^`\"\n]*)`( printed)?")
+	for _, dir := range []string{"../commands", "../dispatch", "../drivers", "../demo", "../bench", "../schema"} {
+		files, _ := filepath.Glob(filepath.Join(dir, "*.go"))
+		for _, f := range files {
+			if strings.HasSuffix(f, "_test.go") {
+				continue
+			}
+			b, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var code []string // comments name commands too; only messages count
+			for _, line := range strings.Split(string(b), "\n") {
+				if !strings.HasPrefix(strings.TrimSpace(line), "//") {
+					code = append(code, line)
+				}
+			}
+			for _, m := range re.FindAllStringSubmatch(strings.Join(code, "\n"), -1) {
+				l := strings.TrimSpace(m[1])
+				if m[2] != "" { // "the request_id that `loanq work get` printed" names a command
+					continue
+				}
+				if seen[l] || regexp.MustCompile(`[A-Z]{3,}|…|%[^d]|--help|worker`).MatchString(l) || strings.HasSuffix(l, "--dialect") || strings.HasSuffix(l, "--processes") {
+					continue
+				}
+				seen[l] = true
+				out = append(out, l)
+			}
+		}
+	}
+	return out
+}
+
+// A command line problem (the example is wrong), as opposed to an answer
+// about the data (loan 123 is not assigned to oliver).
+var commandLineProblem = regexp.MustCompile(`(?i)flag provided but not defined|unknown command|takes \d+ argument|invalid --|malformed|no such (table|column)|syntax|does not exist|unknown (lock|dialect|shell)|doesn't exist|undefined|cannot be applied|do not run`)
+
+// Every example in --help and every command line a hint suggests runs as
+// written (the --db of an example replaced by the test's database) on
+// SQLite, PostgreSQL and MariaDB against the demo's schema: exit 0, 75
+// (busy), or a bad-input answer about the data, never a command-line or SQL
+// error.
+func TestExamplesRun(t *testing.T) {
+	examples := append(helpExamples(t), hintExamples(t)...)
+	if len(examples) < 20 {
+		t.Fatalf("found only %d examples: %q", len(examples), examples)
+	}
+	dbFlag := regexp.MustCompile(`--db \S+ ?`)
+	testdb.Each(t, func(t *testing.T, dsn string) {
+		dir := t.TempDir()
+		mustOK(t, dsn, "admin", "migrate", "up")
+		mustOK(t, dsn, "admin", "demo", "seed", "--loans", "300")
+		req := decode(t, mustOK(t, dsn, "tracy", "--output", "json", "work", "get", "verify-bank", "--count", "1"))
+		heavyToo := strings.HasPrefix(dsn, "sqlite:") || os.Getenv("LOANQ_TEST_EXAMPLES") == "all"
+		for _, ex := range examples {
+			if heavyExample.MatchString(ex) && !heavyToo {
+				continue
+			}
+			if regexp.MustCompile(`^loanq( --\S+ \S+)* serve( |$)`).MatchString(ex) {
+				continue // serves until stopped; e2e's serve tests run it
+			}
+			line := strings.Replace(ex, "%d", strconv.FormatInt(req.RequestID, 10), 1)
+			line = dbFlag.ReplaceAllString(line, "")
+			if strings.Contains(line, "migrate down") {
+				defer func(line string) { runExample(t, dir, dsn, line) }(line) // last: it drops tables
+				continue
+			}
+			runExample(t, dir, dsn, line)
+		}
+	})
+}
+
+func runExample(t *testing.T, dir, dsn, line string) {
+	t.Helper()
+	// bash reads the quotes of the example as a user's shell would.
+	sh := `loanq() { "$LOANQ_BIN" --db "$TEST_DSN" "$@"; }; ` + line
+	cmd := exec.Command("bash", "-c", sh)
+	cmd.Dir = dir
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "LOANQ_") && !strings.HasPrefix(kv, "DATABASE_URL=") {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	cmd.Env = append(cmd.Env, "LOANQ_BIN="+binary, "TEST_DSN="+dsn, "HOME="+dir)
+	out, err := cmd.CombinedOutput()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	if code != 0 && code != 75 && (code != 2 || commandLineProblem.Match(out)) {
+		t.Errorf("example %q: exit %d\n%s", line, code, out)
+	}
+}
