@@ -10,6 +10,7 @@ import (
 
 	"github.com/loanq/loanq/dispatch"
 	"github.com/loanq/loanq/drivers"
+	"github.com/loanq/loanq/problem"
 )
 
 func taskCommand() *cli.Command {
@@ -34,7 +35,15 @@ allowed to create tasks.
 
 Examples:
    loanq task create verify-bank --where "statements_submitted = 1 AND statements_verified = 0" --order "submitted_at"
-   loanq task create big-loans --source loan_view --key loan_id --where "amount > 500000" --max-active 5 --if-not-exists`,
+   loanq task create big-loans --source loan_view --key loan_id --where "amount > 500000" --max-active 5 --if-not-exists
+   loanq task create slow-queue --where "needs_review = 1" --hold-limit 2m
+
+--hold-limit bounds how long one caller may hold the task's row lock: past it
+the database ends the caller's session, rolls its work back and frees the lock
+for the others (a stopped, cut-off or vanished caller cannot block the task).
+Without it the limit is 4 x the slowest of the task's ten latest criteria
+queries (or --query-delay), at least 30s and at most 1h; task show prints the
+limit in force. docs/reliability.md and docs/<database>.md say what is set.`,
 				Flags: []cli.Flag{
 					&cli.StringFlag{Name: "where", Usage: "SQL condition selecting the task's loans (required)"},
 					&cli.StringFlag{Name: "order", Usage: "SQL ORDER BY list: highest priority first (the key breaks ties)"},
@@ -44,6 +53,7 @@ Examples:
 					&cli.StringFlag{Name: "lock", Usage: "lock strategy: skip, nowait, wait or lease (default: skip; lease on SQLite)"},
 					&cli.StringFlag{Name: "query-delay", Value: "0s", Usage: "sleep this long inside the locked section: simulates a heavy criteria query (demos, tests)"},
 					&cli.StringFlag{Name: "lease-ttl", Value: dispatch.DefaultLeaseTTL.String(), Usage: "how long a lease lasts (strategy lease)"},
+					&cli.StringFlag{Name: "hold-limit", Usage: "longest a caller may hold the task lock before the database ends its session (default: derived from the measured criteria-query time)"},
 					&cli.BoolFlag{Name: "if-not-exists", Usage: "succeed without change when an identical task exists (for scripts)"},
 				},
 				Action: taskCreate,
@@ -75,6 +85,15 @@ func taskCreate(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	var hold time.Duration
+	if c.String("hold-limit") != "" {
+		if hold, err = parseDuration("hold-limit", c.String("hold-limit")); err != nil {
+			return err
+		}
+		if hold <= 0 {
+			return problem.Usagef("invalid --hold-limit %s: give a positive duration such as 90s, or leave it out for the derived default", c.String("hold-limit"))
+		}
+	}
 	var lock drivers.Strategy
 	if c.String("lock") != "" {
 		if lock, err = drivers.ParseStrategy(c.String("lock")); err != nil {
@@ -88,7 +107,7 @@ func taskCreate(c *cli.Context) error {
 	defer e.Close()
 	t, created, err := e.CreateTask(c.Context, dispatch.TaskSpec{
 		Name: a[0], Source: c.String("source"), Key: c.String("key"), Where: c.String("where"), Order: c.String("order"),
-		MaxActive: c.Int("max-active"), Lock: lock, QueryDelay: delay, LeaseTTL: ttl, CreatedBy: e.user,
+		MaxActive: c.Int("max-active"), Lock: lock, QueryDelay: delay, LeaseTTL: ttl, HoldLimit: hold, CreatedBy: e.user,
 		IfNotExists: c.Bool("if-not-exists"),
 	})
 	if err != nil {
@@ -107,6 +126,11 @@ func taskJSON(t *dispatch.Task) map[string]any {
 	m := map[string]any{"name": t.Name, "source": t.Source, "key": t.Key, "where": t.Where, "order": t.Order,
 		"max_active": t.MaxActive, "lock": t.Lock, "query_delay_ms": t.QueryDelay.Milliseconds(),
 		"lease_ttl_ms": t.LeaseTTL.Milliseconds(), "created_by": t.CreatedBy, "created_at": t.CreatedAt.Format(time.RFC3339)}
+	// null: the default, derived from the measured criteria-query time.
+	m["hold_limit_ms"] = nil
+	if t.HoldLimit > 0 {
+		m["hold_limit_ms"] = t.HoldLimit.Milliseconds()
+	}
 	return m
 }
 
@@ -169,7 +193,14 @@ func taskShow(c *cli.Context) error {
 	if runs == nil {
 		runs = []dispatch.QueryRun{}
 	}
-	return emit(c, map[string]any{"task": taskJSON(t), "runs": runs}, func(w io.Writer) {
+	hold, derived, err := e.HoldLimit(c.Context, t)
+	if err != nil {
+		return err
+	}
+	tj := taskJSON(t)
+	tj["hold_limit_in_force_ms"] = hold.Milliseconds()
+	tj["hold_limit_derived"] = derived
+	return emit(c, map[string]any{"task": tj, "runs": runs}, func(w io.Writer) {
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 		fmt.Fprintf(tw, "task:\t%s\n", t.Name)
 		fmt.Fprintf(tw, "source:\t%s (key %s)\n", t.Source, t.Key)
@@ -180,6 +211,11 @@ func taskShow(c *cli.Context) error {
 		fmt.Fprintf(tw, "query delay:\t%s\n", t.QueryDelay)
 		if t.Lock == drivers.Lease {
 			fmt.Fprintf(tw, "lease ttl:\t%s\n", t.LeaseTTL)
+		}
+		if derived {
+			fmt.Fprintf(tw, "hold limit:\t%s (derived from the measured criteria-query time)\n", hold)
+		} else {
+			fmt.Fprintf(tw, "hold limit:\t%s\n", hold)
 		}
 		fmt.Fprintf(tw, "created:\t%s by %s\n", t.CreatedAt.Format(time.RFC3339), t.CreatedBy)
 		tw.Flush()

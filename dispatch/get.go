@@ -189,7 +189,7 @@ var errBusy = &problem.Error{Kind: problem.Busy, Msg: "the task lock is held by 
 // MySQL's REPEATABLE READ the snapshot of every later read is taken after the
 // lock is granted, so the pending requests and the per-user counts it reads
 // are never older than the previous holder's commit.
-func (e *Engine) serveRoundRowLock(ctx context.Context, task *Task, strategy drivers.Strategy, lockDeadline time.Time) error {
+func (e *Engine) serveRoundRowLock(ctx context.Context, task *Task, strategy drivers.Strategy, lockDeadline time.Time) (err error) {
 	tx, err := e.DB.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("beginning the assignment transaction: %w", err)
@@ -219,6 +219,13 @@ func (e *Engine) serveRoundRowLock(ctx context.Context, task *Task, strategy dri
 	case err != nil:
 		return fmt.Errorf("taking the lock of task %s (%s): %w", task.Name, strategy, err)
 	}
+	// The database ends this session if it holds the lock past the task's
+	// hold limit, whatever becomes of this process (dispatch/hold.go).
+	hold, err := e.limitHold(ctx, tx, task)
+	if err != nil {
+		return err
+	}
+	defer hold.explain(&err)
 
 	pending, err := e.pending(ctx, tx, task.ID)
 	if err != nil || len(pending) == 0 {

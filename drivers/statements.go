@@ -144,6 +144,23 @@ type Statements struct {
 	BenchSummary string `purpose:"bench: audit the run (duplicates, missed items)"`
 	// BenchByOwner binds nothing. Columns: owner, items finished.
 	BenchByOwner string `purpose:"bench: items finished per worker"`
+
+	// --- the hold limit: the database ends a stalled lock holder's session
+	// (docs/reliability.md) ---
+
+	// HoldMeasured binds: task id. The longest of the task's ten most recent
+	// criteria-query runs in milliseconds (NULL when it has none): the
+	// default hold limit is derived from it.
+	HoldMeasured string `purpose:"hold limit: the task's recent criteria-query time"`
+	// HoldLimitSet binds: the hold limit in milliseconds, twice. Sent in the
+	// lock transaction right after the task lock: the server ends the session
+	// (rolling back and freeing the lock) when it stays idle inside the
+	// transaction, or runs one statement, longer than the limit — whether
+	// its client is stopped, cut off or gone.
+	HoldLimitSet string `purpose:"hold limit: make the server end this session if it holds the task lock too long" empty:"no session setting bounds it: SQLite has no row-lock strategy (the lease TTL bounds a holder); on Oracle a DBA configures it (docs/oracle.md)"`
+	// HoldLimitReset binds nothing. Restores the session defaults that
+	// HoldLimitSet changed, before its pooled connection serves anything else.
+	HoldLimitReset string `purpose:"hold limit: restore the session's defaults before the connection is reused" empty:"the settings end with the transaction (SET LOCAL), or none were made"`
 }
 
 // Named is one statement with its purpose.
