@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"os"
 	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -63,16 +62,7 @@ func connectionCut(t *testing.T, srv *throwaway.Server) {
 	}()
 	testdb.Exec(t, d, e.DB, "UPDATE loanq_task SET query_delay_ms = 0 WHERE id = ?", id)
 
-	r := mustOK(t, dsn, "patient", "--output", "json", "work", "get", "cut", "--count", "1",
-		"--backoff", "100ms", "--timeout", "1m")
-	served := time.Since(cutAt)
-	if got := decode(t, r); got.Status != "assigned" || len(got.Loans) != 1 {
-		t.Fatalf("the waiting caller: %+v", got)
-	}
-	t.Logf("%s: task served again %.1fs after the holder's connection was cut (hold limit %s)", d.Name(), served.Seconds(), stopHoldLimit)
-	if bound := 2*stopHoldLimit + 10*time.Second; served > bound {
-		t.Errorf("the task was served again only after %s, want within %s", served, bound)
-	}
+	servedWithinHoldLimit(t, dsn, d, "cut", cutAt, d.Name()+": the holder's connection was cut")
 	if !holder.running() {
 		t.Fatalf("the holder ended while its path was cut: %+v", holder.wait())
 	}
@@ -83,21 +73,7 @@ func connectionCut(t *testing.T, srv *throwaway.Server) {
 	if holder.hung {
 		t.Fatal("the holder hung after its path was restored")
 	}
-	cleanFailure(t, "holder whose connection was cut", hr)
-	if !strings.Contains(hr.stderr, "hold limit") {
-		t.Errorf("the holder does not say that its hold limit ended its session:\n%s", hr.stderr)
-	}
-	t.Logf("the holder, once its path was back, said: %s", strings.TrimSpace(hr.stderr))
-	holderReq := requestIDOf(t, hr.stderr)
-	r = mustOK(t, dsn, "doomed", "--output", "json", "work", "status", strconv.FormatInt(holderReq, 10))
-	if got := decode(t, r); got.Status != "assigned" || len(got.Loans) != 2 {
-		t.Fatalf("the holder's request: %+v", got)
-	}
-	if n := testdb.Int(t, d, e.DB, "SELECT COUNT(*) FROM loanq_work WHERE task_id = ?", id); n != 3 {
-		t.Fatalf("%d work rows, want 3: the cut-off holder must commit nothing", n)
-	}
-	audit(t, e)
-	lockFree(t, d, e, id, drivers.Skip)
+	endedByHoldLimit(t, dsn, d, e, id, drivers.Skip, hr, "the holder whose connection was cut, once its path was back,")
 }
 
 // netDelay is the added latency of TestFaultSlowNetwork, each way.

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"strings"
 	"syscall"
@@ -54,19 +55,7 @@ func holderStopped(t *testing.T, dsn string, s drivers.Strategy) {
 	// is tested, and the stopped holder has read its task already.
 	testdb.Exec(t, d, e.DB, "UPDATE loanq_task SET query_delay_ms = 0 WHERE id = ?", id)
 
-	// A caller that waits: served once the server has ended the holder's session.
-	r := mustOK(t, dsn, "patient", "--output", "json", "work", "get", "stall", "--count", "1",
-		"--backoff", "100ms", "--timeout", "1m")
-	served := time.Since(stopped)
-	if got := decode(t, r); got.Status != "assigned" || len(got.Loans) != 1 {
-		t.Fatalf("the waiting caller: %+v", got)
-	}
-	t.Logf("%s/%s: task served again %.1fs after the holder was stopped (hold limit %s)", d.Name(), s, served.Seconds(), stopHoldLimit)
-	// The bound: the limit counts from the holder's last statement, before
-	// the stop; a generous margin covers the recheck and a loaded machine.
-	if bound := 2*stopHoldLimit + 10*time.Second; served > bound {
-		t.Errorf("the task was served again only after %s, want within %s", served, bound)
-	}
+	servedWithinHoldLimit(t, dsn, d, "stall", stopped, fmt.Sprintf("%s/%s: the holder was stopped", d.Name(), s))
 
 	// Resumed after the bound, the holder finds its session gone.
 	if err := holder.cmd.Process.Signal(syscall.SIGCONT); err != nil {
@@ -76,22 +65,49 @@ func holderStopped(t *testing.T, dsn string, s drivers.Strategy) {
 	if holder.hung {
 		t.Fatal("the resumed holder hung")
 	}
-	cleanFailure(t, "holder resumed after its session was ended", hr)
+	endedByHoldLimit(t, dsn, d, e, id, s, hr, "holder resumed after its session was ended")
+}
+
+// servedWithinHoldLimit runs a caller that waits: it is served once the
+// server has ended the stalled holder's session, within the bound.
+func servedWithinHoldLimit(t *testing.T, dsn string, d drivers.Driver, task string, stalled time.Time, what string) {
+	t.Helper()
+	r := mustOK(t, dsn, "patient", "--output", "json", "work", "get", task, "--count", "1",
+		"--backoff", "100ms", "--timeout", "1m")
+	served := time.Since(stalled)
+	if got := decode(t, r); got.Status != "assigned" || len(got.Loans) != 1 {
+		t.Fatalf("the waiting caller: %+v", got)
+	}
+	t.Logf("%s: task served again %.1fs later (hold limit %s)", what, served.Seconds(), stopHoldLimit)
+	// The bound: the limit counts from the holder's last statement, before
+	// the fault; a generous margin covers the recheck and a loaded machine.
+	if bound := 2*stopHoldLimit + 10*time.Second; served > bound {
+		t.Errorf("the task was served again only after %s, want within %s", served, bound)
+	}
+}
+
+// endedByHoldLimit checks the stalled holder's answer once it can act again
+// — exit 1, one line naming the hold limit — and what it left: nothing
+// committed, its request served by the waiting caller, no request pending,
+// audit clean, lock free.
+func endedByHoldLimit(t *testing.T, dsn string, d drivers.Driver, e *dispatch.Engine, id int64, s drivers.Strategy, hr result, what string) {
+	t.Helper()
+	cleanFailure(t, what, hr)
 	if !strings.Contains(hr.stderr, "hold limit") {
-		t.Errorf("the resumed holder does not say that its hold limit ended its session:\n%s", hr.stderr)
+		t.Errorf("%s: the message does not say that the hold limit ended its session:\n%s", what, hr.stderr)
 	}
 	if strings.Contains(hr.stderr, "server running") {
-		t.Errorf("the resumed holder blames the server:\n%s", hr.stderr)
+		t.Errorf("%s: the message blames the server:\n%s", what, hr.stderr)
 	}
-	t.Logf("the resumed holder said: %s", strings.TrimSpace(hr.stderr))
+	t.Logf("%s said: %s", what, strings.TrimSpace(hr.stderr))
 	holderReq := requestIDOf(t, hr.stderr)
 	// Its request was served by the waiting caller, oldest first.
-	r = mustOK(t, dsn, "doomed", "--output", "json", "work", "status", strconv.FormatInt(holderReq, 10))
+	r := mustOK(t, dsn, "doomed", "--output", "json", "work", "status", strconv.FormatInt(holderReq, 10))
 	if got := decode(t, r); got.Status != "assigned" || len(got.Loans) != 2 || got.User != "doomed" {
 		t.Fatalf("the holder's request: %+v", got)
 	}
 	if n := testdb.Int(t, d, e.DB, "SELECT COUNT(*) FROM loanq_work WHERE task_id = ?", id); n != 3 {
-		t.Fatalf("%d work rows, want 3: the resumed holder must commit nothing", n)
+		t.Fatalf("%d work rows, want 3: the stalled holder must commit nothing", n)
 	}
 	if n := testdb.Int(t, d, e.DB, "SELECT COUNT(*) FROM loanq_work_request WHERE task_id = ? AND status = 'pending'", id); n != 0 {
 		t.Fatalf("%d requests still pending", n)
