@@ -18,11 +18,12 @@ type Statements struct {
 	// --- tasks ---
 
 	// TaskInsert binds: name, source, key, criteria, order, max_active (NULL for
-	// none), lock_strategy, query_delay_ms, lease_ttl_ms, created_by.
+	// none), lock_strategy, query_delay_ms, lease_ttl_ms, created_by,
+	// hold_limit_ms (NULL for the derived default).
 	TaskInsert string `purpose:"create a task"`
 	// TaskByName binds: name. TaskByID binds: id. Both, and TaskList, select in
 	// order: id, name, source, key, criteria, order, max_active, lock_strategy,
-	// query_delay_ms, lease_ttl_ms, created_by, created_at.
+	// query_delay_ms, lease_ttl_ms, created_by, created_at, hold_limit_ms.
 	TaskByName string `purpose:"read a task by name"`
 	TaskByID   string `purpose:"read a task by id"`
 	TaskList   string `purpose:"list tasks"`
