@@ -28,13 +28,6 @@ type Disposed struct {
 	AfterSecs   float64       `json:"return_after_seconds,omitempty"`
 }
 
-func validateUser(user string) error {
-	if strings.TrimSpace(user) == "" || len(user) > 100 {
-		return problem.Usagef("invalid user %q: give --user NAME (1-100 characters) or set LOANQ_USER", user)
-	}
-	return nil
-}
-
 // ParseAction checks a disposition name.
 func ParseAction(s string) (string, error) {
 	switch strings.ToLower(s) {

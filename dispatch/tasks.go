@@ -99,6 +99,15 @@ func (e *Engine) validateSpec(s *TaskSpec) error {
 	if s.Where == "" {
 		return problem.Usagef("--where is required: the SQL condition that selects the task's loans (e.g. --where \"statements_submitted AND NOT statements_verified\")")
 	}
+	if err := validateCriteriaText("where", s.Where); err != nil {
+		return err
+	}
+	if err := validateCriteriaText("order", s.Order); err != nil {
+		return err
+	}
+	if err := validateUser(s.CreatedBy); err != nil {
+		return err
+	}
 	if strings.Contains(s.Where, ";") || strings.Contains(s.Order, ";") {
 		return problem.Usagef("--where and --order must be one SQL expression each, without ';'")
 	}

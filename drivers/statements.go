@@ -39,6 +39,9 @@ type Statements struct {
 	// assigned, status, created_at, served_at.
 	RequestByID string `purpose:"read a work request"`
 	// RequestsPending binds: task id. Oldest first: id, user, requested.
+	// Ordered by created_at, then id, on every dialect: ids are not arrival
+	// order on Oracle RAC, where identity columns are NOORDER and each
+	// instance hands out ids from its own cached range.
 	RequestsPending string `purpose:"pending requests of a task, oldest first"`
 	// RequestFinish binds: assigned, status, id. Only a pending request changes.
 	RequestFinish string `purpose:"set a request's outcome"`
@@ -78,7 +81,8 @@ type Statements struct {
 
 	// ActiveWork binds: task id, loan id. Columns: work id, user.
 	ActiveWork string `purpose:"the active assignment of a loan in a task"`
-	// LastWork binds: task id, loan id. Columns: disposition, user. Most recent first.
+	// LastWork binds: task id, loan id. Columns: disposition, user. Most recent
+	// first, by assigned_at then id (ids: see RequestsPending).
 	LastWork string `purpose:"the latest assignment of a loan in a task"`
 	// Dispose binds: disposition, return-after milliseconds (NULL unless return), work id, user.
 	Dispose string `purpose:"end an assignment with a disposition"`

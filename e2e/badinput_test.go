@@ -58,6 +58,22 @@ func TestBadInputChangesNothing(t *testing.T) {
 			{"unknown flag", "ana", []string{"work", "get", "t", "--bogus"}, 2, "bogus"},
 			{"user empty", "", []string{"work", "get", "t"}, 2, "user"},
 			{"user too long", strings.Repeat("u", 101), []string{"work", "get", "t"}, 2, "user"},
+			// The acting user, wherever it is stored or compared: empty (no
+			// --user, LOANQ_USER or USER), blank, with leading or trailing white
+			// space (MySQL's PAD SPACE would make "ana " be "ana"), control
+			// characters, or more than 100 characters (counted as characters).
+			{"user empty at task create", "", []string{"task", "create", "x", "--where", "1=1"}, 2, "no acting user"},
+			{"user empty at disposition", "", []string{"disposition", "t", held, "complete"}, 2, "no acting user"},
+			{"user empty at pipeline", "", []string{"pipeline"}, 2, "no acting user"},
+			{"user blank", "   ", []string{"work", "get", "t"}, 2, "no acting user"},
+			{"user trailing space", "ana ", []string{"work", "get", "t"}, 2, "white space"},
+			{"user leading space", " ana", []string{"work", "get", "t"}, 2, "white space"},
+			{"user trailing space at disposition", "ana ", []string{"disposition", "t", held, "complete"}, 2, "white space"},
+			{"user trailing space at pipeline", "ana ", []string{"pipeline"}, 2, "white space"},
+			{"user trailing space at task create", "admin ", []string{"task", "create", "x", "--where", "1=1"}, 2, "white space"},
+			{"user control character", "an\x01a", []string{"work", "get", "t"}, 2, "control"},
+			{"user 101 characters", strings.Repeat("é", 101), []string{"work", "get", "t"}, 2, "101 characters"},
+			{"user too long at task create", strings.Repeat("u", 101), []string{"task", "create", "x", "--where", "1=1"}, 2, "at most 100"},
 			// work status
 			{"unknown request", "ana", []string{"work", "status", "987654321"}, 2, "987654321"},
 			{"request not a number", "ana", []string{"work", "status", "seventeen"}, 2, "request"},
@@ -95,6 +111,13 @@ func TestBadInputChangesNothing(t *testing.T) {
 			{"query-delay malformed", "admin", []string{"task", "create", "x", "--where", "1=1", "--query-delay", "slow"}, 2, "--query-delay"},
 			{"task name with quote", "admin", []string{"task", "create", "x'; DROP TABLE loanq_task; --", "--where", "1=1"}, 2, "name"},
 			{"task name empty", "admin", []string{"task", "create", "", "--where", "1=1"}, 2, "name"},
+			{"task name too long", "admin", []string{"task", "create", strings.Repeat("n", 101), "--where", "1=1"}, 2, "name"},
+			{"task name trailing space", "admin", []string{"task", "create", "x ", "--where", "1=1"}, 2, "name"},
+			{"task name leading space", "admin", []string{"task", "create", " x", "--where", "1=1"}, 2, "name"},
+			{"task lookup with trailing space", "ana", []string{"work", "get", "t "}, 2, "task name"},
+			{"where over 4000 bytes", "admin", []string{"task", "create", "x", "--where", longCriteria(4001)}, 2, "--where is 4001 bytes"},
+			{"where over 4000 bytes in characters", "admin", []string{"task", "create", "x", "--where", "eligible = 1 OR 'é' = '" + strings.Repeat("é", 2000) + "'"}, 2, "--where is"},
+			{"order over 4000 bytes", "admin", []string{"task", "create", "x", "--where", "1=1", "--order", longOrder(4001)}, 2, "--order is 4001 bytes"},
 			{"show unknown task", "admin", []string{"task", "show", "nosuch"}, 2, "unknown task"},
 			{"delete task with active work", "admin", []string{"task", "delete", "t"}, 2, "--force"},
 			{"delete unknown task", "admin", []string{"task", "delete", "nosuch", "--force"}, 2, "unknown task"},
@@ -121,6 +144,19 @@ func TestBadInputChangesNothing(t *testing.T) {
 			}
 		}
 	})
+}
+
+// longCriteria is a valid --where of exactly n bytes (n ≥ 30): white space
+// inside an expression is kept as given.
+func longCriteria(n int) string {
+	const head, tail = "eligible = 1", " AND 1 = 1"
+	return head + strings.Repeat(" ", n-len(head)-len(tail)) + tail
+}
+
+// longOrder is a valid --order of exactly n bytes (n ≥ 30).
+func longOrder(n int) string {
+	const head, tail = "priority", ", eligible"
+	return head + strings.Repeat(" ", n-len(head)-len(tail)) + tail
 }
 
 // Bad or unreachable databases: the DSN's password never shows.

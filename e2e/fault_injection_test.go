@@ -25,7 +25,7 @@ var injections = []string{
 	"' OR '1'='1",
 	"x'); DELETE FROM loanq_task; --",
 	`"; DROP TABLE loanq_task; --`,
-	`\'; DROP TABLE loan; -- `, // MySQL's backslash escape
+	`\'; DROP TABLE loan; -- x`, // MySQL's backslash escape; "-- " starts its comment (a trailing space would be refused as a user name)
 	"Robert'); DROP TABLE loanq_work_request;--",
 	"admin' --",
 	"%s %d %v %%",

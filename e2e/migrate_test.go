@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -86,5 +87,67 @@ func TestMigrateLifecycle(t *testing.T) {
 			}
 		}
 		mustOK(t, dsn, "admin", "migrate", "up")
+	})
+}
+
+// The schema check every command runs first, and `migrate status`, are
+// read-only: on a database loanq never migrated they create nothing, not even
+// goose's version table (goose's own GetDBVersion and Status would).
+func TestSchemaCheckCreatesNothing(t *testing.T) {
+	testdb.Each(t, func(t *testing.T, dsn string) {
+		d, db := testdb.Open(t, dsn)
+		versionTable := func() bool {
+			_, err := db.Exec("SELECT COUNT(*) FROM loanq_schema_version")
+			return err == nil
+		}
+		if versionTable() {
+			t.Fatal("a fresh database already has loanq_schema_version")
+		}
+		if s := status(t, dsn); s.Version != 0 || len(s.Migrations) == 0 || s.Migrations[0].Applied {
+			t.Fatalf("status of an empty database: %+v", s)
+		}
+		if !strings.HasPrefix(dsn, "sqlite:") { // only the embedded default migrates itself
+			for _, args := range [][]string{{"task", "list"}, {"work", "get", "t"}, {"pipeline"}} {
+				if r := loanq(t, dsn, "admin", args...); r.code != 2 || !strings.Contains(r.stderr, "no loanq schema") {
+					t.Errorf("%v on an unmigrated database: exit %d %s", args, r.code, r.stderr)
+				}
+			}
+		}
+		if versionTable() {
+			t.Fatalf("a read-only command created loanq_schema_version on %s", d.Name())
+		}
+	})
+}
+
+// goose creates its version table and then inserts a version-0 row; where DDL
+// commits on its own (MySQL/MariaDB, Oracle) a failure or a concurrent first
+// run can leave the table without that row. It reads as version 0 and
+// `migrate up` applies everything, instead of "missing zero version".
+func TestEmptyVersionTable(t *testing.T) {
+	testdb.Each(t, func(t *testing.T, dsn string) {
+		d, db := testdb.Open(t, dsn)
+		store, err := d.MigrationStore("loanq_schema_version")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := store.CreateVersionTable(context.Background(), db); err != nil {
+			t.Fatal(err)
+		}
+		if n := testdb.Int(t, d, db, "SELECT COUNT(*) FROM loanq_schema_version"); n != 0 {
+			t.Fatalf("version table holds %d rows, want none", n)
+		}
+		if s := status(t, dsn); s.Version != 0 || s.Migrations[0].Applied {
+			t.Fatalf("status with an empty version table: %+v", s)
+		}
+		if !strings.HasPrefix(dsn, "sqlite:") {
+			if r := loanq(t, dsn, "admin", "task", "list"); r.code != 2 || !strings.Contains(r.stderr, "loanq migrate up") {
+				t.Fatalf("task list with an empty version table: exit %d %s", r.code, r.stderr)
+			}
+		}
+		mustOK(t, dsn, "admin", "migrate", "up")
+		if s := status(t, dsn); s.Version != s.Target || !s.Migrations[len(s.Migrations)-1].Applied {
+			t.Fatalf("status after up: %+v", s)
+		}
+		mustOK(t, dsn, "admin", "task", "list")
 	})
 }

@@ -10,6 +10,7 @@ import (
 	"fmt"
 
 	"github.com/pressly/goose/v3"
+	"github.com/pressly/goose/v3/database"
 
 	"github.com/loanq/loanq/drivers"
 	"github.com/loanq/loanq/migrations"
@@ -20,12 +21,66 @@ import (
 // the version table named loanq_schema_version so that loanq keeps to its own
 // tables in a shared schema.
 func NewProvider(d drivers.Driver, db *sql.DB) (*goose.Provider, error) {
+	store, err := versionStore(d)
+	if err != nil {
+		return nil, err
+	}
+	return goose.NewProvider(goose.DialectCustom, db, d.Migrations(),
+		goose.WithStore(store), goose.WithDisableGlobalRegistry(true))
+}
+
+func versionStore(d drivers.Driver) (*zeroStore, error) {
 	store, err := d.MigrationStore(migrations.VersionTable)
 	if err != nil {
 		return nil, fmt.Errorf("migration store for %s: %w", d.Name(), err)
 	}
-	return goose.NewProvider(goose.DialectCustom, db, d.Migrations(),
-		goose.WithStore(store), goose.WithDisableGlobalRegistry(true))
+	return &zeroStore{store}, nil
+}
+
+// zeroStore reads a version table without rows as version 0. goose creates
+// its table and then inserts a version-0 row, but where DDL commits on its own
+// (Oracle, MySQL/MariaDB) the two are not atomic: a failed insert, or a
+// second process that finds the table between the other's CREATE and INSERT,
+// leaves or sees an empty table, and goose would stop every later command with
+// "missing zero version". The version-0 row carries no information, so an
+// empty table means "nothing applied" on every dialect.
+type zeroStore struct{ database.Store }
+
+var _ database.StoreExtender = (*zeroStore)(nil)
+
+func (s *zeroStore) GetLatestVersion(ctx context.Context, db database.DBTxConn) (int64, error) {
+	v, err := s.Store.GetLatestVersion(ctx, db)
+	if errors.Is(err, database.ErrVersionNotFound) {
+		return 0, nil
+	}
+	return v, err
+}
+
+func (s *zeroStore) ListMigrations(ctx context.Context, db database.DBTxConn) ([]*database.ListMigrationsResult, error) {
+	ms, err := s.Store.ListMigrations(ctx, db)
+	if err == nil && len(ms) == 0 {
+		return []*database.ListMigrationsResult{{Version: 0, IsApplied: true}}, nil
+	}
+	return ms, err
+}
+
+// TableExists passes the dialect's own check through (goose looks for this
+// method to decide whether to create its table). goose's SQLite store has
+// none; goose then reads the version-0 row and creates the table when that
+// fails, which an existing empty table would make fail. Here a table that
+// answers the latest-version query exists, rows or not; as in goose, one that
+// cannot be read counts as missing.
+func (s *zeroStore) TableExists(ctx context.Context, db database.DBTxConn) (bool, error) {
+	if t, ok := s.Store.(interface {
+		TableExists(context.Context, database.DBTxConn) (bool, error)
+	}); ok {
+		exists, err := t.TableExists(ctx, db)
+		if !errors.Is(err, errors.ErrUnsupported) {
+			return exists, err
+		}
+	}
+	_, err := s.Store.GetLatestVersion(ctx, db)
+	return err == nil || errors.Is(err, database.ErrVersionNotFound), nil
 }
 
 // State is where a database's schema stands relative to this binary.
@@ -34,35 +89,49 @@ type State struct {
 	Target  int64 // highest version embedded in this binary
 }
 
-// Read returns the schema state without changing anything.
+// Read returns the schema state without changing anything. It does not ask
+// goose: every goose.Provider method that reads the version (GetDBVersion,
+// Status, GetVersions, HasPending) first creates the version table when it is
+// missing (goose v3.29, Provider.initialize → ensureVersionTable), so a
+// read-only command would create loanq_schema_version — or, for an Oracle
+// account that reaches loanq's tables through CURRENT_SCHEMA and may create
+// tables, a private empty one. Read sends only the dialect store's own
+// table-exists check and latest-version query.
 func Read(ctx context.Context, d drivers.Driver, db *sql.DB) (State, error) {
-	p, err := NewProvider(d, db)
-	if err != nil {
-		return State{}, err
-	}
-	target := int64(0)
-	for _, s := range p.ListSources() {
-		if s.Version > target {
-			target = s.Version
-		}
-	}
-	cur, err := p.GetDBVersion(ctx)
-	if err != nil {
-		// goose creates nothing on GetDBVersion; a missing version table reads
-		// as "never migrated" on some dialects and as an error on others.
-		if errors.Is(err, goose.ErrNoCurrentVersion) || !tableExists(ctx, d, db) {
-			return State{Current: 0, Target: target}, nil
-		}
-		return State{}, fmt.Errorf("reading the schema version: %w", err)
-	}
-	return State{Current: cur, Target: target}, nil
+	st, _, err := read(ctx, d, db)
+	return st, err
 }
 
-func tableExists(ctx context.Context, d drivers.Driver, db *sql.DB) bool {
-	var one int
-	// A plain query against the version table works the same on every dialect.
-	err := db.QueryRowContext(ctx, "SELECT COUNT(*) FROM "+migrations.VersionTable).Scan(&one)
-	return err == nil
+// read also says whether the version table was found.
+func read(ctx context.Context, d drivers.Driver, db *sql.DB) (State, bool, error) {
+	p, err := NewProvider(d, db) // reads the embedded files only, not the database
+	if err != nil {
+		return State{}, false, err
+	}
+	st := State{}
+	for _, s := range p.ListSources() {
+		st.Target = max(st.Target, s.Version)
+	}
+	store, err := versionStore(d)
+	if err != nil {
+		return State{}, false, err
+	}
+	exists, err := store.TableExists(ctx, db)
+	if err != nil {
+		return State{}, false, fmt.Errorf("looking for the version table %s: %w", migrations.VersionTable, err)
+	}
+	v, err := store.GetLatestVersion(ctx, db)
+	switch {
+	case err == nil:
+		// Also when the check did not see the table: an Oracle account may
+		// reach the owner's tables through synonyms (docs/oracle.md).
+		st.Current = v
+		return st, true, nil
+	case !exists:
+		// Never migrated: nothing to read, and nothing is created.
+		return st, false, nil
+	}
+	return State{}, false, fmt.Errorf("reading the schema version: %w", err)
 }
 
 // Check returns a usage error when the schema is not the one this binary
@@ -159,21 +228,36 @@ type Migration struct {
 	AppliedAt string `json:"applied_at,omitempty"`
 }
 
-// Status lists every embedded migration and whether it is applied.
+// Status lists every embedded migration and whether it is applied. Like Read,
+// it creates nothing (goose's own Status would create a missing version
+// table): it asks the store about each version, as goose does.
 func Status(ctx context.Context, d drivers.Driver, db *sql.DB) ([]Migration, error) {
 	p, err := NewProvider(d, db)
 	if err != nil {
 		return nil, err
 	}
-	sts, err := p.Status(ctx)
+	_, found, err := read(ctx, d, db)
 	if err != nil {
-		return nil, fmt.Errorf("migrate status: %w", err)
+		return nil, err
 	}
-	out := make([]Migration, 0, len(sts))
-	for _, s := range sts {
-		m := Migration{Version: s.Source.Version, Name: baseName(s.Source.Path), Applied: s.State == goose.StateApplied}
-		if m.Applied && !s.AppliedAt.IsZero() {
-			m.AppliedAt = s.AppliedAt.UTC().Format("2006-01-02T15:04:05Z")
+	store, err := versionStore(d)
+	if err != nil {
+		return nil, err
+	}
+	out := []Migration{}
+	for _, s := range p.ListSources() {
+		m := Migration{Version: s.Version, Name: baseName(s.Path)}
+		if found {
+			res, err := store.GetMigration(ctx, db, s.Version)
+			if err != nil && !errors.Is(err, database.ErrVersionNotFound) {
+				return nil, fmt.Errorf("migrate status: %w", err)
+			}
+			if res != nil {
+				m.Applied = true
+				if !res.Timestamp.IsZero() {
+					m.AppliedAt = res.Timestamp.UTC().Format("2006-01-02T15:04:05Z")
+				}
+			}
 		}
 		out = append(out, m)
 	}

@@ -1,7 +1,8 @@
 // Package mysql is loanq's MySQL 8 / MariaDB driver (go-sql-driver/mysql).
 //
 // Locking: SELECT … FOR UPDATE [SKIP LOCKED | NOWAIT] needs MySQL >= 8.0.1 or
-// MariaDB >= 10.6. InnoDB locks every index record a locking read scans, so a
+// MariaDB >= 10.6; the schema's CHECK constraints need MySQL >= 8.0.16 (older
+// releases parse and ignore them). InnoDB locks every index record a locking read scans, so a
 // locking read must find its rows through an index that matches its filter and
 // order; loanq's task lock goes through the primary key and locks one record.
 // Plain FOR UPDATE (strategy wait) gives up after innodb_lock_wait_timeout
@@ -23,7 +24,7 @@ import (
 	"github.com/loanq/loanq/problem"
 )
 
-// Driver implements drivers.Driver for MySQL >= 8.0.1 and MariaDB >= 10.6.
+// Driver implements drivers.Driver for MySQL >= 8.0.16 and MariaDB >= 10.6.
 type Driver struct{}
 
 var _ drivers.Driver = (*Driver)(nil)

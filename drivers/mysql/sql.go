@@ -30,7 +30,7 @@ VALUES (?, ?, ?, 0, 'pending', UTC_TIMESTAMP(6))`,
 FROM loanq_work_request r JOIN loanq_task t ON t.id = r.task_id
 WHERE r.id = ?`,
 	RequestsPending: `SELECT id, user_name, requested FROM loanq_work_request
-WHERE task_id = ? AND status = 'pending' ORDER BY id`,
+WHERE task_id = ? AND status = 'pending' ORDER BY created_at, id`,
 	RequestFinish: `UPDATE loanq_work_request SET assigned = ?, status = ?, served_at = UTC_TIMESTAMP(6)
 WHERE id = ? AND status = 'pending'`,
 	RequestLoans: `SELECT loan_id FROM loanq_work WHERE request_id = ? ORDER BY id`,
@@ -59,7 +59,7 @@ VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
 
 	ActiveWork: `SELECT id, user_name FROM loanq_work WHERE task_id = ? AND loan_id = ? AND disposition IS NULL`,
 	LastWork: `SELECT disposition, user_name FROM loanq_work WHERE task_id = ? AND loan_id = ?
-ORDER BY id DESC LIMIT 1`,
+ORDER BY assigned_at DESC, id DESC LIMIT 1`,
 	Dispose: `UPDATE loanq_work
 SET disposition = ?, disposed_at = UTC_TIMESTAMP(6),
     return_at = UTC_TIMESTAMP(6) + INTERVAL (? * 1000) MICROSECOND

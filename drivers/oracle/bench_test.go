@@ -86,8 +86,9 @@ func TestBenchClaimText(t *testing.T) {
 	if !strings.HasPrefix(proc, "CREATE OR REPLACE PROCEDURE loanq_bench_claim (p_max IN NUMBER, p_mode IN VARCHAR2) IS") {
 		t.Errorf("procedure signature changed (the claim calls bind p_max and pass p_mode):\n%s", proc)
 	}
-	// A row limit on a locking query is what seed 001 warns about: ROWNUM is
-	// applied after every row is locked, FETCH FIRST is rejected (ORA-02014).
+	// No row limit on a locking query: ROWNUM is applied before the rows are
+	// locked, so with SKIP LOCKED it returns fewer rows than asked when some
+	// of the first ones are held; FETCH FIRST is rejected (ORA-02014).
 	if u := strings.ToUpper(proc); strings.Contains(u, "ROWNUM") || strings.Contains(u, "FETCH FIRST") {
 		t.Errorf("procedure limits rows in SQL instead of fetching p_max:\n%s", proc)
 	}
@@ -97,11 +98,20 @@ func TestBenchClaimText(t *testing.T) {
 		"SELECT id FROM loanq_bench_item WHERE status = 'ready' ORDER BY id\n        FOR UPDATE;",
 		"FOR i IN 1 .. p_max LOOP",
 		"EXIT WHEN c_skip%NOTFOUND;",
-		"UPDATE loanq_bench_item SET status = 'claimed' WHERE CURRENT OF c_skip;",
+		// skip: the update re-checks the row's current status and only rows
+		// it changed count, so a row finished between OPEN and FETCH is
+		// neither claimed again nor counted.
+		"    l_claimed PLS_INTEGER := 0;\n",
+		"        WHILE l_claimed < p_max LOOP\n",
+		"            UPDATE loanq_bench_item SET status = 'claimed' WHERE id = l_id AND status = 'ready';\n" +
+			"            l_claimed := l_claimed + SQL%ROWCOUNT;\n",
 	} {
 		if !strings.Contains(proc, want) {
 			t.Errorf("procedure lacks %q:\n%s", want, proc)
 		}
+	}
+	if strings.Contains(proc, "WHERE CURRENT OF c_skip") {
+		t.Errorf("the skip branch updates WHERE CURRENT OF without re-checking status:\n%s", proc)
 	}
 	// Every cursor opened is closed, and each mode has its cursor.
 	for _, c := range []string{"c_skip", "c_nowait", "c_wait"} {

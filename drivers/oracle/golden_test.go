@@ -242,7 +242,8 @@ func TestStatementRules(t *testing.T) {
 		}
 	}
 	// Lock statements: one row by primary key, and no row limit, which Oracle
-	// applies after locking (ROWNUM) or rejects with FOR UPDATE (FETCH FIRST).
+	// applies before locking (ROWNUM: with SKIP LOCKED, fewer rows than asked)
+	// or rejects with FOR UPDATE (FETCH FIRST, ORA-02014).
 	for _, s := range []drivers.Strategy{drivers.Skip, drivers.NoWait, drivers.Wait} {
 		q := st.Lock(s)
 		want := map[drivers.Strategy]string{drivers.Skip: "FOR UPDATE SKIP LOCKED", drivers.NoWait: "FOR UPDATE NOWAIT", drivers.Wait: "FOR UPDATE"}[s]

@@ -41,8 +41,11 @@ RETURNING id INTO :12`,
 	TaskByID:   `SELECT ` + taskColumns + ` FROM loanq_task WHERE id = :1`,
 	TaskList:   `SELECT ` + taskColumns + ` FROM loanq_task ORDER BY name`,
 	// FETCH FIRST is only unsafe together with FOR UPDATE; this read locks nothing.
+	// Newest by start time, not by id: identity columns are NOORDER, so on RAC
+	// each instance hands out ids from its own cached range and a higher id
+	// may be an older run (the other dialects' ids follow insertion order).
 	TaskRuns: `SELECT id, strategy, holder, started_at, duration_ms, rows_found, requests_served, loans_assigned
-FROM loanq_query_run WHERE task_id = :1 ORDER BY id DESC
+FROM loanq_query_run WHERE task_id = :1 ORDER BY started_at DESC, id DESC
 FETCH FIRST 10 ROWS ONLY`,
 
 	RequestInsert: `INSERT INTO loanq_work_request (task_id, user_name, requested, assigned, status, created_at)
@@ -52,14 +55,15 @@ RETURNING id INTO :4`,
 FROM loanq_work_request r JOIN loanq_task t ON t.id = r.task_id
 WHERE r.id = :1`,
 	RequestsPending: `SELECT id, user_name, requested FROM loanq_work_request
-WHERE task_id = :1 AND status = 'pending' ORDER BY id`,
+WHERE task_id = :1 AND status = 'pending' ORDER BY created_at, id`,
 	RequestFinish: `UPDATE loanq_work_request SET assigned = :1, status = :2, served_at = ` + now + `
 WHERE id = :3 AND status = 'pending'`,
 	RequestLoans: `SELECT loan_id FROM loanq_work WHERE request_id = :1 ORDER BY id`,
 
 	// The task row is found by its primary key, so the lock covers exactly that
-	// row and no row limit is needed: Oracle applies ROWNUM/FETCH FIRST after it
-	// has locked every row the query visits (seed 001). A foreign-key check of a
+	// row and no row limit is needed; Oracle rejects FETCH FIRST with FOR UPDATE
+	// (ORA-02014) and applies ROWNUM before locking, so with SKIP LOCKED a
+	// ROWNUM limit returns fewer rows than asked. A foreign-key check of a
 	// new work request reads the parent's key index and does not wait for this
 	// row lock, so requests are still logged while the criteria query runs.
 	LockSkip:   `SELECT id FROM loanq_task WHERE id = :1 FOR UPDATE SKIP LOCKED`,
@@ -86,7 +90,7 @@ VALUES (:1, :2, :3, :4, :5, :6, :7, :8)`,
 
 	ActiveWork: `SELECT id, user_name FROM loanq_work WHERE task_id = :1 AND loan_id = :2 AND disposition IS NULL`,
 	LastWork: `SELECT disposition, user_name FROM loanq_work WHERE task_id = :1 AND loan_id = :2
-ORDER BY id DESC
+ORDER BY assigned_at DESC, id DESC
 FETCH FIRST 1 ROWS ONLY`,
 	Dispose: `UPDATE loanq_work
 SET disposition = :1, disposed_at = ` + now + `,
@@ -108,8 +112,10 @@ FROM (
 ORDER BY assigned_at, id`,
 
 	// The bench (loanq bench). A locking claim cannot be one SELECT: Oracle
-	// applies ROWNUM after locking every row the query returns and rejects
-	// FETCH FIRST with FOR UPDATE (ORA-02014). The claims call the PL/SQL
+	// applies ROWNUM before locking (COUNT STOPKEY under FOR UPDATE), so
+	// "ROWNUM <= K … FOR UPDATE SKIP LOCKED" picks K rows and then skips the
+	// held ones, returning fewer than K; and it rejects FETCH FIRST with
+	// FOR UPDATE (ORA-02014). The claims call the PL/SQL
 	// cursor procedure loanq_bench_claim (migrations/oracle/00002_bench.sql),
 	// which locks exactly the rows it fetches and marks them 'claimed' inside
 	// the caller's transaction; BenchClaimRead then reads them back — only this

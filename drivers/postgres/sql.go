@@ -32,7 +32,7 @@ RETURNING id`,
 FROM loanq_work_request r JOIN loanq_task t ON t.id = r.task_id
 WHERE r.id = $1`,
 	RequestsPending: `SELECT id, user_name, requested FROM loanq_work_request
-WHERE task_id = $1 AND status = 'pending' ORDER BY id`,
+WHERE task_id = $1 AND status = 'pending' ORDER BY created_at, id`,
 	RequestFinish: `UPDATE loanq_work_request SET assigned = $1, status = $2, served_at = clock_timestamp()
 WHERE id = $3 AND status = 'pending'`,
 	RequestLoans: `SELECT loan_id FROM loanq_work WHERE request_id = $1 ORDER BY id`,
@@ -65,7 +65,7 @@ RETURNING id`,
 
 	ActiveWork: `SELECT id, user_name FROM loanq_work WHERE task_id = $1 AND loan_id = $2 AND disposition IS NULL`,
 	LastWork: `SELECT disposition, user_name FROM loanq_work WHERE task_id = $1 AND loan_id = $2
-ORDER BY id DESC LIMIT 1`,
+ORDER BY assigned_at DESC, id DESC LIMIT 1`,
 	Dispose: `UPDATE loanq_work
 SET disposition = $1, disposed_at = clock_timestamp(),
     return_at = clock_timestamp() + $2::bigint * INTERVAL '1 millisecond'

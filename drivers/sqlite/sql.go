@@ -43,7 +43,7 @@ RETURNING id`,
 FROM loanq_work_request r JOIN loanq_task t ON t.id = r.task_id
 WHERE r.id = ?`,
 	RequestsPending: `SELECT id, user_name, requested FROM loanq_work_request
-WHERE task_id = ? AND status = 'pending' ORDER BY id`,
+WHERE task_id = ? AND status = 'pending' ORDER BY created_at, id`,
 	RequestFinish: `UPDATE loanq_work_request SET assigned = ?, status = ?, served_at = ` + nowExpr + `
 WHERE id = ? AND status = 'pending'`,
 	RequestLoans: `SELECT loan_id FROM loanq_work WHERE request_id = ? ORDER BY id`,
@@ -71,7 +71,7 @@ RETURNING id`,
 
 	ActiveWork: `SELECT id, user_name FROM loanq_work WHERE task_id = ? AND loan_id = ? AND disposition IS NULL`,
 	LastWork: `SELECT disposition, user_name FROM loanq_work WHERE task_id = ? AND loan_id = ?
-ORDER BY id DESC LIMIT 1`,
+ORDER BY assigned_at DESC, id DESC LIMIT 1`,
 	Dispose: `UPDATE loanq_work
 SET disposition = ?, disposed_at = ` + nowExpr + `,
     return_at = ` + plusMillis + `

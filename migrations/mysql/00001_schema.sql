@@ -1,9 +1,11 @@
--- loanq schema for MySQL >= 8.0.1 and MariaDB >= 10.6 (InnoDB).
+-- loanq schema for MySQL >= 8.0.16 and MariaDB >= 10.6 (InnoDB); MySQL parses
+-- but ignores CHECK constraints before 8.0.16.
 -- Times are DATETIME(6) in UTC, written from UTC_TIMESTAMP(6) (the database clock).
 -- Every table is utf8mb4 with the binary collation, whatever the server's
 -- defaults: a processor's name may hold any character (a server started with
--- latin1 refused '✓'), and names compare exactly, as on the other databases
--- (with a _ci collation "Ana" and "ana" would share a cap and a pipeline).
+-- latin1 refused '✓'), and case counts, as on the other databases (with a _ci
+-- collation "Ana" and "ana" would share a cap and a pipeline). utf8mb4_bin is
+-- PAD SPACE ('ana' = 'ana '): loanq refuses names with trailing spaces.
 
 -- +goose Up
 CREATE TABLE loanq_task (

@@ -40,11 +40,21 @@ CREATE INDEX loanq_bench_item_status_ix ON loanq_bench_item (status, id)
 -- an owner. Call it inside a transaction (autocommit off), like seed 001's
 -- getmynext, or the locks end with the call.
 --
--- Why a cursor and not one SELECT: Oracle applies ROWNUM after it has locked
--- every row the query returns, and rejects FETCH FIRST together with
--- FOR UPDATE (ORA-02014). A FOR UPDATE SKIP LOCKED cursor has no row limit but
--- locks a row only when it is fetched, skipping rows other sessions hold, so
--- fetching p_max rows locks exactly p_max rows.
+-- Why a cursor and not one SELECT: Oracle rejects FETCH FIRST together with
+-- FOR UPDATE (ORA-02014), and applies ROWNUM before it locks (COUNT STOPKEY
+-- sits under FOR UPDATE in the plan): "ROWNUM <= k FOR UPDATE SKIP LOCKED"
+-- picks k candidate rows first and then skips the held ones, so it returns
+-- fewer than k rows (none when all k are held) although free rows remain. A
+-- FOR UPDATE SKIP LOCKED cursor has no row limit but locks a row only when it
+-- is fetched, skipping rows other sessions hold, so fetching stops after
+-- p_max rows locked.
+--
+-- The skip cursor's rows were 'ready' when it was OPENed; a row that another
+-- session finished and committed before this FETCH reached it is no longer
+-- held, so FETCH locks and returns it, and whether Oracle re-checks the
+-- cursor's predicate then is not settled by its manuals. The UPDATE therefore
+-- re-checks status = 'ready' on the current row, and only a row it changed
+-- (SQL%ROWCOUNT = 1) counts towards p_max.
 --
 -- nowait and wait exist for the comparison with seed 001's NOSKIP run. A
 -- cursor without SKIP LOCKED locks every row of its result when it is OPENed,
@@ -64,13 +74,15 @@ CREATE OR REPLACE PROCEDURE loanq_bench_claim (p_max IN NUMBER, p_mode IN VARCHA
         SELECT id FROM loanq_bench_item WHERE status = 'ready' ORDER BY id
         FOR UPDATE;
     l_id loanq_bench_item.id%TYPE;
+    l_claimed PLS_INTEGER := 0;
 BEGIN
     IF p_mode = 'skip' THEN
         OPEN c_skip;
-        FOR i IN 1 .. p_max LOOP
+        WHILE l_claimed < p_max LOOP
             FETCH c_skip INTO l_id;
             EXIT WHEN c_skip%NOTFOUND;
-            UPDATE loanq_bench_item SET status = 'claimed' WHERE CURRENT OF c_skip;
+            UPDATE loanq_bench_item SET status = 'claimed' WHERE id = l_id AND status = 'ready';
+            l_claimed := l_claimed + SQL%ROWCOUNT;
         END LOOP;
         CLOSE c_skip;
     ELSIF p_mode = 'nowait' THEN

@@ -16,13 +16,15 @@ CREATE OR REPLACE PROCEDURE loanq_bench_claim (p_max IN NUMBER, p_mode IN VARCHA
         SELECT id FROM loanq_bench_item WHERE status = 'ready' ORDER BY id
         FOR UPDATE;
     l_id loanq_bench_item.id%TYPE;
+    l_claimed PLS_INTEGER := 0;
 BEGIN
     IF p_mode = 'skip' THEN
         OPEN c_skip;
-        FOR i IN 1 .. p_max LOOP
+        WHILE l_claimed < p_max LOOP
             FETCH c_skip INTO l_id;
             EXIT WHEN c_skip%NOTFOUND;
-            UPDATE loanq_bench_item SET status = 'claimed' WHERE CURRENT OF c_skip;
+            UPDATE loanq_bench_item SET status = 'claimed' WHERE id = l_id AND status = 'ready';
+            l_claimed := l_claimed + SQL%ROWCOUNT;
         END LOOP;
         CLOSE c_skip;
     ELSIF p_mode = 'nowait' THEN

@@ -4,7 +4,8 @@
 -- rejects one after plain SQL); '/' on its own line runs it in SQL*Plus/SQLcl.
 
 -- 1, autocommit; binds :1 = "LOANQ_SCHEMA_VERSION"
-SELECT COUNT(*) FROM user_tables WHERE table_name = :1
+SELECT COUNT(*) FROM all_tables
+WHERE owner = SYS_CONTEXT('USERENV', 'CURRENT_SCHEMA') AND table_name = :1
 /
 
 -- 2, autocommit
@@ -12,11 +13,12 @@ SELECT MAX(version_id) FROM loanq_schema_version
 /
 
 -- 3, autocommit; binds :1 = "LOANQ_SCHEMA_VERSION"
-SELECT COUNT(*) FROM user_tables WHERE table_name = :1
+SELECT COUNT(*) FROM all_tables
+WHERE owner = SYS_CONTEXT('USERENV', 'CURRENT_SCHEMA') AND table_name = :1
 /
 
 -- 4, autocommit
-SELECT version_id, is_applied FROM loanq_schema_version ORDER BY id DESC
+SELECT version_id, is_applied FROM loanq_schema_version ORDER BY tstamp DESC, id DESC
 /
 
 -- (begin)

@@ -31,7 +31,7 @@ SELECT id, name, source_table, key_column, criteria, order_by, max_active,
 
 -- TaskRuns: recent criteria-query runs of a task
 SELECT id, strategy, holder, started_at, duration_ms, rows_found, requests_served, loans_assigned
-FROM loanq_query_run WHERE task_id = :1 ORDER BY id DESC
+FROM loanq_query_run WHERE task_id = :1 ORDER BY started_at DESC, id DESC
 FETCH FIRST 10 ROWS ONLY
 /
 
@@ -49,7 +49,7 @@ WHERE r.id = :1
 
 -- RequestsPending: pending requests of a task, oldest first
 SELECT id, user_name, requested FROM loanq_work_request
-WHERE task_id = :1 AND status = 'pending' ORDER BY id
+WHERE task_id = :1 AND status = 'pending' ORDER BY created_at, id
 /
 
 -- RequestFinish: set a request's outcome
@@ -115,7 +115,7 @@ SELECT id, user_name FROM loanq_work WHERE task_id = :1 AND loan_id = :2 AND dis
 
 -- LastWork: the latest assignment of a loan in a task
 SELECT disposition, user_name FROM loanq_work WHERE task_id = :1 AND loan_id = :2
-ORDER BY id DESC
+ORDER BY assigned_at DESC, id DESC
 FETCH FIRST 1 ROWS ONLY
 /
 

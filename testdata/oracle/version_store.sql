@@ -4,7 +4,8 @@
 -- rejects one after plain SQL); '/' on its own line runs it in SQL*Plus/SQLcl.
 
 -- TableExists
-SELECT COUNT(*) FROM user_tables WHERE table_name = :1
+SELECT COUNT(*) FROM all_tables
+WHERE owner = SYS_CONTEXT('USERENV', 'CURRENT_SCHEMA') AND table_name = :1
 /
 
 -- CreateVersionTable
@@ -26,7 +27,7 @@ DELETE FROM loanq_schema_version WHERE version_id = :1
 
 -- GetMigration
 SELECT tstamp, is_applied FROM loanq_schema_version WHERE version_id = :1
-ORDER BY id DESC
+ORDER BY tstamp DESC, id DESC
 FETCH FIRST 1 ROWS ONLY
 /
 
@@ -35,6 +36,6 @@ SELECT MAX(version_id) FROM loanq_schema_version
 /
 
 -- ListMigrations
-SELECT version_id, is_applied FROM loanq_schema_version ORDER BY id DESC
+SELECT version_id, is_applied FROM loanq_schema_version ORDER BY tstamp DESC, id DESC
 /
 
