@@ -42,8 +42,9 @@ Examples:
 the database ends the caller's session, rolls its work back and frees the lock
 for the others (a stopped, cut-off or vanished caller cannot block the task).
 Without it the limit is 4 x the slowest of the task's ten latest criteria
-queries (or --query-delay), at least 30s and at most 1h; task show prints the
-limit in force. docs/reliability.md and docs/<database>.md say what is set.`,
+queries (or --query-delay), at least 30s and at most 1h (before any run was
+measured, one statement may run up to 1h); task show prints the limit in
+force. docs/reliability.md and docs/<database>.md say what is set.`,
 				Flags: []cli.Flag{
 					&cli.StringFlag{Name: "where", Usage: "SQL condition selecting the task's loans (required)"},
 					&cli.StringFlag{Name: "order", Usage: "SQL ORDER BY list: highest priority first (the key breaks ties)"},

@@ -49,18 +49,34 @@ func validateHoldLimit(limit, queryDelay time.Duration) error {
 // HoldLimit is the hold limit in force for a task, and whether it is the
 // derived default.
 func (e *Engine) HoldLimit(ctx context.Context, t *Task) (time.Duration, bool, error) {
-	return e.holdLimit(ctx, e.DB, t)
+	b, err := e.holdLimit(ctx, e.DB, t)
+	return b.idle, b.derived, err
 }
 
-func (e *Engine) holdLimit(ctx context.Context, q drivers.Querier, t *Task) (time.Duration, bool, error) {
+// holdBounds: idle is the hold limit; stmt bounds one statement. They are
+// equal, except for a derived limit with nothing measured yet: the criteria
+// query's cost is unknown, so its first run may take up to
+// DefaultHoldCeiling (a 2-minute query must not be cut at 30 s forever, never
+// getting a run measured), while an idle holder is still ended at the limit.
+type holdBounds struct {
+	idle, stmt time.Duration
+	derived    bool
+}
+
+func (e *Engine) holdLimit(ctx context.Context, q drivers.Querier, t *Task) (holdBounds, error) {
 	if t.HoldLimit > 0 {
-		return t.HoldLimit, false, nil
+		return holdBounds{idle: t.HoldLimit, stmt: t.HoldLimit}, nil
 	}
 	var measured sql.NullInt64
 	if err := q.QueryRowContext(ctx, e.sql().HoldMeasured, t.ID).Scan(&measured); err != nil {
-		return 0, true, fmt.Errorf("reading the measured criteria time of task %s: %w", t.Name, err)
+		return holdBounds{derived: true}, fmt.Errorf("reading the measured criteria time of task %s: %w", t.Name, err)
 	}
-	return DefaultHoldLimit(time.Duration(measured.Int64)*time.Millisecond, t.QueryDelay), true, nil
+	limit := DefaultHoldLimit(time.Duration(measured.Int64)*time.Millisecond, t.QueryDelay)
+	b := holdBounds{idle: limit, stmt: limit, derived: true}
+	if !measured.Valid {
+		b.stmt = DefaultHoldCeiling
+	}
+	return b, nil
 }
 
 // holdGuard is the hold limit set on one lock transaction.
@@ -75,15 +91,15 @@ type holdGuard struct {
 // asks the database to end this session if it holds the lock longer than the
 // task's hold limit.
 func (e *Engine) limitHold(ctx context.Context, tx *sql.Tx, t *Task) (*holdGuard, error) {
-	limit, _, err := e.holdLimit(ctx, tx, t)
+	b, err := e.holdLimit(ctx, tx, t)
 	if err != nil {
 		return nil, err
 	}
-	set, err := drivers.LimitHold(ctx, e.Driver, tx, limit)
+	set, err := drivers.LimitHold(ctx, e.Driver, tx, b.idle, b.stmt)
 	if err != nil {
 		return nil, err
 	}
-	return &holdGuard{task: t, limit: limit, since: time.Now(), set: set}, nil
+	return &holdGuard{task: t, limit: b.idle, since: time.Now(), set: set}, nil
 }
 
 // explain turns the failure of a round that outlived its hold limit into one

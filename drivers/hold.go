@@ -11,26 +11,27 @@ import (
 // variables differently). Drivers without it use their HoldLimitSet as is.
 type HoldLimiter interface {
 	// LimitHold makes the server end the session of q, the transaction that
-	// holds a task lock, when it idles inside the transaction or runs one
-	// statement longer than limit. It reports whether a bound was set.
-	LimitHold(ctx context.Context, q Querier, limit time.Duration) (bool, error)
+	// holds a task lock, when it idles inside the transaction longer than
+	// idle, and abort one statement that runs longer than stmt. It reports
+	// whether a bound was set.
+	LimitHold(ctx context.Context, q Querier, idle, stmt time.Duration) (bool, error)
 }
 
 // LimitHold bounds how long the session of q may hold its transaction open,
 // through d: HoldLimiter when d implements it, else d's HoldLimitSet (binds:
-// the limit in milliseconds, twice). It reports false when the dialect has no
-// session setting for it (SQLite; Oracle, where a DBA configures the bound).
-func LimitHold(ctx context.Context, d Driver, q Querier, limit time.Duration) (bool, error) {
+// the idle limit, then the statement limit, in milliseconds). It reports
+// false when the dialect has no session setting for it (SQLite; Oracle, where
+// a DBA configures the bound).
+func LimitHold(ctx context.Context, d Driver, q Querier, idle, stmt time.Duration) (bool, error) {
 	if hl, ok := d.(HoldLimiter); ok {
-		return hl.LimitHold(ctx, q, limit)
+		return hl.LimitHold(ctx, q, idle, stmt)
 	}
-	stmt := d.Statements().HoldLimitSet
-	if stmt == "" {
+	set := d.Statements().HoldLimitSet
+	if set == "" {
 		return false, nil
 	}
-	ms := limit.Milliseconds()
-	if _, err := q.ExecContext(ctx, stmt, ms, ms); err != nil {
-		return false, fmt.Errorf("setting the hold limit (%s) on the lock session: %w", limit, err)
+	if _, err := q.ExecContext(ctx, set, idle.Milliseconds(), stmt.Milliseconds()); err != nil {
+		return false, fmt.Errorf("setting the hold limit (%s idle, %s per statement) on the lock session: %w", idle, stmt, err)
 	}
 	return true, nil
 }

@@ -157,11 +157,12 @@ type Statements struct {
 	// criteria-query runs in milliseconds (NULL when it has none): the
 	// default hold limit is derived from it.
 	HoldMeasured string `purpose:"hold limit: the task's recent criteria-query time"`
-	// HoldLimitSet binds: the hold limit in milliseconds, twice. Sent in the
-	// lock transaction right after the task lock: the server ends the session
-	// (rolling back and freeing the lock) when it stays idle inside the
-	// transaction, or runs one statement, longer than the limit — whether
-	// its client is stopped, cut off or gone.
+	// HoldLimitSet binds: the idle limit, then the statement limit, in
+	// milliseconds. Sent in the lock transaction right after the task lock:
+	// the server ends the session (rolling back and freeing the lock) when it
+	// stays idle inside the transaction longer than the first, whether its
+	// client is stopped, cut off or gone, and aborts one statement running
+	// longer than the second.
 	HoldLimitSet string `purpose:"hold limit: make the server end this session if it holds the task lock too long" empty:"no session setting bounds it: SQLite has no row-lock strategy (the lease TTL bounds a holder); on Oracle a DBA configures it (docs/oracle.md)"`
 	// HoldLimitReset binds nothing. Restores the session defaults that
 	// HoldLimitSet changed, before its pooled connection serves anything else.

@@ -27,14 +27,13 @@ var _ drivers.HoldLimiter = (*Driver)(nil)
 // LimitHold sets MariaDB's variables, or MySQL 8's when the server does not
 // know MariaDB's. A failed SET does not end an InnoDB transaction, so the
 // second try runs in the same lock transaction.
-func (*Driver) LimitHold(ctx context.Context, q drivers.Querier, limit time.Duration) (bool, error) {
-	ms := limit.Milliseconds()
-	_, err := q.ExecContext(ctx, statements.HoldLimitSet, ms, ms)
+func (*Driver) LimitHold(ctx context.Context, q drivers.Querier, idle, stmt time.Duration) (bool, error) {
+	_, err := q.ExecContext(ctx, statements.HoldLimitSet, idle.Milliseconds(), stmt.Milliseconds())
 	if errNumber(err) == errUnknownSystemVariable {
-		_, err = q.ExecContext(ctx, holdLimitSetMySQL8, ms, ms)
+		_, err = q.ExecContext(ctx, holdLimitSetMySQL8, idle.Milliseconds(), stmt.Milliseconds())
 	}
 	if err != nil {
-		return false, fmt.Errorf("setting the hold limit (%s) on the lock session: %w", limit, err)
+		return false, fmt.Errorf("setting the hold limit (%s idle, %s per statement) on the lock session: %w", idle, stmt, err)
 	}
 	return true, nil
 }

@@ -38,11 +38,11 @@ func TestHoldLimitSession(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if set, err := drivers.LimitHold(ctx, d, tx, 2500*time.Millisecond); err != nil || !set {
+	if set, err := drivers.LimitHold(ctx, d, tx, 2500*time.Millisecond, 7*time.Second); err != nil || !set {
 		t.Fatalf("LimitHold: set=%v %v", set, err)
 	}
-	if idle, stmt := vars(tx); idle != 3 || stmt != 2.5 {
-		t.Fatalf("inside the lock transaction: idle_transaction_timeout %d, max_statement_time %g; want 3 and 2.5", idle, stmt)
+	if idle, stmt := vars(tx); idle != 3 || stmt != 7 {
+		t.Fatalf("inside the lock transaction: idle_transaction_timeout %d, max_statement_time %g; want 3 and 7", idle, stmt)
 	}
 	if err := tx.Commit(); err != nil {
 		t.Fatal(err)
@@ -57,7 +57,7 @@ func TestHoldLimitSession(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer tx.Rollback()
-	if _, err := drivers.LimitHold(ctx, d, tx, time.Second); err != nil {
+	if _, err := drivers.LimitHold(ctx, d, tx, time.Second, time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(3 * time.Second)

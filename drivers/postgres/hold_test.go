@@ -43,11 +43,11 @@ func TestHoldLimitSession(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if set, err := drivers.LimitHold(ctx, d, tx, 2500*time.Millisecond); err != nil || !set {
+	if set, err := drivers.LimitHold(ctx, d, tx, 2500*time.Millisecond, 7*time.Second); err != nil || !set {
 		t.Fatalf("LimitHold: set=%v %v", set, err)
 	}
-	if idle, stmt := show(tx, "idle_in_transaction_session_timeout"), show(tx, "statement_timeout"); idle != "2500ms" || stmt != "2500ms" {
-		t.Fatalf("inside the lock transaction: %s, %s; want 2500ms each", idle, stmt)
+	if idle, stmt := show(tx, "idle_in_transaction_session_timeout"), show(tx, "statement_timeout"); idle != "2500ms" || stmt != "7s" {
+		t.Fatalf("inside the lock transaction: idle %s, statement %s; want 2500ms and 7s", idle, stmt)
 	}
 	if err := tx.Commit(); err != nil {
 		t.Fatal(err)
@@ -61,7 +61,7 @@ func TestHoldLimitSession(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer tx.Rollback()
-	if _, err := drivers.LimitHold(ctx, d, tx, time.Second); err != nil {
+	if _, err := drivers.LimitHold(ctx, d, tx, time.Second, time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(2500 * time.Millisecond)
