@@ -82,6 +82,7 @@ Examples:
 			sqlCommand(),
 			demoCommand(),
 			benchCommand(),
+			serveCommand(),
 		},
 	}
 	app.Before = func(c *cli.Context) error {
