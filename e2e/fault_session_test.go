@@ -111,7 +111,6 @@ func sessionKilled(t *testing.T, dsn string, d drivers.Driver, e *dispatch.Engin
 // them; the test's other pooled connections reconnect).
 func killHolderSession(t *testing.T, d drivers.Driver, db *sql.DB, s drivers.Strategy) int64 {
 	t.Helper()
-	ctx := context.Background()
 	if s == drivers.Lease {
 		return killIdleSessions(t, d, db)
 	}
@@ -128,25 +127,9 @@ WHERE p.DB = DATABASE() AND p.COMMAND = 'Sleep' AND p.ID <> CONNECTION_ID()`,
 	}[d.Name()]
 	deadline := time.Now().Add(time.Minute)
 	for {
-		var ids []int64
-		rows, err := db.QueryContext(ctx, find)
-		if err != nil {
-			t.Fatalf("finding the holder's session: %v", err)
-		}
-		for rows.Next() {
-			var id int64
-			if err := rows.Scan(&id); err != nil {
-				t.Fatal(err)
-			}
-			ids = append(ids, id)
-		}
-		rows.Close()
+		ids := sessionIDs(t, db, find)
 		if len(ids) == 1 {
-			kill := map[string]string{"postgres": fmt.Sprintf("SELECT pg_terminate_backend(%d)", ids[0]),
-				"mysql": fmt.Sprintf("KILL %d", ids[0])}[d.Name()]
-			if _, err := db.ExecContext(ctx, kill); err != nil {
-				t.Fatalf("%s: %v", kill, err)
-			}
+			killSession(t, d, db, ids[0])
 			return ids[0]
 		}
 		if time.Now().After(deadline) {
@@ -170,10 +153,26 @@ WHERE datname = current_database() AND application_name = 'loanq' AND state = 'i
 		"mysql": `SELECT ID FROM information_schema.processlist
 WHERE DB = DATABASE() AND COMMAND = 'Sleep' AND ID <> CONNECTION_ID()`,
 	}[d.Name()]
-	rows, err := conn.QueryContext(ctx, find)
-	if err != nil {
-		t.Fatalf("finding idle sessions: %v", err)
+	ids := sessionIDs(t, conn, find)
+	if len(ids) == 0 {
+		t.Fatal("found no idle session of the lease holder")
 	}
+	for _, id := range ids {
+		killSession(t, d, conn, id)
+	}
+	return ids[0]
+}
+
+// sessionIDs runs find, a query of session ids.
+func sessionIDs(t *testing.T, q interface {
+	QueryContext(context.Context, string, ...any) (*sql.Rows, error)
+}, find string) []int64 {
+	t.Helper()
+	rows, err := q.QueryContext(context.Background(), find)
+	if err != nil {
+		t.Fatalf("finding sessions: %v", err)
+	}
+	defer rows.Close()
 	var ids []int64
 	for rows.Next() {
 		var id int64
@@ -182,15 +181,16 @@ WHERE DB = DATABASE() AND COMMAND = 'Sleep' AND ID <> CONNECTION_ID()`,
 		}
 		ids = append(ids, id)
 	}
-	rows.Close()
-	if len(ids) == 0 {
-		t.Fatal("found no idle session of the lease holder")
+	return ids
+}
+
+// killSession ends one session of the test's own database from another.
+func killSession(t *testing.T, d drivers.Driver, q interface {
+	ExecContext(context.Context, string, ...any) (sql.Result, error)
+}, id int64) {
+	t.Helper()
+	kill := map[string]string{"postgres": fmt.Sprintf("SELECT pg_terminate_backend(%d)", id), "mysql": fmt.Sprintf("KILL %d", id)}[d.Name()]
+	if _, err := q.ExecContext(context.Background(), kill); err != nil {
+		t.Fatalf("%s: %v", kill, err)
 	}
-	for _, id := range ids {
-		kill := map[string]string{"postgres": fmt.Sprintf("SELECT pg_terminate_backend(%d)", id), "mysql": fmt.Sprintf("KILL %d", id)}[d.Name()]
-		if _, err := conn.ExecContext(ctx, kill); err != nil {
-			t.Fatalf("%s: %v", kill, err)
-		}
-	}
-	return ids[0]
 }
