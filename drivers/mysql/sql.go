@@ -128,6 +128,18 @@ FROM loanq_bench_item`,
 	HoldLimitSet:   `SET SESSION idle_transaction_timeout = CEIL(? / 1000), max_statement_time = ? / 1000`,
 	HoldLimitReset: `SET SESSION idle_transaction_timeout = DEFAULT, max_statement_time = DEFAULT`,
 
+	// VERSION() alone reads "10.11.6-MariaDB-…" or "8.0.36": name the product.
+	ServerVersion: `SELECT CASE WHEN LOCATE('MariaDB', VERSION()) > 0 THEN CONCAT('MariaDB ', VERSION()) ELSE CONCAT('MySQL ', VERSION()) END`,
+	// The ids arrive as one JSON array, unpacked by JSON_TABLE (MySQL 8.0.4,
+	// MariaDB 10.6): one statement for the batch, looked up by primary key.
+	BenchDoneMany: `UPDATE loanq_bench_item
+SET status = 'done', owner = ?, processed = processed + 1, processed_at = UTC_TIMESTAMP(6)
+WHERE id IN (SELECT j.id FROM JSON_TABLE(?, '$[*]' COLUMNS (id BIGINT PATH '$')) AS j)`,
+	BenchLeaseDoneMany: `UPDATE loanq_bench_item
+SET status = 'done', processed = processed + 1, processed_at = UTC_TIMESTAMP(6)
+WHERE owner = ? AND id IN (SELECT j.id FROM JSON_TABLE(?, '$[*]' COLUMNS (id BIGINT PATH '$')) AS j)
+  AND status = 'claimed' AND lease_expires_at > UTC_TIMESTAMP(6)`,
+	BenchClaimDone: ``,
 	// The dashboard (loanq serve). MySQL has no partial index: active work is
 	// read per task through the unique index on (task_id, active_loan_id),
 	// whose second column is NULL once a row is dispositioned, and pending

@@ -165,6 +165,17 @@ FROM loanq_bench_item`,
 	HoldLimitSet:   ``,
 	HoldLimitReset: ``,
 
+	// v$version is readable by every user (a public synonym).
+	ServerVersion: `SELECT banner FROM v$version WHERE ROWNUM = 1`,
+	// The ids arrive as one JSON array, unpacked by JSON_TABLE (12.1.0.2).
+	BenchDoneMany: `UPDATE loanq_bench_item
+SET status = 'done', owner = :1, processed = processed + 1, processed_at = ` + now + `
+WHERE id IN (SELECT j.id FROM JSON_TABLE(:2, '$[*]' COLUMNS (id NUMBER(19) PATH '$')) j)`,
+	BenchLeaseDoneMany: `UPDATE loanq_bench_item
+SET status = 'done', processed = processed + 1, processed_at = ` + now + `
+WHERE owner = :1 AND id IN (SELECT j.id FROM JSON_TABLE(:2, '$[*]' COLUMNS (id NUMBER(19) PATH '$')) j)
+  AND status = 'claimed' AND lease_expires_at > ` + now,
+	BenchClaimDone: ``,
 	// The dashboard (loanq serve). Active work is read per task through the
 	// function-based unique index, which holds only active rows (its keys are
 	// NULL once a row is dispositioned), and pending requests through

@@ -140,6 +140,25 @@ FROM loanq_bench_item`,
        set_config('statement_timeout', ($2::bigint)::text, true)`,
 	HoldLimitReset: ``,
 
+	ServerVersion: `SELECT 'PostgreSQL ' || current_setting('server_version')`,
+	// The ids arrive as one JSON array: one statement and one round trip
+	// for the whole batch, whatever its size, with no placeholder list to
+	// build. The IN (subquery) is a hashed semi-join onto the primary key.
+	BenchDoneMany: `UPDATE loanq_bench_item
+SET status = 'done', owner = $1, processed = processed + 1, processed_at = clock_timestamp()
+WHERE id IN (SELECT jsonb_array_elements_text($2::jsonb)::bigint)`,
+	BenchLeaseDoneMany: `UPDATE loanq_bench_item
+SET status = 'done', processed = processed + 1, processed_at = clock_timestamp()
+WHERE id IN (SELECT jsonb_array_elements_text($2::jsonb)::bigint)
+  AND owner = $1 AND status = 'claimed' AND lease_expires_at > clock_timestamp()`,
+	// MATERIALIZED for the same reason as BenchLeaseClaim: the pick runs once.
+	BenchClaimDone: `WITH picked AS MATERIALIZED (
+  SELECT id FROM loanq_bench_item WHERE status = 'ready' ORDER BY id LIMIT $2
+  FOR UPDATE SKIP LOCKED)
+UPDATE loanq_bench_item b
+SET status = 'done', owner = $1, processed = b.processed + 1, processed_at = clock_timestamp()
+FROM picked
+WHERE b.id = picked.id`,
 	// The dashboard (loanq serve). Active rows and pending requests are found
 	// through the partial indexes that hold only them; DashDone reads
 	// the work history from a floor id up (see drivers.Statements).

@@ -130,6 +130,16 @@ FROM loanq_bench_item`,
 	HoldLimitSet:   ``,
 	HoldLimitReset: ``,
 
+	ServerVersion: `SELECT 'SQLite ' || sqlite_version()`,
+	// The ids arrive as one JSON array, unpacked by json_each.
+	BenchDoneMany: `UPDATE loanq_bench_item
+SET status = 'done', owner = ?, processed = processed + 1, processed_at = ` + nowExpr + `
+WHERE id IN (SELECT value FROM json_each(?))`,
+	BenchLeaseDoneMany: `UPDATE loanq_bench_item
+SET status = 'done', processed = processed + 1, processed_at = ` + nowExpr + `
+WHERE owner = ? AND id IN (SELECT value FROM json_each(?))
+  AND status = 'claimed' AND lease_expires_at > ` + nowExpr,
+	BenchClaimDone: ``,
 	// The dashboard (loanq serve). Active rows and pending requests are found
 	// through the partial indexes that hold only them; DashDone reads
 	// the work history from a floor id up (see drivers.Statements). "Today" starts at

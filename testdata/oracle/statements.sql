@@ -227,6 +227,27 @@ SELECT MAX(duration_ms) FROM (
 
 /
 
+-- ServerVersion: bench: name the server product and version
+SELECT banner FROM v$version WHERE ROWNUM = 1
+/
+
+-- BenchDoneMany: bench: finish a batch of items held by row locks, one statement
+UPDATE loanq_bench_item
+SET status = 'done', owner = :1, processed = processed + 1, processed_at = SYS_EXTRACT_UTC(SYSTIMESTAMP)
+WHERE id IN (SELECT j.id FROM JSON_TABLE(:2, '$[*]' COLUMNS (id NUMBER(19) PATH '$')) j)
+/
+
+-- BenchLeaseDoneMany: bench: finish a batch of leased items (fencing check), one statement
+UPDATE loanq_bench_item
+SET status = 'done', processed = processed + 1, processed_at = SYS_EXTRACT_UTC(SYSTIMESTAMP)
+WHERE owner = :1 AND id IN (SELECT j.id FROM JSON_TABLE(:2, '$[*]' COLUMNS (id NUMBER(19) PATH '$')) j)
+  AND status = 'claimed' AND lease_expires_at > SYS_EXTRACT_UTC(SYSTIMESTAMP)
+/
+
+-- BenchClaimDone: bench: raw limit, claim and finish up to K items in one statement
+
+/
+
 -- DashPending: dashboard: pending requests per task and the oldest one's age
 SELECT r.task_id, COUNT(*), ROUND((CAST(SYS_EXTRACT_UTC(SYSTIMESTAMP) AS DATE) - CAST(MIN(r.created_at) AS DATE)) * 86400)
 FROM loanq_task t JOIN loanq_work_request r ON r.task_id = t.id AND r.status = 'pending'
