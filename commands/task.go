@@ -36,13 +36,22 @@ allowed to create tasks.
 Examples:
    loanq task create verify-bank --where "statements_submitted = 1 AND statements_verified = 0" --order "submitted_at"
    loanq task create big-loans --source loan_view --key loan_id --where "amount > 500000" --max-active 5 --if-not-exists
-   loanq task create quick-calls --where "call_due = 1" --order "priority DESC" --lock rows
+   loanq task create quick-calls --where "borrower_contacted = 0" --order "priority DESC" --lock rows
+   loanq task create senior-review --where "amount > 500000 AND senior_reviewed = 0" --hold-limit 2m
 
 --lock rows (PostgreSQL, MySQL/MariaDB, Oracle): no task lock; every caller
 claims its loans straight from the source with the database's skip-locked
 syntax. The criteria must be lockable row by row (no DISTINCT, GROUP BY,
 aggregates or UNION in the source): task create checks it and says why not.
-Give the source an index matching the criteria and the order.`,
+Give the source an index matching the criteria and the order.
+
+--hold-limit bounds how long one caller may hold the task's row lock: past it
+the database ends the caller's session, rolls its work back and frees the lock
+for the others (a stopped, cut-off or vanished caller cannot block the task).
+Without it the limit is 4 x the slowest of the task's ten latest criteria
+queries (or --query-delay), at least 30s and at most 1h (before any run was
+measured, one statement may run up to 1h); task show prints the limit in
+force. docs/reliability.md and docs/<database>.md say what is set.`,
 				Flags: []cli.Flag{
 					&cli.StringFlag{Name: "where", Usage: "SQL condition selecting the task's loans (required)"},
 					&cli.StringFlag{Name: "order", Usage: "SQL ORDER BY list: highest priority first (the key breaks ties)"},
@@ -52,6 +61,7 @@ Give the source an index matching the criteria and the order.`,
 					&cli.StringFlag{Name: "lock", Usage: "lock strategy: skip, nowait, wait, lease or rows (default: skip; lease on SQLite, which has no rows)"},
 					&cli.StringFlag{Name: "query-delay", Value: "0s", Usage: "sleep this long inside the locked section: simulates a heavy criteria query (demos, tests)"},
 					&cli.StringFlag{Name: "lease-ttl", Value: dispatch.DefaultLeaseTTL.String(), Usage: "how long a lease lasts without renewal (strategy lease; its holder renews it every TTL/3 while it works)"},
+					&cli.StringFlag{Name: "hold-limit", Usage: "longest a caller may hold the task lock before the database ends its session (default: derived from the measured criteria-query time)"},
 					&cli.BoolFlag{Name: "if-not-exists", Usage: "succeed without change when an identical task exists (for scripts)"},
 				},
 				Action: taskCreate,
@@ -85,8 +95,17 @@ func taskCreate(c *cli.Context) error {
 	}
 	if ttl == 0 {
 		// The engine reads 0 as "the default"; given on the command line it
-		// would be silently replaced by 2m, so it is refused instead.
+		// would be silently replaced by the default, so it is refused instead.
 		return problem.Usagef("invalid --lease-ttl %s: give a duration between 1s and 24h (leave the flag out for the default %s)", c.String("lease-ttl"), dispatch.DefaultLeaseTTL)
+	}
+	var hold time.Duration
+	if c.String("hold-limit") != "" {
+		if hold, err = parseDuration("hold-limit", c.String("hold-limit")); err != nil {
+			return err
+		}
+		if hold <= 0 {
+			return problem.Usagef("invalid --hold-limit %s: give a positive duration such as 90s, or leave it out for the derived default", c.String("hold-limit"))
+		}
 	}
 	var lock drivers.Strategy
 	if c.String("lock") != "" {
@@ -101,7 +120,7 @@ func taskCreate(c *cli.Context) error {
 	defer e.Close()
 	t, created, err := e.CreateTask(c.Context, dispatch.TaskSpec{
 		Name: a[0], Source: c.String("source"), Key: c.String("key"), Where: c.String("where"), Order: c.String("order"),
-		MaxActive: c.Int("max-active"), Lock: lock, QueryDelay: delay, LeaseTTL: ttl, CreatedBy: e.user,
+		MaxActive: c.Int("max-active"), Lock: lock, QueryDelay: delay, LeaseTTL: ttl, HoldLimit: hold, CreatedBy: e.user,
 		IfNotExists: c.Bool("if-not-exists"),
 	})
 	if err != nil {
@@ -120,6 +139,11 @@ func taskJSON(t *dispatch.Task) map[string]any {
 	m := map[string]any{"name": t.Name, "source": t.Source, "key": t.Key, "where": t.Where, "order": t.Order,
 		"max_active": t.MaxActive, "lock": t.Lock, "query_delay_ms": t.QueryDelay.Milliseconds(),
 		"lease_ttl_ms": t.LeaseTTL.Milliseconds(), "created_by": t.CreatedBy, "created_at": t.CreatedAt.UTC().Format(TimestampLayout)}
+	// null: the default, derived from the measured criteria-query time.
+	m["hold_limit_ms"] = nil
+	if t.HoldLimit > 0 {
+		m["hold_limit_ms"] = t.HoldLimit.Milliseconds()
+	}
 	return m
 }
 
@@ -182,7 +206,14 @@ func taskShow(c *cli.Context) error {
 	if runs == nil {
 		runs = []dispatch.QueryRun{}
 	}
-	return emit(c, map[string]any{"task": taskJSON(t), "runs": runs}, func(w io.Writer) {
+	hold, derived, err := e.HoldLimit(c.Context, t)
+	if err != nil {
+		return err
+	}
+	tj := taskJSON(t)
+	tj["hold_limit_in_force_ms"] = hold.Milliseconds()
+	tj["hold_limit_derived"] = derived
+	return emit(c, map[string]any{"task": tj, "runs": runs}, func(w io.Writer) {
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 		fmt.Fprintf(tw, "task:\t%s\n", t.Name)
 		fmt.Fprintf(tw, "source:\t%s (key %s)\n", t.Source, t.Key)
@@ -193,6 +224,11 @@ func taskShow(c *cli.Context) error {
 		fmt.Fprintf(tw, "query delay:\t%s\n", t.QueryDelay)
 		if t.Lock == drivers.Lease {
 			fmt.Fprintf(tw, "lease ttl:\t%s\n", t.LeaseTTL)
+		}
+		if derived {
+			fmt.Fprintf(tw, "hold limit:\t%s (derived from the measured criteria-query time)\n", hold)
+		} else {
+			fmt.Fprintf(tw, "hold limit:\t%s\n", hold)
 		}
 		fmt.Fprintf(tw, "created:\t%s by %s\n", t.CreatedAt.Format(time.RFC3339), t.CreatedBy)
 		tw.Flush()

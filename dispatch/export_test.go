@@ -1,5 +1,10 @@
 package dispatch
 
+import (
+	"context"
+	"time"
+)
+
 // SetBeforeCommit lets tests act inside the assignment transaction, just
 // before it commits (to place a request in the race window of SPEC §3 step 7).
 func (e *Engine) SetBeforeCommit(f func()) { e.beforeCommit = f }
@@ -10,3 +15,9 @@ func (e *Engine) SetAfterQuery(f func()) { e.afterQuery = f }
 
 // SetRenewed lets tests count lease renewals (the heartbeat).
 func (e *Engine) SetRenewed(f func()) { e.renewed = f }
+
+// HoldBounds is the idle and statement bound a lock transaction of t gets.
+func (e *Engine) HoldBounds(ctx context.Context, t *Task) (idle, stmt time.Duration, err error) {
+	b, err := e.holdLimit(ctx, e.DB, t)
+	return b.idle, b.stmt, err
+}

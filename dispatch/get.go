@@ -246,7 +246,17 @@ func (e *Engine) serveRoundRowLock(ctx context.Context, task *Task, strategy dri
 // serveLocked serves the pending requests inside tx, which holds the task's
 // row lock (taken by serveRoundRowLock, or by a waiter in awaitLock), and
 // commits.
-func (e *Engine) serveLocked(ctx context.Context, tx *sql.Tx, task *Task, strategy drivers.Strategy) error {
+func (e *Engine) serveLocked(ctx context.Context, tx *sql.Tx, task *Task, strategy drivers.Strategy) (err error) {
+	// The database ends this session if it holds the lock past the task's
+	// hold limit, whatever becomes of this process (dispatch/hold.go). Set
+	// here, not in serveRoundRowLock, so a waiter granted the lock in
+	// awaitLock is bounded too.
+	hold, err := e.limitHold(ctx, tx, task)
+	if err != nil {
+		return err
+	}
+	defer hold.explain(&err)
+
 	pending, err := e.pending(ctx, tx, task.ID)
 	if err != nil || len(pending) == 0 {
 		return err

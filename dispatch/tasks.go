@@ -26,8 +26,12 @@ type Task struct {
 	Lock       drivers.Strategy `json:"lock"`
 	QueryDelay time.Duration    `json:"-"`
 	LeaseTTL   time.Duration    `json:"-"`
-	CreatedBy  string           `json:"created_by"`
-	CreatedAt  time.Time        `json:"created_at"`
+	// HoldLimit bounds how long a caller may hold the task's row lock before
+	// the database ends its session; 0: derived from the measured criteria
+	// time (see holdLimit).
+	HoldLimit time.Duration `json:"-"`
+	CreatedBy string        `json:"created_by"`
+	CreatedAt time.Time     `json:"created_at"`
 }
 
 func (t *Task) criteria() drivers.CriteriaSource {
@@ -37,7 +41,8 @@ func (t *Task) criteria() drivers.CriteriaSource {
 // sameDefinition is what --if-not-exists compares.
 func (t *Task) sameDefinition(o *Task) bool {
 	return t.Source == o.Source && t.Key == o.Key && t.Where == o.Where && t.Order == o.Order &&
-		t.MaxActive == o.MaxActive && t.Lock == o.Lock && t.QueryDelay == o.QueryDelay && t.LeaseTTL == o.LeaseTTL
+		t.MaxActive == o.MaxActive && t.Lock == o.Lock && t.QueryDelay == o.QueryDelay && t.LeaseTTL == o.LeaseTTL &&
+		t.HoldLimit == o.HoldLimit
 }
 
 var (
@@ -70,6 +75,7 @@ type TaskSpec struct {
 	Lock       drivers.Strategy // "" for the driver's default
 	QueryDelay time.Duration
 	LeaseTTL   time.Duration // 0 for DefaultLeaseTTL
+	HoldLimit  time.Duration // 0: derived from the measured criteria time
 	CreatedBy  string
 	// IfNotExists makes a re-run with an identical definition a no-op.
 	IfNotExists bool
@@ -126,6 +132,9 @@ func (e *Engine) validateSpec(s *TaskSpec) error {
 	if s.LeaseTTL < time.Second || s.LeaseTTL > 24*time.Hour {
 		return problem.Usagef("invalid --lease-ttl %s: give a duration between 1s and 24h", s.LeaseTTL)
 	}
+	if err := validateHoldLimit(s.HoldLimit, s.QueryDelay); err != nil {
+		return err
+	}
 	return nil
 }
 
@@ -145,7 +154,7 @@ func (e *Engine) CreateTask(ctx context.Context, s TaskSpec) (*Task, bool, error
 		return nil, false, err
 	}
 	want := &Task{Name: s.Name, Source: s.Source, Key: s.Key, Where: s.Where, Order: s.Order,
-		MaxActive: s.MaxActive, Lock: s.Lock, QueryDelay: s.QueryDelay, LeaseTTL: s.LeaseTTL}
+		MaxActive: s.MaxActive, Lock: s.Lock, QueryDelay: s.QueryDelay, LeaseTTL: s.LeaseTTL, HoldLimit: s.HoldLimit}
 	existing, err := e.taskByName(ctx, s.Name)
 	if err != nil && problem.KindOf(err) != problem.Usage {
 		return nil, false, err
@@ -161,12 +170,15 @@ func (e *Engine) CreateTask(ctx context.Context, s TaskSpec) (*Task, bool, error
 			return nil, false, err
 		}
 	}
-	var maxActive any
+	var maxActive, holdLimit any
 	if s.MaxActive > 0 {
 		maxActive = s.MaxActive
 	}
+	if s.HoldLimit > 0 {
+		holdLimit = s.HoldLimit.Milliseconds()
+	}
 	id, err := e.Driver.InsertReturningID(ctx, e.DB, e.sql().TaskInsert, s.Name, s.Source, s.Key, s.Where, s.Order,
-		maxActive, string(s.Lock), s.QueryDelay.Milliseconds(), s.LeaseTTL.Milliseconds(), s.CreatedBy)
+		maxActive, string(s.Lock), s.QueryDelay.Milliseconds(), s.LeaseTTL.Milliseconds(), s.CreatedBy, holdLimit)
 	if err != nil {
 		if e.Driver.IsUniqueViolation(err) { // created by someone else in the meantime
 			if existing, err2 := e.taskByName(ctx, s.Name); err2 == nil {
@@ -221,7 +233,7 @@ func (e *Engine) checkCriteria(ctx context.Context, t *Task) error {
 
 func (e *Engine) scanTask(row interface{ Scan(...any) error }) (*Task, error) {
 	var t Task
-	var maxActive sql.NullInt64
+	var maxActive, holdMS sql.NullInt64
 	var lock string
 	var delayMS, ttlMS int64
 	var created nullTime
@@ -229,7 +241,7 @@ func (e *Engine) scanTask(row interface{ Scan(...any) error }) (*Task, error) {
 	// empty string as NULL.
 	var order sql.NullString
 	if err := row.Scan(&t.ID, &t.Name, &t.Source, &t.Key, &t.Where, &order, &maxActive, &lock,
-		&delayMS, &ttlMS, &t.CreatedBy, &created); err != nil {
+		&delayMS, &ttlMS, &t.CreatedBy, &created, &holdMS); err != nil {
 		return nil, err
 	}
 	t.Order = order.String
@@ -237,6 +249,7 @@ func (e *Engine) scanTask(row interface{ Scan(...any) error }) (*Task, error) {
 	t.Lock = drivers.Strategy(lock)
 	t.QueryDelay = time.Duration(delayMS) * time.Millisecond
 	t.LeaseTTL = time.Duration(ttlMS) * time.Millisecond
+	t.HoldLimit = time.Duration(holdMS.Int64) * time.Millisecond
 	t.CreatedAt = created.T
 	return &t, nil
 }

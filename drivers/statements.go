@@ -19,11 +19,12 @@ type Statements struct {
 	// --- tasks ---
 
 	// TaskInsert binds: name, source, key, criteria, order, max_active (NULL for
-	// none), lock_strategy, query_delay_ms, lease_ttl_ms, created_by.
+	// none), lock_strategy, query_delay_ms, lease_ttl_ms, created_by,
+	// hold_limit_ms (NULL for the derived default).
 	TaskInsert string `purpose:"create a task"`
 	// TaskByName binds: name. TaskByID binds: id. Both, and TaskList, select in
 	// order: id, name, source, key, criteria, order, max_active, lock_strategy,
-	// query_delay_ms, lease_ttl_ms, created_by, created_at.
+	// query_delay_ms, lease_ttl_ms, created_by, created_at, hold_limit_ms.
 	TaskByName string `purpose:"read a task by name"`
 	TaskByID   string `purpose:"read a task by id"`
 	TaskList   string `purpose:"list tasks"`
@@ -199,6 +200,24 @@ type Statements struct {
 	BenchSummary string `purpose:"bench: audit the run (duplicates, missed items)"`
 	// BenchByOwner binds nothing. Columns: owner, items finished.
 	BenchByOwner string `purpose:"bench: items finished per worker"`
+
+	// --- the hold limit: the database ends a stalled lock holder's session
+	// (docs/reliability.md) ---
+
+	// HoldMeasured binds: task id. The longest of the task's ten most recent
+	// criteria-query runs in milliseconds (NULL when it has none): the
+	// default hold limit is derived from it.
+	HoldMeasured string `purpose:"hold limit: the task's recent criteria-query time"`
+	// HoldLimitSet binds: the idle limit, then the statement limit, in
+	// milliseconds. Sent in the lock transaction right after the task lock:
+	// the server ends the session (rolling back and freeing the lock) when it
+	// stays idle inside the transaction longer than the first, whether its
+	// client is stopped, cut off or gone, and aborts one statement running
+	// longer than the second.
+	HoldLimitSet string `purpose:"hold limit: make the server end this session if it holds the task lock too long" empty:"no session setting bounds it: SQLite has no row-lock strategy (the lease TTL bounds a holder); on Oracle a DBA configures it (docs/oracle.md)"`
+	// HoldLimitReset binds nothing. Restores the session defaults that
+	// HoldLimitSet changed, before its pooled connection serves anything else.
+	HoldLimitReset string `purpose:"hold limit: restore the session's defaults before the connection is reused" empty:"the settings end with the transaction (SET LOCAL), or none were made"`
 
 	// --- `loanq bench`: the server it ran on, batched finishes ---
 

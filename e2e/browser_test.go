@@ -146,7 +146,7 @@ func TestDashboardInBrowser(t *testing.T) {
 	const evilTask = `<script>window.__pwned=1</script>`
 	const evilUser = `<img src=x onerror="window.__pwned=2">`
 	if _, err := d.InsertReturningID(context.Background(), db, d.Statements().TaskInsert, evilTask, "loan", "id",
-		"amount < 100000 AND borrower_contacted = 1", "amount", nil, "lease", 0, int64(time.Minute/time.Millisecond), "admin"); err != nil {
+		"amount < 100000 AND borrower_contacted = 1", "amount", nil, "lease", 0, int64(time.Minute/time.Millisecond), "admin", nil); err != nil {
 		t.Fatal(err)
 	}
 	mustOK(t, dsn, evilUser, "work", "get", "call-borrower", "--count", "2")

@@ -37,9 +37,19 @@ type proc struct {
 // limit is killed and reported as hung by wait.
 func startProc(t *testing.T, dsn, user string, limit time.Duration, args ...string) *proc {
 	t.Helper()
+	return startProcWith(t, nil, dsn, user, limit, args...)
+}
+
+// startProcWith is startProc with a change to the command before it starts
+// (running it in a network namespace, for instance).
+func startProcWith(t *testing.T, wrap func(*exec.Cmd), dsn, user string, limit time.Duration, args ...string) *proc {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	p := &proc{done: make(chan struct{}), user: user, cancel: cancel}
 	p.cmd = command(ctx, dsn, user, args...)
+	if wrap != nil {
+		wrap(p.cmd)
+	}
 	p.cmd.Stdout, p.cmd.Stderr = &p.out, &p.errb
 	if err := p.cmd.Start(); err != nil {
 		cancel()
@@ -196,8 +206,14 @@ func recheckAll(t *testing.T, dsn string, d drivers.Driver, e *dispatch.Engine, 
 func lockFree(t *testing.T, d drivers.Driver, e *dispatch.Engine, taskID int64, s drivers.Strategy) {
 	t.Helper()
 	if s != drivers.Lease {
-		if rowLockHeld(t, context.Background(), d, e, taskID) {
-			t.Fatalf("the row lock of task %d is still held after every caller ended", taskID)
+		// A SIGKILLed holder's backend ends once it reads the EOF of the
+		// closed socket: on a loaded machine that can take a moment.
+		deadline := time.Now().Add(10 * time.Second)
+		for rowLockHeld(t, context.Background(), d, e, taskID) {
+			if time.Now().After(deadline) {
+				t.Fatalf("the row lock of task %d is still held 10 s after every caller ended", taskID)
+			}
+			time.Sleep(50 * time.Millisecond)
 		}
 		return
 	}

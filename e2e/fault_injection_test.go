@@ -140,12 +140,13 @@ func TestInjectionTreatedAsData(t *testing.T) {
 // bindCounts is how many distinct bind parameters each statement takes, from
 // the comments of drivers.Statements.
 var bindCounts = map[string]int{
-	"Now": 0, "TaskInsert": 10, "TaskByName": 1, "TaskByID": 1, "TaskList": 0, "TaskRuns": 1,
+	"Now": 0, "TaskInsert": 11, "TaskByName": 1, "TaskByID": 1, "TaskList": 0, "TaskRuns": 1,
 	"RequestInsert": 3, "RequestByID": 1, "RequestsPending": 1, "RequestFinish": 3, "RequestLoans": 1,
 	"LockSkip": 1, "LockNoWait": 1, "LockWait": 1,
 	"LeaseAcquire": 3, "LeaseToken": 2, "LeaseFenceRelease": 3, "LeaseRelease": 3,
 	"ActiveCountForUser": 2, "WorkInsert": 4, "QueryRunInsert": 8,
 	"ActiveWork": 2, "LastWork": 2, "Dispose": 4, "Pipeline": 3,
+	"HoldMeasured": 1, "HoldLimitSet": 2, "HoldLimitReset": 0,
 }
 
 var (

@@ -5,9 +5,11 @@ import (
 	"database/sql"
 	"fmt"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/loanq/loanq/dispatch"
 	"github.com/loanq/loanq/drivers"
 	"github.com/loanq/loanq/internal/testdb"
 )
@@ -20,39 +22,65 @@ import (
 // requests (a waiting caller's and the holder's own) are served by the next
 // caller's recheck; the audit is clean. Only loanq's own session in the
 // test's own database is killed. SQLite has no server session to cut.
+//
+// Every strategy: the row-lock ones lose their transaction with the session;
+// a lease holder runs its query outside any transaction, its idle pooled
+// session is killed, and database/sql may reconnect under it — it is served
+// or fails cleanly, and the invariants hold either way.
 func TestFaultSessionKilled(t *testing.T) {
 	for _, dialect := range []string{"postgres", "mysql"} {
-		t.Run(dialect, func(t *testing.T) { sessionKilled(t, testdb.Fresh(t, dialect)) })
+		t.Run(dialect, func(t *testing.T) {
+			dsn := testdb.Fresh(t, dialect)
+			d, e := prepare(t, dsn, 40)
+			for _, s := range d.Strategies() {
+				t.Run(string(s), func(t *testing.T) { sessionKilled(t, dsn, d, e, s) })
+				testdb.Exec(t, d, e.DB, "UPDATE loanq_work SET disposition = 'never', disposed_at = assigned_at WHERE disposition IS NULL")
+			}
+		})
 	}
 }
 
-func sessionKilled(t *testing.T, dsn string) {
-	d, e := prepare(t, dsn, 20)
-	mustOK(t, dsn, "admin", "task", "create", "cut", "--where", "eligible = 1", "--order", "priority", "--query-delay", "4s")
-	id := taskID(t, e, "cut")
+func sessionKilled(t *testing.T, dsn string, d drivers.Driver, e *dispatch.Engine, s drivers.Strategy) {
+	task := "cut-" + string(s)
+	mustOK(t, dsn, "admin", "task", "create", task, "--where", "eligible = 1", "--order", "priority", "--query-delay", "4s",
+		"--lock", string(s), "--lease-ttl", "6s")
+	id := taskID(t, e, task)
 
 	holder := startProc(t, dsn, "doomed", 3*time.Minute,
-		append([]string{"--output", "json", "work", "get", "cut", "--count", "2"}, fastRecheck...)...)
-	waitUntilLocked(t, d, e, id, drivers.Skip)
-	r := loanq(t, dsn, "patient", "--output", "json", "work", "get", "cut", "--no-wait")
+		append([]string{"--output", "json", "work", "get", task, "--count", "2"}, fastRecheck...)...)
+	waitUntilLocked(t, d, e, id, s)
+	// A `wait` caller would queue behind the holder: this one asks with
+	// nowait on the same task lock, to get its busy answer at once.
+	probe := []string{"--output", "json", "work", "get", task, "--no-wait"}
+	if s == drivers.Wait {
+		probe = append(probe, "--lock", string(drivers.NoWait))
+	}
+	r := loanq(t, dsn, "patient", probe...)
 	if r.code != 75 {
 		t.Fatalf("a caller while the holder is in its query: exit %d, want 75\n%s%s", r.code, r.stdout, r.stderr)
 	}
 	waiting := decode(t, r)
 
-	session := killHolderSession(t, d, e.DB)
-	t.Logf("%s: killed the holder's session %d inside its transaction", d.Name(), session)
+	session := killHolderSession(t, d, e.DB, s)
+	t.Logf("%s/%s: killed the holder's session %d", d.Name(), s, session)
 
 	hr := holder.wait()
 	if holder.hung {
 		t.Fatal("the holder hung after its session was killed")
 	}
-	cleanFailure(t, "holder whose session was killed", hr)
-	t.Logf("the holder said: %s", hr.stderr)
-	holderReq := requestIDOf(t, hr.stderr)
+	var holderReq int64
+	if s == drivers.Lease && hr.code == 0 {
+		holderReq = decode(t, hr).RequestID
+		t.Logf("the lease holder reconnected and was served: %s", strings.TrimSpace(hr.stdout))
+	} else {
+		cleanFailure(t, "holder whose session was killed", hr)
+		t.Logf("the holder said: %s", hr.stderr)
+		holderReq = requestIDOf(t, hr.stderr)
+	}
 
-	// The lock is free at once: the server ended the transaction.
-	lockFree(t, d, e, id, drivers.Skip)
+	// The lock is free at once: the server ended the transaction (a lease
+	// is given back by its failing holder, or expires).
+	lockFree(t, d, e, id, s)
 	// The next caller serves both pending requests (the demo query delay
 	// is turned off first: it is not what is tested).
 	testdb.Exec(t, d, e.DB, "UPDATE loanq_task SET query_delay_ms = 0 WHERE id = ?", id)
@@ -65,22 +93,27 @@ func sessionKilled(t *testing.T, dsn string) {
 	if got := decode(t, r); got.Status != "assigned" || len(got.Loans) != 2 || got.User != "doomed" {
 		t.Fatalf("the holder's request after its retry: %+v", got)
 	}
-	if got := pipelineLoans(t, dsn, "doomed", "cut"); len(got) != 2 {
+	if got := pipelineLoans(t, dsn, "doomed", task); len(got) != 2 {
 		t.Fatalf("pipeline of the holder: %v", got)
 	}
 	if n := testdb.Int(t, d, e.DB, "SELECT COUNT(*) FROM loanq_work WHERE task_id = ?", id); n != 3 {
 		t.Fatalf("%d work rows, want 3", n)
 	}
 	audit(t, e)
-	lockFree(t, d, e, id, drivers.Skip)
+	lockFree(t, d, e, id, s)
 }
 
 // killHolderSession finds the one loanq session of this database that sits
 // idle inside a transaction — the holder in its criteria query — and kills
-// it from another session. It returns the session id.
-func killHolderSession(t *testing.T, d drivers.Driver, db *sql.DB) int64 {
+// it from another session. It returns the session id. For the lease, whose
+// holder has no transaction open, it kills the idle loanq sessions of the
+// test's database other than its own (the holder's pooled connection among
+// them; the test's other pooled connections reconnect).
+func killHolderSession(t *testing.T, d drivers.Driver, db *sql.DB, s drivers.Strategy) int64 {
 	t.Helper()
-	ctx := context.Background()
+	if s == drivers.Lease {
+		return killIdleSessions(t, d, db)
+	}
 	find := map[string]string{
 		// application_name is set by loanq's PostgreSQL driver.
 		"postgres": `SELECT pid FROM pg_stat_activity
@@ -94,30 +127,70 @@ WHERE p.DB = DATABASE() AND p.COMMAND = 'Sleep' AND p.ID <> CONNECTION_ID()`,
 	}[d.Name()]
 	deadline := time.Now().Add(time.Minute)
 	for {
-		var ids []int64
-		rows, err := db.QueryContext(ctx, find)
-		if err != nil {
-			t.Fatalf("finding the holder's session: %v", err)
-		}
-		for rows.Next() {
-			var id int64
-			if err := rows.Scan(&id); err != nil {
-				t.Fatal(err)
-			}
-			ids = append(ids, id)
-		}
-		rows.Close()
+		ids := sessionIDs(t, db, find)
 		if len(ids) == 1 {
-			kill := map[string]string{"postgres": fmt.Sprintf("SELECT pg_terminate_backend(%d)", ids[0]),
-				"mysql": fmt.Sprintf("KILL %d", ids[0])}[d.Name()]
-			if _, err := db.ExecContext(ctx, kill); err != nil {
-				t.Fatalf("%s: %v", kill, err)
-			}
+			killSession(t, d, db, ids[0])
 			return ids[0]
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("found %d sessions idle in a transaction, want exactly the holder's", len(ids))
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func killIdleSessions(t *testing.T, d drivers.Driver, db *sql.DB) int64 {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := db.Conn(ctx) // one session: finds the others and kills them
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	find := map[string]string{
+		"postgres": `SELECT pid FROM pg_stat_activity
+WHERE datname = current_database() AND application_name = 'loanq' AND state = 'idle' AND pid <> pg_backend_pid()`,
+		"mysql": `SELECT ID FROM information_schema.processlist
+WHERE DB = DATABASE() AND COMMAND = 'Sleep' AND ID <> CONNECTION_ID()`,
+	}[d.Name()]
+	ids := sessionIDs(t, conn, find)
+	if len(ids) == 0 {
+		t.Fatal("found no idle session of the lease holder")
+	}
+	for _, id := range ids {
+		killSession(t, d, conn, id)
+	}
+	return ids[0]
+}
+
+// sessionIDs runs find, a query of session ids.
+func sessionIDs(t *testing.T, q interface {
+	QueryContext(context.Context, string, ...any) (*sql.Rows, error)
+}, find string) []int64 {
+	t.Helper()
+	rows, err := q.QueryContext(context.Background(), find)
+	if err != nil {
+		t.Fatalf("finding sessions: %v", err)
+	}
+	defer rows.Close()
+	var ids []int64
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	return ids
+}
+
+// killSession ends one session of the test's own database from another.
+func killSession(t *testing.T, d drivers.Driver, q interface {
+	ExecContext(context.Context, string, ...any) (sql.Result, error)
+}, id int64) {
+	t.Helper()
+	kill := map[string]string{"postgres": fmt.Sprintf("SELECT pg_terminate_backend(%d)", id), "mysql": fmt.Sprintf("KILL %d", id)}[d.Name()]
+	if _, err := q.ExecContext(context.Background(), kill); err != nil {
+		t.Fatalf("%s: %v", kill, err)
 	}
 }

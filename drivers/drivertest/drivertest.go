@@ -111,7 +111,7 @@ func migrations(t *testing.T, ctx context.Context, d drivers.Driver, db *sql.DB)
 func fixture(t *testing.T, ctx context.Context, d drivers.Driver, db *sql.DB, name string) (taskID, reqID int64) {
 	st := d.Statements()
 	var err error
-	taskID, err = d.InsertReturningID(ctx, db, st.TaskInsert, name, "loan", "id", "1 = 1", "", nil, string(d.Strategies()[0]), 0, 60000, "suite")
+	taskID, err = d.InsertReturningID(ctx, db, st.TaskInsert, name, "loan", "id", "1 = 1", "", nil, string(d.Strategies()[0]), 0, 60000, "suite", nil)
 	if err != nil {
 		t.Fatalf("TaskInsert: %v", err)
 	}
@@ -212,6 +212,11 @@ func rowLock(t *testing.T, ctx context.Context, d drivers.Driver, db *sql.DB, s 
 		t.Fatalf("holder could not take a free lock: %v", err)
 	}
 	requestWhileLocked(t, ctx, d, db, taskID)
+	// skip and nowait must answer at once: a statement that queues behind
+	// the holder instead (SKIP LOCKED or NOWAIT missing) fails the check
+	// after this deadline, not after the test binary's timeout.
+	answerCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
 	other, err := db.BeginTx(ctx, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -219,12 +224,12 @@ func rowLock(t *testing.T, ctx context.Context, d drivers.Driver, db *sql.DB, s 
 	defer other.Rollback()
 	switch s {
 	case drivers.Skip:
-		err := other.QueryRowContext(ctx, st.LockSkip, taskID).Scan(&got)
+		err := other.QueryRowContext(answerCtx, st.LockSkip, taskID).Scan(&got)
 		if !errors.Is(err, sql.ErrNoRows) {
-			t.Fatalf("SKIP LOCKED on a held lock: %v, want no row", err)
+			t.Fatalf("SKIP LOCKED on a held lock: %v, want no row at once", err)
 		}
 	case drivers.NoWait:
-		err := other.QueryRowContext(ctx, st.LockNoWait, taskID).Scan(&got)
+		err := other.QueryRowContext(answerCtx, st.LockNoWait, taskID).Scan(&got)
 		if err == nil || !d.IsLockBusy(err) {
 			t.Fatalf("NOWAIT on a held lock: %v, want the driver's lock-busy error", err)
 		}
@@ -319,6 +324,34 @@ func lease(t *testing.T, ctx context.Context, d drivers.Driver, db *sql.DB) {
 	}
 	if !fence("D", tokD) {
 		t.Fatal("D's fence failed")
+	}
+	// Expiry alone fences: a holder whose lease ran out fails the fence
+	// with its own owner and token even when nobody has taken the lease
+	// over (the fence's lease_expires_at check, not the token, refuses it).
+	tokE, ok := acquire("E", 1)
+	if !ok {
+		t.Fatal("E could not take a free lease")
+	}
+	time.Sleep(50 * time.Millisecond)
+	if fence("E", tokE) {
+		t.Fatal("the holder of an expired lease passed the fence before any take-over")
+	}
+	// The token must match exactly: F re-takes its own expired lease (a new
+	// token), and its old round, fenced with the old token, is refused.
+	tokF1, ok := acquire("F", 1)
+	if !ok {
+		t.Fatal("F could not take over an expired lease")
+	}
+	time.Sleep(50 * time.Millisecond)
+	tokF2, ok := acquire("F", 60000)
+	if !ok || tokF2 <= tokF1 {
+		t.Fatalf("F re-taking its expired lease: ok=%v token %d (old %d)", ok, tokF2, tokF1)
+	}
+	if fence("F", tokF1) {
+		t.Fatal("the fence passed with an older token of the same holder")
+	}
+	if !fence("F", tokF2) {
+		t.Fatal("F's fence failed with its current token")
 	}
 }
 

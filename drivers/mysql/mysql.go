@@ -88,7 +88,7 @@ func (*Driver) Open(ctx context.Context, dsn drivers.DSN) (*sql.DB, error) {
 	if err != nil {
 		return nil, problem.Usagef("malformed MySQL DSN %s: %s", dsn.Redacted(), dsn.Scrub(err.Error()))
 	}
-	db := sql.OpenDB(conn)
+	db := sql.OpenDB(connector{conn})
 	if err := db.PingContext(ctx); err != nil {
 		db.Close()
 		return nil, classifyConnectError(dsn, err)

@@ -10,14 +10,14 @@ import (
 // Every statement loanq sends to MySQL 8 / MariaDB. Times are UTC from
 // UTC_TIMESTAMP(6), the database clock, whatever the session time zone.
 const taskColumns = `id, name, source_table, key_column, criteria, order_by, max_active,
-       lock_strategy, query_delay_ms, lease_ttl_ms, created_by, created_at`
+       lock_strategy, query_delay_ms, lease_ttl_ms, created_by, created_at, hold_limit_ms`
 
 var statements = drivers.Statements{
 	Now: `SELECT UTC_TIMESTAMP(6)`,
 
 	TaskInsert: `INSERT INTO loanq_task (name, source_table, key_column, criteria, order_by, max_active,
-       lock_strategy, query_delay_ms, lease_ttl_ms, created_by, created_at)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, UTC_TIMESTAMP(6))`,
+       lock_strategy, query_delay_ms, lease_ttl_ms, created_by, created_at, hold_limit_ms)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, UTC_TIMESTAMP(6), ?)`,
 	TaskByName: `SELECT ` + taskColumns + ` FROM loanq_task WHERE name = ?`,
 	TaskByID:   `SELECT ` + taskColumns + ` FROM loanq_task WHERE id = ?`,
 	TaskList:   `SELECT ` + taskColumns + ` FROM loanq_task ORDER BY name`,
@@ -146,6 +146,18 @@ WHERE status = 'claimed' AND lease_expires_at <= UTC_TIMESTAMP(6)`,
        COALESCE(SUM(CASE WHEN processed = 0 THEN 1 ELSE 0 END), 0)
 FROM loanq_bench_item`,
 	BenchByOwner: `SELECT owner, COUNT(*) FROM loanq_bench_item WHERE status = 'done' GROUP BY owner ORDER BY owner`,
+
+	// The hold limit (docs/reliability.md), MariaDB's session variables:
+	// idle_transaction_timeout (whole seconds) ends a session idle inside a
+	// transaction, max_statement_time (seconds) aborts one statement. They
+	// are session settings, not transaction ones: HoldLimitReset puts the
+	// server defaults back before the pooled connection is reused (the
+	// driver's connection wrapper sends it). MySQL 8 has neither variable:
+	// the driver sends holdLimitSetMySQL8 / holdLimitResetMySQL8 there.
+	HoldMeasured: `SELECT MAX(duration_ms) FROM (
+  SELECT duration_ms FROM loanq_query_run WHERE task_id = ? ORDER BY id DESC LIMIT 10) recent`,
+	HoldLimitSet:   `SET SESSION idle_transaction_timeout = CEIL(? / 1000), max_statement_time = ? / 1000`,
+	HoldLimitReset: `SET SESSION idle_transaction_timeout = DEFAULT, max_statement_time = DEFAULT`,
 
 	// VERSION() alone reads "10.11.6-MariaDB-…" or "8.0.36": name the product.
 	ServerVersion: `SELECT CASE WHEN LOCATE('MariaDB', VERSION()) > 0 THEN CONCAT('MariaDB ', VERSION()) ELSE CONCAT('MySQL ', VERSION()) END`,

@@ -22,7 +22,7 @@ const now = `SYS_EXTRACT_UTC(SYSTIMESTAMP)`
 // order_by is NULL for a task without --order (Oracle has no empty string);
 // the engine reads it as a NullString.
 const taskColumns = `id, name, source_table, key_column, criteria, order_by, max_active,
-       lock_strategy, query_delay_ms, lease_ttl_ms, created_by, created_at`
+       lock_strategy, query_delay_ms, lease_ttl_ms, created_by, created_at, hold_limit_ms`
 
 // msInterval turns a bind of milliseconds into an interval. NUMTODSINTERVAL of
 // a NULL bind is NULL, so a NULL bind gives a NULL timestamp.
@@ -34,9 +34,9 @@ var statements = drivers.Statements{
 	Now: `SELECT ` + now + ` FROM DUAL`,
 
 	TaskInsert: `INSERT INTO loanq_task (name, source_table, key_column, criteria, order_by, max_active,
-       lock_strategy, query_delay_ms, lease_ttl_ms, created_by, created_at)
-VALUES (:1, :2, :3, :4, :5, :6, :7, :8, :9, :10, ` + now + `)
-RETURNING id INTO :11`,
+       lock_strategy, query_delay_ms, lease_ttl_ms, created_by, created_at, hold_limit_ms)
+VALUES (:1, :2, :3, :4, :5, :6, :7, :8, :9, :10, ` + now + `, :11)
+RETURNING id INTO :12`,
 	TaskByName: `SELECT ` + taskColumns + ` FROM loanq_task WHERE name = :1`,
 	TaskByID:   `SELECT ` + taskColumns + ` FROM loanq_task WHERE id = :1`,
 	TaskList:   `SELECT ` + taskColumns + ` FROM loanq_task ORDER BY name`,
@@ -184,6 +184,15 @@ WHERE status = 'claimed' AND lease_expires_at <= ` + now,
        COALESCE(SUM(CASE WHEN processed = 0 THEN 1 ELSE 0 END), 0)
 FROM loanq_bench_item`,
 	BenchByOwner: `SELECT owner, COUNT(*) FROM loanq_bench_item WHERE status = 'done' GROUP BY owner ORDER BY owner`,
+
+	// The hold limit: an Oracle session cannot bound its own idle time
+	// inside a transaction; a DBA configures the bound (a profile's
+	// IDLE_TIME, Resource Manager's MAX_IDLE_BLOCKER_TIME, SQLNET.EXPIRE_TIME
+	// for vanished clients), as docs/oracle.md describes.
+	HoldMeasured: `SELECT MAX(duration_ms) FROM (
+  SELECT duration_ms FROM loanq_query_run WHERE task_id = :1 ORDER BY id DESC FETCH FIRST 10 ROWS ONLY)`,
+	HoldLimitSet:   ``,
+	HoldLimitReset: ``,
 
 	// v$version is readable by every user (a public synonym).
 	ServerVersion: `SELECT banner FROM v$version WHERE ROWNUM = 1`,

@@ -103,8 +103,8 @@ func TestEmptyVersionTableIsVersionZero(t *testing.T) {
 	}
 	rec.take()
 	applied, err := schema.Up(ctx, &Driver{}, db)
-	if err != nil || fmt.Sprint(applied) != "[1 2 3]" {
-		t.Fatalf("migrate up into an empty version table: applied %v, %v", applied, err)
+	if want := migrationVersions(t, &Driver{}); err != nil || fmt.Sprint(applied) != fmt.Sprint(want) {
+		t.Fatalf("migrate up into an empty version table: applied %v, %v; want %v", applied, err, want)
 	}
 	for _, c := range rec.take() {
 		if c.SQL == st.SQL().CreateVersionTable {
@@ -114,11 +114,16 @@ func TestEmptyVersionTableIsVersionZero(t *testing.T) {
 			t.Errorf("migrate up inserted a version-0 row")
 		}
 	}
-	if fmt.Sprint(rec.applied) != "[1 2 3]" {
-		t.Errorf("version table holds %v, want [1 2 3]", rec.applied)
+	versions := migrationVersions(t, &Driver{})
+	if fmt.Sprint(rec.applied) != fmt.Sprint(versions) {
+		t.Errorf("version table holds %v, want %v", rec.applied, versions)
 	}
 	// Down to nothing, then down again: nothing to roll back, no error.
-	for _, want := range []int64{3, 2, 1, 0} {
+	var downs []int64
+	for i := len(versions) - 1; i >= 0; i-- {
+		downs = append(downs, versions[i])
+	}
+	for _, want := range append(downs, 0) {
 		v, err := schema.Down(ctx, &Driver{}, db)
 		if err != nil || v != want {
 			t.Fatalf("migrate down: %d, %v; want %d", v, err, want)

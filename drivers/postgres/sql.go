@@ -10,14 +10,14 @@ import (
 // Every statement loanq sends to PostgreSQL. clock_timestamp() is the database
 // clock at the moment of the statement (now() would be the transaction start).
 const taskColumns = `id, name, source_table, key_column, criteria, order_by, max_active,
-       lock_strategy, query_delay_ms, lease_ttl_ms, created_by, created_at`
+       lock_strategy, query_delay_ms, lease_ttl_ms, created_by, created_at, hold_limit_ms`
 
 var statements = drivers.Statements{
 	Now: `SELECT clock_timestamp()`,
 
 	TaskInsert: `INSERT INTO loanq_task (name, source_table, key_column, criteria, order_by, max_active,
-       lock_strategy, query_delay_ms, lease_ttl_ms, created_by, created_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, clock_timestamp())
+       lock_strategy, query_delay_ms, lease_ttl_ms, created_by, created_at, hold_limit_ms)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, clock_timestamp(), $11)
 RETURNING id`,
 	TaskByName: `SELECT ` + taskColumns + ` FROM loanq_task WHERE name = $1`,
 	TaskByID:   `SELECT ` + taskColumns + ` FROM loanq_task WHERE id = $1`,
@@ -158,6 +158,18 @@ WHERE status = 'claimed' AND lease_expires_at <= clock_timestamp()`,
        COALESCE(SUM(CASE WHEN processed = 0 THEN 1 ELSE 0 END), 0)
 FROM loanq_bench_item`,
 	BenchByOwner: `SELECT owner, COUNT(*) FROM loanq_bench_item WHERE status = 'done' GROUP BY owner ORDER BY owner`,
+
+	// The hold limit (docs/reliability.md). SET LOCAL through set_config(…,
+	// true): the settings end with the lock transaction, so the pooled
+	// connection keeps none of them. idle_in_transaction_session_timeout ends
+	// a session that sits idle in the transaction (its client stopped, cut
+	// off or gone); statement_timeout cancels one statement running longer,
+	// after which the aborted transaction idles and is ended the same way.
+	HoldMeasured: `SELECT MAX(duration_ms) FROM (
+  SELECT duration_ms FROM loanq_query_run WHERE task_id = $1 ORDER BY id DESC LIMIT 10) recent`,
+	HoldLimitSet: `SELECT set_config('idle_in_transaction_session_timeout', ($1::bigint)::text, true),
+       set_config('statement_timeout', ($2::bigint)::text, true)`,
+	HoldLimitReset: ``,
 
 	ServerVersion: `SELECT 'PostgreSQL ' || current_setting('server_version')`,
 	// The ids arrive as one JSON array: one statement and one round trip

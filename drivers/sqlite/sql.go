@@ -16,7 +16,7 @@ const nowExpr = `strftime('%Y-%m-%dT%H:%M:%fZ', 'now')`
 const plusMillis = `strftime('%Y-%m-%dT%H:%M:%fZ', 'now', '+' || (? / 1000.0) || ' seconds')`
 
 const taskColumns = `id, name, source_table, key_column, criteria, order_by, max_active,
-       lock_strategy, query_delay_ms, lease_ttl_ms, created_by, created_at`
+       lock_strategy, query_delay_ms, lease_ttl_ms, created_by, created_at, hold_limit_ms`
 
 // Every statement loanq sends to SQLite. SQLite has no row locks and one
 // writer at a time: every write transaction starts with BEGIN IMMEDIATE (set
@@ -27,8 +27,8 @@ var statements = drivers.Statements{
 	Now: `SELECT ` + nowExpr,
 
 	TaskInsert: `INSERT INTO loanq_task (name, source_table, key_column, criteria, order_by, max_active,
-       lock_strategy, query_delay_ms, lease_ttl_ms, created_by, created_at)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ` + nowExpr + `)
+       lock_strategy, query_delay_ms, lease_ttl_ms, created_by, created_at, hold_limit_ms)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ` + nowExpr + `, ?)
 RETURNING id`,
 	TaskByName: `SELECT ` + taskColumns + ` FROM loanq_task WHERE name = ?`,
 	TaskByID:   `SELECT ` + taskColumns + ` FROM loanq_task WHERE id = ?`,
@@ -147,6 +147,13 @@ WHERE status = 'claimed' AND lease_expires_at <= ` + nowExpr,
        COALESCE(SUM(CASE WHEN processed = 0 THEN 1 ELSE 0 END), 0)
 FROM loanq_bench_item`,
 	BenchByOwner: `SELECT owner, COUNT(*) FROM loanq_bench_item WHERE status = 'done' GROUP BY owner ORDER BY owner`,
+
+	// The hold limit: SQLite has only the lease strategy, whose TTL bounds a
+	// holder; there is no server session to end.
+	HoldMeasured: `SELECT MAX(duration_ms) FROM (
+  SELECT duration_ms FROM loanq_query_run WHERE task_id = ? ORDER BY id DESC LIMIT 10)`,
+	HoldLimitSet:   ``,
+	HoldLimitReset: ``,
 
 	ServerVersion: `SELECT 'SQLite ' || sqlite_version()`,
 	// The ids arrive as one JSON array, unpacked by json_each.

@@ -11,6 +11,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"io/fs"
 	"net/url"
 	"os"
@@ -68,6 +69,10 @@ func (*Driver) Open(ctx context.Context, dsn drivers.DSN) (*sql.DB, error) {
 	}
 	if err := db.PingContext(ctx); err != nil {
 		db.Close()
+		if code(err)&0xff == sqliteFull || (code(err)&0xff == sqliteIOErr && lowOnSpace(filepath.Dir(dsn.Database))) {
+			return nil, drivers.ConnectError(dsn, fmt.Errorf("the filesystem holding %s is full: %w", filepath.Dir(dsn.Database), err),
+				"free space there and run the command again: nothing was written")
+		}
 		return nil, drivers.ConnectError(dsn, err, "check that the file is an SQLite database and is writable")
 	}
 	return db, nil
@@ -87,6 +92,12 @@ func (*Driver) IsUniqueViolation(err error) bool {
 	c := code(err)
 	return c == 2067 || c == 1555
 }
+
+// SQLite's primary result codes (the low byte of an extended code).
+const (
+	sqliteIOErr = 10 // SQLITE_IOERR: a write failed (ENOSPC among others)
+	sqliteFull  = 13 // SQLITE_FULL: "database or disk is full"
+)
 
 func code(err error) int {
 	var se *sqlite3.Error

@@ -121,9 +121,16 @@ func MariaDBWith(t testing.TB, options ...string) *Server {
 	if err := os.MkdirAll(data, 0o755); err != nil {
 		t.Fatal(err)
 	}
+	// Its own temporary directory: with the default /tmp, the bootstrap's
+	// internal temporary tables met other processes' clean-ups of /tmp
+	// ("Could not remove temporary table '/tmp/#sql-temptable-…'", then
+	// "Installation of system tables failed").
+	if err := os.MkdirAll(s.mysqlTmp(), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	s.logPath = filepath.Join(s.Dir, "mariadb.log")
 	out, err := exec.Command(installer, "--no-defaults", "--datadir="+data, "--user="+currentUser(),
-		"--auth-root-authentication-method=normal", "--skip-test-db").CombinedOutput()
+		"--auth-root-authentication-method=normal", "--skip-test-db", "--tmpdir="+s.mysqlTmp()).CombinedOutput()
 	if err != nil {
 		t.Fatalf("mariadb-install-db of a throwaway MariaDB: %v\n%s", err, out)
 	}
@@ -145,6 +152,7 @@ func MariaDBWith(t testing.TB, options ...string) *Server {
 }
 
 func (s *Server) mysqlData() string { return filepath.Join(s.Dir, "mariadb") }
+func (s *Server) mysqlTmp() string  { return filepath.Join(s.Dir, "mariadb-tmp") }
 
 func (s *Server) startMySQL() {
 	s.t.Helper()
@@ -156,7 +164,7 @@ func (s *Server) startMySQL() {
 	cmd := exec.Command(s.bin["server"], "--no-defaults", "--datadir="+data, "--user="+currentUser(),
 		fmt.Sprintf("--port=%d", s.Port), "--bind-address=127.0.0.1",
 		"--socket="+filepath.Join(data, "mysqld.sock"), "--pid-file="+filepath.Join(data, "mysqld.pid"),
-		"--skip-log-bin", "--innodb-flush-log-at-trx-commit=2", "--max-connections=300")
+		"--skip-log-bin", "--innodb-flush-log-at-trx-commit=2", "--max-connections=300", "--tmpdir="+s.mysqlTmp())
 	cmd.Args = append(cmd.Args, s.extra...)
 	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Start(); err != nil {

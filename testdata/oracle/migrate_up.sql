@@ -279,7 +279,20 @@ INSERT INTO loanq_schema_version (version_id, is_applied) VALUES (:1, 1)
 
 -- (commit)
 
--- 30, autocommit
+-- (begin)
+
+-- 30, in transaction
+ALTER TABLE loanq_task ADD (hold_limit_ms NUMBER(19)
+    CONSTRAINT loanq_task_hold_ck CHECK (hold_limit_ms IS NULL OR hold_limit_ms > 0))
+/
+
+-- 31, in transaction; binds :1 = 4
+INSERT INTO loanq_schema_version (version_id, is_applied) VALUES (:1, 1)
+/
+
+-- (commit)
+
+-- 32, autocommit
 SELECT MAX(version_id) FROM loanq_schema_version
 /
 

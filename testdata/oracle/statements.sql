@@ -9,24 +9,24 @@ SELECT SYS_EXTRACT_UTC(SYSTIMESTAMP) FROM DUAL
 
 -- TaskInsert: create a task
 INSERT INTO loanq_task (name, source_table, key_column, criteria, order_by, max_active,
-       lock_strategy, query_delay_ms, lease_ttl_ms, created_by, created_at)
-VALUES (:1, :2, :3, :4, :5, :6, :7, :8, :9, :10, SYS_EXTRACT_UTC(SYSTIMESTAMP))
-RETURNING id INTO :11
+       lock_strategy, query_delay_ms, lease_ttl_ms, created_by, created_at, hold_limit_ms)
+VALUES (:1, :2, :3, :4, :5, :6, :7, :8, :9, :10, SYS_EXTRACT_UTC(SYSTIMESTAMP), :11)
+RETURNING id INTO :12
 /
 
 -- TaskByName: read a task by name
 SELECT id, name, source_table, key_column, criteria, order_by, max_active,
-       lock_strategy, query_delay_ms, lease_ttl_ms, created_by, created_at FROM loanq_task WHERE name = :1
+       lock_strategy, query_delay_ms, lease_ttl_ms, created_by, created_at, hold_limit_ms FROM loanq_task WHERE name = :1
 /
 
 -- TaskByID: read a task by id
 SELECT id, name, source_table, key_column, criteria, order_by, max_active,
-       lock_strategy, query_delay_ms, lease_ttl_ms, created_by, created_at FROM loanq_task WHERE id = :1
+       lock_strategy, query_delay_ms, lease_ttl_ms, created_by, created_at, hold_limit_ms FROM loanq_task WHERE id = :1
 /
 
 -- TaskList: list tasks
 SELECT id, name, source_table, key_column, criteria, order_by, max_active,
-       lock_strategy, query_delay_ms, lease_ttl_ms, created_by, created_at FROM loanq_task ORDER BY name
+       lock_strategy, query_delay_ms, lease_ttl_ms, created_by, created_at, hold_limit_ms FROM loanq_task ORDER BY name
 /
 
 -- TaskRuns: recent criteria-query runs of a task
@@ -275,6 +275,19 @@ FROM loanq_bench_item
 
 -- BenchByOwner: bench: items finished per worker
 SELECT owner, COUNT(*) FROM loanq_bench_item WHERE status = 'done' GROUP BY owner ORDER BY owner
+/
+
+-- HoldMeasured: hold limit: the task's recent criteria-query time
+SELECT MAX(duration_ms) FROM (
+  SELECT duration_ms FROM loanq_query_run WHERE task_id = :1 ORDER BY id DESC FETCH FIRST 10 ROWS ONLY)
+/
+
+-- HoldLimitSet: hold limit: make the server end this session if it holds the task lock too long
+
+/
+
+-- HoldLimitReset: hold limit: restore the session's defaults before the connection is reused
+
 /
 
 -- ServerVersion: bench: name the server product and version

@@ -1,0 +1,5 @@
+//go:build !unix
+
+package sqlite
+
+func lowOnSpace(string) bool { return false }
