@@ -115,6 +115,22 @@ WHERE status = 'claimed' AND lease_expires_at <= UTC_TIMESTAMP(6)`,
        COALESCE(SUM(CASE WHEN processed = 0 THEN 1 ELSE 0 END), 0)
 FROM loanq_bench_item`,
 	BenchByOwner: `SELECT owner, COUNT(*) FROM loanq_bench_item WHERE status = 'done' GROUP BY owner ORDER BY owner`,
+
+	// lock run: named leases. The UPDATE locks the row (by primary key, no
+	// gap lock); a racing taker waits, then reads the committed row and finds
+	// it taken. ON DUPLICATE KEY UPDATE rather than INSERT IGNORE, which would
+	// also turn a too-long name into a silent truncation.
+	NamedLockEnsure: `INSERT INTO loanq_lock (name, token) VALUES (?, 0) ON DUPLICATE KEY UPDATE name = name`,
+	NamedLockTake: `UPDATE loanq_lock
+SET holder = ?, token = token + 1, taken_at = UTC_TIMESTAMP(6),
+    expires_at = UTC_TIMESTAMP(6) + INTERVAL (? * 1000) MICROSECOND
+WHERE name = ? AND (holder IS NULL OR expires_at <= UTC_TIMESTAMP(6))`,
+	NamedLockRead: `SELECT holder, token, taken_at, expires_at, UTC_TIMESTAMP(6) FROM loanq_lock WHERE name = ?`,
+	NamedLockRenew: `UPDATE loanq_lock SET expires_at = UTC_TIMESTAMP(6) + INTERVAL (? * 1000) MICROSECOND
+WHERE name = ? AND holder = ? AND token = ? AND expires_at > UTC_TIMESTAMP(6)`,
+	NamedLockRelease: `UPDATE loanq_lock SET holder = NULL, expires_at = NULL
+WHERE name = ? AND holder = ? AND token = ?`,
+	NamedLockList: `SELECT name, holder, token, taken_at, expires_at, UTC_TIMESTAMP(6) FROM loanq_lock ORDER BY name`,
 }
 
 // criteriaQuery is the heavy query of SPEC §3 step 4. It takes no lock (the

@@ -155,6 +155,22 @@ WHERE status = 'claimed' AND lease_expires_at <= ` + now,
        COALESCE(SUM(CASE WHEN processed = 0 THEN 1 ELSE 0 END), 0)
 FROM loanq_bench_item`,
 	BenchByOwner: `SELECT owner, COUNT(*) FROM loanq_bench_item WHERE status = 'done' GROUP BY owner ORDER BY owner`,
+
+	// lock run: named leases. Oracle has no INSERT … ON CONFLICT, and MERGE
+	// can still raise ORA-00001 under a race: a plain INSERT whose unique
+	// violation the caller ignores. The UPDATE's row lock serialises takers;
+	// a waiting one restarts its UPDATE on the committed row and finds it taken.
+	NamedLockEnsure: `INSERT INTO loanq_lock (name, token) VALUES (:1, 0)`,
+	NamedLockTake: `UPDATE loanq_lock
+SET holder = :1, token = token + 1, taken_at = ` + now + `,
+    expires_at = ` + now + ` + ` + msInterval(":2") + `
+WHERE name = :3 AND (holder IS NULL OR expires_at <= ` + now + `)`,
+	NamedLockRead: `SELECT holder, token, taken_at, expires_at, ` + now + ` FROM loanq_lock WHERE name = :1`,
+	NamedLockRenew: `UPDATE loanq_lock SET expires_at = ` + now + ` + ` + msInterval(":1") + `
+WHERE name = :2 AND holder = :3 AND token = :4 AND expires_at > ` + now,
+	NamedLockRelease: `UPDATE loanq_lock SET holder = NULL, expires_at = NULL
+WHERE name = :1 AND holder = :2 AND token = :3`,
+	NamedLockList: `SELECT name, holder, token, taken_at, expires_at, ` + now + ` FROM loanq_lock ORDER BY name`,
 }
 
 // criteriaQuery is the heavy query of SPEC §3 step 4: the task's criteria,

@@ -127,6 +127,21 @@ WHERE status = 'claimed' AND lease_expires_at <= clock_timestamp()`,
        COALESCE(SUM(CASE WHEN processed = 0 THEN 1 ELSE 0 END), 0)
 FROM loanq_bench_item`,
 	BenchByOwner: `SELECT owner, COUNT(*) FROM loanq_bench_item WHERE status = 'done' GROUP BY owner ORDER BY owner`,
+
+	// lock run: named leases. The UPDATE's row lock serialises racing takers;
+	// the one that waited re-checks the WHERE on the committed row (READ
+	// COMMITTED) and finds it taken.
+	NamedLockEnsure: `INSERT INTO loanq_lock (name, token) VALUES ($1, 0) ON CONFLICT (name) DO NOTHING`,
+	NamedLockTake: `UPDATE loanq_lock
+SET holder = $1, token = token + 1, taken_at = clock_timestamp(),
+    expires_at = clock_timestamp() + $2::bigint * INTERVAL '1 millisecond'
+WHERE name = $3 AND (holder IS NULL OR expires_at <= clock_timestamp())`,
+	NamedLockRead: `SELECT holder, token, taken_at, expires_at, clock_timestamp() FROM loanq_lock WHERE name = $1`,
+	NamedLockRenew: `UPDATE loanq_lock SET expires_at = clock_timestamp() + $1::bigint * INTERVAL '1 millisecond'
+WHERE name = $2 AND holder = $3 AND token = $4 AND expires_at > clock_timestamp()`,
+	NamedLockRelease: `UPDATE loanq_lock SET holder = NULL, expires_at = NULL
+WHERE name = $1 AND holder = $2 AND token = $3`,
+	NamedLockList: `SELECT name, holder, token, taken_at, expires_at, clock_timestamp() FROM loanq_lock ORDER BY name`,
 }
 
 // criteriaQuery is the heavy query of SPEC §3 step 4: the task's criteria,

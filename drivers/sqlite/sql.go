@@ -122,6 +122,20 @@ WHERE status = 'claimed' AND lease_expires_at <= ` + nowExpr,
        COALESCE(SUM(CASE WHEN processed = 0 THEN 1 ELSE 0 END), 0)
 FROM loanq_bench_item`,
 	BenchByOwner: `SELECT owner, COUNT(*) FROM loanq_bench_item WHERE status = 'done' GROUP BY owner ORDER BY owner`,
+
+	// lock run: named leases. The write lock of BEGIN IMMEDIATE (or of the
+	// autocommitted UPDATE) makes the take one writer at a time.
+	NamedLockEnsure: `INSERT INTO loanq_lock (name, token) VALUES (?, 0) ON CONFLICT (name) DO NOTHING`,
+	NamedLockTake: `UPDATE loanq_lock
+SET holder = ?, token = token + 1, taken_at = ` + nowExpr + `,
+    expires_at = ` + plusMillis + `
+WHERE name = ? AND (holder IS NULL OR expires_at <= ` + nowExpr + `)`,
+	NamedLockRead: `SELECT holder, token, taken_at, expires_at, ` + nowExpr + ` FROM loanq_lock WHERE name = ?`,
+	NamedLockRenew: `UPDATE loanq_lock SET expires_at = ` + plusMillis + `
+WHERE name = ? AND holder = ? AND token = ? AND expires_at > ` + nowExpr,
+	NamedLockRelease: `UPDATE loanq_lock SET holder = NULL, expires_at = NULL
+WHERE name = ? AND holder = ? AND token = ?`,
+	NamedLockList: `SELECT name, holder, token, taken_at, expires_at, ` + nowExpr + ` FROM loanq_lock ORDER BY name`,
 }
 
 // criteriaQuery is the heavy query of SPEC §3 step 4, run while the caller

@@ -214,6 +214,35 @@ FROM loanq_bench_item
 SELECT owner, COUNT(*) FROM loanq_bench_item WHERE status = 'done' GROUP BY owner ORDER BY owner
 /
 
+-- NamedLockEnsure: lock run: create the lock's row if missing (a duplicate is ignored)
+INSERT INTO loanq_lock (name, token) VALUES (:1, 0)
+/
+
+-- NamedLockTake: lock run: take the lock when free or expired, bumping the token
+UPDATE loanq_lock
+SET holder = :1, token = token + 1, taken_at = SYS_EXTRACT_UTC(SYSTIMESTAMP),
+    expires_at = SYS_EXTRACT_UTC(SYSTIMESTAMP) + NUMTODSINTERVAL(:2 / 1000, 'SECOND')
+WHERE name = :3 AND (holder IS NULL OR expires_at <= SYS_EXTRACT_UTC(SYSTIMESTAMP))
+/
+
+-- NamedLockRead: lock run: read one lock
+SELECT holder, token, taken_at, expires_at, SYS_EXTRACT_UTC(SYSTIMESTAMP) FROM loanq_lock WHERE name = :1
+/
+
+-- NamedLockRenew: lock run: renew the lease (fenced by holder and token)
+UPDATE loanq_lock SET expires_at = SYS_EXTRACT_UTC(SYSTIMESTAMP) + NUMTODSINTERVAL(:1 / 1000, 'SECOND')
+WHERE name = :2 AND holder = :3 AND token = :4 AND expires_at > SYS_EXTRACT_UTC(SYSTIMESTAMP)
+/
+
+-- NamedLockRelease: lock run: release the lock (fenced by holder and token)
+UPDATE loanq_lock SET holder = NULL, expires_at = NULL
+WHERE name = :1 AND holder = :2 AND token = :3
+/
+
+-- NamedLockList: lock list: every named lock
+SELECT name, holder, token, taken_at, expires_at, SYS_EXTRACT_UTC(SYSTIMESTAMP) FROM loanq_lock ORDER BY name
+/
+
 -- CriteriaQuery: the heavy criteria query (binds :1 task id, :2 row limit), for
 -- a task with --source loan --key id --where "eligible = 1" --order "priority DESC"
 SELECT src.id FROM loan src
