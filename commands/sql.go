@@ -71,6 +71,9 @@ func printSQL(c *cli.Context) error {
 	for _, n := range drivers.TaskQueriesFor(d).List() {
 		list = append(list, stmt{n.Field, n.Purpose, n.SQL})
 	}
+	for _, n := range drivers.SupervisorQueries {
+		list = append(list, stmt{n.Field, n.Purpose, n.SQL})
+	}
 	migs, err := fs.Glob(d.Migrations(), "*.sql")
 	if err != nil {
 		return err

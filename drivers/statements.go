@@ -176,6 +176,17 @@ type Statements struct {
 	// NamedLockList binds nothing. Columns: name, holder, token, taken_at,
 	// expires_at, the database clock; by name.
 	NamedLockList string `purpose:"lock list: every named lock"`
+
+	// --- the supervisor view: `loanq task stats` (portable ones: drivers.SupervisorQueries) ---
+
+	// StatsDispositions binds: window ms. Columns: task name, disposition,
+	// count; dispositions made in the last window by the database clock.
+	StatsDispositions string `purpose:"task stats: dispositions in the last window, per task and kind"`
+	// StatsRuns binds: window ms. Columns: task name, duration_ms,
+	// requests_served of the criteria-query runs started in the last window,
+	// newest first (percentiles are computed by the caller: the dialects do
+	// not share a percentile function).
+	StatsRuns string `purpose:"task stats: criteria-query runs in the last window"`
 }
 
 // Named is one statement with its purpose.

@@ -300,4 +300,3 @@ func waitForFile(t *testing.T, file string, p *proc) {
 	}
 	t.Fatalf("%s never appeared", file)
 }
-

@@ -131,7 +131,16 @@ WHERE name = ? AND holder = ? AND token = ? AND expires_at > UTC_TIMESTAMP(6)`,
 	NamedLockRelease: `UPDATE loanq_lock SET holder = NULL, expires_at = NULL
 WHERE name = ? AND holder = ? AND token = ?`,
 	NamedLockList: `SELECT name, holder, token, taken_at, expires_at, UTC_TIMESTAMP(6) FROM loanq_lock ORDER BY name`,
-}
+
+	// task stats: the window's start is computed by the database clock.
+	StatsDispositions: `SELECT t.name, w.disposition, COUNT(*)
+FROM loanq_work w JOIN loanq_task t ON t.id = w.task_id
+WHERE w.disposition IS NOT NULL AND w.disposed_at > UTC_TIMESTAMP(6) - INTERVAL (? * 1000) MICROSECOND
+GROUP BY t.name, w.disposition`,
+	StatsRuns: `SELECT t.name, r.duration_ms, r.requests_served
+FROM loanq_query_run r JOIN loanq_task t ON t.id = r.task_id
+WHERE r.started_at > UTC_TIMESTAMP(6) - INTERVAL (? * 1000) MICROSECOND
+ORDER BY r.started_at DESC, r.id DESC`}
 
 // criteriaQuery is the heavy query of SPEC §3 step 4. It takes no lock (the
 // task lock serialises callers), so InnoDB reads it from a consistent snapshot

@@ -171,7 +171,16 @@ WHERE name = :2 AND holder = :3 AND token = :4 AND expires_at > ` + now,
 	NamedLockRelease: `UPDATE loanq_lock SET holder = NULL, expires_at = NULL
 WHERE name = :1 AND holder = :2 AND token = :3`,
 	NamedLockList: `SELECT name, holder, token, taken_at, expires_at, ` + now + ` FROM loanq_lock ORDER BY name`,
-}
+
+	// task stats: the window's start is computed by the database clock.
+	StatsDispositions: `SELECT t.name, w.disposition, COUNT(*)
+FROM loanq_work w JOIN loanq_task t ON t.id = w.task_id
+WHERE w.disposition IS NOT NULL AND w.disposed_at > ` + now + ` - ` + msInterval(":1") + `
+GROUP BY t.name, w.disposition`,
+	StatsRuns: `SELECT t.name, r.duration_ms, r.requests_served
+FROM loanq_query_run r JOIN loanq_task t ON t.id = r.task_id
+WHERE r.started_at > ` + now + ` - ` + msInterval(":1") + `
+ORDER BY r.started_at DESC, r.id DESC`}
 
 // criteriaQuery is the heavy query of SPEC §3 step 4: the task's criteria,
 // minus loans that are not eligible for the task (§4), in priority order.

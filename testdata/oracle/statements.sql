@@ -243,6 +243,20 @@ WHERE name = :1 AND holder = :2 AND token = :3
 SELECT name, holder, token, taken_at, expires_at, SYS_EXTRACT_UTC(SYSTIMESTAMP) FROM loanq_lock ORDER BY name
 /
 
+-- StatsDispositions: task stats: dispositions in the last window, per task and kind
+SELECT t.name, w.disposition, COUNT(*)
+FROM loanq_work w JOIN loanq_task t ON t.id = w.task_id
+WHERE w.disposition IS NOT NULL AND w.disposed_at > SYS_EXTRACT_UTC(SYSTIMESTAMP) - NUMTODSINTERVAL(:1 / 1000, 'SECOND')
+GROUP BY t.name, w.disposition
+/
+
+-- StatsRuns: task stats: criteria-query runs in the last window
+SELECT t.name, r.duration_ms, r.requests_served
+FROM loanq_query_run r JOIN loanq_task t ON t.id = r.task_id
+WHERE r.started_at > SYS_EXTRACT_UTC(SYSTIMESTAMP) - NUMTODSINTERVAL(:1 / 1000, 'SECOND')
+ORDER BY r.started_at DESC, r.id DESC
+/
+
 -- CriteriaQuery: the heavy criteria query (binds :1 task id, :2 row limit), for
 -- a task with --source loan --key id --where "eligible = 1" --order "priority DESC"
 SELECT src.id FROM loan src
