@@ -203,11 +203,13 @@ func TestLockRunTakesOverAKilledHolder(t *testing.T) {
 		mustOK(t, dsn, "admin", "migrate", "up")
 		started := filepath.Join(t.TempDir(), "started")
 		a := startProc(t, dsn, "admin", 2*time.Minute, "lock", "run", "k", "--ttl", "2s", "--", "sh", "-c",
-			`echo $LOANQ_LOCK_TOKEN > `+started+`; sleep 60`)
+			`echo $LOANQ_LOCK_TOKEN > `+started+`; exec sleep 60`)
 		waitForFile(t, started, a)
 		if err := a.cmd.Process.Kill(); err != nil {
 			t.Fatal(err)
 		}
+		// The command (sleep, exec'd by the shell) gets SIGTERM when its loanq
+		// dies, so it ends and closes the output pipes: wait returns at once.
 		a.wait()
 		if l := lockList(t, dsn); l.Locks[0].Holder == nil || l.Locks[0].Token != 1 {
 			t.Fatalf("after SIGKILL the dead holder still holds the row: %+v", l.Locks[0])
