@@ -32,6 +32,7 @@ Examples:
    loanq --user tracy work status 17 --wait`,
 		Subcommands: []*cli.Command{
 			workListCommand(),
+			workRunCommand(),
 			{
 				Name:      "get",
 				Usage:     "get the highest-priority loans of a task that nobody else has",
