@@ -216,6 +216,11 @@ func (r *runner) loop(ctx context.Context) error {
 			continue
 		}
 		<-slots
+		// A command that ended while we waited may have hit --max-failures:
+		// it sets that before freeing its slot, so this check sees it.
+		if r.stopping() {
+			break
+		}
 		free := r.o.concurrency - len(slots)
 		n := min(r.o.count, free)
 		if r.o.maxLoans > 0 {
