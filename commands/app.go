@@ -85,6 +85,7 @@ Examples:
 			demoCommand(),
 			benchCommand(),
 			lockCommand(),
+			serveCommand(),
 		},
 	}
 	app.Before = func(c *cli.Context) error {

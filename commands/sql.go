@@ -74,6 +74,13 @@ func printSQL(c *cli.Context) error {
 	for _, n := range drivers.SupervisorQueries {
 		list = append(list, stmt{n.Field, n.Purpose, n.SQL})
 	}
+
+	list = append(list,
+		stmt{"DashboardRunMaxID", "dashboard: the highest criteria-query run id (hourly floor)", drivers.DashboardRunMaxID},
+		stmt{"DashboardRunHistogramBelow", "dashboard: criteria-query runs per task and duration bucket below the floor id (hourly)",
+			drivers.Rebind(d, drivers.DashboardRunHistogramBelow)},
+		stmt{"DashboardRunHistogram", "dashboard: criteria-query runs per task and duration bucket from the floor id up (/metrics histogram)",
+			drivers.Rebind(d, drivers.DashboardRunHistogram)})
 	migs, err := fs.Glob(d.Migrations(), "*.sql")
 	if err != nil {
 		return err

@@ -187,6 +187,45 @@ type Statements struct {
 	// newest first (percentiles are computed by the caller: the dialects do
 	// not share a percentile function).
 	StatsRuns string `purpose:"task stats: criteria-query runs in the last window"`
+
+	// --- `loanq serve`: the dashboard and /metrics (docs/dashboard.md) ---
+	//
+	// Read-only, from loanq's own tables only (never a task's criteria
+	// query), each through an index where the dialect has one that fits.
+	// Ages are whole seconds measured against the database clock; "today" is
+	// the UTC day of the database clock.
+
+	// DashPending binds nothing. Columns: task id, pending requests, age in
+	// seconds of the oldest pending one.
+	DashPending string `purpose:"dashboard: pending requests per task and the oldest one's age"`
+	// DashActive binds: hold in seconds. Columns: task id, user, active
+	// assignments, age in seconds of the oldest, how many are at least hold
+	// seconds old.
+	DashActive string `purpose:"dashboard: active work per task and user, oldest age, held past the limit"`
+	// The work history has no index on disposed_at, so dispositions are
+	// counted in two parts split at a "floor" id: rows below it had all
+	// ended before today when the floor was read, and never change again
+	// (a disposition is set once), so they are counted once an hour; rows
+	// from the floor up are a primary-key range, counted at every refresh.
+	//
+	// DashDoneFloor binds nothing. Columns: the lowest id of active work, the
+	// lowest id of work ended today, the highest id (each NULL when none).
+	// Reads the whole history: run once an hour.
+	DashDoneFloor string `purpose:"dashboard: the floor id under which the work history no longer changes (hourly)"`
+	// DashDoneBefore binds: floor id. Columns: task id, user, disposition,
+	// how many. Run with each new floor.
+	DashDoneBefore string `purpose:"dashboard: dispositions below the floor id (hourly)"`
+	// DashDone binds: floor id. Columns: task id, user, disposition, how many,
+	// how many today. A primary-key range from the floor.
+	DashDone string `purpose:"dashboard: dispositions from the floor id up, in all and today"`
+	// DashRuns binds: task id, how many. The latest criteria-query runs of a
+	// task, newest first. Columns: id, age in seconds of its start,
+	// duration_ms, rows_found, requests_served, loans_assigned.
+	DashRuns string `purpose:"dashboard: a task's latest criteria-query runs, with their age"`
+	// DashDispositions binds: task id, how many. A task's latest ended
+	// assignments, newest assignment first. Columns: loan id, user,
+	// disposition, seconds since the disposition, seconds the loan was held.
+	DashDispositions string `purpose:"dashboard: a task's latest dispositions"`
 }
 
 // Named is one statement with its purpose.

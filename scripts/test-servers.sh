@@ -175,3 +175,26 @@ apt_install() {
 		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" >&2 ||
 		say "apt-get install $* failed"
 }
+
+# ------------------------------------------------------------------ Chromium
+
+# The dashboard's browser test (e2e/browser_test.go) drives a headless
+# Chromium: LOANQ_TEST_CHROMIUM when set, else chromium on the PATH, else
+# Debian's package installed with apt-get when running as root, else the run
+# fails saying what to install.
+ensure_chromium() {
+	if [ -n "${LOANQ_TEST_CHROMIUM:-}" ]; then
+		[ -x "$LOANQ_TEST_CHROMIUM" ] || die "Chromium: LOANQ_TEST_CHROMIUM=$LOANQ_TEST_CHROMIUM is not an executable"
+		say "Chromium: using $LOANQ_TEST_CHROMIUM"
+		return
+	fi
+	if ! command -v chromium >/dev/null && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+		say "Chromium: not installed: installing Debian's chromium with apt-get (for the dashboard's browser test)"
+		apt_install chromium fonts-dejavu-core
+	fi
+	command -v chromium >/dev/null ||
+		die "Chromium is required by the dashboard's browser test: install it (Debian: apt-get install chromium) or set LOANQ_TEST_CHROMIUM to a Chromium or Chrome binary"
+	export LOANQ_TEST_CHROMIUM
+	LOANQ_TEST_CHROMIUM=$(command -v chromium)
+	say "Chromium: using $LOANQ_TEST_CHROMIUM"
+}

@@ -2,6 +2,7 @@
 # The test command of README.md (`make test`): finds or starts PostgreSQL and
 # MariaDB, then runs the whole Go test suite with SQLite, PostgreSQL and
 # MariaDB/MySQL all required: a missing server fails the run, it never skips.
+# Chromium (the dashboard's browser test) likewise.
 # Oracle tests run only when LOANQ_TEST_ORACLE_DSN is set.
 #
 # Extra arguments go to `go test`, e.g. scripts/test.sh -run TestCap ./e2e/
@@ -13,7 +14,8 @@ trap stop_test_servers EXIT
 
 ensure_postgres
 ensure_mysql
-export LOANQ_TEST_REQUIRE=sqlite,postgres,mysql
+ensure_chromium
+export LOANQ_TEST_REQUIRE=sqlite,postgres,mysql,chromium
 
 if [ -n "${LOANQ_TEST_ORACLE_DSN:-}" ]; then
 	say "Oracle: LOANQ_TEST_ORACLE_DSN is set, the Oracle conformance tests run"

@@ -140,7 +140,35 @@ GROUP BY t.name, w.disposition`,
 	StatsRuns: `SELECT t.name, r.duration_ms, r.requests_served
 FROM loanq_query_run r JOIN loanq_task t ON t.id = r.task_id
 WHERE r.started_at > UTC_TIMESTAMP(6) - INTERVAL (? * 1000) MICROSECOND
-ORDER BY r.started_at DESC, r.id DESC`}
+ORDER BY r.started_at DESC, r.id DESC`,
+
+	// The dashboard (loanq serve). MySQL has no partial index: active work is
+	// read per task through the unique index on (task_id, active_loan_id),
+	// whose second column is NULL once a row is dispositioned, and pending
+	// requests through (task_id, status, id); both joins start from the few
+	// task rows. DashDone reads the work
+	// history from a floor id up (see drivers.Statements). UTC_DATE() is midnight of the database's UTC day.
+	DashPending: `SELECT r.task_id, COUNT(*), TIMESTAMPDIFF(SECOND, MIN(r.created_at), UTC_TIMESTAMP(6))
+FROM loanq_task t JOIN loanq_work_request r ON r.task_id = t.id AND r.status = 'pending'
+GROUP BY r.task_id`,
+	DashActive: `SELECT w.task_id, w.user_name, COUNT(*), TIMESTAMPDIFF(SECOND, MIN(w.assigned_at), UTC_TIMESTAMP(6)),
+       COUNT(CASE WHEN TIMESTAMPDIFF(SECOND, w.assigned_at, UTC_TIMESTAMP(6)) >= ? THEN 1 END)
+FROM loanq_task t JOIN loanq_work w ON w.task_id = t.id AND w.active_loan_id IS NOT NULL
+GROUP BY w.task_id, w.user_name`,
+	DashDoneFloor: `SELECT MIN(CASE WHEN disposition IS NULL THEN id END),
+       MIN(CASE WHEN disposed_at >= UTC_DATE() THEN id END), MAX(id)
+FROM loanq_work`,
+	DashDoneBefore: `SELECT task_id, user_name, disposition, COUNT(*)
+FROM loanq_work WHERE id < ? AND disposition IS NOT NULL GROUP BY task_id, user_name, disposition`,
+	DashDone: `SELECT task_id, user_name, disposition, COUNT(*),
+       COUNT(CASE WHEN disposed_at >= UTC_DATE() THEN 1 END)
+FROM loanq_work WHERE id >= ? AND disposition IS NOT NULL GROUP BY task_id, user_name, disposition`,
+	DashRuns: `SELECT id, TIMESTAMPDIFF(SECOND, started_at, UTC_TIMESTAMP(6)), duration_ms, rows_found, requests_served, loans_assigned
+FROM loanq_query_run WHERE task_id = ? ORDER BY id DESC LIMIT ?`,
+	DashDispositions: `SELECT loan_id, user_name, disposition, TIMESTAMPDIFF(SECOND, disposed_at, UTC_TIMESTAMP(6)),
+       TIMESTAMPDIFF(SECOND, assigned_at, disposed_at)
+FROM loanq_work WHERE task_id = ? AND disposition IS NOT NULL ORDER BY id DESC LIMIT ?`,
+}
 
 // criteriaQuery is the heavy query of SPEC §3 step 4. It takes no lock (the
 // task lock serialises callers), so InnoDB reads it from a consistent snapshot

@@ -180,7 +180,44 @@ GROUP BY t.name, w.disposition`,
 	StatsRuns: `SELECT t.name, r.duration_ms, r.requests_served
 FROM loanq_query_run r JOIN loanq_task t ON t.id = r.task_id
 WHERE r.started_at > ` + now + ` - ` + msInterval(":1") + `
-ORDER BY r.started_at DESC, r.id DESC`}
+ORDER BY r.started_at DESC, r.id DESC`,
+
+	// The dashboard (loanq serve). Active work is read per task through the
+	// function-based unique index, which holds only active rows (its keys are
+	// NULL once a row is dispositioned), and pending requests through
+	// (task_id, status, id); both joins start from the few task rows.
+	// DashDone reads the work history from a floor id up (see
+	// drivers.Statements).
+	// TRUNC of the UTC clock is midnight of the database's UTC day.
+	DashPending: `SELECT r.task_id, COUNT(*), ` + oraAge(`MIN(r.created_at)`) + `
+FROM loanq_task t JOIN loanq_work_request r ON r.task_id = t.id AND r.status = 'pending'
+GROUP BY r.task_id`,
+	DashActive: `SELECT w.task_id, w.user_name, COUNT(*), ` + oraAge(`MIN(w.assigned_at)`) + `,
+       COUNT(CASE WHEN ` + oraAge(`w.assigned_at`) + ` >= :1 THEN 1 END)
+FROM loanq_task t JOIN loanq_work w ON CASE WHEN w.disposition IS NULL THEN w.task_id END = t.id
+GROUP BY w.task_id, w.user_name`,
+	DashDoneFloor: `SELECT MIN(CASE WHEN disposition IS NULL THEN id END),
+       MIN(CASE WHEN disposed_at >= CAST(TRUNC(` + now + `) AS TIMESTAMP) THEN id END), MAX(id)
+FROM loanq_work`,
+	DashDoneBefore: `SELECT task_id, user_name, disposition, COUNT(*)
+FROM loanq_work WHERE id < :1 AND disposition IS NOT NULL GROUP BY task_id, user_name, disposition`,
+	DashDone: `SELECT task_id, user_name, disposition, COUNT(*),
+       COUNT(CASE WHEN disposed_at >= CAST(TRUNC(` + now + `) AS TIMESTAMP) THEN 1 END)
+FROM loanq_work WHERE id >= :1 AND disposition IS NOT NULL GROUP BY task_id, user_name, disposition`,
+	DashRuns: `SELECT id, ` + oraAge(`started_at`) + `, duration_ms, rows_found, requests_served, loans_assigned
+FROM loanq_query_run WHERE task_id = :1 ORDER BY id DESC
+FETCH FIRST :2 ROWS ONLY`,
+	DashDispositions: `SELECT loan_id, user_name, disposition, ` + oraAge(`disposed_at`) + `,
+       ROUND((CAST(disposed_at AS DATE) - CAST(assigned_at AS DATE)) * 86400)
+FROM loanq_work WHERE task_id = :1 AND disposition IS NOT NULL ORDER BY id DESC
+FETCH FIRST :2 ROWS ONLY`,
+}
+
+// oraAge is how many whole seconds ago a timestamp was, by the database
+// clock: the difference of two DATEs is in days.
+func oraAge(ts string) string {
+	return `ROUND((CAST(` + now + ` AS DATE) - CAST(` + ts + ` AS DATE)) * 86400)`
+}
 
 // criteriaQuery is the heavy query of SPEC §3 step 4: the task's criteria,
 // minus loans that are not eligible for the task (§4), in priority order.

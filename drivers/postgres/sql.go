@@ -151,7 +151,35 @@ GROUP BY t.name, w.disposition`,
 	StatsRuns: `SELECT t.name, r.duration_ms, r.requests_served
 FROM loanq_query_run r JOIN loanq_task t ON t.id = r.task_id
 WHERE r.started_at > clock_timestamp() - $1::bigint * INTERVAL '1 millisecond'
-ORDER BY r.started_at DESC, r.id DESC`}
+ORDER BY r.started_at DESC, r.id DESC`,
+
+	// The dashboard (loanq serve). Active rows and pending requests are found
+	// through the partial indexes that hold only them; DashDone reads
+	// the work history from a floor id up (see drivers.Statements).
+	DashPending: `SELECT task_id, COUNT(*), ` + pgAge(`MIN(created_at)`) + `
+FROM loanq_work_request WHERE status = 'pending' GROUP BY task_id`,
+	DashActive: `SELECT task_id, user_name, COUNT(*), ` + pgAge(`MIN(assigned_at)`) + `,
+       COUNT(CASE WHEN ` + pgAge(`assigned_at`) + ` >= $1 THEN 1 END)
+FROM loanq_work WHERE disposition IS NULL GROUP BY task_id, user_name`,
+	DashDoneFloor: `SELECT MIN(CASE WHEN disposition IS NULL THEN id END),
+       MIN(CASE WHEN disposed_at >= date_trunc('day', clock_timestamp() AT TIME ZONE 'UTC') AT TIME ZONE 'UTC' THEN id END), MAX(id)
+FROM loanq_work`,
+	DashDoneBefore: `SELECT task_id, user_name, disposition, COUNT(*)
+FROM loanq_work WHERE id < $1 AND disposition IS NOT NULL GROUP BY task_id, user_name, disposition`,
+	DashDone: `SELECT task_id, user_name, disposition, COUNT(*),
+       COUNT(CASE WHEN disposed_at >= date_trunc('day', clock_timestamp() AT TIME ZONE 'UTC') AT TIME ZONE 'UTC' THEN 1 END)
+FROM loanq_work WHERE id >= $1 AND disposition IS NOT NULL GROUP BY task_id, user_name, disposition`,
+	DashRuns: `SELECT id, ` + pgAge(`started_at`) + `, duration_ms, rows_found, requests_served, loans_assigned
+FROM loanq_query_run WHERE task_id = $1 ORDER BY id DESC LIMIT $2`,
+	DashDispositions: `SELECT loan_id, user_name, disposition, ` + pgAge(`disposed_at`) + `,
+       EXTRACT(EPOCH FROM disposed_at - assigned_at)::BIGINT
+FROM loanq_work WHERE task_id = $1 AND disposition IS NOT NULL ORDER BY id DESC LIMIT $2`,
+}
+
+// pgAge is how many whole seconds ago a timestamp was, by the database clock.
+func pgAge(ts string) string {
+	return `EXTRACT(EPOCH FROM clock_timestamp() - ` + ts + `)::BIGINT`
+}
 
 // criteriaQuery is the heavy query of SPEC §3 step 4: the task's criteria,
 // minus loans that are not eligible for the task (§4), in priority order.

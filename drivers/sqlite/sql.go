@@ -145,7 +145,37 @@ GROUP BY t.name, w.disposition`,
 	StatsRuns: `SELECT t.name, r.duration_ms, r.requests_served
 FROM loanq_query_run r JOIN loanq_task t ON t.id = r.task_id
 WHERE r.started_at > strftime('%Y-%m-%dT%H:%M:%fZ', 'now', '-' || (? / 1000.0) || ' seconds')
-ORDER BY r.started_at DESC, r.id DESC`}
+ORDER BY r.started_at DESC, r.id DESC`,
+
+	// The dashboard (loanq serve). Active rows and pending requests are found
+	// through the partial indexes that hold only them; DashDone reads
+	// the work history from a floor id up (see drivers.Statements). "Today" starts at
+	// midnight UTC, written in the stored text form so that text comparison
+	// is time comparison.
+	DashPending: `SELECT task_id, COUNT(*), ` + sqliteAge(`MIN(created_at)`) + `
+FROM loanq_work_request WHERE status = 'pending' GROUP BY task_id`,
+	DashActive: `SELECT task_id, user_name, COUNT(*), ` + sqliteAge(`MIN(assigned_at)`) + `,
+       COUNT(CASE WHEN ` + sqliteAge(`assigned_at`) + ` >= ? THEN 1 END)
+FROM loanq_work WHERE disposition IS NULL GROUP BY task_id, user_name`,
+	DashDoneFloor: `SELECT MIN(CASE WHEN disposition IS NULL THEN id END),
+       MIN(CASE WHEN disposed_at >= date('now') || 'T00:00:00.000Z' THEN id END), MAX(id)
+FROM loanq_work`,
+	DashDoneBefore: `SELECT task_id, user_name, disposition, COUNT(*)
+FROM loanq_work WHERE id < ? AND disposition IS NOT NULL GROUP BY task_id, user_name, disposition`,
+	DashDone: `SELECT task_id, user_name, disposition, COUNT(*),
+       COUNT(CASE WHEN disposed_at >= date('now') || 'T00:00:00.000Z' THEN 1 END)
+FROM loanq_work WHERE id >= ? AND disposition IS NOT NULL GROUP BY task_id, user_name, disposition`,
+	DashRuns: `SELECT id, ` + sqliteAge(`started_at`) + `, duration_ms, rows_found, requests_served, loans_assigned
+FROM loanq_query_run WHERE task_id = ? ORDER BY id DESC LIMIT ?`,
+	DashDispositions: `SELECT loan_id, user_name, disposition, ` + sqliteAge(`disposed_at`) + `,
+       CAST((julianday(disposed_at) - julianday(assigned_at)) * 86400 AS INTEGER)
+FROM loanq_work WHERE task_id = ? AND disposition IS NOT NULL ORDER BY id DESC LIMIT ?`,
+}
+
+// sqliteAge is how many whole seconds ago a stored time was, by the database clock.
+func sqliteAge(ts string) string {
+	return `CAST((julianday('now') - julianday(` + ts + `)) * 86400 AS INTEGER)`
+}
 
 // criteriaQuery is the heavy query of SPEC §3 step 4, run while the caller
 // holds the task's lease (outside any transaction, so readers and the other

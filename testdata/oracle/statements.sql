@@ -257,6 +257,49 @@ WHERE r.started_at > SYS_EXTRACT_UTC(SYSTIMESTAMP) - NUMTODSINTERVAL(:1 / 1000, 
 ORDER BY r.started_at DESC, r.id DESC
 /
 
+-- DashPending: dashboard: pending requests per task and the oldest one's age
+SELECT r.task_id, COUNT(*), ROUND((CAST(SYS_EXTRACT_UTC(SYSTIMESTAMP) AS DATE) - CAST(MIN(r.created_at) AS DATE)) * 86400)
+FROM loanq_task t JOIN loanq_work_request r ON r.task_id = t.id AND r.status = 'pending'
+GROUP BY r.task_id
+/
+
+-- DashActive: dashboard: active work per task and user, oldest age, held past the limit
+SELECT w.task_id, w.user_name, COUNT(*), ROUND((CAST(SYS_EXTRACT_UTC(SYSTIMESTAMP) AS DATE) - CAST(MIN(w.assigned_at) AS DATE)) * 86400),
+       COUNT(CASE WHEN ROUND((CAST(SYS_EXTRACT_UTC(SYSTIMESTAMP) AS DATE) - CAST(w.assigned_at AS DATE)) * 86400) >= :1 THEN 1 END)
+FROM loanq_task t JOIN loanq_work w ON CASE WHEN w.disposition IS NULL THEN w.task_id END = t.id
+GROUP BY w.task_id, w.user_name
+/
+
+-- DashDoneFloor: dashboard: the floor id under which the work history no longer changes (hourly)
+SELECT MIN(CASE WHEN disposition IS NULL THEN id END),
+       MIN(CASE WHEN disposed_at >= CAST(TRUNC(SYS_EXTRACT_UTC(SYSTIMESTAMP)) AS TIMESTAMP) THEN id END), MAX(id)
+FROM loanq_work
+/
+
+-- DashDoneBefore: dashboard: dispositions below the floor id (hourly)
+SELECT task_id, user_name, disposition, COUNT(*)
+FROM loanq_work WHERE id < :1 AND disposition IS NOT NULL GROUP BY task_id, user_name, disposition
+/
+
+-- DashDone: dashboard: dispositions from the floor id up, in all and today
+SELECT task_id, user_name, disposition, COUNT(*),
+       COUNT(CASE WHEN disposed_at >= CAST(TRUNC(SYS_EXTRACT_UTC(SYSTIMESTAMP)) AS TIMESTAMP) THEN 1 END)
+FROM loanq_work WHERE id >= :1 AND disposition IS NOT NULL GROUP BY task_id, user_name, disposition
+/
+
+-- DashRuns: dashboard: a task's latest criteria-query runs, with their age
+SELECT id, ROUND((CAST(SYS_EXTRACT_UTC(SYSTIMESTAMP) AS DATE) - CAST(started_at AS DATE)) * 86400), duration_ms, rows_found, requests_served, loans_assigned
+FROM loanq_query_run WHERE task_id = :1 ORDER BY id DESC
+FETCH FIRST :2 ROWS ONLY
+/
+
+-- DashDispositions: dashboard: a task's latest dispositions
+SELECT loan_id, user_name, disposition, ROUND((CAST(SYS_EXTRACT_UTC(SYSTIMESTAMP) AS DATE) - CAST(disposed_at AS DATE)) * 86400),
+       ROUND((CAST(disposed_at AS DATE) - CAST(assigned_at AS DATE)) * 86400)
+FROM loanq_work WHERE task_id = :1 AND disposition IS NOT NULL ORDER BY id DESC
+FETCH FIRST :2 ROWS ONLY
+/
+
 -- CriteriaQuery: the heavy criteria query (binds :1 task id, :2 row limit), for
 -- a task with --source loan --key id --where "eligible = 1" --order "priority DESC"
 SELECT src.id FROM loan src
