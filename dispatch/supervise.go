@@ -55,7 +55,8 @@ func (e *Engine) WorkList(ctx context.Context, f WorkFilter) ([]ActiveItem, erro
 			return nil, err
 		}
 	}
-	rows, err := e.DB.QueryContext(ctx, drivers.SupervisorQuery("ActiveWorkAll"))
+	q := drivers.SupervisorQuery("ActiveWorkAll")
+	rows, err := e.DB.QueryContext(ctx, q.SQL)
 	if err != nil {
 		return nil, fmt.Errorf("reading active work: %w", err)
 	}
@@ -169,7 +170,7 @@ func (e *Engine) Stats(ctx context.Context, taskName string) ([]*TaskStats, erro
 	}); err != nil {
 		return nil, err
 	}
-	if err := e.scanStats(ctx, "dispositions", e.sql().StatsDispositions, []any{window}, func(scan func(...any) error) error {
+	if err := e.scanStats(ctx, "dispositions", drivers.Named{SQL: e.sql().StatsDispositions}, []any{window}, func(scan func(...any) error) error {
 		var name, kind string
 		var n int64
 		if err := scan(&name, &kind, &n); err != nil {
@@ -184,7 +185,7 @@ func (e *Engine) Stats(ctx context.Context, taskName string) ([]*TaskStats, erro
 	}
 	durations := map[string][]int64{}
 	served := map[string]int64{}
-	if err := e.scanStats(ctx, "criteria-query runs", e.sql().StatsRuns, []any{window}, func(scan func(...any) error) error {
+	if err := e.scanStats(ctx, "criteria-query runs", drivers.Named{SQL: e.sql().StatsRuns}, []any{window}, func(scan func(...any) error) error {
 		var name string
 		var ms, reqs int64
 		if err := scan(&name, &ms, &reqs); err != nil {
@@ -218,8 +219,9 @@ func percentile(sorted []int64, p int) int64 {
 	return sorted[rank-1]
 }
 
-func (e *Engine) scanStats(ctx context.Context, what, query string, binds []any, row func(scan func(...any) error) error) error {
-	rows, err := e.DB.QueryContext(ctx, query, binds...)
+// scanStats runs one fixed statement (q.SQL) and hands each row to row.
+func (e *Engine) scanStats(ctx context.Context, what string, q drivers.Named, binds []any, row func(scan func(...any) error) error) error {
+	rows, err := e.DB.QueryContext(ctx, q.SQL, binds...)
 	if err != nil {
 		return fmt.Errorf("task stats, %s: %w", what, err)
 	}

@@ -24,11 +24,11 @@ WHERE w.disposition IS NULL
 GROUP BY t.name, w.user_name`},
 }
 
-// SupervisorQuery returns the text of one supervisor query by field name.
-func SupervisorQuery(field string) string {
+// SupervisorQuery returns one supervisor query by field name.
+func SupervisorQuery(field string) Named {
 	for _, n := range SupervisorQueries {
 		if n.Field == field {
-			return n.SQL
+			return n
 		}
 	}
 	panic("drivers: no supervisor query " + field)
