@@ -25,9 +25,11 @@ package bench
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/loanq/loanq/drivers"
@@ -80,11 +82,8 @@ type Config struct {
 
 // Validate checks the flags; errors are bad input (exit 2).
 func (c *Config) Validate() error {
-	if c.Workers < 1 || c.Workers > MaxWorkers {
-		return problem.Usagef("invalid --workers %d: give 1 to %d", c.Workers, MaxWorkers)
-	}
-	if c.Rows < 1 || c.Rows > MaxRows {
-		return problem.Usagef("invalid --rows %d: give 1 to %d", c.Rows, MaxRows)
+	if err := checkSizes(c.Workers, c.Rows); err != nil {
+		return err
 	}
 	if c.Work < 0 || c.Work > MaxWork {
 		return problem.Usagef("invalid --work %s: give 0s to %s, e.g. 100ms", c.Work, MaxWork)
@@ -95,13 +94,24 @@ func (c *Config) Validate() error {
 	if c.Processes < 0 || c.Processes > c.Workers {
 		return problem.Usagef("invalid --processes %d: give 1 to --workers (%d)", c.Processes, c.Workers)
 	}
-	if c.Chart != "" && !strings.HasSuffix(strings.ToLower(c.Chart), ".svg") {
-		return problem.Usagef("invalid --chart %q: give a file name ending in .svg", c.Chart)
+	if err := checkChartPath(c.Chart); err != nil {
+		return err
 	}
 	if c.Strategy != "all" && c.Strategy != "" {
 		if _, err := drivers.ParseStrategy(c.Strategy); err != nil {
 			return problem.Usagef("unknown --strategy %q: use skip, nowait, wait, lease or all", c.Strategy)
 		}
+	}
+	return nil
+}
+
+// checkSizes checks --workers and --rows against their limits.
+func checkSizes(workers, rows int) error {
+	if workers < 1 || workers > MaxWorkers {
+		return problem.Usagef("invalid --workers %d: give 1 to %d", workers, MaxWorkers)
+	}
+	if rows < 1 || rows > MaxRows {
+		return problem.Usagef("invalid --rows %d: give 1 to %d", rows, MaxRows)
 	}
 	return nil
 }
@@ -124,16 +134,9 @@ func (c *Config) strategies(d drivers.Driver) ([]drivers.Strategy, error) {
 		}
 		return sts, nil
 	}
-	if c.Strategy == "" {
-		// The database's default strategy (skip, or lease on SQLite).
-		return d.Strategies()[:1], nil
-	}
-	s, err := drivers.ParseStrategy(c.Strategy)
+	s, err := oneStrategy(d, c.Strategy)
 	if err != nil {
 		return nil, err
-	}
-	if !drivers.Supports(d, s) {
-		return nil, problem.Usagef("%s does not support strategy %s: use one of %v (or --strategy all)", d.Name(), s, d.Strategies())
 	}
 	return []drivers.Strategy{s}, nil
 }
@@ -141,28 +144,36 @@ func (c *Config) strategies(d drivers.Driver) ([]drivers.Strategy, error) {
 // Result is one strategy's run. Its JSON is the contract of
 // `loanq bench --output json` (issue 4); fields may be added.
 type Result struct {
-	Database   string         `json:"database"`
-	Dialect    string         `json:"dialect"`
-	Strategy   string         `json:"strategy"`
-	Workers    int            `json:"workers"`
-	Rows       int            `json:"rows"`
-	WorkMS     float64        `json:"work_ms"`
-	Batch      int            `json:"batch"`
-	Processes  int            `json:"processes"`
-	ElapsedMS  int64          `json:"elapsed_ms"`
-	IdealMS    int64          `json:"ideal_ms"`
-	Ratio      float64        `json:"ratio"` // elapsed / ideal; 0 when the ideal is 0
-	PerSecond  float64        `json:"items_per_second"`
-	Duplicates int64          `json:"duplicates"`
-	Missed     int64          `json:"missed"`      // items never finished
-	LockErrors int64          `json:"lock_errors"` // nowait/lock-busy errors, each retried
-	Deadlocks  int64          `json:"deadlocks"`   // deadlock victims, each retried
-	MaxClaim   int            `json:"max_claim"`   // most items any one claim returned (at most --batch)
-	Retries    int64          `json:"retries"`     // empty claims retried while items were left (lease races)
-	LeaseLost  int64          `json:"lease_lost"`  // leased items whose fenced finish found the lease gone
-	PerWorker  []WorkerResult `json:"per_worker"`
+	Target     string  `json:"target"` // "items": the item table of seed 001
+	Database   string  `json:"database"`
+	Dialect    string  `json:"dialect"`
+	Strategy   string  `json:"strategy"`
+	Workers    int     `json:"workers"`
+	Rows       int     `json:"rows"`
+	WorkMS     float64 `json:"work_ms"`
+	Batch      int     `json:"batch"`
+	Processes  int     `json:"processes"`
+	ElapsedMS  int64   `json:"elapsed_ms"`
+	IdealMS    int64   `json:"ideal_ms"`
+	Ratio      float64 `json:"ratio"` // elapsed / ideal; 0 when the ideal is 0
+	PerSecond  float64 `json:"items_per_second"`
+	Duplicates int64   `json:"duplicates"`
+	Missed     int64   `json:"missed"`      // items never finished
+	LockErrors int64   `json:"lock_errors"` // nowait/lock-busy errors, each retried
+	Deadlocks  int64   `json:"deadlocks"`   // deadlock victims, each retried
+	MaxClaim   int     `json:"max_claim"`   // most items any one claim returned (at most --batch)
+	Retries    int64   `json:"retries"`     // empty claims retried while items were left (lease races)
+	LeaseLost  int64   `json:"lease_lost"`  // leased items whose fenced finish found the lease gone
+	Server     string  `json:"server"`      // product and version, as the server reports it
+	// RawBatchPerS is one statement claiming and finishing --batch items
+	// (BenchClaimDone) with the same workers, measured right after a skip run
+	// with --batch above 1 and no work time; 0 when not measured.
+	RawBatchPerS  float64        `json:"raw_batch_items_per_s"`
+	RawBatchRatio float64        `json:"raw_batch_ratio"` // items_per_second / raw_batch_items_per_s
+	PerWorker     []WorkerResult `json:"per_worker"`
 
-	marks map[int][]Mark // by worker, for the chart
+	marks    map[int][]Mark    // by worker, for the chart
+	errorsAt map[int][]float64 // by worker: when its lock errors happened, ms
 }
 
 // WorkerResult is one worker's share.
@@ -176,14 +187,19 @@ type WorkerResult struct {
 	LeaseLost  int64  `json:"lease_lost"`
 	Claims     int64  `json:"claims"` // committed claims (transactions for row locks)
 	Marks      []Mark `json:"marks,omitempty"`
+	// ErrorsAtMS is when each lock error happened (for the chart).
+	ErrorsAtMS []float64 `json:"lock_errors_at_ms,omitempty"`
 }
 
-// Mark is one committed claim: its items, and when the claim started and
-// its commit ended, in ms from the start of the run.
+// Mark is one committed claim: its items, when the claim was sent, when its
+// rows came back (the lock wait ends) and when its commit ended, in ms from
+// the start of the run. For the engine it is one work get: asked, answered,
+// its loans completed.
 type Mark struct {
-	Items   []int64 `json:"items"`
-	StartMS float64 `json:"start_ms"`
-	EndMS   float64 `json:"end_ms"`
+	Items     []int64 `json:"items"`
+	StartMS   float64 `json:"start_ms"`
+	ClaimedMS float64 `json:"claimed_ms"`
+	EndMS     float64 `json:"end_ms"`
 }
 
 // Run runs every strategy Config asks for and returns one result each.
@@ -194,21 +210,16 @@ func Run(ctx context.Context, cfg Config) ([]*Result, error) {
 	if cfg.Processes == 0 {
 		cfg.Processes = 1
 	}
-	d, db, dsn, err := drivers.Connect(ctx, cfg.DSN)
+	d, db, dsn, err := connect(ctx, cfg.DSN)
 	if err != nil {
 		return nil, err
 	}
 	defer db.Close()
-	if d.Name() == "sqlite" {
-		// The embedded default migrates itself, as every other command does.
-		if err := schema.EnsureCurrent(ctx, d, db); err != nil {
-			return nil, err
-		}
-	}
-	if err := schema.Check(ctx, d, db, dsn.Redacted()); err != nil {
+	sts, err := cfg.strategies(d)
+	if err != nil {
 		return nil, err
 	}
-	sts, err := cfg.strategies(d)
+	server, err := ServerVersion(ctx, db, d.Statements())
 	if err != nil {
 		return nil, err
 	}
@@ -218,10 +229,11 @@ func Run(ctx context.Context, cfg Config) ([]*Result, error) {
 		if err != nil {
 			return out, fmt.Errorf("bench %s on %s: %w", s, d.Name(), err)
 		}
+		r.Server = server
 		out = append(out, r)
 	}
 	if cfg.Chart != "" {
-		if err := writeChart(cfg.Chart, out); err != nil {
+		if err := writeChart(cfg.Chart, itemPanels(out)); err != nil {
 			return out, err
 		}
 	}
@@ -233,7 +245,7 @@ func runOne(ctx context.Context, cfg *Config, d drivers.Driver, db *sql.DB, dsn 
 	if err := fill(ctx, db, st, cfg.Rows); err != nil {
 		return nil, err
 	}
-	r := &Result{Database: dsn.Redacted(), Dialect: d.Name(), Strategy: string(s), Workers: cfg.Workers,
+	r := &Result{Target: "items", Database: dsn.Redacted(), Dialect: d.Name(), Strategy: string(s), Workers: cfg.Workers,
 		Rows: cfg.Rows, WorkMS: float64(cfg.Work) / float64(time.Millisecond), Batch: cfg.Batch, Processes: cfg.Processes}
 	ideal := time.Duration(cfg.Rows) * cfg.Work / time.Duration(cfg.Workers)
 	r.IdealMS = ideal.Milliseconds()
@@ -261,7 +273,111 @@ func runOne(ctx context.Context, cfg *Config, d drivers.Driver, db *sql.DB, dsn 
 	if err := audit(ctx, db, st, r, workers); err != nil {
 		return nil, err
 	}
+	if s == drivers.Skip && cfg.Batch > 1 && cfg.Work == 0 && st.BenchClaimDone != "" {
+		if err := rawBatch(ctx, cfg, db, st, r); err != nil {
+			return nil, err
+		}
+	}
 	return r, nil
+}
+
+// rawBatch measures BenchClaimDone: each worker repeats the one statement
+// in autocommit until it finds nothing left, then the table is audited.
+func rawBatch(ctx context.Context, cfg *Config, db *sql.DB, st *drivers.Statements, r *Result) error {
+	if err := fill(ctx, db, st, cfg.Rows); err != nil {
+		return err
+	}
+	db.SetMaxOpenConns(cfg.Workers + 1)
+	conns := make([]*sql.Conn, cfg.Workers)
+	for i := range conns {
+		c, err := db.Conn(ctx)
+		if err != nil {
+			return fmt.Errorf("raw batch claim: %w", err)
+		}
+		defer c.Close()
+		conns[i] = c
+	}
+	start := time.Now()
+	errs := make([]error, cfg.Workers)
+	var wg sync.WaitGroup
+	for i, c := range conns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				res, err := c.ExecContext(ctx, st.BenchClaimDone, Owner(i+1), cfg.Batch)
+				if err != nil {
+					errs[i] = fmt.Errorf("raw batch claim: %w", err)
+					return
+				}
+				if n, _ := res.RowsAffected(); n == 0 {
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	var items, done, dups, total, missed int64
+	if err := db.QueryRowContext(ctx, st.BenchSummary).Scan(&items, &done, &dups, &total, &missed); err != nil {
+		return fmt.Errorf("auditing the raw batch claim: %w", err)
+	}
+	if dups != 0 || missed != 0 {
+		return fmt.Errorf("raw batch claim: %d items finished twice, %d never", dups, missed)
+	}
+	r.RawBatchPerS = round3(float64(cfg.Rows) / elapsed.Seconds())
+	if r.RawBatchPerS > 0 {
+		r.RawBatchRatio = round3(r.PerSecond / r.RawBatchPerS)
+	}
+	return nil
+}
+
+// connect opens the DSN and checks that its schema is current; the embedded
+// SQLite default migrates itself, as every other command does.
+func connect(ctx context.Context, raw string) (drivers.Driver, *sql.DB, drivers.DSN, error) {
+	d, db, dsn, err := drivers.Connect(ctx, raw)
+	if err != nil {
+		return nil, nil, dsn, err
+	}
+	if d.Name() == "sqlite" {
+		err = schema.EnsureCurrent(ctx, d, db)
+	}
+	if err == nil {
+		err = schema.Check(ctx, d, db, dsn.Redacted())
+	}
+	if err != nil {
+		db.Close()
+		return nil, nil, dsn, err
+	}
+	return d, db, dsn, nil
+}
+
+// oneStrategy resolves a single --strategy; "" is the database's default.
+func oneStrategy(d drivers.Driver, name string) (drivers.Strategy, error) {
+	if name == "" {
+		return d.Strategies()[0], nil
+	}
+	s, err := drivers.ParseStrategy(name)
+	if err != nil {
+		return "", err
+	}
+	if !drivers.Supports(d, s) {
+		return "", problem.Usagef("%s does not support strategy %s: use one of %v", d.Name(), s, d.Strategies())
+	}
+	return s, nil
+}
+
+// ServerVersion names the server a run went to, as the server reports it
+// (drivers.Statements.ServerVersion), so results say MariaDB, not mysql.
+func ServerVersion(ctx context.Context, db *sql.DB, st *drivers.Statements) (string, error) {
+	var v string
+	if err := db.QueryRowContext(ctx, st.ServerVersion).Scan(&v); err != nil {
+		return "", fmt.Errorf("reading the server version: %w", err)
+	}
+	return strings.TrimSpace(v), nil
 }
 
 func round3(f float64) float64 { return float64(int64(f*1000+0.5)) / 1000 }
@@ -314,6 +430,7 @@ func audit(ctx context.Context, db *sql.DB, st *drivers.Statements, r *Result, w
 		return fmt.Errorf("counting items per worker: %w", err)
 	}
 	r.marks = map[int][]Mark{}
+	r.errorsAt = map[int][]float64{}
 	for _, w := range workers {
 		w.Processed = byOwner[Owner(w.Worker)]
 		r.LockErrors += w.LockErrors
@@ -321,10 +438,11 @@ func audit(ctx context.Context, db *sql.DB, st *drivers.Statements, r *Result, w
 		r.Retries += w.Retries
 		r.LeaseLost += w.LeaseLost
 		r.marks[w.Worker] = w.Marks
+		r.errorsAt[w.Worker] = w.ErrorsAtMS
 		for _, m := range w.Marks {
 			r.MaxClaim = max(r.MaxClaim, len(m.Items))
 		}
-		w.Marks = nil // the chart has them; the JSON stays readable
+		w.Marks, w.ErrorsAtMS = nil, nil // the chart has them; the JSON stays readable
 		r.PerWorker = append(r.PerWorker, w)
 	}
 	return nil

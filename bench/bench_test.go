@@ -108,8 +108,8 @@ func TestProcesses(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !strings.HasPrefix(string(svg), "<svg") || strings.Count(string(svg), "<title>worker") != 40 {
-			t.Errorf("chart has %d item marks, want 40", strings.Count(string(svg), "<title>worker"))
+		if !strings.HasPrefix(string(svg), "<svg") || strings.Count(string(svg), `class="work"`) != 40 {
+			t.Errorf("chart has %d claim bars, want 40 (one per single-item claim)", strings.Count(string(svg), `class="work"`))
 		}
 	})
 }
@@ -139,4 +139,27 @@ func TestValidate(t *testing.T) {
 			t.Errorf("%+v: error %v, want one naming %s", cfg, err, c.want)
 		}
 	}
+}
+
+// --batch above 1 finishes a claim with one statement (BenchDoneMany), and a
+// skip run with no work time is followed by the raw one-statement
+// claim-and-finish where the dialect has one (BenchClaimDone); its audit
+// (no item finished twice or never) fails the run otherwise.
+func TestBatchRawLimit(t *testing.T) {
+	testdb.Each(t, func(t *testing.T, dsn string) {
+		d, _ := testdb.Migrated(t, dsn)
+		if !drivers.Supports(d, drivers.Skip) {
+			t.Skipf("%s has no skip strategy; its batches are covered by TestStrategies", d.Name())
+		}
+		rs, err := bench.Run(context.Background(), bench.Config{DSN: dsn, Strategy: "skip", Workers: 4, Rows: 203, Batch: 10})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := rs[0]
+		check(t, d, dsn, r, 4, 203)
+		has := d.Statements().BenchClaimDone != ""
+		if has != (r.RawBatchPerS > 0) || has != (r.RawBatchRatio > 0) || r.MaxClaim != 10 || r.Server == "" {
+			t.Errorf("raw batch %.0f/s ratio %.3f (dialect has the statement: %v), max claim %d, server %q", r.RawBatchPerS, r.RawBatchRatio, has, r.MaxClaim, r.Server)
+		}
+	})
 }

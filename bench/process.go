@@ -40,10 +40,57 @@ type ChildConfig struct {
 	Batch    int
 }
 
-// ChildReport is the child's answer.
+// ChildReport is the child's answer: item workers (`bench worker`) or
+// engine callers (`bench engine-worker`).
 type ChildReport struct {
-	Workers []WorkerResult `json:"workers"`
-	Error   string         `json:"error,omitempty"`
+	Workers []WorkerResult       `json:"workers,omitempty"`
+	Callers []engineWorkerReport `json:"callers,omitempty"`
+	Error   string               `json:"error,omitempty"`
+}
+
+// handshake is a child's side of the start: say ready, wait for go.
+func handshake(in io.Reader, out io.Writer, who string) func() error {
+	return func() error {
+		if _, err := fmt.Fprintln(out, "ready"); err != nil {
+			return err
+		}
+		line, err := bufio.NewReader(in).ReadString('\n')
+		if err != nil || strings.TrimSpace(line) != "go" {
+			return fmt.Errorf("%s: no go from the parent (%q, %v)", who, line, err)
+		}
+		return nil
+	}
+}
+
+// report writes a child's answer as one JSON line; the run's error goes in
+// it and is returned too.
+func report(out io.Writer, rep ChildReport, err error) error {
+	if err != nil {
+		rep.Error = err.Error()
+	}
+	encErr := json.NewEncoder(out).Encode(rep)
+	if err != nil {
+		return err
+	}
+	return encErr
+}
+
+// decodeReports reads the children's answers; any child's error fails the run.
+func decodeReports(lines []string) ([]ChildReport, error) {
+	var reps []ChildReport
+	var errs []error
+	for i, line := range lines {
+		var rep ChildReport
+		if err := json.Unmarshal([]byte(line), &rep); err != nil {
+			errs = append(errs, fmt.Errorf("worker process %d: %v", i+1, err))
+			continue
+		}
+		if rep.Error != "" {
+			errs = append(errs, fmt.Errorf("worker process %d: %s", i+1, rep.Error))
+		}
+		reps = append(reps, rep)
+	}
+	return reps, errors.Join(errs...)
 }
 
 // RunChild is the hidden `loanq bench worker`: it runs its share of the
@@ -56,26 +103,8 @@ func RunChild(ctx context.Context, cfg ChildConfig, in io.Reader, out io.Writer)
 	if cfg.Count < 1 || cfg.Count > MaxWorkers || cfg.First < 1 || cfg.Batch < 1 || cfg.Batch > MaxBatch || cfg.Work < 0 || cfg.Work > MaxWork {
 		return fmt.Errorf("bench worker: bad arguments %+v", cfg)
 	}
-	ready := func() error {
-		if _, err := fmt.Fprintln(out, "ready"); err != nil {
-			return err
-		}
-		line, err := bufio.NewReader(in).ReadString('\n')
-		if err != nil || strings.TrimSpace(line) != "go" {
-			return fmt.Errorf("bench worker: no go from the parent (%q, %v)", line, err)
-		}
-		return nil
-	}
-	workers, _, err := runLocal(ctx, cfg.DSN, s, cfg.First, cfg.Count, cfg.Work, cfg.Batch, ready)
-	rep := ChildReport{Workers: workers}
-	if err != nil {
-		rep.Error = err.Error()
-	}
-	encErr := json.NewEncoder(out).Encode(rep)
-	if err != nil {
-		return err
-	}
-	return encErr
+	workers, _, err := runLocal(ctx, cfg.DSN, s, cfg.First, cfg.Count, cfg.Work, cfg.Batch, handshake(in, out, "bench worker"))
+	return report(out, ChildReport{Workers: workers}, err)
 }
 
 type child struct {
@@ -83,14 +112,28 @@ type child struct {
 	stdin  io.WriteCloser
 	stdout *bufio.Reader
 	stderr strings.Builder
-	first  int
-	count  int
 }
 
-// runProcesses starts cfg.Processes children, waits until all are connected,
-// starts them together and gathers their reports.
-func runProcesses(ctx context.Context, cfg *Config, s drivers.Strategy) ([]WorkerResult, time.Duration, error) {
-	command := cfg.Command
+// split spreads workers over processes: the first and count of each share.
+func split(workers, processes int) [][2]int {
+	var out [][2]int
+	first := 1
+	for p := 0; p < processes; p++ {
+		n := workers / processes
+		if p < workers%processes {
+			n++
+		}
+		out = append(out, [2]int{first, n})
+		first += n
+	}
+	return out
+}
+
+// spawn starts one child per argument list (after command, default this
+// executable with "bench worker"), waits until all are connected, starts them
+// together and returns each child's report line and the time from go to the
+// last report.
+func spawn(ctx context.Context, command []string, env []string, dsn string, argLists [][]string) ([]string, time.Duration, error) {
 	if len(command) == 0 {
 		exe, err := os.Executable()
 		if err != nil {
@@ -107,17 +150,10 @@ func runProcesses(ctx context.Context, cfg *Config, s drivers.Strategy) ([]Worke
 			_ = c.cmd.Wait() // after cancel, CommandContext has killed any child still running
 		}
 	}()
-	first := 1
-	for p := 0; p < cfg.Processes; p++ {
-		n := cfg.Workers / cfg.Processes
-		if p < cfg.Workers%cfg.Processes {
-			n++
-		}
-		args := append(append([]string{}, command[1:]...),
-			"--strategy", string(s), "--first", strconv.Itoa(first), "--count", strconv.Itoa(n),
-			"--work", cfg.Work.String(), "--batch", strconv.Itoa(cfg.Batch))
-		c := &child{cmd: exec.CommandContext(ctx, command[0], args...), first: first, count: n}
-		c.cmd.Env = append(append(os.Environ(), cfg.Env...), "LOANQ_DB="+cfg.DSN)
+	for p, extra := range argLists {
+		args := append(append([]string{}, command[1:]...), extra...)
+		c := &child{cmd: exec.CommandContext(ctx, command[0], args...)}
+		c.cmd.Env = append(append(os.Environ(), env...), "LOANQ_DB="+dsn)
 		c.cmd.Stderr = &c.stderr
 		var err error
 		if c.stdin, err = c.cmd.StdinPipe(); err != nil {
@@ -132,7 +168,6 @@ func runProcesses(ctx context.Context, cfg *Config, s drivers.Strategy) ([]Worke
 			return nil, 0, fmt.Errorf("starting worker process %d: %w", p+1, err)
 		}
 		children = append(children, c)
-		first += n
 	}
 	for i, c := range children {
 		line, err := c.stdout.ReadString('\n')
@@ -146,35 +181,101 @@ func runProcesses(ctx context.Context, cfg *Config, s drivers.Strategy) ([]Worke
 			return nil, 0, fmt.Errorf("starting worker process %d: %w", i+1, err)
 		}
 	}
-	var mu sync.Mutex
-	var all []WorkerResult
-	var errs []error
+	lines := make([]string, len(children))
+	errs := make([]error, len(children))
 	var wg sync.WaitGroup
 	for i, c := range children {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			line, err := c.stdout.ReadString('\n')
-			var rep ChildReport
-			if err == nil {
-				err = json.Unmarshal([]byte(line), &rep)
+			if err != nil {
+				errs[i] = fmt.Errorf("worker process %d: %v %s", i+1, err, strings.TrimSpace(c.stderr.String()))
 			}
-			mu.Lock()
-			defer mu.Unlock()
-			switch {
-			case err != nil:
-				errs = append(errs, fmt.Errorf("worker process %d: %v %s", i+1, err, strings.TrimSpace(c.stderr.String())))
-			case rep.Error != "":
-				errs = append(errs, fmt.Errorf("worker process %d: %s", i+1, rep.Error))
-			}
-			all = append(all, rep.Workers...)
+			lines[i] = line
 		}()
 	}
 	wg.Wait()
-	elapsed := time.Since(start)
-	if err := errors.Join(errs...); err != nil {
+	return lines, time.Since(start), errors.Join(errs...)
+}
+
+// runProcesses runs the item-table workers in cfg.Processes children.
+func runProcesses(ctx context.Context, cfg *Config, s drivers.Strategy) ([]WorkerResult, time.Duration, error) {
+	var argLists [][]string
+	for _, sh := range split(cfg.Workers, cfg.Processes) {
+		argLists = append(argLists, []string{"--strategy", string(s), "--first", strconv.Itoa(sh[0]), "--count", strconv.Itoa(sh[1]),
+			"--work", cfg.Work.String(), "--batch", strconv.Itoa(cfg.Batch)})
+	}
+	lines, elapsed, err := spawn(ctx, cfg.Command, cfg.Env, cfg.DSN, argLists)
+	if err != nil {
 		return nil, elapsed, err
+	}
+	reps, err := decodeReports(lines)
+	if err != nil {
+		return nil, elapsed, err
+	}
+	var all []WorkerResult
+	for _, rep := range reps {
+		all = append(all, rep.Workers...)
 	}
 	slices.SortFunc(all, func(a, b WorkerResult) int { return a.Worker - b.Worker })
 	return all, elapsed, nil
+}
+
+// EngineChildConfig is what one child process of `bench --target engine
+// --processes P` runs.
+type EngineChildConfig struct {
+	DSN      string
+	Strategy string
+	First    int
+	Workers  int
+	Count    int
+	Duration time.Duration
+	Work     time.Duration
+	Marks    bool
+}
+
+// RunEngineChild is the hidden `loanq bench engine-worker`.
+func RunEngineChild(ctx context.Context, cfg EngineChildConfig, in io.Reader, out io.Writer) error {
+	s, err := drivers.ParseStrategy(cfg.Strategy)
+	if err != nil {
+		return err
+	}
+	if cfg.Workers < 1 || cfg.Workers > MaxWorkers || cfg.First < 1 || cfg.Count < 1 || cfg.Duration < 0 || cfg.Work < 0 || cfg.Work > MaxWork {
+		return fmt.Errorf("bench engine-worker: bad arguments %+v", cfg)
+	}
+	reps, _, err := runEngineLocal(ctx, engineShare{DSN: cfg.DSN, Strategy: s, First: cfg.First, N: cfg.Workers,
+		Count: cfg.Count, Duration: cfg.Duration, Work: cfg.Work, Marks: cfg.Marks}, handshake(in, out, "bench engine-worker"))
+	return report(out, ChildReport{Callers: reps}, err)
+}
+
+// runEngineProcesses runs the engine callers in cfg.Processes children.
+func runEngineProcesses(ctx context.Context, cfg *EngineConfig, s drivers.Strategy) ([]engineWorkerReport, time.Duration, error) {
+	command := cfg.Command
+	if len(command) == 0 {
+		exe, err := os.Executable()
+		if err != nil {
+			return nil, 0, fmt.Errorf("finding loanq's own executable for --processes: %w", err)
+		}
+		command = []string{exe, "bench", "engine-worker"}
+	}
+	var argLists [][]string
+	for _, sh := range split(cfg.Workers, cfg.Processes) {
+		a := []string{"--strategy", string(s), "--first", strconv.Itoa(sh[0]), "--workers", strconv.Itoa(sh[1]),
+			"--count", strconv.Itoa(cfg.Count), "--duration", cfg.Duration.String(), "--work", cfg.Work.String()}
+		if cfg.Chart != "" {
+			a = append(a, "--marks")
+		}
+		argLists = append(argLists, a)
+	}
+	lines, elapsed, err := spawn(ctx, command, cfg.Env, cfg.DSN, argLists)
+	if err != nil {
+		return nil, elapsed, err
+	}
+	reps, err := decodeReports(lines)
+	var all []engineWorkerReport
+	for _, rep := range reps {
+		all = append(all, rep.Callers...)
+	}
+	return all, elapsed, err
 }

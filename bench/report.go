@@ -16,8 +16,8 @@ func WriteText(w io.Writer, rs []*Result) {
 		if r.Processes > 1 {
 			procs = fmt.Sprintf(" in %d processes", r.Processes)
 		}
-		fmt.Fprintf(w, "%s on %s (%s): %d workers%s × %d items × %gms of work, batch %d\n",
-			r.Strategy, r.Dialect, r.Database, r.Workers, procs, r.Rows, r.WorkMS, r.Batch)
+		fmt.Fprintf(w, "%s on %s (%s, %s): %d workers%s × %d items × %gms of work, batch %d\n",
+			r.Strategy, r.Dialect, r.Server, r.Database, r.Workers, procs, r.Rows, r.WorkMS, r.Batch)
 		ratio := "n/a (no work time)"
 		if r.IdealMS > 0 {
 			ratio = fmt.Sprintf("%.3f", r.Ratio)
@@ -25,6 +25,9 @@ func WriteText(w io.Writer, rs []*Result) {
 		fmt.Fprintf(w, "  elapsed %d ms, ideal %d ms, ratio %s, %.0f items/s\n", r.ElapsedMS, r.IdealMS, ratio, r.PerSecond)
 		fmt.Fprintf(w, "  duplicates %d, missed %d, lock errors %d and deadlocks %d (all retried), empty claims retried %d, leases lost %d\n",
 			r.Duplicates, r.Missed, r.LockErrors, r.Deadlocks, r.Retries, r.LeaseLost)
+		if r.RawBatchPerS > 0 {
+			fmt.Fprintf(w, "  raw limit, one statement claiming and finishing %d items, same workers: %.0f items/s; ratio %.3f\n", r.Batch, r.RawBatchPerS, r.RawBatchRatio)
+		}
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 		fmt.Fprintln(tw, "  worker\tprocessed\telapsed ms\tlock errors\tdeadlocks\t")
 		var sum int64
@@ -35,4 +38,29 @@ func WriteText(w io.Writer, rs []*Result) {
 		fmt.Fprintf(tw, "  total\t%d\t\t\t\t\n", sum)
 		tw.Flush()
 	}
+}
+
+// WriteEngineText prints an engine run for people.
+func WriteEngineText(w io.Writer, r *EngineResult) {
+	procs := ""
+	if r.Processes > 1 {
+		procs = fmt.Sprintf(" in %d processes", r.Processes)
+	}
+	fmt.Fprintf(w, "engine, %s on %s (%s, %s): %d callers%s looping work get --count %d + complete, %d loans\n",
+		r.Strategy, r.Dialect, r.Server, r.Database, r.Workers, procs, r.Count, r.Rows)
+	fmt.Fprintf(w, "  %d loans in %d ms: %.0f loans/s; work get p50 %d ms, p99 %d ms, max %d ms\n",
+		r.Loans, r.ElapsedMS, r.LoansPerS, r.GetP50MS, r.GetP99MS, r.GetMaxMS)
+	fmt.Fprintf(w, "  %d requests, %d criteria runs (%.3f per request), %d waits past the timeout, %d left pending\n",
+		r.Requests, r.CriteriaRuns, r.RunsPerRequest, r.Busy, r.Pending)
+	fmt.Fprintf(w, "  duplicates %d, items worked twice %d, loans counted by the callers %d\n", r.Duplicates, r.ItemsTwice, r.LoansCounted)
+	if r.RawStrategy != "" {
+		fmt.Fprintf(w, "  raw %s claim of the item table, same callers: %d items in %d ms, %.0f items/s; engine/raw ratio %.3f\n",
+			r.RawStrategy, r.RawItems, r.RawElapsedMS, r.RawItemsPerS, r.Ratio)
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "  caller\tloans\trequests\ttimed out\telapsed ms\t")
+	for _, p := range r.PerWorker {
+		fmt.Fprintf(tw, "  %d\t%d\t%d\t%d\t%d\t\n", p.Worker, p.Loans, p.Requests, p.Busy, p.ElapsedMS)
+	}
+	tw.Flush()
 }

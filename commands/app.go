@@ -72,7 +72,9 @@ Examples:
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "db", EnvVars: []string{"LOANQ_DB"}, Value: drivers.DefaultDSN,
 				Usage: "database `DSN`: postgres://…, mysql://user:pass@host:port/db, oracle://user:pass@host:port/service, sqlite:PATH"},
-			&cli.StringFlag{Name: "user", EnvVars: []string{"LOANQ_USER"}, Value: defaultUser(), Usage: "acting processor `NAME`"},
+			// No Value: the OS user lookup (NSS, /etc/passwd) costs about a
+			// millisecond per process, so it runs only when no name is given.
+			&cli.StringFlag{Name: "user", EnvVars: []string{"LOANQ_USER"}, DefaultText: "the OS user name", Usage: "acting processor `NAME`"},
 			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, EnvVars: []string{"LOANQ_OUTPUT"}, Value: "text", Usage: "output format: text or json"},
 		},
 		Commands: []*cli.Command{
@@ -149,7 +151,11 @@ func open(c *cli.Context) (*env, error) {
 		db.Close()
 		return nil, err
 	}
-	return &env{Engine: dispatch.New(db, d), dsn: dsn, user: c.String("user"),
+	user := c.String("user")
+	if !c.IsSet("user") {
+		user = defaultUser()
+	}
+	return &env{Engine: dispatch.New(db, d), dsn: dsn, user: user,
 		json: c.String("output") == "json", out: c.App.Writer}, nil
 }
 

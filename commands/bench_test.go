@@ -2,6 +2,8 @@ package commands_test
 
 import (
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -16,7 +18,7 @@ func TestBenchCommand(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("bench: exit %d\n%s%s", code, out, errs)
 	}
-	var one struct {
+	var list1 []struct {
 		Database   string  `json:"database"`
 		Strategy   string  `json:"strategy"`
 		Workers    int     `json:"workers"`
@@ -31,9 +33,11 @@ func TestBenchCommand(t *testing.T) {
 			ElapsedMS *int64 `json:"elapsed_ms"`
 		} `json:"per_worker"`
 	}
-	if err := json.Unmarshal([]byte(out), &one); err != nil {
-		t.Fatalf("bench JSON: %v\n%s", err, out)
+	// One shape whatever --strategy: a list of results, here of one.
+	if err := json.Unmarshal([]byte(out), &list1); err != nil || len(list1) != 1 {
+		t.Fatalf("bench JSON (want a list of one result): %v\n%s", err, out)
 	}
+	one := list1[0]
 	var sum int64
 	for _, w := range one.PerWorker {
 		sum += w.Processed
@@ -80,5 +84,56 @@ func TestBenchCommand(t *testing.T) {
 		if code != 2 || !strings.Contains(errs, c.want) || strings.Count(strings.TrimSpace(errs), "\n") != 0 {
 			t.Errorf("bench %s: exit %d, stderr %q; want exit 2 naming %s", c.args, code, errs, c.want)
 		}
+	}
+}
+
+// `loanq bench --target engine` through the command line: the JSON document
+// of the issue that asked for it, the chart written where it says, and a
+// --chart path that cannot be written refused before anything runs.
+func TestBenchEngineCommand(t *testing.T) {
+	dsn := testdb.Fresh(t, "sqlite")
+	chart := filepath.Join(t.TempDir(), "engine.svg")
+	out, errs, code := run(t, "--db", dsn, "--output", "json", "bench", "--target", "engine", "--workers", "3", "--rows", "12", "--count", "2", "--chart", chart)
+	if code != 0 {
+		t.Fatalf("bench --target engine: exit %d\n%s%s", code, out, errs)
+	}
+	var doc map[string]any
+	if err := json.Unmarshal([]byte(out), &doc); err != nil {
+		t.Fatalf("engine JSON: %v\n%s", err, out)
+	}
+	for _, k := range []string{"target", "database", "strategy", "workers", "count", "loans", "elapsed_ms", "loans_per_s",
+		"get_p50_ms", "get_p99_ms", "criteria_runs", "requests", "duplicates"} {
+		if _, ok := doc[k]; !ok {
+			t.Errorf("engine JSON lacks %q: %s", k, out)
+		}
+	}
+	if doc["target"] != "engine" || doc["loans"] != 12.0 || doc["duplicates"] != 0.0 || doc["count"] != 2.0 {
+		t.Errorf("engine JSON: %s", out)
+	}
+	if !strings.Contains(errs, "wrote the chart to "+chart) {
+		t.Errorf("no word of where the chart went: %q", errs)
+	}
+	if _, err := os.Stat(chart); err != nil {
+		t.Error(err)
+	}
+
+	fresh := testdb.Fresh(t, "sqlite")
+	for _, target := range []string{"items", "engine"} {
+		bad := filepath.Join(t.TempDir(), "no-such-folder", "run.svg")
+		_, errs, code = run(t, "--db", fresh, "bench", "--target", target, "--rows", "5", "--chart", bad)
+		if code != 2 || !strings.Contains(errs, "does not exist") {
+			t.Errorf("--target %s --chart %s: exit %d, %q; want exit 2 naming the missing folder", target, bad, code, errs)
+		}
+	}
+	if _, err := os.Stat(strings.TrimPrefix(fresh, "sqlite:")); err == nil {
+		t.Errorf("a refused bench created the database file %s", fresh)
+	}
+	_, errs, code = run(t, "--db", dsn, "bench", "--target", "engine", "--batch", "5")
+	if code != 2 || !strings.Contains(errs, "--batch") {
+		t.Errorf("--target engine --batch: exit %d, %q", code, errs)
+	}
+	_, errs, code = run(t, "--db", dsn, "bench", "--count", "5")
+	if code != 2 || !strings.Contains(errs, "--target engine") {
+		t.Errorf("--count without --target engine: exit %d, %q", code, errs)
 	}
 }

@@ -19,6 +19,7 @@ type TaskQueries struct {
 	DeleteRequests  string `purpose:"task delete: the task's work requests"`
 	DeleteQueryRuns string `purpose:"task delete: the task's criteria-query log"`
 	DeleteTaskRow   string `purpose:"task delete: the task itself, last (the others reference it)"`
+	WorkDuplicates  string `purpose:"bench --target engine: a task's work rows, and how many of them assign a loan a second time"`
 }
 
 var taskQueries = TaskQueries{
@@ -30,13 +31,14 @@ var taskQueries = TaskQueries{
 	DeleteRequests:  `DELETE FROM loanq_work_request WHERE task_id = ?`,
 	DeleteQueryRuns: `DELETE FROM loanq_query_run WHERE task_id = ?`,
 	DeleteTaskRow:   `DELETE FROM loanq_task WHERE id = ?`,
+	WorkDuplicates:  `SELECT COUNT(*), COUNT(*) - COUNT(DISTINCT loan_id) FROM loanq_work WHERE task_id = ?`,
 }
 
 // TaskQueriesFor returns the task queries with the dialect's placeholders.
 func TaskQueriesFor(d Driver) TaskQueries {
 	q := taskQueries
 	for _, p := range []*string{&q.RequestsByUser, &q.WorkByUser, &q.QueryRunTotals, &q.ActiveWorkCount,
-		&q.DeleteWork, &q.DeleteRequests, &q.DeleteQueryRuns, &q.DeleteTaskRow} {
+		&q.DeleteWork, &q.DeleteRequests, &q.DeleteQueryRuns, &q.DeleteTaskRow, &q.WorkDuplicates} {
 		*p = Rebind(d, *p)
 	}
 	return q

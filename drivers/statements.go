@@ -149,6 +149,27 @@ type Statements struct {
 	// BenchByOwner binds nothing. Columns: owner, items finished.
 	BenchByOwner string `purpose:"bench: items finished per worker"`
 
+	// --- `loanq bench`: the server it ran on, batched finishes ---
+
+	// ServerVersion binds nothing. One text column: the server's product and
+	// version as the server itself reports it (so a MariaDB behind a mysql://
+	// DSN is named MariaDB), printed in bench results.
+	ServerVersion string `purpose:"bench: name the server product and version"`
+	// BenchDoneMany binds: owner, the ids as a JSON array text ("[3,7,9]").
+	// Finishes every item of a batch claim with one statement, in the claim's
+	// transaction. Like BenchDone it matches the ids alone and counts, so an
+	// item finished twice still shows up as processed > 1.
+	BenchDoneMany string `purpose:"bench: finish a batch of items held by row locks, one statement"`
+	// BenchLeaseDoneMany binds: owner, the ids as a JSON array text. The fenced
+	// finish of a batch of leased items: only the items owner still holds an
+	// unexpired lease on change; fewer rows than ids means leases were lost.
+	BenchLeaseDoneMany string `purpose:"bench: finish a batch of leased items (fencing check), one statement"`
+	// BenchClaimDone binds: owner, K. The raw limit of a batched claim: one
+	// statement, in autocommit, that claims up to K ready items passing over
+	// locked ones and finishes them; rows affected is how many. Measured
+	// beside `bench --batch K` with no work time, as what a batch could reach.
+	BenchClaimDone string `purpose:"bench: raw limit, claim and finish up to K items in one statement" empty:"not measured on this database (no single-statement skip-locked claim)"`
+
 	// --- `loanq lock run`: named leases in loanq_lock (the farm singleton) ---
 	//
 	// A lock row is created on first use (NamedLockEnsure, a duplicate is

@@ -116,6 +116,19 @@ WHERE status = 'claimed' AND lease_expires_at <= UTC_TIMESTAMP(6)`,
 FROM loanq_bench_item`,
 	BenchByOwner: `SELECT owner, COUNT(*) FROM loanq_bench_item WHERE status = 'done' GROUP BY owner ORDER BY owner`,
 
+	// VERSION() alone reads "10.11.6-MariaDB-…" or "8.0.36": name the product.
+	ServerVersion: `SELECT CASE WHEN LOCATE('MariaDB', VERSION()) > 0 THEN CONCAT('MariaDB ', VERSION()) ELSE CONCAT('MySQL ', VERSION()) END`,
+	// The ids arrive as one JSON array, unpacked by JSON_TABLE (MySQL 8.0.4,
+	// MariaDB 10.6): one statement for the batch, looked up by primary key.
+	BenchDoneMany: `UPDATE loanq_bench_item
+SET status = 'done', owner = ?, processed = processed + 1, processed_at = UTC_TIMESTAMP(6)
+WHERE id IN (SELECT j.id FROM JSON_TABLE(?, '$[*]' COLUMNS (id BIGINT PATH '$')) AS j)`,
+	BenchLeaseDoneMany: `UPDATE loanq_bench_item
+SET status = 'done', processed = processed + 1, processed_at = UTC_TIMESTAMP(6)
+WHERE owner = ? AND id IN (SELECT j.id FROM JSON_TABLE(?, '$[*]' COLUMNS (id BIGINT PATH '$')) AS j)
+  AND status = 'claimed' AND lease_expires_at > UTC_TIMESTAMP(6)`,
+	BenchClaimDone: ``,
+
 	// lock run: named leases. The UPDATE locks the row (by primary key, no
 	// gap lock); a racing taker waits, then reads the committed row and finds
 	// it taken. ON DUPLICATE KEY UPDATE rather than INSERT IGNORE, which would

@@ -156,6 +156,18 @@ WHERE status = 'claimed' AND lease_expires_at <= ` + now,
 FROM loanq_bench_item`,
 	BenchByOwner: `SELECT owner, COUNT(*) FROM loanq_bench_item WHERE status = 'done' GROUP BY owner ORDER BY owner`,
 
+	// v$version is readable by every user (a public synonym).
+	ServerVersion: `SELECT banner FROM v$version WHERE ROWNUM = 1`,
+	// The ids arrive as one JSON array, unpacked by JSON_TABLE (12.1.0.2).
+	BenchDoneMany: `UPDATE loanq_bench_item
+SET status = 'done', owner = :1, processed = processed + 1, processed_at = ` + now + `
+WHERE id IN (SELECT j.id FROM JSON_TABLE(:2, '$[*]' COLUMNS (id NUMBER(19) PATH '$')) j)`,
+	BenchLeaseDoneMany: `UPDATE loanq_bench_item
+SET status = 'done', processed = processed + 1, processed_at = ` + now + `
+WHERE owner = :1 AND id IN (SELECT j.id FROM JSON_TABLE(:2, '$[*]' COLUMNS (id NUMBER(19) PATH '$')) j)
+  AND status = 'claimed' AND lease_expires_at > ` + now,
+	BenchClaimDone: ``,
+
 	// lock run: named leases. Oracle has no INSERT … ON CONFLICT, and MERGE
 	// can still raise ORA-00001 under a race: a plain INSERT whose unique
 	// violation the caller ignores. The UPDATE's row lock serialises takers;

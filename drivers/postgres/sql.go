@@ -128,6 +128,26 @@ WHERE status = 'claimed' AND lease_expires_at <= clock_timestamp()`,
 FROM loanq_bench_item`,
 	BenchByOwner: `SELECT owner, COUNT(*) FROM loanq_bench_item WHERE status = 'done' GROUP BY owner ORDER BY owner`,
 
+	ServerVersion: `SELECT 'PostgreSQL ' || current_setting('server_version')`,
+	// The ids arrive as one JSON array: one statement and one round trip
+	// for the whole batch, whatever its size, with no placeholder list to
+	// build. The IN (subquery) is a hashed semi-join onto the primary key.
+	BenchDoneMany: `UPDATE loanq_bench_item
+SET status = 'done', owner = $1, processed = processed + 1, processed_at = clock_timestamp()
+WHERE id IN (SELECT jsonb_array_elements_text($2::jsonb)::bigint)`,
+	BenchLeaseDoneMany: `UPDATE loanq_bench_item
+SET status = 'done', processed = processed + 1, processed_at = clock_timestamp()
+WHERE id IN (SELECT jsonb_array_elements_text($2::jsonb)::bigint)
+  AND owner = $1 AND status = 'claimed' AND lease_expires_at > clock_timestamp()`,
+	// MATERIALIZED for the same reason as BenchLeaseClaim: the pick runs once.
+	BenchClaimDone: `WITH picked AS MATERIALIZED (
+  SELECT id FROM loanq_bench_item WHERE status = 'ready' ORDER BY id LIMIT $2
+  FOR UPDATE SKIP LOCKED)
+UPDATE loanq_bench_item b
+SET status = 'done', owner = $1, processed = b.processed + 1, processed_at = clock_timestamp()
+FROM picked
+WHERE b.id = picked.id`,
+
 	// lock run: named leases. The UPDATE's row lock serialises racing takers;
 	// the one that waited re-checks the WHERE on the committed row (READ
 	// COMMITTED) and finds it taken.

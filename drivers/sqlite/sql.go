@@ -123,6 +123,17 @@ WHERE status = 'claimed' AND lease_expires_at <= ` + nowExpr,
 FROM loanq_bench_item`,
 	BenchByOwner: `SELECT owner, COUNT(*) FROM loanq_bench_item WHERE status = 'done' GROUP BY owner ORDER BY owner`,
 
+	ServerVersion: `SELECT 'SQLite ' || sqlite_version()`,
+	// The ids arrive as one JSON array, unpacked by json_each.
+	BenchDoneMany: `UPDATE loanq_bench_item
+SET status = 'done', owner = ?, processed = processed + 1, processed_at = ` + nowExpr + `
+WHERE id IN (SELECT value FROM json_each(?))`,
+	BenchLeaseDoneMany: `UPDATE loanq_bench_item
+SET status = 'done', processed = processed + 1, processed_at = ` + nowExpr + `
+WHERE owner = ? AND id IN (SELECT value FROM json_each(?))
+  AND status = 'claimed' AND lease_expires_at > ` + nowExpr,
+	BenchClaimDone: ``,
+
 	// lock run: named leases. The write lock of BEGIN IMMEDIATE (or of the
 	// autocommitted UPDATE) makes the take one writer at a time.
 	NamedLockEnsure: `INSERT INTO loanq_lock (name, token) VALUES (?, 0) ON CONFLICT (name) DO NOTHING`,

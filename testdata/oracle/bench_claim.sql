@@ -96,3 +96,14 @@ SET status = 'ready', owner = NULL, claimed_at = NULL, lease_expires_at = NULL
 WHERE status = 'claimed' AND lease_expires_at <= SYS_EXTRACT_UTC(SYSTIMESTAMP)
 /
 
+-- BenchLeaseDoneMany: bench: finish a batch of leased items (fencing check), one statement
+UPDATE loanq_bench_item
+SET status = 'done', processed = processed + 1, processed_at = SYS_EXTRACT_UTC(SYSTIMESTAMP)
+WHERE owner = :1 AND id IN (SELECT j.id FROM JSON_TABLE(:2, '$[*]' COLUMNS (id NUMBER(19) PATH '$')) j)
+  AND status = 'claimed' AND lease_expires_at > SYS_EXTRACT_UTC(SYSTIMESTAMP)
+/
+
+-- BenchClaimDone: bench: raw limit, claim and finish up to K items in one statement
+
+/
+

@@ -214,6 +214,27 @@ FROM loanq_bench_item
 SELECT owner, COUNT(*) FROM loanq_bench_item WHERE status = 'done' GROUP BY owner ORDER BY owner
 /
 
+-- ServerVersion: bench: name the server product and version
+SELECT banner FROM v$version WHERE ROWNUM = 1
+/
+
+-- BenchDoneMany: bench: finish a batch of items held by row locks, one statement
+UPDATE loanq_bench_item
+SET status = 'done', owner = :1, processed = processed + 1, processed_at = SYS_EXTRACT_UTC(SYSTIMESTAMP)
+WHERE id IN (SELECT j.id FROM JSON_TABLE(:2, '$[*]' COLUMNS (id NUMBER(19) PATH '$')) j)
+/
+
+-- BenchLeaseDoneMany: bench: finish a batch of leased items (fencing check), one statement
+UPDATE loanq_bench_item
+SET status = 'done', processed = processed + 1, processed_at = SYS_EXTRACT_UTC(SYSTIMESTAMP)
+WHERE owner = :1 AND id IN (SELECT j.id FROM JSON_TABLE(:2, '$[*]' COLUMNS (id NUMBER(19) PATH '$')) j)
+  AND status = 'claimed' AND lease_expires_at > SYS_EXTRACT_UTC(SYSTIMESTAMP)
+/
+
+-- BenchClaimDone: bench: raw limit, claim and finish up to K items in one statement
+
+/
+
 -- NamedLockEnsure: lock run: create the lock's row if missing (a duplicate is ignored)
 INSERT INTO loanq_lock (name, token) VALUES (:1, 0)
 /

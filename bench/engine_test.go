@@ -1,0 +1,160 @@
+package bench_test
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/loanq/loanq/bench"
+	"github.com/loanq/loanq/internal/testdb"
+)
+
+// engineKeys are the first keys of `bench --target engine -o json`, in order.
+var engineKeys = []string{"target", "database", "strategy", "workers", "count", "loans", "elapsed_ms",
+	"loans_per_s", "get_p50_ms", "get_p99_ms", "criteria_runs", "requests", "duplicates"}
+
+// checkEngine asserts what the engine benchmark guarantees whatever the
+// timing, against the database: every loan handed out once, each work row
+// counted by a caller, no request left pending, and the JSON's fixed keys.
+func checkEngine(t *testing.T, dsn string, r *bench.EngineResult, rows int) {
+	t.Helper()
+	if r.Duplicates != 0 || r.ItemsTwice != 0 || r.Pending != 0 || r.RawDuplicates != 0 {
+		t.Errorf("duplicates %d, items twice %d, pending %d, raw duplicates %d; want 0", r.Duplicates, r.ItemsTwice, r.Pending, r.RawDuplicates)
+	}
+	d, db := testdb.Open(t, dsn)
+	work := testdb.Int(t, d, db, "SELECT COUNT(*) FROM loanq_work w JOIN loanq_task t ON t.id = w.task_id WHERE t.name = '"+bench.EngineTask+"'")
+	distinct := testdb.Int(t, d, db, "SELECT COUNT(DISTINCT w.loan_id) FROM loanq_work w JOIN loanq_task t ON t.id = w.task_id WHERE t.name = '"+bench.EngineTask+"'")
+	active := testdb.Int(t, d, db, "SELECT COUNT(*) FROM loanq_work WHERE disposition IS NULL")
+	done := testdb.Int(t, d, db, "SELECT COUNT(*) FROM loanq_bench_item WHERE status = 'done' AND processed = 1")
+	if r.Loans != work || r.LoansCounted != work || distinct != work || work != int64(rows) || done != int64(rows) || active != 0 {
+		t.Errorf("loans %d, counted by the callers %d; database: %d work rows for %d loans, %d active, %d items done once; want all %d (0 active)",
+			r.Loans, r.LoansCounted, work, distinct, active, done, rows)
+	}
+	var sum int64
+	for _, w := range r.PerWorker {
+		sum += w.Loans
+	}
+	if sum != r.LoansCounted || r.Requests*int64(r.Count) < int64(rows) || r.GetP99MS < r.GetP50MS {
+		t.Errorf("per-caller loans %d, counted %d, requests %d, p50 %d p99 %d", sum, r.LoansCounted, r.Requests, r.GetP50MS, r.GetP99MS)
+	}
+	if r.RawItems == 0 || r.RawItemsPerS <= 0 || r.Ratio <= 0 || r.Server == "" {
+		t.Errorf("raw %d items, %.0f/s, ratio %.3f, server %q", r.RawItems, r.RawItemsPerS, r.Ratio, r.Server)
+	}
+	b, err := json.Marshal(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dec := json.NewDecoder(strings.NewReader(string(b)))
+	if _, err := dec.Token(); err != nil {
+		t.Fatal(err)
+	}
+	var keys []string
+	for len(keys) < len(engineKeys) && dec.More() {
+		k, err := dec.Token()
+		if err != nil {
+			t.Fatal(err)
+		}
+		keys = append(keys, k.(string))
+		var skip json.RawMessage
+		if err := dec.Decode(&skip); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !reflect.DeepEqual(keys, engineKeys) {
+		t.Errorf("JSON keys %v, want %v first", keys, engineKeys)
+	}
+}
+
+// A short engine run with goroutines and its chart, on every database, with
+// the database's default strategy and with several loans per work get.
+func TestEngine(t *testing.T) {
+	testdb.Each(t, func(t *testing.T, dsn string) {
+		d, _ := testdb.Migrated(t, dsn)
+		for _, count := range []int{1, 3} {
+			chart := filepath.Join(t.TempDir(), "engine.svg")
+			r, err := bench.RunEngine(context.Background(), bench.EngineConfig{DSN: dsn, Workers: 4, Count: count, Rows: 30, Chart: chart})
+			if err != nil {
+				t.Fatalf("count %d: %v", count, err)
+			}
+			if r.Strategy != string(d.Strategies()[0]) || r.Count != count || r.Target != "engine" {
+				t.Errorf("strategy %s count %d target %s", r.Strategy, r.Count, r.Target)
+			}
+			checkEngine(t, dsn, r, 30)
+			svg, err := os.ReadFile(chart)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if bars := strings.Count(string(svg), `class="work"`); int64(bars) != r.Requests {
+				t.Errorf("chart has %d request bars for %d requests", bars, r.Requests)
+			}
+		}
+	})
+}
+
+// Every strategy of the database, callers in two OS processes (this test
+// binary re-executed as `loanq bench engine-worker`).
+func TestEngineProcesses(t *testing.T) {
+	testdb.Each(t, func(t *testing.T, dsn string) {
+		d, _ := testdb.Migrated(t, dsn)
+		for _, s := range d.Strategies() {
+			r, err := bench.RunEngine(context.Background(), bench.EngineConfig{DSN: dsn, Strategy: string(s), Workers: 4, Processes: 2,
+				Count: 2, Rows: 24, Command: []string{os.Args[0], "bench", "engine-worker"}, Env: []string{childEnv + "=1"}})
+			if err != nil {
+				t.Fatalf("%s: %v", s, err)
+			}
+			if r.Processes != 2 || r.Strategy != string(s) || len(r.PerWorker) != 4 {
+				t.Errorf("%s: processes %d, strategy %s, %d callers", s, r.Processes, r.Strategy, len(r.PerWorker))
+			}
+			checkEngine(t, dsn, r, 24)
+		}
+	})
+}
+
+func TestEngineValidate(t *testing.T) {
+	ok := bench.EngineConfig{Workers: 1, Rows: 1, Count: 1}
+	if err := ok.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		mod  func(*bench.EngineConfig)
+		want string
+	}{
+		{func(c *bench.EngineConfig) { c.Workers = 0 }, "--workers"},
+		{func(c *bench.EngineConfig) { c.Count = 0 }, "--count"},
+		{func(c *bench.EngineConfig) { c.Rows = 0 }, "--rows"},
+		{func(c *bench.EngineConfig) { c.Duration = -1 }, "--duration"},
+		{func(c *bench.EngineConfig) { c.Strategy = "all" }, "one strategy"},
+		{func(c *bench.EngineConfig) { c.Strategy = "optimistic" }, "--strategy"},
+		{func(c *bench.EngineConfig) { c.Chart = "/nonexistent-folder/x.svg" }, "does not exist"},
+	} {
+		cfg := ok
+		c.mod(&cfg)
+		if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%+v: error %v, want one naming %s", cfg, err, c.want)
+		}
+	}
+}
+
+// `bench --target cli` with this test binary standing in for loanq: both
+// phases run, the loans counted are the task's completed work rows, no loan
+// handed out twice, no request left pending.
+func TestCLI(t *testing.T) {
+	testdb.Each(t, func(t *testing.T, dsn string) {
+		testdb.Migrated(t, dsn)
+		r, err := bench.RunCLI(context.Background(), bench.CLIConfig{DSN: dsn, Processes: 2, Rows: 50, Duration: time.Second,
+			Command: []string{os.Args[0]}, Env: []string{childEnv + "=1"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		d, db := testdb.Open(t, dsn)
+		done := testdb.Int(t, d, db, "SELECT COUNT(*) FROM loanq_work w JOIN loanq_task t ON t.id = w.task_id WHERE t.name = '"+bench.CLITask+"' AND w.disposition = 'complete'")
+		if r.Duplicates != 0 || r.Pending != 0 || r.Loans != done || r.Loans == 0 || r.BaselinePairs == 0 || r.Ratio <= 0 || r.Server == "" {
+			t.Errorf("cli result %+v; %d completed work rows in the database", r, done)
+		}
+	})
+}
