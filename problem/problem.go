@@ -101,6 +101,9 @@ func ExitCode(err error) int {
 	if err == nil {
 		return ExitOK
 	}
+	if code, ok := exitOf(err); ok {
+		return code
+	}
 	switch KindOf(err) {
 	case Usage:
 		return ExitUsage

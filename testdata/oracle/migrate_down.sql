@@ -24,10 +24,10 @@ SELECT version_id, is_applied FROM loanq_schema_version ORDER BY tstamp DESC, id
 -- (begin)
 
 -- 5, in transaction
-ALTER TABLE loanq_task DROP (hold_limit_ms)
+DROP TABLE loanq_lock PURGE
 /
 
--- 6, in transaction; binds :1 = 4
+-- 6, in transaction; binds :1 = 5
 DELETE FROM loanq_schema_version WHERE version_id = :1
 /
 

@@ -292,7 +292,26 @@ INSERT INTO loanq_schema_version (version_id, is_applied) VALUES (:1, 1)
 
 -- (commit)
 
--- 32, autocommit
+-- (begin)
+
+-- 32, in transaction
+CREATE TABLE loanq_lock (
+    name       VARCHAR2(200 CHAR) NOT NULL,
+    holder     VARCHAR2(200 CHAR),
+    token      NUMBER(19)         DEFAULT 0 NOT NULL,
+    taken_at   TIMESTAMP(6),
+    expires_at TIMESTAMP(6),
+    CONSTRAINT loanq_lock_pk PRIMARY KEY (name)
+)
+/
+
+-- 33, in transaction; binds :1 = 5
+INSERT INTO loanq_schema_version (version_id, is_applied) VALUES (:1, 1)
+/
+
+-- (commit)
+
+-- 34, autocommit
 SELECT MAX(version_id) FROM loanq_schema_version
 /
 
