@@ -76,17 +76,21 @@ func connectionCut(t *testing.T, srv *throwaway.Server) {
 	endedByHoldLimit(t, dsn, d, e, id, drivers.Skip, hr, "the holder whose connection was cut, once its path was back,")
 }
 
-// netDelay is the added latency of TestFaultSlowNetwork, each way.
-const netDelay = 100 * time.Millisecond
+// netDelay is the added latency of TestFaultSlowNetwork, each way, and
+// netLoss the share of packets it drops, in per cent.
+const (
+	netDelay = 100 * time.Millisecond
+	netLoss  = 5
+)
 
-// Several processes call `work get` at once over a slow path (every chunk
-// delayed 100 ms each way, +200 ms per round trip) to a throwaway server,
-// under the default strategy and the lease (every strategy with
-// LOANQ_FAULT_LONG=1): they are slower, never wrong — every
-// caller served, no loan twice, audit clean. The delay is made by the
-// forwarder of the path, in user space: this sandbox's kernel has no netem
-// qdisc (`tc qdisc add … netem` answers "Specified qdisc kind is unknown"),
-// so packet loss is not injected here (docs/reliability.md).
+// Several processes call `work get` at once over a slow, lossy path (every
+// chunk delayed 100 ms each way, +200 ms per round trip, and 5 % of the
+// packets dropped both ways) to a throwaway server, under the default
+// strategy and the lease (every strategy with LOANQ_FAULT_LONG=1): they are
+// slower, never wrong — every caller served, no loan twice, audit clean. The
+// delay is made by the forwarder of the path, in user space, and the loss by
+// an nftables rule inside the namespace: this sandbox's kernel has no netem
+// qdisc (`tc qdisc add … netem` answers "Specified qdisc kind is unknown").
 func TestFaultSlowNetwork(t *testing.T) {
 	for _, dialect := range []string{"postgres", "mysql"} {
 		t.Run(dialect, func(t *testing.T) {
@@ -97,6 +101,7 @@ func TestFaultSlowNetwork(t *testing.T) {
 			path := newNetPath(t)
 			serverAddr := "127.0.0.1:" + strconv.Itoa(srv.Port)
 			slowDSN := viaPath(dsn, serverAddr, path.forward(serverAddr, netDelay))
+			path.lose(netLoss)
 			for _, s := range longStrategies(d) {
 				task := "slow-" + string(s)
 				mustOK(t, dsn, "admin", "task", "create", task, "--where", "eligible = 1", "--order", "priority", "--lock", string(s))
@@ -132,7 +137,11 @@ func TestFaultSlowNetwork(t *testing.T) {
 						seen[l] = got.User
 					}
 				}
-				t.Logf("%s/%s: %d callers over +%s per round trip served in %.1fs", d.Name(), s, procs, 2*netDelay, took.Seconds())
+				lost := path.dropped()
+				if lost == 0 {
+					t.Fatalf("%s: no packet was dropped: the loss was not injected", s)
+				}
+				t.Logf("%s/%s: %d callers over +%s per round trip and %d %% loss (%d packets dropped so far) served in %.1fs", d.Name(), s, procs, 2*netDelay, netLoss, lost, took.Seconds())
 				if n := testdb.Int(t, d, e.DB, "SELECT COUNT(*) FROM loanq_work WHERE task_id = ?", id); n != procs*each {
 					t.Fatalf("%s: %d work rows, want %d", s, n, procs*each)
 				}

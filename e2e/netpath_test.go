@@ -17,8 +17,9 @@ import (
 // connections on to a throwaway server. Clients run inside the namespace, so
 // cutting or slowing the veth touches only their connections: never the
 // loopback interface, never the shared servers' ports. Everything is removed
-// in t.Cleanup. It needs root and network namespaces (this sandbox has both;
-// tc's netem qdisc, iptables and nftables it has not: see docs/reliability.md).
+// in t.Cleanup. It needs root and network namespaces, and nftables for lose
+// (this sandbox's kernel has no netem qdisc: delay is added by the forwarder,
+// loss by an nftables rule inside the namespace; see docs/reliability.md).
 type netPath struct {
 	t      *testing.T
 	ns     string
@@ -72,6 +73,43 @@ func (p *netPath) inside(cmd *exec.Cmd) {
 // cut takes the host end of the veth down: the namespace's packets are
 // dropped without a FIN or an RST reaching either side.
 func (p *netPath) cut() { runSystem(p.t, "ip", "link", "set", p.hostIf, "down") }
+
+// lose drops percent % of the packets leaving and entering the namespace, at
+// random (nftables `numgen random`, inside the namespace only): TCP
+// retransmits them, as it would over a lossy link.
+func (p *netPath) lose(percent int) {
+	p.t.Helper()
+	if _, err := exec.LookPath("nft"); err != nil {
+		p.t.Fatalf("the packet-loss fault test needs nftables (apt-get install nftables): %v", err)
+	}
+	rule := "numgen random mod 100 < " + itoa(percent) + " counter drop"
+	runSystem(p.t, "ip", "netns", "exec", p.ns, "nft", "add table inet loanq_loss")
+	for _, hook := range []string{"input", "output"} {
+		runSystem(p.t, "ip", "netns", "exec", p.ns, "nft", "add chain inet loanq_loss "+hook+" { type filter hook "+hook+" priority 0 ; }")
+		runSystem(p.t, "ip", "netns", "exec", p.ns, "nft", "add rule inet loanq_loss "+hook+" "+rule)
+	}
+}
+
+// dropped is how many packets the rules of lose have dropped so far.
+func (p *netPath) dropped() int {
+	p.t.Helper()
+	out, err := exec.Command("ip", "netns", "exec", p.ns, "nft", "list", "table", "inet", "loanq_loss").CombinedOutput()
+	if err != nil {
+		p.t.Fatalf("reading the packet-loss counters: %v\n%s", err, out)
+	}
+	n := 0
+	f := strings.Fields(string(out))
+	for i := 0; i+2 < len(f); i++ {
+		if f[i] == "counter" && f[i+1] == "packets" {
+			k, err := strconv.Atoi(f[i+2])
+			if err != nil {
+				p.t.Fatalf("reading the packet-loss counters: %q", out)
+			}
+			n += k
+		}
+	}
+	return n
+}
 
 // restore brings the path back.
 func (p *netPath) restore() { runSystem(p.t, "ip", "link", "set", p.hostIf, "up") }

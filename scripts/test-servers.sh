@@ -198,3 +198,17 @@ ensure_chromium() {
 	LOANQ_TEST_CHROMIUM=$(command -v chromium)
 	say "Chromium: using $LOANQ_TEST_CHROMIUM"
 }
+
+# The network fault tests (e2e/fault_network_test.go) drop packets inside a
+# network namespace of their own with nftables: nft on the PATH, else Debian's
+# package installed with apt-get when running as root, else the run fails
+# saying what to install.
+ensure_nft() {
+	if ! command -v nft >/dev/null && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+		say "nftables: not installed: installing Debian's nftables with apt-get (for the packet-loss fault test)"
+		apt_install nftables
+	fi
+	command -v nft >/dev/null ||
+		die "nftables is required by the packet-loss fault test: install it (Debian: apt-get install nftables)"
+	say "nftables: using $(command -v nft)"
+}

@@ -15,6 +15,7 @@ trap stop_test_servers EXIT
 ensure_postgres
 ensure_mysql
 ensure_chromium
+ensure_nft
 export LOANQ_TEST_REQUIRE=sqlite,postgres,mysql,chromium
 
 if [ -n "${LOANQ_TEST_ORACLE_DSN:-}" ]; then
