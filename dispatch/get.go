@@ -19,6 +19,7 @@ const (
 	StatusAssigned = "assigned"
 	StatusPartial  = "partial"
 	StatusEmpty    = "empty"
+	// StatusCancelled: see cancel.go.
 )
 
 // Request is a logged work request and, once served, its loans.
@@ -33,6 +34,11 @@ type Request struct {
 	Loans     []int64   `json:"loans"`
 	CreatedAt time.Time `json:"created_at"`
 	ServedAt  time.Time `json:"-"`
+	// Attached is set when `work get` found the user's pending request of
+	// the task and attached to it instead of logging another.
+	Attached bool `json:"-"`
+	// Notice, when set, is said on stderr: why a cancel did not cancel.
+	Notice string `json:"-"`
 }
 
 // GetOptions tune one `work get` or `work status --wait`.
@@ -44,6 +50,12 @@ type GetOptions struct {
 	// OnWait, if set, is told before each pause that the request is still
 	// pending and when the next look is (the command line's status line).
 	OnWait func(req *Request, next time.Duration)
+	// OnAttach, if set, is told that `work get` attached to the user's
+	// pending request id instead of logging another.
+	OnAttach func(id int64)
+	// CancelAs, when set, is the requester: if ctx is cancelled (a signal)
+	// while the request is pending, it is cancelled as that user's.
+	CancelAs string
 }
 
 // Get is `work get` (SPEC §3). On busy or timeout it returns the request,
@@ -65,11 +77,30 @@ func (e *Engine) Get(ctx context.Context, taskName, user string, count int, opt 
 	}
 	// Step 1: the request is committed on its own, before any lock is tried,
 	// so that whoever holds the lock can see and serve it.
-	id, err := e.Driver.InsertReturningID(ctx, e.DB, e.sql().RequestInsert, task.ID, user, count)
+	// A user has at most one pending request per task: asking again
+	// attaches to it (cancel.go).
+	id, attached, err := e.logRequest(ctx, task.ID, user, count)
 	if err != nil {
-		return nil, fmt.Errorf("recording the work request: %w", err)
+		return nil, err
 	}
-	return e.serveUntilDone(ctx, task, strategy, id, opt)
+	if attached && opt.OnAttach != nil {
+		opt.OnAttach(id)
+	}
+	req, err := e.serveOrCancel(ctx, task, strategy, id, opt)
+	if req != nil {
+		req.Attached = attached
+	}
+	return req, err
+}
+
+// serveOrCancel is serveUntilDone, then, when a signal stopped it, the
+// cancellation of the request (interrupted).
+func (e *Engine) serveOrCancel(ctx context.Context, task *Task, strategy drivers.Strategy, id int64, opt GetOptions) (*Request, error) {
+	req, err := e.serveUntilDone(ctx, task, strategy, id, opt)
+	if err != nil && ctx.Err() != nil {
+		return e.interrupted(ctx, task, id, opt, err)
+	}
+	return req, err
 }
 
 // Status is `work status` (SPEC §3 step 7): it reads the request and, while it
@@ -94,7 +125,7 @@ func (e *Engine) Status(ctx context.Context, id int64, wait bool, opt GetOptions
 		return nil, err
 	}
 	opt.NoWait = !wait
-	return e.serveUntilDone(ctx, task, strategy, id, opt)
+	return e.serveOrCancel(ctx, task, strategy, id, opt)
 }
 
 func (e *Engine) strategyFor(t *Task, override drivers.Strategy) (drivers.Strategy, error) {
@@ -130,6 +161,12 @@ func (e *Engine) serveUntilDone(ctx context.Context, task *Task, strategy driver
 			err = e.serveRows(ctx, task, id)
 		default:
 			err = e.serve(ctx, task, strategy, deadline)
+		}
+		if err != nil && ctx.Err() != nil {
+			// A signal while this caller served: its transaction rolled
+			// back, nothing was assigned, nothing failed.
+			return nil, &problem.Error{Kind: problem.Interrupted, Err: context.Cause(ctx),
+				Msg: fmt.Sprintf("interrupted while serving task %s: the assignment transaction rolled back, nothing was assigned by this call, and the task's pending requests stay pending for their callers", task.Name)}
 		}
 		if err != nil && problem.KindOf(err) != problem.Busy {
 			// The request is committed and stays pending: say how to get it

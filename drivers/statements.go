@@ -277,6 +277,18 @@ type Statements struct {
 	// assignments, newest assignment first. Columns: loan id, user,
 	// disposition, seconds since the disposition, seconds the loan was held.
 	DashDispositions string `purpose:"dashboard: a task's latest dispositions"`
+
+	// --- cancelled requests and one pending request per user and task
+	// (docs/algorithm.md, "Cancelling and attaching") ---
+
+	// RequestPendingFor binds: task id, user. The user's pending request of
+	// the task, if any (at most one: loanq_work_request_one_pending_uq).
+	// Columns: id.
+	RequestPendingFor string `purpose:"a user's pending request of a task (attach instead of asking twice)"`
+	// RequestCancel binds: id, user. Only a pending request of that user
+	// changes: 0 rows means it was served (or cancelled) meanwhile, decided
+	// by the database against a holder's RequestFinish.
+	RequestCancel string `purpose:"cancel a user's pending request"`
 }
 
 // Named is one statement with its purpose.

@@ -5,6 +5,7 @@
 //	1  any other failure
 //	2  bad input or usage; nothing was changed in the database
 //	75 still pending or busy (EX_TEMPFAIL): ask again later
+//	130 interrupted by SIGINT, 143 by SIGTERM (128 + the signal's number)
 package problem
 
 import (
@@ -24,6 +25,10 @@ const (
 	// Busy means the work is not done yet: the task lock is held elsewhere or the
 	// request is still pending. Retrying later is the right reaction.
 	Busy
+	// Interrupted means a signal stopped the command; the exit code is
+	// 128 + the signal's number (130 for SIGINT, 143 for SIGTERM) when the
+	// error carries a Signal, 130 otherwise.
+	Interrupted
 )
 
 // Exit codes of the command-line contract.
@@ -32,7 +37,18 @@ const (
 	ExitFailure = 1
 	ExitUsage   = 2
 	ExitBusy    = 75
+	ExitSIGINT  = 130
+	ExitSIGTERM = 143
 )
+
+// Signal is the cause of a context cancelled by a signal (commands.Main): its
+// exit code is the shell's, 128 + the signal number.
+type Signal struct {
+	Name string // "interrupt" or "terminated"
+	Code int    // 130 or 143
+}
+
+func (s *Signal) Error() string { return "interrupted by " + s.Name }
 
 // Error is an error with a kind and an optional hint that tells the user what to do.
 type Error struct {
@@ -106,6 +122,12 @@ func ExitCode(err error) int {
 		return ExitUsage
 	case Busy:
 		return ExitBusy
+	case Interrupted:
+		var sig *Signal
+		if errors.As(err, &sig) {
+			return sig.Code
+		}
+		return ExitSIGINT
 	default:
 		return ExitFailure
 	}

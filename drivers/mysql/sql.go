@@ -197,6 +197,11 @@ FROM loanq_query_run WHERE task_id = ? ORDER BY id DESC LIMIT ?`,
 	DashDispositions: `SELECT loan_id, user_name, disposition, TIMESTAMPDIFF(SECOND, disposed_at, UTC_TIMESTAMP(6)),
        TIMESTAMPDIFF(SECOND, assigned_at, disposed_at)
 FROM loanq_work WHERE task_id = ? AND disposition IS NOT NULL ORDER BY id DESC LIMIT ?`,
+
+	// cancelled requests and attach (docs/algorithm.md, "Cancelling and attaching")
+	RequestPendingFor: `SELECT id FROM loanq_work_request WHERE task_id = ? AND pending_user = ?`,
+	RequestCancel: `UPDATE loanq_work_request SET status = 'cancelled', served_at = UTC_TIMESTAMP(6)
+WHERE id = ? AND user_name = ? AND status = 'pending'`,
 }
 
 // criteriaQuery is the heavy query of SPEC §3 step 4. It takes no lock (the

@@ -234,6 +234,15 @@ FETCH FIRST :2 ROWS ONLY`,
        ROUND((CAST(disposed_at AS DATE) - CAST(assigned_at AS DATE)) * 86400)
 FROM loanq_work WHERE task_id = :1 AND disposition IS NOT NULL ORDER BY id DESC
 FETCH FIRST :2 ROWS ONLY`,
+
+	// cancelled requests and attach (docs/algorithm.md, "Cancelling and attaching"):
+	// the CASE expressions are those of loanq_work_request_one_pending_uq, so
+	// the lookup is that index's range.
+	RequestPendingFor: `SELECT id FROM loanq_work_request
+WHERE CASE WHEN status = 'pending' THEN task_id END = :1
+  AND CASE WHEN status = 'pending' THEN user_name END = :2`,
+	RequestCancel: `UPDATE loanq_work_request SET status = 'cancelled', served_at = ` + now + `
+WHERE id = :1 AND user_name = :2 AND status = 'pending'`,
 }
 
 // oraAge is how many whole seconds ago a timestamp was, by the database

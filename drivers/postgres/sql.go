@@ -211,6 +211,11 @@ FROM loanq_query_run WHERE task_id = $1 ORDER BY id DESC LIMIT $2`,
 	DashDispositions: `SELECT loan_id, user_name, disposition, ` + pgAge(`disposed_at`) + `,
        EXTRACT(EPOCH FROM disposed_at - assigned_at)::BIGINT
 FROM loanq_work WHERE task_id = $1 AND disposition IS NOT NULL ORDER BY id DESC LIMIT $2`,
+
+	// cancelled requests and attach (docs/algorithm.md, "Cancelling and attaching")
+	RequestPendingFor: `SELECT id FROM loanq_work_request WHERE task_id = $1 AND user_name = $2 AND status = 'pending'`,
+	RequestCancel: `UPDATE loanq_work_request SET status = 'cancelled', served_at = clock_timestamp()
+WHERE id = $1 AND user_name = $2 AND status = 'pending'`,
 }
 
 // pgAge is how many whole seconds ago a timestamp was, by the database clock.

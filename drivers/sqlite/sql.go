@@ -188,6 +188,11 @@ FROM loanq_query_run WHERE task_id = ? ORDER BY id DESC LIMIT ?`,
 	DashDispositions: `SELECT loan_id, user_name, disposition, ` + sqliteAge(`disposed_at`) + `,
        CAST((julianday(disposed_at) - julianday(assigned_at)) * 86400 AS INTEGER)
 FROM loanq_work WHERE task_id = ? AND disposition IS NOT NULL ORDER BY id DESC LIMIT ?`,
+
+	// cancelled requests and attach (docs/algorithm.md, "Cancelling and attaching")
+	RequestPendingFor: `SELECT id FROM loanq_work_request WHERE task_id = ? AND user_name = ? AND status = 'pending'`,
+	RequestCancel: `UPDATE loanq_work_request SET status = 'cancelled', served_at = ` + nowExpr + `
+WHERE id = ? AND user_name = ? AND status = 'pending'`,
 }
 
 // sqliteAge is how many whole seconds ago a stored time was, by the database clock.
