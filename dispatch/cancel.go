@@ -22,7 +22,7 @@ const maxAttach = 5
 
 // logRequest records a work request of user on task, or attaches to the
 // user's pending request of the task: a user has at most one pending request
-// per task. The database decides (loanq_work_request_one_pending_uq): of two
+// per task. The database decides (loanq_request_one_pending_uq): of two
 // calls of the same user inserting at the same moment, one insert fails with
 // a unique violation and that call reads and attaches to the other's request.
 func (e *Engine) logRequest(ctx context.Context, taskID int64, user string, count int) (id int64, attached bool, err error) {

@@ -282,7 +282,7 @@ type Statements struct {
 	// (docs/algorithm.md, "Cancelling and attaching") ---
 
 	// RequestPendingFor binds: task id, user. The user's pending request of
-	// the task, if any (at most one: loanq_work_request_one_pending_uq).
+	// the task, if any (at most one: loanq_request_one_pending_uq).
 	// Columns: id.
 	RequestPendingFor string `purpose:"a user's pending request of a task (attach instead of asking twice)"`
 	// RequestCancel binds: id, user. Only a pending request of that user

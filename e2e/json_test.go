@@ -148,6 +148,7 @@ func TestJSONDocuments(t *testing.T) {
 			t.Fatalf("work get: %v %s", err, out)
 		}
 		check("work status", "work", "status", itoa64(req.RequestID))
+		check("work cancel", "work", "cancel", itoa64(req.RequestID)) // served first: printed as served
 		check("pipeline", "pipeline")
 		check("disposition", "disposition", "big", itoa64(req.Loans[0]), "return", "--after", "90m")
 		check("disposition", "disposition", "big", itoa64(req.Loans[1]), "complete")

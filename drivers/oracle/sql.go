@@ -236,7 +236,7 @@ FROM loanq_work WHERE task_id = :1 AND disposition IS NOT NULL ORDER BY id DESC
 FETCH FIRST :2 ROWS ONLY`,
 
 	// cancelled requests and attach (docs/algorithm.md, "Cancelling and attaching"):
-	// the CASE expressions are those of loanq_work_request_one_pending_uq, so
+	// the CASE expressions are those of loanq_request_one_pending_uq, so
 	// the lookup is that index's range.
 	RequestPendingFor: `SELECT id FROM loanq_work_request
 WHERE CASE WHEN status = 'pending' THEN task_id END = :1

@@ -24,10 +24,10 @@ SET r.status = 'cancelled', r.served_at = UTC_TIMESTAMP(6)
 WHERE r.status = 'pending' AND r.id <> k.keep_id;
 ALTER TABLE loanq_work_request
     ADD COLUMN pending_user VARCHAR(100) AS (CASE WHEN status = 'pending' THEN user_name END) STORED,
-    ADD UNIQUE INDEX loanq_work_request_one_pending_uq (task_id, pending_user);
+    ADD UNIQUE INDEX loanq_request_one_pending_uq (task_id, pending_user);
 
 -- +goose Down
-ALTER TABLE loanq_work_request DROP INDEX loanq_work_request_one_pending_uq, DROP COLUMN pending_user;
+ALTER TABLE loanq_work_request DROP INDEX loanq_request_one_pending_uq, DROP COLUMN pending_user;
 UPDATE loanq_work_request SET status = 'empty' WHERE status = 'cancelled';
 ALTER TABLE loanq_work_request DROP CONSTRAINT loanq_work_request_status_ck;
 ALTER TABLE loanq_work_request ADD CONSTRAINT loanq_work_request_status_ck

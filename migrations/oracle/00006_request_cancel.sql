@@ -26,14 +26,14 @@ WHERE r.status = 'pending' AND EXISTS (
 -- +goose StatementEnd
 
 -- +goose StatementBegin
-CREATE UNIQUE INDEX loanq_work_request_one_pending_uq ON loanq_work_request (
+CREATE UNIQUE INDEX loanq_request_one_pending_uq ON loanq_work_request (
     CASE WHEN status = 'pending' THEN task_id END,
     CASE WHEN status = 'pending' THEN user_name END)
 -- +goose StatementEnd
 
 -- +goose Down
 -- +goose StatementBegin
-DROP INDEX loanq_work_request_one_pending_uq
+DROP INDEX loanq_request_one_pending_uq
 -- +goose StatementEnd
 
 -- +goose StatementBegin

@@ -16,10 +16,10 @@ UPDATE loanq_work_request r SET status = 'cancelled', served_at = clock_timestam
 WHERE r.status = 'pending' AND EXISTS (
     SELECT 1 FROM loanq_work_request o
     WHERE o.task_id = r.task_id AND o.user_name = r.user_name AND o.status = 'pending' AND o.id < r.id);
-CREATE UNIQUE INDEX loanq_work_request_one_pending_uq ON loanq_work_request (task_id, user_name) WHERE status = 'pending';
+CREATE UNIQUE INDEX loanq_request_one_pending_uq ON loanq_work_request (task_id, user_name) WHERE status = 'pending';
 
 -- +goose Down
-DROP INDEX loanq_work_request_one_pending_uq;
+DROP INDEX loanq_request_one_pending_uq;
 UPDATE loanq_work_request SET status = 'empty' WHERE status = 'cancelled';
 ALTER TABLE loanq_work_request DROP CONSTRAINT loanq_work_request_status_ck;
 ALTER TABLE loanq_work_request ADD CONSTRAINT loanq_work_request_status_ck

@@ -65,8 +65,8 @@ WHERE status = 'pending' AND EXISTS (
     SELECT 1 FROM loanq_work_request o
     WHERE o.task_id = loanq_work_request.task_id AND o.user_name = loanq_work_request.user_name
       AND o.status = 'pending' AND o.id < loanq_work_request.id);
-CREATE UNIQUE INDEX loanq_work_request_one_pending_uq ON loanq_work_request (task_id, user_name) WHERE status = 'pending';
+CREATE UNIQUE INDEX loanq_request_one_pending_uq ON loanq_work_request (task_id, user_name) WHERE status = 'pending';
 
 -- +goose Down
 -- The CHECK keeps 'cancelled' (another rebuild for nothing); the index goes.
-DROP INDEX loanq_work_request_one_pending_uq;
+DROP INDEX loanq_request_one_pending_uq;

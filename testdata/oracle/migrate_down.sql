@@ -24,10 +24,23 @@ SELECT version_id, is_applied FROM loanq_schema_version ORDER BY tstamp DESC, id
 -- (begin)
 
 -- 5, in transaction
-ALTER TABLE loanq_task DROP (hold_limit_ms)
+DROP INDEX loanq_request_one_pending_uq
 /
 
--- 6, in transaction; binds :1 = 4
+-- 6, in transaction
+UPDATE loanq_work_request SET status = 'empty' WHERE status = 'cancelled'
+/
+
+-- 7, in transaction
+ALTER TABLE loanq_work_request DROP CONSTRAINT loanq_work_request_status_ck
+/
+
+-- 8, in transaction
+ALTER TABLE loanq_work_request ADD CONSTRAINT loanq_work_request_status_ck
+    CHECK (status IN ('pending', 'assigned', 'partial', 'empty'))
+/
+
+-- 9, in transaction; binds :1 = 6
 DELETE FROM loanq_schema_version WHERE version_id = :1
 /
 

@@ -292,7 +292,37 @@ INSERT INTO loanq_schema_version (version_id, is_applied) VALUES (:1, 1)
 
 -- (commit)
 
--- 32, autocommit
+-- (begin)
+
+-- 32, in transaction
+ALTER TABLE loanq_work_request DROP CONSTRAINT loanq_work_request_status_ck
+/
+
+-- 33, in transaction
+ALTER TABLE loanq_work_request ADD CONSTRAINT loanq_work_request_status_ck
+    CHECK (status IN ('pending', 'assigned', 'partial', 'empty', 'cancelled'))
+/
+
+-- 34, in transaction
+UPDATE loanq_work_request r SET status = 'cancelled', served_at = SYS_EXTRACT_UTC(SYSTIMESTAMP)
+WHERE r.status = 'pending' AND EXISTS (
+    SELECT 1 FROM loanq_work_request o
+    WHERE o.task_id = r.task_id AND o.user_name = r.user_name AND o.status = 'pending' AND o.id < r.id)
+/
+
+-- 35, in transaction
+CREATE UNIQUE INDEX loanq_request_one_pending_uq ON loanq_work_request (
+    CASE WHEN status = 'pending' THEN task_id END,
+    CASE WHEN status = 'pending' THEN user_name END)
+/
+
+-- 36, in transaction; binds :1 = 6
+INSERT INTO loanq_schema_version (version_id, is_applied) VALUES (:1, 1)
+/
+
+-- (commit)
+
+-- 37, autocommit
 SELECT MAX(version_id) FROM loanq_schema_version
 /
 

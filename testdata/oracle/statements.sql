@@ -354,6 +354,17 @@ FROM loanq_work WHERE task_id = :1 AND disposition IS NOT NULL ORDER BY id DESC
 FETCH FIRST :2 ROWS ONLY
 /
 
+-- RequestPendingFor: a user's pending request of a task (attach instead of asking twice)
+SELECT id FROM loanq_work_request
+WHERE CASE WHEN status = 'pending' THEN task_id END = :1
+  AND CASE WHEN status = 'pending' THEN user_name END = :2
+/
+
+-- RequestCancel: cancel a user's pending request
+UPDATE loanq_work_request SET status = 'cancelled', served_at = SYS_EXTRACT_UTC(SYSTIMESTAMP)
+WHERE id = :1 AND user_name = :2 AND status = 'pending'
+/
+
 -- CriteriaQuery: the heavy criteria query (binds :1 task id, :2 row limit), for
 -- a task with --source loan --key id --where "eligible = 1" --order "priority DESC"
 SELECT src.id FROM loan src
