@@ -126,3 +126,11 @@ func (e *Engine) interrupted(ctx context.Context, task *Task, id int64, opt GetO
 	req.Notice = ""
 	return req, &problem.Error{Kind: problem.Interrupted, Msg: what + fmt.Sprintf("; request %d cancelled, it will not be served", id), Err: sig}
 }
+
+// cancelled reports whether request id is cancelled, read through the pool
+// (the latest commit, not a REPEATABLE READ snapshot of the caller's
+// transaction).
+func (e *Engine) cancelled(ctx context.Context, id int64) bool {
+	req, err := e.Request(ctx, id)
+	return err == nil && req.Status == StatusCancelled
+}

@@ -566,6 +566,29 @@ func (e *Engine) assign(ctx context.Context, tx *sql.Tx, task *Task, found crite
 		if take < allow && !found.exhausted {
 			break // more loans may exist: serve this one fully in the next round
 		}
+		status := StatusAssigned
+		switch {
+		case take == 0:
+			status = StatusEmpty
+		case take < r.requested:
+			status = StatusPartial
+		}
+		// Finish first, then insert the work rows: the finish updates the
+		// request only while it is pending, so a request its requester
+		// cancelled after the read above is skipped here, its loans kept
+		// for the next request (docs/algorithm.md, "Cancelling and
+		// attaching"). The row lock the finish takes makes a concurrent
+		// cancel wait for this commit and then find the request served.
+		res, err := tx.ExecContext(ctx, e.sql().RequestFinish, take, status, r.id)
+		if err != nil {
+			return fmt.Errorf("finishing request %d: %w", r.id, err)
+		}
+		if n, _ := res.RowsAffected(); n != 1 {
+			if e.cancelled(ctx, r.id) {
+				continue
+			}
+			return fmt.Errorf("request %d was finished by someone else while this caller held the task lock", r.id)
+		}
 		for _, loan := range loans[:take] {
 			if _, err := tx.ExecContext(ctx, e.sql().WorkInsert, task.ID, loan, r.user, r.id); err != nil {
 				if e.Driver.IsUniqueViolation(err) {
@@ -576,20 +599,6 @@ func (e *Engine) assign(ctx context.Context, tx *sql.Tx, task *Task, found crite
 		}
 		loans = loans[take:]
 		active[r.user] += take
-		status := StatusAssigned
-		switch {
-		case take == 0:
-			status = StatusEmpty
-		case take < r.requested:
-			status = StatusPartial
-		}
-		res, err := tx.ExecContext(ctx, e.sql().RequestFinish, take, status, r.id)
-		if err != nil {
-			return fmt.Errorf("finishing request %d: %w", r.id, err)
-		}
-		if n, _ := res.RowsAffected(); n != 1 {
-			return fmt.Errorf("request %d was finished by someone else while this caller held the task lock", r.id)
-		}
 		run.RequestsServed++
 		run.LoansAssigned += take
 	}
