@@ -93,6 +93,7 @@ Examples:
    loanq --user oliver --output json work cancel 17`,
 				Action: workCancel,
 			},
+			workReclaimCommand(),
 		},
 	}
 }

@@ -298,6 +298,11 @@ func (e *Engine) serveLocked(ctx context.Context, tx *sql.Tx, task *Task, strate
 	if err != nil || len(pending) == 0 {
 		return err
 	}
+	// Abandoned work first, under the lock: it is eligible again in this
+	// very run, and the per-user counts below no longer include it.
+	if err := e.expire(ctx, tx, task); err != nil {
+		return err
+	}
 	found, run, err := e.runCriteria(ctx, tx, task, e.criteriaLimit(ctx, task, need(pending)))
 	if err != nil {
 		return err
@@ -341,6 +346,11 @@ func (e *Engine) serveRoundLease(ctx context.Context, task *Task) error {
 
 	pending, err := e.pending(ctx, e.DB, task.ID)
 	if err != nil || len(pending) == 0 {
+		return err
+	}
+	// Abandoned work first, while this caller holds the lease (its own
+	// statement: no transaction stays open in the lease strategy).
+	if err := e.expire(ctx, e.DB, task); err != nil {
 		return err
 	}
 	found, run, err := e.runCriteria(ctx, e.DB, task, e.criteriaLimit(ctx, task, need(pending)))

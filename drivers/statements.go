@@ -289,6 +289,23 @@ type Statements struct {
 	// changes: 0 rows means it was served (or cancelled) meanwhile, decided
 	// by the database against a holder's RequestFinish.
 	RequestCancel string `purpose:"cancel a user's pending request"`
+
+	// --- abandoned work: --max-hold and `work reclaim` (docs/algorithm.md,
+	// "Abandoned work: --max-hold") ---
+
+	// TaskSetMaxHold binds: max_hold_ms (NULL: none), task id.
+	TaskSetMaxHold string `purpose:"set a task's max hold (age past which active work expires)"`
+	// WorkExpire binds: task id, max hold in ms. Ends the task's active work
+	// assigned at least that long ago (database clock) as 'expired'; run by
+	// the engine inside its serving transaction, under the task lock.
+	WorkExpire string `purpose:"expire a task's active work older than its max hold"`
+	// WorkOlder binds: task id, user ('' for all), the same user, age in ms.
+	// The task's active work at least that old, oldest first. Columns: work
+	// id, loan id, user, assigned_at, age in seconds.
+	WorkOlder string `purpose:"a task's active work older than an age, optionally of one user"`
+	// WorkReclaim binds: supervisor, work id. Ends one active assignment as
+	// 'reclaimed' (0 rows: it ended meanwhile).
+	WorkReclaim string `purpose:"reclaim one active assignment (a supervisor returns it)"`
 }
 
 // Named is one statement with its purpose.

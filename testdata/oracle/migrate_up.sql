@@ -316,13 +316,35 @@ CREATE UNIQUE INDEX loanq_request_one_pending_uq ON loanq_work_request (
     CASE WHEN status = 'pending' THEN user_name END)
 /
 
--- 36, in transaction; binds :1 = 6
+-- 36, in transaction
+ALTER TABLE loanq_task ADD (max_hold_ms NUMBER(19)
+    CONSTRAINT loanq_task_max_hold_ck CHECK (max_hold_ms IS NULL OR max_hold_ms > 0))
+/
+
+-- 37, in transaction
+ALTER TABLE loanq_work ADD (disposed_by VARCHAR2(100 CHAR))
+/
+
+-- 38, in transaction
+ALTER TABLE loanq_work DROP CONSTRAINT loanq_work_disposition_ck
+/
+
+-- 39, in transaction
+ALTER TABLE loanq_work ADD CONSTRAINT loanq_work_disposition_ck
+    CHECK (disposition IN ('complete', 'return', 'never', 'expired', 'reclaimed'))
+/
+
+-- 40, in transaction
+CREATE INDEX loanq_work_active_age_ix ON loanq_work (task_id, disposition, assigned_at)
+/
+
+-- 41, in transaction; binds :1 = 6
 INSERT INTO loanq_schema_version (version_id, is_applied) VALUES (:1, 1)
 /
 
 -- (commit)
 
--- 37, autocommit
+-- 42, autocommit
 SELECT MAX(version_id) FROM loanq_schema_version
 /
 

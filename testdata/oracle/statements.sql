@@ -16,17 +16,17 @@ RETURNING id INTO :12
 
 -- TaskByName: read a task by name
 SELECT id, name, source_table, key_column, criteria, order_by, max_active,
-       lock_strategy, query_delay_ms, lease_ttl_ms, created_by, created_at, hold_limit_ms FROM loanq_task WHERE name = :1
+       lock_strategy, query_delay_ms, lease_ttl_ms, created_by, created_at, hold_limit_ms, max_hold_ms FROM loanq_task WHERE name = :1
 /
 
 -- TaskByID: read a task by id
 SELECT id, name, source_table, key_column, criteria, order_by, max_active,
-       lock_strategy, query_delay_ms, lease_ttl_ms, created_by, created_at, hold_limit_ms FROM loanq_task WHERE id = :1
+       lock_strategy, query_delay_ms, lease_ttl_ms, created_by, created_at, hold_limit_ms, max_hold_ms FROM loanq_task WHERE id = :1
 /
 
 -- TaskList: list tasks
 SELECT id, name, source_table, key_column, criteria, order_by, max_active,
-       lock_strategy, query_delay_ms, lease_ttl_ms, created_by, created_at, hold_limit_ms FROM loanq_task ORDER BY name
+       lock_strategy, query_delay_ms, lease_ttl_ms, created_by, created_at, hold_limit_ms, max_hold_ms FROM loanq_task ORDER BY name
 /
 
 -- TaskRuns: recent criteria-query runs of a task
@@ -363,6 +363,32 @@ WHERE CASE WHEN status = 'pending' THEN task_id END = :1
 -- RequestCancel: cancel a user's pending request
 UPDATE loanq_work_request SET status = 'cancelled', served_at = SYS_EXTRACT_UTC(SYSTIMESTAMP)
 WHERE id = :1 AND user_name = :2 AND status = 'pending'
+/
+
+-- TaskSetMaxHold: set a task's max hold (age past which active work expires)
+UPDATE loanq_task SET max_hold_ms = :1 WHERE id = :2
+/
+
+-- WorkExpire: expire a task's active work older than its max hold
+UPDATE loanq_work SET disposition = 'expired', disposed_at = SYS_EXTRACT_UTC(SYSTIMESTAMP)
+WHERE task_id = :1 AND disposition IS NULL AND assigned_at <= SYS_EXTRACT_UTC(SYSTIMESTAMP) - NUMTODSINTERVAL(:2 / 1000, 'SECOND')
+/
+
+-- WorkOlder: a task's active work older than an age, optionally of one user
+SELECT id, loan_id, user_name, assigned_at,
+       EXTRACT(DAY FROM age) * 86400 + EXTRACT(HOUR FROM age) * 3600
+         + EXTRACT(MINUTE FROM age) * 60 + TRUNC(EXTRACT(SECOND FROM age))
+FROM (
+  SELECT id, loan_id, user_name, assigned_at, SYS_EXTRACT_UTC(SYSTIMESTAMP) - assigned_at AS age
+  FROM loanq_work
+  WHERE task_id = :1 AND disposition IS NULL AND (:2 IS NULL OR user_name = :3)
+    AND assigned_at <= SYS_EXTRACT_UTC(SYSTIMESTAMP) - NUMTODSINTERVAL(:4 / 1000, 'SECOND'))
+ORDER BY assigned_at, id
+/
+
+-- WorkReclaim: reclaim one active assignment (a supervisor returns it)
+UPDATE loanq_work SET disposition = 'reclaimed', disposed_at = SYS_EXTRACT_UTC(SYSTIMESTAMP), disposed_by = :1
+WHERE id = :2 AND disposition IS NULL
 /
 
 -- CriteriaQuery: the heavy criteria query (binds :1 task id, :2 row limit), for

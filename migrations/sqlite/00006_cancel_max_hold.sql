@@ -12,6 +12,13 @@
 -- request table, the old child is dropped before its parent, and the renames
 -- carry the reference along (SQLite >= 3.26 rewrites it on RENAME).
 
+-- Abandoned work goes back (docs/algorithm.md, "Abandoned work: --max-hold"):
+-- a task's max_hold_ms is the age past which active work is ended as
+-- 'expired' by the engine while it serves, and a supervisor's
+-- `work reclaim` ends it as 'reclaimed' with disposed_by naming them. Both
+-- leave the loan eligible again and the row as history. The index keeps the
+-- expiry check a range of the task's active rows by age.
+
 -- +goose Up
 CREATE TABLE loanq_work_request_new (
     id         INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -38,7 +45,8 @@ CREATE TABLE loanq_work_new (
     disposition TEXT,
     disposed_at TEXT,
     return_at   TEXT,
-    CONSTRAINT loanq_work_disposition_ck CHECK (disposition IN ('complete', 'return', 'never')),
+    disposed_by TEXT,
+    CONSTRAINT loanq_work_disposition_ck CHECK (disposition IN ('complete', 'return', 'never', 'expired', 'reclaimed')),
     CONSTRAINT loanq_work_disposed_ck CHECK ((disposition IS NULL) = (disposed_at IS NULL)),
     CONSTRAINT loanq_work_return_ck CHECK (return_at IS NULL OR disposition = 'return')
 );
@@ -56,6 +64,8 @@ CREATE UNIQUE INDEX loanq_work_one_active_uq ON loanq_work (task_id, loan_id) WH
 CREATE INDEX loanq_work_task_loan_ix ON loanq_work (task_id, loan_id, disposition, return_at);
 CREATE INDEX loanq_work_user_active_ix ON loanq_work (user_name, task_id) WHERE disposition IS NULL;
 CREATE INDEX loanq_work_request_ix ON loanq_work (request_id);
+CREATE INDEX loanq_work_active_age_ix ON loanq_work (task_id, assigned_at) WHERE disposition IS NULL;
+ALTER TABLE loanq_task ADD COLUMN max_hold_ms INTEGER CHECK (max_hold_ms IS NULL OR max_hold_ms > 0);
 
 -- Duplicates logged before this migration would each be served (the double
 -- work this migration prevents): keep the oldest pending request of each
@@ -68,5 +78,11 @@ WHERE status = 'pending' AND EXISTS (
 CREATE UNIQUE INDEX loanq_request_one_pending_uq ON loanq_work_request (task_id, user_name) WHERE status = 'pending';
 
 -- +goose Down
--- The CHECK keeps 'cancelled' (another rebuild for nothing); the index goes.
+-- The CHECKs keep the new values (another rebuild for nothing); the index,
+-- the columns and the new values in use go.
 DROP INDEX loanq_request_one_pending_uq;
+DROP INDEX loanq_work_active_age_ix;
+UPDATE loanq_work SET disposition = 'return' WHERE disposition IN ('expired', 'reclaimed');
+UPDATE loanq_work_request SET status = 'empty' WHERE status = 'cancelled';
+ALTER TABLE loanq_work DROP COLUMN disposed_by;
+ALTER TABLE loanq_task DROP COLUMN max_hold_ms;
