@@ -75,6 +75,7 @@ work by hand.
 				},
 				Action: taskCreate,
 			},
+			taskUpdateCommand(),
 			{Name: "list", Usage: "list tasks", ArgsUsage: " ", Action: taskList,
 				Description: "Examples:\n   loanq task list\n   loanq --output json task list"},
 			{Name: "delete", Usage: "delete a task with its history (assignments, requests, query runs)", ArgsUsage: "NAME", Action: taskDelete,

@@ -306,6 +306,14 @@ type Statements struct {
 	// WorkReclaim binds: supervisor, work id. Ends one active assignment as
 	// 'reclaimed' (0 rows: it ended meanwhile).
 	WorkReclaim string `purpose:"reclaim one active assignment (a supervisor returns it)"`
+
+	// --- `task update` ---
+
+	// TaskUpdate binds: source, key, criteria, order, max_active (NULL: no
+	// cap), lock strategy, query_delay_ms, lease_ttl_ms, hold_limit_ms (NULL:
+	// derived), max_hold_ms (NULL: never), task id. A row-lock holder keeps
+	// the task row locked while it serves, so the update waits for it.
+	TaskUpdate string `purpose:"change a task's definition (task update)"`
 }
 
 // Named is one statement with its purpose.

@@ -214,6 +214,20 @@ WHERE task_id = ? AND disposition IS NULL AND (? = '' OR user_name = ?)
 ORDER BY assigned_at, id`,
 	WorkReclaim: `UPDATE loanq_work SET disposition = 'reclaimed', disposed_at = UTC_TIMESTAMP(6), disposed_by = ?
 WHERE id = ? AND disposition IS NULL`,
+
+	// task update
+	TaskUpdate: `UPDATE loanq_task
+SET source_table = ?,
+    key_column = ?,
+    criteria = ?,
+    order_by = ?,
+    max_active = ?,
+    lock_strategy = ?,
+    query_delay_ms = ?,
+    lease_ttl_ms = ?,
+    hold_limit_ms = ?,
+    max_hold_ms = ?
+WHERE id = ?`,
 }
 
 // criteriaQuery is the heavy query of SPEC §3 step 4. It takes no lock (the

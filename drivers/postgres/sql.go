@@ -228,6 +228,20 @@ WHERE task_id = $1 AND disposition IS NULL AND ($2 = '' OR user_name = $3)
 ORDER BY assigned_at, id`,
 	WorkReclaim: `UPDATE loanq_work SET disposition = 'reclaimed', disposed_at = clock_timestamp(), disposed_by = $1
 WHERE id = $2 AND disposition IS NULL`,
+
+	// task update
+	TaskUpdate: `UPDATE loanq_task
+SET source_table = $1,
+    key_column = $2,
+    criteria = $3,
+    order_by = $4,
+    max_active = $5,
+    lock_strategy = $6,
+    query_delay_ms = $7,
+    lease_ttl_ms = $8,
+    hold_limit_ms = $9,
+    max_hold_ms = $10
+WHERE id = $11`,
 }
 
 // pgAge is how many whole seconds ago a timestamp was, by the database clock.

@@ -208,6 +208,20 @@ WHERE task_id = ? AND disposition IS NULL AND (? = '' OR user_name = ?)
 ORDER BY assigned_at, id`,
 	WorkReclaim: `UPDATE loanq_work SET disposition = 'reclaimed', disposed_at = ` + nowExpr + `, disposed_by = ?
 WHERE id = ? AND disposition IS NULL`,
+
+	// task update
+	TaskUpdate: `UPDATE loanq_task
+SET source_table = ?,
+    key_column = ?,
+    criteria = ?,
+    order_by = ?,
+    max_active = ?,
+    lock_strategy = ?,
+    query_delay_ms = ?,
+    lease_ttl_ms = ?,
+    hold_limit_ms = ?,
+    max_hold_ms = ?
+WHERE id = ?`,
 }
 
 // sqliteAge is how many whole seconds ago a stored time was, by the database clock.

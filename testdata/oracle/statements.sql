@@ -391,6 +391,21 @@ UPDATE loanq_work SET disposition = 'reclaimed', disposed_at = SYS_EXTRACT_UTC(S
 WHERE id = :2 AND disposition IS NULL
 /
 
+-- TaskUpdate: change a task's definition (task update)
+UPDATE loanq_task
+SET source_table = :1,
+    key_column = :2,
+    criteria = :3,
+    order_by = :4,
+    max_active = :5,
+    lock_strategy = :6,
+    query_delay_ms = :7,
+    lease_ttl_ms = :8,
+    hold_limit_ms = :9,
+    max_hold_ms = :10
+WHERE id = :11
+/
+
 -- CriteriaQuery: the heavy criteria query (binds :1 task id, :2 row limit), for
 -- a task with --source loan --key id --where "eligible = 1" --order "priority DESC"
 SELECT src.id FROM loan src
