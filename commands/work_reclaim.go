@@ -28,7 +28,7 @@ Exit codes: 0 done (also when nothing matched), 2 bad input, 1 other failure.
 Examples:
    loanq --user sam work reclaim verify-bank --of oliver
    loanq --user sam work reclaim verify-bank --older-than 8h --dry-run
-   loanq --user sam --output json work reclaim verify-bank --older-than 2d`,
+   loanq --user sam --output json work reclaim verify-bank --older-than 48h`,
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "of", Usage: "only the work of this processor (user name)"},
 			&cli.StringFlag{Name: "older-than", Value: "0s", Usage: "only work assigned at least this long ago"},
