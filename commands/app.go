@@ -50,7 +50,9 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		err = problem.AsUsage(err, "bad command line")
 		err = problem.WithHint(err, "run `loanq --help` or `loanq COMMAND --help`")
 	}
-	fmt.Fprintf(stderr, "loanq: %s\n", err)
+	if err.Error() != "" { // an exit status passed on from a command loanq ran says nothing more
+		fmt.Fprintf(stderr, "loanq: %s\n", err)
+	}
 	return problem.ExitCode(err)
 }
 
@@ -120,6 +122,7 @@ Examples:
 			sqlCommand(),
 			demoCommand(),
 			benchCommand(),
+			lockCommand(),
 			serveCommand(),
 			versionCommand(),
 			completionCommand(),

@@ -72,6 +72,10 @@ func printSQL(c *cli.Context) error {
 	for _, n := range drivers.TaskQueriesFor(d).List() {
 		list = append(list, stmt{n.Field, n.Purpose, n.SQL})
 	}
+	for _, n := range drivers.SupervisorQueries {
+		list = append(list, stmt{n.Field, n.Purpose, n.SQL})
+	}
+
 	list = append(list,
 		stmt{"DashboardRunMaxID", "dashboard: the highest criteria-query run id (hourly floor)", drivers.DashboardRunMaxID},
 		stmt{"DashboardRunHistogramBelow", "dashboard: criteria-query runs per task and duration bucket below the floor id (hourly)",

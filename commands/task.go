@@ -25,6 +25,7 @@ Examples:
    loanq task list
    loanq task show verify-bank`,
 		Subcommands: []*cli.Command{
+			taskStatsCommand(),
 			{
 				Name:      "create",
 				Usage:     "define a task: a criteria query over a table of loans plus a priority order",

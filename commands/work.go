@@ -32,6 +32,8 @@ Examples:
    loanq --user tracy work get verify-bank --count 3 --no-wait
    loanq --user tracy work status 17 --wait`,
 		Subcommands: []*cli.Command{
+			workListCommand(),
+			workRunCommand(),
 			{
 				Name:      "get",
 				Usage:     "get the highest-priority loans of a task that nobody else has",

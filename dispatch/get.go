@@ -56,6 +56,11 @@ type GetOptions struct {
 	// CancelAs, when set, is the requester: if ctx is cancelled (a signal)
 	// while the request is pending, it is cancelled as that user's.
 	CancelAs string
+	// OwnRequest: never attach to the user's pending request. A caller
+	// that hands each loan it gets to a worker (`work run`) must not share
+	// its answer with another process of the same user: it serves (or
+	// waits for) that pending request first, then logs its own.
+	OwnRequest bool
 }
 
 // Get is `work get` (SPEC §3). On busy or timeout it returns the request,
@@ -80,6 +85,15 @@ func (e *Engine) Get(ctx context.Context, taskName, user string, count int, opt 
 	// A user has at most one pending request per task: asking again
 	// attaches to it (cancel.go).
 	id, attached, err := e.logRequest(ctx, task.ID, user, count)
+	for err == nil && attached && opt.OwnRequest {
+		// Someone else's answer: get it served, then log this caller's.
+		wait := opt
+		wait.NoWait, wait.CancelAs, wait.OnWait = false, "", nil
+		if _, err = e.serveOrCancel(ctx, task, strategy, id, wait); err != nil {
+			break
+		}
+		id, attached, err = e.logRequest(ctx, task.ID, user, count)
+	}
 	if err != nil {
 		return nil, err
 	}

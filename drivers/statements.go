@@ -239,6 +239,46 @@ type Statements struct {
 	// locked ones and finishes them; rows affected is how many. Measured
 	// beside `bench --batch K` with no work time, as what a batch could reach.
 	BenchClaimDone string `purpose:"bench: raw limit, claim and finish up to K items in one statement" empty:"not measured on this database (no single-statement skip-locked claim)"`
+
+	// --- `loanq lock run`: named leases in loanq_lock (the farm singleton) ---
+	//
+	// A lock row is created on first use (NamedLockEnsure, a duplicate is
+	// ignored, so two first users cannot both fail or both create it) and then
+	// only ever updated: taking is one UPDATE that succeeds only when the lock
+	// is free or expired by the database clock, so of N racing takers exactly
+	// one gets a row. See docs/algorithm.md, "Named locks".
+
+	// NamedLockEnsure binds: name. Creates the free lock row unless it exists.
+	// A unique violation (a racing creator) counts as success.
+	NamedLockEnsure string `purpose:"lock run: create the lock's row if missing (a duplicate is ignored)"`
+	// NamedLockTake binds: holder, ttl ms, name. One row affected means taken;
+	// it bumps the fencing token and sets taken_at and expires_at from the
+	// database clock.
+	NamedLockTake string `purpose:"lock run: take the lock when free or expired, bumping the token"`
+	// NamedLockRead binds: name. Columns: holder, token, taken_at, expires_at,
+	// the database clock.
+	NamedLockRead string `purpose:"lock run: read one lock"`
+	// NamedLockRenew binds: ttl ms, name, holder, token. One row only while
+	// the caller still holds the unexpired lease with its token.
+	NamedLockRenew string `purpose:"lock run: renew the lease (fenced by holder and token)"`
+	// NamedLockRelease binds: name, holder, token. Frees the lock only if the
+	// caller is still its holder with its token.
+	NamedLockRelease string `purpose:"lock run: release the lock (fenced by holder and token)"`
+	// NamedLockList binds nothing. Columns: name, holder, token, taken_at,
+	// expires_at, the database clock; by name.
+	NamedLockList string `purpose:"lock list: every named lock"`
+
+	// --- the supervisor view: `loanq task stats` (portable ones: drivers.SupervisorQueries) ---
+
+	// StatsDispositions binds: window ms. Columns: task name, disposition,
+	// count; dispositions made in the last window by the database clock.
+	StatsDispositions string `purpose:"task stats: dispositions in the last window, per task and kind"`
+	// StatsRuns binds: window ms. Columns: task name, duration_ms,
+	// requests_served of the criteria-query runs started in the last window,
+	// newest first (percentiles are computed by the caller: the dialects do
+	// not share a percentile function).
+	StatsRuns string `purpose:"task stats: criteria-query runs in the last window"`
+
 	// --- `loanq serve`: the dashboard and /metrics (docs/dashboard.md) ---
 	//
 	// Read-only, from loanq's own tables only (never a task's criteria

@@ -272,3 +272,51 @@ func TestWorkCancelAndAttach(t *testing.T) {
 		audit(t, e)
 	})
 }
+
+// `work run` never attaches: several runner processes of ONE user (a farm of
+// robots under one account) each log their own request, so no two of them
+// are handed the same answer, and every loan is processed exactly once.
+func TestWorkRunSameUserNeverShares(t *testing.T) {
+	testdb.Each(t, func(t *testing.T, dsn string) {
+		const loans = 24
+		d, e := prepare(t, dsn, loans)
+		mustOK(t, dsn, "admin", "task", "create", "farm", "--order", "priority",
+			"--where", "eligible = 1 AND src.id NOT IN (SELECT loan_id FROM loanq_work WHERE disposition = 'complete')")
+		const procs = 4
+		var wg sync.WaitGroup
+		res := make([]result, procs)
+		for i := 0; i < procs; i++ {
+			wg.Add(1)
+			go func(i int) {
+				defer wg.Done()
+				res[i] = loanq(t, dsn, "robot", "--output", "json", "work", "run", "farm",
+					"--until-empty", "--concurrency", "2", "--count", "2", "--", "sh", "-c", "sleep 0.02")
+			}(i)
+		}
+		wg.Wait()
+		seen := map[string]int{}
+		for i, r := range res {
+			if r.code != 0 {
+				t.Fatalf("runner %d: exit %d\n%s%s", i, r.code, r.stdout, r.stderr)
+			}
+			for _, line := range strings.Split(strings.TrimSpace(r.stdout), "\n") {
+				if i := strings.Index(line, `"loan_id":`); i >= 0 {
+					id := strings.TrimSpace(strings.SplitN(line[i+len(`"loan_id":`):], ",", 2)[0])
+					seen[id]++
+				}
+			}
+		}
+		for id, n := range seen {
+			if n != 1 {
+				t.Errorf("loan %s processed %d times", id, n)
+			}
+		}
+		if len(seen) != loans {
+			t.Errorf("%d loans processed, want %d", len(seen), loans)
+		}
+		if n := testdb.Int(t, d, e.DB, "SELECT COUNT(*) FROM loanq_work WHERE disposition = 'complete'"); n != loans {
+			t.Errorf("%d assignments completed, want %d (one per loan)", n, loans)
+		}
+		audit(t, e)
+	})
+}

@@ -189,8 +189,11 @@ func restartRound(t *testing.T, srv *throwaway.Server, dsn string, round int, s 
 // lockHeld: the row lock answers NOWAIT with busy, or the lease has an owner.
 func lockHeld(t *testing.T, d drivers.Driver, e *dispatch.Engine, taskID int64, s drivers.Strategy) bool {
 	t.Helper()
-	if s == drivers.Lease {
+	switch s {
+	case drivers.Lease:
 		return testdb.Int(t, d, e.DB, "SELECT COUNT(*) FROM loanq_task WHERE id = ? AND lease_owner IS NOT NULL", taskID) == 1
+	case drivers.Rows: // no task lock: a claimer holds loan rows while its query runs
+		return sourceRowLocked(t, t.Context(), d, e)
 	}
 	return rowLockHeld(t, t.Context(), d, e, taskID)
 }

@@ -49,6 +49,10 @@ func sessionKilled(t *testing.T, dsn string, d drivers.Driver, e *dispatch.Engin
 	holder := startProc(t, dsn, "doomed", 3*time.Minute,
 		append([]string{"--output", "json", "work", "get", task, "--count", "2"}, fastRecheck...)...)
 	waitUntilLocked(t, d, e, id, s)
+	if s == drivers.Rows {
+		rowsClaimerKilled(t, dsn, d, e, id, holder)
+		return
+	}
 	// A `wait` caller would queue behind the holder: this one asks with
 	// nowait on the same task lock, to get its busy answer at once.
 	probe := []string{"--output", "json", "work", "get", task, "--no-wait"}
@@ -101,6 +105,41 @@ func sessionKilled(t *testing.T, dsn string, d drivers.Driver, e *dispatch.Engin
 	}
 	audit(t, e)
 	lockFree(t, d, e, id, s)
+}
+
+// rowsClaimerKilled: under `rows` there is no task lock and no busy answer;
+// the claimer holds the loan rows it locked, in its transaction, while its
+// query runs. Its session killed, it fails cleanly having assigned nothing,
+// the rows are free at once, and its request — still pending, since `rows`
+// has no holder serving others — is served by `work status --wait`.
+func rowsClaimerKilled(t *testing.T, dsn string, d drivers.Driver, e *dispatch.Engine, id int64, holder *proc) {
+	session := killHolderSession(t, d, e.DB, drivers.Rows)
+	t.Logf("%s/rows: killed the claimer's session %d", d.Name(), session)
+	hr := holder.wait()
+	if holder.hung {
+		t.Fatal("the claimer hung after its session was killed")
+	}
+	cleanFailure(t, "claimer whose session was killed", hr)
+	holderReq := requestIDOf(t, hr.stderr)
+	if n := testdb.Int(t, d, e.DB, "SELECT COUNT(*) FROM loanq_work WHERE task_id = ?", id); n != 0 {
+		t.Fatalf("%d work rows after the claimer's session was killed, want 0", n)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for sourceRowLocked(t, context.Background(), d, e) {
+		if time.Now().After(deadline) {
+			t.Fatal("loan rows still locked 10 s after the claimer's session was killed")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	testdb.Exec(t, d, e.DB, "UPDATE loanq_task SET query_delay_ms = 0 WHERE id = ?", id)
+	r := mustOK(t, dsn, "doomed", append([]string{"--output", "json", "work", "status", strconv.FormatInt(holderReq, 10), "--wait"}, fastRecheck...)...)
+	if got := decode(t, r); got.Status != "assigned" || len(got.Loans) != 2 || got.User != "doomed" {
+		t.Fatalf("the claimer's request after its retry: %+v", got)
+	}
+	if n := testdb.Int(t, d, e.DB, "SELECT COUNT(*) FROM loanq_work WHERE task_id = ?", id); n != 2 {
+		t.Fatalf("%d work rows, want 2", n)
+	}
+	audit(t, e)
 }
 
 // killHolderSession finds the one loanq session of this database that sits

@@ -215,6 +215,10 @@ func waitUntilLocked(t *testing.T, d drivers.Driver, e *dispatch.Engine, taskID 
 				if testdb.Int(t, d, e.DB, "SELECT COUNT(*) FROM loanq_task WHERE id = ? AND lease_owner IS NOT NULL", taskID) == 1 {
 					return
 				}
+			} else if s == drivers.Rows {
+				if sourceRowLocked(t, ctx, d, e) {
+					return
+				}
 			} else if rowLockHeld(t, ctx, d, e, taskID) {
 				return
 			}
@@ -240,6 +244,30 @@ func rowLockHeld(t *testing.T, ctx context.Context, d drivers.Driver, e *dispatc
 		return true
 	default:
 		t.Fatalf("probing the task lock: %v", err)
+		return false
+	}
+}
+
+// sourceRowLocked reports whether some eligible loan of the test table is
+// row-locked: what a `rows` claimer holds while its query runs (it takes no
+// task lock). The probe locks nothing it keeps: NOWAIT fails on the first
+// held row, and a probe that succeeds is rolled back at once.
+func sourceRowLocked(t *testing.T, ctx context.Context, d drivers.Driver, e *dispatch.Engine) bool {
+	t.Helper()
+	tx, err := e.DB.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	rows, err := tx.QueryContext(ctx, "SELECT id FROM loan WHERE eligible = 1 FOR UPDATE NOWAIT")
+	switch {
+	case err == nil:
+		rows.Close()
+		return false
+	case d.IsLockBusy(err):
+		return true
+	default:
+		t.Fatalf("probing the loan rows: %v", err)
 		return false
 	}
 }

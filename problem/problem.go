@@ -9,6 +9,7 @@
 package problem
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -49,6 +50,10 @@ type Signal struct {
 }
 
 func (s *Signal) Error() string { return "interrupted by " + s.Name }
+
+// Is makes a signal's cancellation a context.Canceled for errors.Is, as the
+// context it cancelled reports.
+func (s *Signal) Is(target error) bool { return target == context.Canceled }
 
 // Error is an error with a kind and an optional hint that tells the user what to do.
 type Error struct {
@@ -116,6 +121,9 @@ func KindOf(err error) Kind {
 func ExitCode(err error) int {
 	if err == nil {
 		return ExitOK
+	}
+	if code, ok := exitOf(err); ok {
+		return code
 	}
 	switch KindOf(err) {
 	case Usage:

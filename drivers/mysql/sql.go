@@ -171,6 +171,33 @@ SET status = 'done', processed = processed + 1, processed_at = UTC_TIMESTAMP(6)
 WHERE owner = ? AND id IN (SELECT j.id FROM JSON_TABLE(?, '$[*]' COLUMNS (id BIGINT PATH '$')) AS j)
   AND status = 'claimed' AND lease_expires_at > UTC_TIMESTAMP(6)`,
 	BenchClaimDone: ``,
+
+	// lock run: named leases. The UPDATE locks the row (by primary key, no
+	// gap lock); a racing taker waits, then reads the committed row and finds
+	// it taken. ON DUPLICATE KEY UPDATE rather than INSERT IGNORE, which would
+	// also turn a too-long name into a silent truncation.
+	NamedLockEnsure: `INSERT INTO loanq_lock (name, token) VALUES (?, 0) ON DUPLICATE KEY UPDATE name = name`,
+	NamedLockTake: `UPDATE loanq_lock
+SET holder = ?, token = token + 1, taken_at = UTC_TIMESTAMP(6),
+    expires_at = UTC_TIMESTAMP(6) + INTERVAL (? * 1000) MICROSECOND
+WHERE name = ? AND (holder IS NULL OR expires_at <= UTC_TIMESTAMP(6))`,
+	NamedLockRead: `SELECT holder, token, taken_at, expires_at, UTC_TIMESTAMP(6) FROM loanq_lock WHERE name = ?`,
+	NamedLockRenew: `UPDATE loanq_lock SET expires_at = UTC_TIMESTAMP(6) + INTERVAL (? * 1000) MICROSECOND
+WHERE name = ? AND holder = ? AND token = ? AND expires_at > UTC_TIMESTAMP(6)`,
+	NamedLockRelease: `UPDATE loanq_lock SET holder = NULL, expires_at = NULL
+WHERE name = ? AND holder = ? AND token = ?`,
+	NamedLockList: `SELECT name, holder, token, taken_at, expires_at, UTC_TIMESTAMP(6) FROM loanq_lock ORDER BY name`,
+
+	// task stats: the window's start is computed by the database clock.
+	StatsDispositions: `SELECT t.name, w.disposition, COUNT(*)
+FROM loanq_work w JOIN loanq_task t ON t.id = w.task_id
+WHERE w.disposition IS NOT NULL AND w.disposed_at > UTC_TIMESTAMP(6) - INTERVAL (? * 1000) MICROSECOND
+GROUP BY t.name, w.disposition`,
+	StatsRuns: `SELECT t.name, r.duration_ms, r.requests_served
+FROM loanq_query_run r JOIN loanq_task t ON t.id = r.task_id
+WHERE r.started_at > UTC_TIMESTAMP(6) - INTERVAL (? * 1000) MICROSECOND
+ORDER BY r.started_at DESC, r.id DESC`,
+
 	// The dashboard (loanq serve). MySQL has no partial index: active work is
 	// read per task through the unique index on (task_id, active_loan_id),
 	// whose second column is NULL once a row is dispositioned, and pending

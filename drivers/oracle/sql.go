@@ -205,6 +205,33 @@ SET status = 'done', processed = processed + 1, processed_at = ` + now + `
 WHERE owner = :1 AND id IN (SELECT j.id FROM JSON_TABLE(:2, '$[*]' COLUMNS (id NUMBER(19) PATH '$')) j)
   AND status = 'claimed' AND lease_expires_at > ` + now,
 	BenchClaimDone: ``,
+
+	// lock run: named leases. Oracle has no INSERT … ON CONFLICT, and MERGE
+	// can still raise ORA-00001 under a race: a plain INSERT whose unique
+	// violation the caller ignores. The UPDATE's row lock serialises takers;
+	// a waiting one restarts its UPDATE on the committed row and finds it taken.
+	NamedLockEnsure: `INSERT INTO loanq_lock (name, token) VALUES (:1, 0)`,
+	NamedLockTake: `UPDATE loanq_lock
+SET holder = :1, token = token + 1, taken_at = ` + now + `,
+    expires_at = ` + now + ` + ` + msInterval(":2") + `
+WHERE name = :3 AND (holder IS NULL OR expires_at <= ` + now + `)`,
+	NamedLockRead: `SELECT holder, token, taken_at, expires_at, ` + now + ` FROM loanq_lock WHERE name = :1`,
+	NamedLockRenew: `UPDATE loanq_lock SET expires_at = ` + now + ` + ` + msInterval(":1") + `
+WHERE name = :2 AND holder = :3 AND token = :4 AND expires_at > ` + now,
+	NamedLockRelease: `UPDATE loanq_lock SET holder = NULL, expires_at = NULL
+WHERE name = :1 AND holder = :2 AND token = :3`,
+	NamedLockList: `SELECT name, holder, token, taken_at, expires_at, ` + now + ` FROM loanq_lock ORDER BY name`,
+
+	// task stats: the window's start is computed by the database clock.
+	StatsDispositions: `SELECT t.name, w.disposition, COUNT(*)
+FROM loanq_work w JOIN loanq_task t ON t.id = w.task_id
+WHERE w.disposition IS NOT NULL AND w.disposed_at > ` + now + ` - ` + msInterval(":1") + `
+GROUP BY t.name, w.disposition`,
+	StatsRuns: `SELECT t.name, r.duration_ms, r.requests_served
+FROM loanq_query_run r JOIN loanq_task t ON t.id = r.task_id
+WHERE r.started_at > ` + now + ` - ` + msInterval(":1") + `
+ORDER BY r.started_at DESC, r.id DESC`,
+
 	// The dashboard (loanq serve). Active work is read per task through the
 	// function-based unique index, which holds only active rows (its keys are
 	// NULL once a row is dispositioned), and pending requests through

@@ -190,6 +190,32 @@ UPDATE loanq_bench_item b
 SET status = 'done', owner = $1, processed = b.processed + 1, processed_at = clock_timestamp()
 FROM picked
 WHERE b.id = picked.id`,
+
+	// lock run: named leases. The UPDATE's row lock serialises racing takers;
+	// the one that waited re-checks the WHERE on the committed row (READ
+	// COMMITTED) and finds it taken.
+	NamedLockEnsure: `INSERT INTO loanq_lock (name, token) VALUES ($1, 0) ON CONFLICT (name) DO NOTHING`,
+	NamedLockTake: `UPDATE loanq_lock
+SET holder = $1, token = token + 1, taken_at = clock_timestamp(),
+    expires_at = clock_timestamp() + $2::bigint * INTERVAL '1 millisecond'
+WHERE name = $3 AND (holder IS NULL OR expires_at <= clock_timestamp())`,
+	NamedLockRead: `SELECT holder, token, taken_at, expires_at, clock_timestamp() FROM loanq_lock WHERE name = $1`,
+	NamedLockRenew: `UPDATE loanq_lock SET expires_at = clock_timestamp() + $1::bigint * INTERVAL '1 millisecond'
+WHERE name = $2 AND holder = $3 AND token = $4 AND expires_at > clock_timestamp()`,
+	NamedLockRelease: `UPDATE loanq_lock SET holder = NULL, expires_at = NULL
+WHERE name = $1 AND holder = $2 AND token = $3`,
+	NamedLockList: `SELECT name, holder, token, taken_at, expires_at, clock_timestamp() FROM loanq_lock ORDER BY name`,
+
+	// task stats: the window's start is computed by the database clock.
+	StatsDispositions: `SELECT t.name, w.disposition, COUNT(*)
+FROM loanq_work w JOIN loanq_task t ON t.id = w.task_id
+WHERE w.disposition IS NOT NULL AND w.disposed_at > clock_timestamp() - $1::bigint * INTERVAL '1 millisecond'
+GROUP BY t.name, w.disposition`,
+	StatsRuns: `SELECT t.name, r.duration_ms, r.requests_served
+FROM loanq_query_run r JOIN loanq_task t ON t.id = r.task_id
+WHERE r.started_at > clock_timestamp() - $1::bigint * INTERVAL '1 millisecond'
+ORDER BY r.started_at DESC, r.id DESC`,
+
 	// The dashboard (loanq serve). Active rows and pending requests are found
 	// through the partial indexes that hold only them; DashDone reads
 	// the work history from a floor id up (see drivers.Statements).

@@ -168,6 +168,31 @@ SET status = 'done', processed = processed + 1, processed_at = ` + nowExpr + `
 WHERE owner = ? AND id IN (SELECT value FROM json_each(?))
   AND status = 'claimed' AND lease_expires_at > ` + nowExpr,
 	BenchClaimDone: ``,
+
+	// lock run: named leases. The write lock of BEGIN IMMEDIATE (or of the
+	// autocommitted UPDATE) makes the take one writer at a time.
+	NamedLockEnsure: `INSERT INTO loanq_lock (name, token) VALUES (?, 0) ON CONFLICT (name) DO NOTHING`,
+	NamedLockTake: `UPDATE loanq_lock
+SET holder = ?, token = token + 1, taken_at = ` + nowExpr + `,
+    expires_at = ` + plusMillis + `
+WHERE name = ? AND (holder IS NULL OR expires_at <= ` + nowExpr + `)`,
+	NamedLockRead: `SELECT holder, token, taken_at, expires_at, ` + nowExpr + ` FROM loanq_lock WHERE name = ?`,
+	NamedLockRenew: `UPDATE loanq_lock SET expires_at = ` + plusMillis + `
+WHERE name = ? AND holder = ? AND token = ? AND expires_at > ` + nowExpr,
+	NamedLockRelease: `UPDATE loanq_lock SET holder = NULL, expires_at = NULL
+WHERE name = ? AND holder = ? AND token = ?`,
+	NamedLockList: `SELECT name, holder, token, taken_at, expires_at, ` + nowExpr + ` FROM loanq_lock ORDER BY name`,
+
+	// task stats: the window's start is computed by the database clock.
+	StatsDispositions: `SELECT t.name, w.disposition, COUNT(*)
+FROM loanq_work w JOIN loanq_task t ON t.id = w.task_id
+WHERE w.disposition IS NOT NULL AND w.disposed_at > strftime('%Y-%m-%dT%H:%M:%fZ', 'now', '-' || (? / 1000.0) || ' seconds')
+GROUP BY t.name, w.disposition`,
+	StatsRuns: `SELECT t.name, r.duration_ms, r.requests_served
+FROM loanq_query_run r JOIN loanq_task t ON t.id = r.task_id
+WHERE r.started_at > strftime('%Y-%m-%dT%H:%M:%fZ', 'now', '-' || (? / 1000.0) || ' seconds')
+ORDER BY r.started_at DESC, r.id DESC`,
+
 	// The dashboard (loanq serve). Active rows and pending requests are found
 	// through the partial indexes that hold only them; DashDone reads
 	// the work history from a floor id up (see drivers.Statements). "Today" starts at

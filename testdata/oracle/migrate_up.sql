@@ -295,56 +295,75 @@ INSERT INTO loanq_schema_version (version_id, is_applied) VALUES (:1, 1)
 -- (begin)
 
 -- 32, in transaction
+CREATE TABLE loanq_lock (
+    name       VARCHAR2(200 CHAR) NOT NULL,
+    holder     VARCHAR2(200 CHAR),
+    token      NUMBER(19)         DEFAULT 0 NOT NULL,
+    taken_at   TIMESTAMP(6),
+    expires_at TIMESTAMP(6),
+    CONSTRAINT loanq_lock_pk PRIMARY KEY (name)
+)
+/
+
+-- 33, in transaction; binds :1 = 5
+INSERT INTO loanq_schema_version (version_id, is_applied) VALUES (:1, 1)
+/
+
+-- (commit)
+
+-- (begin)
+
+-- 34, in transaction
 ALTER TABLE loanq_work_request DROP CONSTRAINT loanq_work_request_status_ck
 /
 
--- 33, in transaction
+-- 35, in transaction
 ALTER TABLE loanq_work_request ADD CONSTRAINT loanq_work_request_status_ck
     CHECK (status IN ('pending', 'assigned', 'partial', 'empty', 'cancelled'))
 /
 
--- 34, in transaction
+-- 36, in transaction
 UPDATE loanq_work_request r SET status = 'cancelled', served_at = SYS_EXTRACT_UTC(SYSTIMESTAMP)
 WHERE r.status = 'pending' AND EXISTS (
     SELECT 1 FROM loanq_work_request o
     WHERE o.task_id = r.task_id AND o.user_name = r.user_name AND o.status = 'pending' AND o.id < r.id)
 /
 
--- 35, in transaction
+-- 37, in transaction
 CREATE UNIQUE INDEX loanq_request_one_pending_uq ON loanq_work_request (
     CASE WHEN status = 'pending' THEN task_id END,
     CASE WHEN status = 'pending' THEN user_name END)
 /
 
--- 36, in transaction
+-- 38, in transaction
 ALTER TABLE loanq_task ADD (max_hold_ms NUMBER(19)
     CONSTRAINT loanq_task_max_hold_ck CHECK (max_hold_ms IS NULL OR max_hold_ms > 0))
 /
 
--- 37, in transaction
+-- 39, in transaction
 ALTER TABLE loanq_work ADD (disposed_by VARCHAR2(100 CHAR))
 /
 
--- 38, in transaction
+-- 40, in transaction
 ALTER TABLE loanq_work DROP CONSTRAINT loanq_work_disposition_ck
 /
 
--- 39, in transaction
+-- 41, in transaction
 ALTER TABLE loanq_work ADD CONSTRAINT loanq_work_disposition_ck
     CHECK (disposition IN ('complete', 'return', 'never', 'expired', 'reclaimed'))
 /
 
--- 40, in transaction
+-- 42, in transaction
 CREATE INDEX loanq_work_active_age_ix ON loanq_work (task_id, disposition, assigned_at)
 /
 
--- 41, in transaction; binds :1 = 6
+-- 43, in transaction; binds :1 = 6
 INSERT INTO loanq_schema_version (version_id, is_applied) VALUES (:1, 1)
 /
 
 -- (commit)
 
--- 42, autocommit
+-- 44, autocommit
 SELECT MAX(version_id) FROM loanq_schema_version
 /
 

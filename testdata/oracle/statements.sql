@@ -311,6 +311,49 @@ WHERE owner = :1 AND id IN (SELECT j.id FROM JSON_TABLE(:2, '$[*]' COLUMNS (id N
 
 /
 
+-- NamedLockEnsure: lock run: create the lock's row if missing (a duplicate is ignored)
+INSERT INTO loanq_lock (name, token) VALUES (:1, 0)
+/
+
+-- NamedLockTake: lock run: take the lock when free or expired, bumping the token
+UPDATE loanq_lock
+SET holder = :1, token = token + 1, taken_at = SYS_EXTRACT_UTC(SYSTIMESTAMP),
+    expires_at = SYS_EXTRACT_UTC(SYSTIMESTAMP) + NUMTODSINTERVAL(:2 / 1000, 'SECOND')
+WHERE name = :3 AND (holder IS NULL OR expires_at <= SYS_EXTRACT_UTC(SYSTIMESTAMP))
+/
+
+-- NamedLockRead: lock run: read one lock
+SELECT holder, token, taken_at, expires_at, SYS_EXTRACT_UTC(SYSTIMESTAMP) FROM loanq_lock WHERE name = :1
+/
+
+-- NamedLockRenew: lock run: renew the lease (fenced by holder and token)
+UPDATE loanq_lock SET expires_at = SYS_EXTRACT_UTC(SYSTIMESTAMP) + NUMTODSINTERVAL(:1 / 1000, 'SECOND')
+WHERE name = :2 AND holder = :3 AND token = :4 AND expires_at > SYS_EXTRACT_UTC(SYSTIMESTAMP)
+/
+
+-- NamedLockRelease: lock run: release the lock (fenced by holder and token)
+UPDATE loanq_lock SET holder = NULL, expires_at = NULL
+WHERE name = :1 AND holder = :2 AND token = :3
+/
+
+-- NamedLockList: lock list: every named lock
+SELECT name, holder, token, taken_at, expires_at, SYS_EXTRACT_UTC(SYSTIMESTAMP) FROM loanq_lock ORDER BY name
+/
+
+-- StatsDispositions: task stats: dispositions in the last window, per task and kind
+SELECT t.name, w.disposition, COUNT(*)
+FROM loanq_work w JOIN loanq_task t ON t.id = w.task_id
+WHERE w.disposition IS NOT NULL AND w.disposed_at > SYS_EXTRACT_UTC(SYSTIMESTAMP) - NUMTODSINTERVAL(:1 / 1000, 'SECOND')
+GROUP BY t.name, w.disposition
+/
+
+-- StatsRuns: task stats: criteria-query runs in the last window
+SELECT t.name, r.duration_ms, r.requests_served
+FROM loanq_query_run r JOIN loanq_task t ON t.id = r.task_id
+WHERE r.started_at > SYS_EXTRACT_UTC(SYSTIMESTAMP) - NUMTODSINTERVAL(:1 / 1000, 'SECOND')
+ORDER BY r.started_at DESC, r.id DESC
+/
+
 -- DashPending: dashboard: pending requests per task and the oldest one's age
 SELECT r.task_id, COUNT(*), ROUND((CAST(SYS_EXTRACT_UTC(SYSTIMESTAMP) AS DATE) - CAST(MIN(r.created_at) AS DATE)) * 86400)
 FROM loanq_task t JOIN loanq_work_request r ON r.task_id = t.id AND r.status = 'pending'

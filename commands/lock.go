@@ -1,0 +1,297 @@
+package commands
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strconv"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/loanq/loanq/internal/child"
+	"github.com/loanq/loanq/locks"
+	"github.com/loanq/loanq/problem"
+)
+
+// lockPoll is how often `lock run --wait` tries again while the lock is held.
+const lockPoll = 250 * time.Millisecond
+
+func lockCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "lock",
+		Usage: "run a command on one node of a farm at a time (a named, renewed, fenced lease)",
+		Description: `Named locks live in loanq's table loanq_lock, in the same database as the
+queues, so every node that reaches the database sees the same lock. See
+docs/algorithm.md, "Named locks".
+
+Examples:
+   loanq lock run nightly-export -- /usr/local/bin/export --all
+   loanq lock run nightly-export --ttl 2m --wait 10m -- ./export.sh
+   loanq lock list`,
+		Subcommands: []*cli.Command{
+			{
+				Name:      "run",
+				Usage:     "take the named lease, run CMD while renewing it, release it, exit with CMD's status",
+				ArgsUsage: "NAME -- CMD [ARGS…]",
+				Description: `Takes the lease NAME (free or expired, by the database clock), runs CMD with
+LOANQ_LOCK_NAME and LOANQ_LOCK_TOKEN (the fencing token, larger at every take)
+in its environment, renews the lease every --ttl/3 while CMD runs, releases it
+when CMD ends and exits with CMD's exit status (128+N when signal N ended it).
+SIGINT and SIGTERM sent to loanq are passed on to CMD; the lease is released
+once CMD has ended.
+
+Held elsewhere: exit 75 at once, or with --wait D try again every 250ms for up
+to D, then exit 75. If renewals fail until the lease has expired (or the lease
+was taken over), CMD gets SIGTERM (SIGKILL if it is still running one --ttl
+later) and loanq exits 1 saying the lease was lost.
+Exit codes: CMD's status; 2 bad input (nothing taken); 75 held elsewhere;
+1 lease lost or a database failure.
+
+Examples:
+   loanq lock run nightly-export -- /usr/local/bin/export --all
+   loanq lock run nightly-export --ttl 2m --wait 10m -- sh -c 'export.sh "$LOANQ_LOCK_TOKEN"'`,
+				Flags: []cli.Flag{
+					&cli.StringFlag{Name: "ttl", Value: locks.DefaultTTL.String(), Usage: "lease length (1s-24h); renewed every third of it"},
+					&cli.StringFlag{Name: "wait", Value: "0s", Usage: "when held elsewhere, try again for up to this long before exit 75 (0s-24h)"},
+				},
+				Action: lockRun,
+			},
+			{
+				Name:      "list",
+				Usage:     "show every named lock: holder (host:pid), state, token, taken and expiry times",
+				ArgsUsage: " ",
+				Description: `State is held, expired (its holder stopped renewing: the next taker gets it)
+or free, by the database clock. Times are RFC 3339 UTC.
+
+Examples:
+   loanq lock list
+   loanq --output json lock list`,
+				Action: lockList,
+			},
+		},
+	}
+}
+
+// lockRunArgs checks everything the user typed before the database is touched.
+func lockRunArgs(c *cli.Context) (name, path string, argv []string, ttl, wait time.Duration, err error) {
+	a := c.Args().Slice()
+	if len(a) == 0 {
+		return "", "", nil, 0, 0, problem.Usagef("`loanq lock run` needs a lock name and a command: loanq lock run NAME -- CMD [ARGS…]")
+	}
+	name = a[0]
+	if err = locks.ValidateName(name); err != nil {
+		return
+	}
+	if len(a) < 2 || a[1] == "" {
+		return "", "", nil, 0, 0, problem.Usagef("no command to run under lock %q: give it after --, e.g. loanq lock run %s -- /usr/local/bin/job", name, name)
+	}
+	if ttl, err = parseDuration("ttl", c.String("ttl")); err != nil {
+		return
+	}
+	if err = locks.ValidateTTL(ttl); err != nil {
+		return
+	}
+	if wait, err = parseDuration("wait", c.String("wait")); err != nil {
+		return
+	}
+	if wait < 0 || wait > locks.MaxWait {
+		return "", "", nil, 0, 0, problem.Usagef("invalid --wait %s: give a duration from 0s (exit 75 at once when held) to 24h", wait)
+	}
+	if path, err = child.Resolve(a[1]); err != nil {
+		return
+	}
+	return name, path, a[1:], ttl, wait, nil
+}
+
+func lockRun(c *cli.Context) error {
+	name, path, argv, ttl, wait, err := lockRunArgs(c)
+	if err != nil {
+		return err
+	}
+	// loanq handles SIGINT/SIGTERM itself from here on: they go to CMD, and
+	// the database calls (the release above all) must not be cancelled by
+	// them, so they run on a context the signals do not cancel.
+	sigc := make(chan os.Signal, 4)
+	signal.Notify(sigc, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sigc)
+	ctx := context.WithoutCancel(c.Context)
+
+	e, err := open(c)
+	if err != nil {
+		return err
+	}
+	defer e.Close()
+	store := &locks.Store{DB: e.DB, Driver: e.Driver}
+	host, _ := os.Hostname()
+	holder := fmt.Sprintf("%s:%d", host, os.Getpid())
+	stderr := c.App.ErrWriter
+
+	deadline := time.Now().Add(wait)
+	var lease *locks.Lease
+	for {
+		l, info, err := store.Take(ctx, name, holder, ttl)
+		if err != nil {
+			return err
+		}
+		if l != nil {
+			lease = l
+			break
+		}
+		if !time.Now().Before(deadline) {
+			msg := fmt.Sprintf("lock %s is held", name)
+			if info != nil {
+				msg = fmt.Sprintf("lock %s is held by %s (token %d) until %s", name, info.Holder, info.Token, info.ExpiresAt.Format(time.RFC3339))
+			}
+			return &problem.Error{Kind: problem.Busy, Msg: msg, Hint: "try again later, or give --wait D to wait for it"}
+		}
+		select {
+		case s := <-sigc:
+			return &problem.Exit{Code: child.SignalStatus(s), Msg: fmt.Sprintf("interrupted while waiting for lock %s; nothing was run", name)}
+		case <-time.After(lockPoll):
+		}
+	}
+
+	env := []string{"LOANQ_LOCK_NAME=" + name, "LOANQ_LOCK_TOKEN=" + strconv.FormatInt(lease.Token, 10)}
+	p, err := child.Start(path, argv, env, os.Stdin, c.App.Writer, stderr)
+	if err != nil {
+		releaseLease(ctx, store, lease, stderr)
+		return fmt.Errorf("lock %s: start %s: %w", name, argv[0], err)
+	}
+	lost := keepLease(ctx, store, lease, ttl, p, sigc, stderr)
+	if lost != "" {
+		// The lease is someone else's (or nobody's) now: nothing to release.
+		return &problem.Exit{Code: problem.ExitFailure, Msg: fmt.Sprintf("lock %s: lease lost (%s); %s was stopped with SIGTERM", name, lost, argv[0])}
+	}
+	releaseLease(ctx, store, lease, stderr)
+	if st := p.Status(); st != 0 {
+		return &problem.Exit{Code: st}
+	}
+	return nil
+}
+
+// keepLease renews the lease every ttl/3 until CMD ends, passing loanq's
+// signals on. It returns why the lease was lost ("" if it was kept): a
+// renewal that changed no row (expired or taken over: at once), or renewals
+// that failed until the lease would have expired. Then CMD gets SIGTERM, and
+// SIGKILL one ttl later if it still runs, and keepLease waits for it to end.
+func keepLease(ctx context.Context, store *locks.Store, lease *locks.Lease, ttl time.Duration, p *child.Proc,
+	sigc <-chan os.Signal, stderr io.Writer) string {
+	tick := time.NewTicker(ttl / 3)
+	defer tick.Stop()
+	// renewedAt is taken before each renewal is sent: the database computes
+	// the new expiry later than that, so renewedAt+ttl never overshoots it.
+	renewedAt := time.Now()
+	lost := ""
+	var kill <-chan time.Time
+	for {
+		select {
+		case <-p.Done():
+			return lost
+		case s := <-sigc:
+			p.Signal(s.(syscall.Signal))
+		case <-kill:
+			p.Signal(syscall.SIGKILL)
+		case <-tick.C:
+			if lost != "" {
+				continue
+			}
+			t0 := time.Now()
+			rctx, cancel := context.WithTimeout(ctx, ttl/3)
+			ok, err := store.Renew(rctx, lease, ttl)
+			cancel()
+			switch {
+			case err == nil && ok:
+				renewedAt = t0
+				continue
+			case err == nil:
+				lost = "it expired or was taken over; the renewal found another holder or token"
+			case time.Since(renewedAt) >= ttl:
+				lost = fmt.Sprintf("renewals failed for %s, longer than --ttl %s: %v", time.Since(renewedAt).Round(time.Millisecond), ttl, err)
+			default:
+				fmt.Fprintf(stderr, "loanq: lock %s: renewal failed, retrying: %v\n", lease.Name, err)
+				continue
+			}
+			fmt.Fprintf(stderr, "loanq: lock %s: lease lost; sending SIGTERM to the command\n", lease.Name)
+			p.Signal(syscall.SIGTERM)
+			kill = time.After(ttl)
+		}
+	}
+}
+
+func releaseLease(ctx context.Context, store *locks.Store, lease *locks.Lease, stderr io.Writer) {
+	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	ok, err := store.Release(rctx, lease)
+	switch {
+	case err != nil:
+		fmt.Fprintf(stderr, "loanq: lock %s: %v; the lease ends at its expiry\n", lease.Name, err)
+	case !ok:
+		fmt.Fprintf(stderr, "loanq: lock %s: at release the lease was no longer ours (token %d); nothing released\n", lease.Name, lease.Token)
+	}
+}
+
+// lockView is one lock in `lock list --output json`.
+type lockView struct {
+	Name      string  `json:"name"`
+	Holder    *string `json:"holder"`
+	State     string  `json:"state"`
+	Token     int64   `json:"token"`
+	TakenAt   *string `json:"taken_at"`
+	ExpiresAt *string `json:"expires_at"`
+}
+
+func lockList(c *cli.Context) error {
+	if _, err := args(c); err != nil {
+		return err
+	}
+	e, err := open(c)
+	if err != nil {
+		return err
+	}
+	defer e.Close()
+	list, err := (&locks.Store{DB: e.DB, Driver: e.Driver}).List(c.Context)
+	if err != nil {
+		return err
+	}
+	views := make([]lockView, len(list))
+	for i, l := range list {
+		views[i] = lockView{Name: l.Name, State: l.State, Token: l.Token, TakenAt: rfc3339(l.TakenAt), ExpiresAt: rfc3339(l.ExpiresAt)}
+		if l.Holder != "" {
+			h := l.Holder
+			views[i].Holder = &h
+		}
+	}
+	return emit(c, map[string]any{"locks": views}, func(w io.Writer) {
+		if len(views) == 0 {
+			fmt.Fprintln(w, "no named locks yet (`loanq lock run NAME -- CMD` creates one)")
+			return
+		}
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "NAME\tHOLDER\tSTATE\tTOKEN\tTAKEN AT\tEXPIRES AT")
+		for _, v := range views {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\n", v.Name, dashIfNil(v.Holder), v.State, v.Token, dashIfNil(v.TakenAt), dashIfNil(v.ExpiresAt))
+		}
+		tw.Flush()
+	})
+}
+
+// rfc3339 formats a database time for JSON: RFC 3339 UTC, nil for none.
+func rfc3339(t time.Time) *string {
+	if t.IsZero() {
+		return nil
+	}
+	s := t.UTC().Format(time.RFC3339Nano)
+	return &s
+}
+
+func dashIfNil(s *string) string {
+	if s == nil {
+		return "-"
+	}
+	return *s
+}
