@@ -320,3 +320,72 @@ func TestWorkRunSameUserNeverShares(t *testing.T) {
 		audit(t, e)
 	})
 }
+
+// A holder interrupted while it serves (here in its criteria query) rolls
+// back: nothing is assigned by it, it says the pending requests stay pending
+// (not that the database failed), its own request is cancelled, and another
+// caller's pending request is served afterwards as usual.
+func TestSignalWhileServing(t *testing.T) {
+	testdb.Each(t, func(t *testing.T, dsn string) {
+		d, e := prepare(t, dsn, 20)
+		strategies := []drivers.Strategy{drivers.Lease}
+		if s := d.Strategies()[0]; s != drivers.Lease {
+			strategies = append(strategies, s)
+		}
+		for _, s := range strategies {
+			t.Run(string(s), func(t *testing.T) {
+				name := "serving-" + string(s)
+				mustOK(t, dsn, "admin", "task", "create", name, "--where", "eligible = 1", "--order", "priority",
+					"--lock", string(s), "--query-delay", "1m")
+				task, err := e.Task(context.Background(), name)
+				if err != nil {
+					t.Fatal(err)
+				}
+				release := holdTaskLock(t, d, e.DB, task.ID, s)
+				r := loanq(t, dsn, "other", "--output", "json", "work", "get", name, "--no-wait")
+				release()
+				if r.code != 75 {
+					t.Fatalf("other: exit %d, want 75\n%s", r.code, r.stderr)
+				}
+				otherID := decode(t, r).RequestID
+
+				p := startProc(t, dsn, "holder", 2*time.Minute, "--output", "json", "work", "get", name)
+				deadline := time.Now().Add(time.Minute)
+				for !lockHeld(t, d, e, task.ID, s) {
+					if !p.running() || time.Now().After(deadline) {
+						t.Fatalf("the holder never took the lock: %+v", p.wait())
+					}
+					time.Sleep(10 * time.Millisecond)
+				}
+				if err := p.cmd.Process.Signal(syscall.SIGINT); err != nil {
+					t.Fatal(err)
+				}
+				res := p.wait()
+				if res.code != 130 {
+					t.Fatalf("holder after SIGINT: exit %d, want 130\n%s%s", res.code, res.stdout, res.stderr)
+				}
+				msg := strings.ToLower(res.stderr)
+				if !strings.Contains(msg, "interrupted while serving") || !strings.Contains(msg, "stay pending") ||
+					strings.Contains(msg, "database") || strings.Contains(msg, "context canceled") {
+					t.Errorf("the holder should say it was interrupted and the requests stay pending:\n%s", res.stderr)
+				}
+				if got := decode(t, res); got.Status != dispatch.StatusCancelled {
+					t.Errorf("the holder's own request: %+v, want cancelled", got)
+				}
+				if n := testdb.Int(t, d, e.DB, "SELECT COUNT(*) FROM loanq_work WHERE task_id = ?", task.ID); n != 0 {
+					t.Fatalf("the interrupted holder assigned %d loans", n)
+				}
+				if ids := pendingIDs(t, d, e, task.ID); len(ids) != 1 || ids[0] != otherID {
+					t.Fatalf("pending after the interrupt: %v, want other's %d only", ids, otherID)
+				}
+				lockFree(t, d, e, task.ID, s)
+				mustOK(t, dsn, "admin", "task", "update", name, "--query-delay", "0s")
+				got := decode(t, mustOK(t, dsn, "other", append([]string{"--output", "json", "work", "status", strconv.FormatInt(otherID, 10), "--wait"}, fastRecheck...)...))
+				if got.Status != dispatch.StatusAssigned || len(got.Loans) != 1 {
+					t.Fatalf("other's request after the interrupted holder: %+v", got)
+				}
+				audit(t, e)
+			})
+		}
+	})
+}
