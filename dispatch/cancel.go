@@ -89,7 +89,7 @@ func (e *Engine) cancel(ctx context.Context, id int64, user string) (*Request, e
 	case req.Status == StatusPending: // someone else's: the UPDATE names the user
 		req.Notice = fmt.Sprintf("request %d is %s's and stays pending", id, req.User)
 	default:
-		req.Notice = fmt.Sprintf("request %d was served before it could be cancelled: its loans (if any) are yours, dispose of them with `loanq disposition`", id)
+		req.Notice = fmt.Sprintf("request %d was served before it could be cancelled: its loans (if any) are yours: `loanq pipeline` lists them", id)
 	}
 	return req, nil
 }

@@ -31,7 +31,7 @@ func (c TaskChange) empty() bool {
 // are kept: they reference the task by id.
 func (e *Engine) UpdateTask(ctx context.Context, name string, c TaskChange) (*Task, error) {
 	if c.empty() {
-		return nil, problem.Usagef("nothing to change: give at least one option of `loanq task create` (e.g. --where, --order, --max-active, --max-hold)")
+		return nil, problem.Usagef("nothing to change: give at least one of the options of task create (e.g. --where, --order, --max-active, --max-hold)")
 	}
 	t, err := e.Task(ctx, name)
 	if err != nil {
