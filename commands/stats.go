@@ -50,7 +50,7 @@ func taskStats(c *cli.Context) error {
 	}
 	return emit(c, map[string]any{"window_ms": dispatch.StatsWindow.Milliseconds(), "tasks": stats}, func(w io.Writer) {
 		if len(stats) == 0 {
-			fmt.Fprintln(w, "no tasks yet (`loanq task create` defines one)")
+			fmt.Fprintln(w, "no tasks yet: create one with `loanq task create NAME --where SQL`")
 			return
 		}
 		for i, s := range stats {

@@ -58,7 +58,7 @@ database failure.
 
 Examples:
    loanq --user robot work run verify-bank --until-empty -- ./verify.sh {}
-   loanq --user robot work run verify-bank --until-empty --concurrency 4 --loan-timeout 10m --retry-after 1h -- python3 check.py`,
+   loanq --user robot work run verify-bank --concurrency 4 --loan-timeout 10m --retry-after 1h -- python3 check.py`,
 		Flags: []cli.Flag{
 			&cli.IntFlag{Name: "count", Aliases: []string{"n"}, Value: 1, Usage: "loans to ask for at a time (at most the free --concurrency slots)"},
 			&cli.IntFlag{Name: "concurrency", Aliases: []string{"c"}, Value: 1, Usage: "commands running at once (1-64)"},

@@ -270,9 +270,16 @@ func sourceRowLocked(t *testing.T, ctx context.Context, d drivers.Driver, e *dis
 	}
 	defer tx.Rollback()
 	rows, err := tx.QueryContext(ctx, "SELECT id FROM loan WHERE eligible = 1 FOR UPDATE NOWAIT")
+	if err == nil {
+		// The lock error may come after the first rows were sent (MySQL's
+		// protocol streams them): read to the end and look there too.
+		for rows.Next() {
+		}
+		err = rows.Err()
+		rows.Close()
+	}
 	switch {
 	case err == nil:
-		rows.Close()
 		return false
 	case d.IsLockBusy(err):
 		return true
