@@ -24,7 +24,7 @@ import (
 
 // Main runs loanq with args and returns the process exit code (SPEC §5).
 func Main(args []string, stdout, stderr io.Writer) int {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := signalContext()
 	defer stop()
 	ran := false
 	app := NewApp(stdout, stderr, &ran)
@@ -54,6 +54,33 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "loanq: %s\n", err)
 	}
 	return problem.ExitCode(err)
+}
+
+// signalContext is cancelled by the first SIGINT or SIGTERM, with a
+// *problem.Signal as its cause (context.Cause), so a command interrupted
+// while it waits can clean up (a pending request is cancelled) and exit 130
+// or 143 as a shell would.
+func signalContext() (context.Context, func()) {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() {
+		select {
+		case s := <-sigs:
+			if s == syscall.SIGTERM {
+				cancel(&problem.Signal{Name: "SIGTERM", Code: problem.ExitSIGTERM})
+			} else {
+				cancel(&problem.Signal{Name: "SIGINT", Code: problem.ExitSIGINT})
+			}
+		case <-done:
+		}
+	}()
+	return ctx, func() {
+		signal.Stop(sigs)
+		close(done)
+		cancel(nil)
+	}
 }
 
 // NewApp builds the command tree; ran is set once an action starts, so Main

@@ -52,7 +52,15 @@ for the others (a stopped, cut-off or vanished caller cannot block the task).
 Without it the limit is 4 x the slowest of the task's ten latest criteria
 queries (or --query-delay), at least 30s and at most 1h (before any run was
 measured, one statement may run up to 1h); task show prints the limit in
-force. docs/reliability.md and docs/<database>.md say what is set.`,
+force. docs/reliability.md and docs/<database>.md say what is set.
+
+--max-hold is about the WORK, not the lock: active work of the task older
+than it (a processor whose laptop died, who went on holiday) is returned to
+the queue the next time anyone gets work from the task. The history keeps
+who held it, since when, and that it expired. "loanq work reclaim" returns
+work by hand.
+
+   loanq task create verify-bank --where "statements_submitted = 1" --max-hold 8h`,
 				Flags: []cli.Flag{
 					&cli.StringFlag{Name: "where", Usage: "SQL condition selecting the task's loans (required)"},
 					&cli.StringFlag{Name: "order", Usage: "SQL ORDER BY list: highest priority first (the key breaks ties)"},
@@ -63,10 +71,12 @@ force. docs/reliability.md and docs/<database>.md say what is set.`,
 					&cli.StringFlag{Name: "query-delay", Value: "0s", Usage: "sleep this long inside the locked section: simulates a heavy criteria query (demos, tests)"},
 					&cli.StringFlag{Name: "lease-ttl", Value: dispatch.DefaultLeaseTTL.String(), Usage: "how long a lease lasts without renewal (strategy lease; its holder renews it every TTL/3 while it works)"},
 					&cli.StringFlag{Name: "hold-limit", Usage: "longest a caller may hold the task lock before the database ends its session (default: derived from the measured criteria-query time)"},
+					&cli.StringFlag{Name: "max-hold", Usage: "age past which a processor's active WORK returns to the queue (expired), checked whenever loanq serves the task (default: never; not --hold-limit, which is about the task LOCK)"},
 					&cli.BoolFlag{Name: "if-not-exists", Usage: "succeed without change when an identical task exists (for scripts)"},
 				},
 				Action: taskCreate,
 			},
+			taskUpdateCommand(),
 			{Name: "list", Usage: "list tasks", ArgsUsage: " ", Action: taskList,
 				Description: "Examples:\n   loanq task list\n   loanq --output json task list"},
 			{Name: "delete", Usage: "delete a task with its history (assignments, requests, query runs)", ArgsUsage: "NAME", Action: taskDelete,
@@ -108,6 +118,10 @@ func taskCreate(c *cli.Context) error {
 			return problem.Usagef("invalid --hold-limit %s: give a positive duration such as 90s, or leave it out for the derived default", c.String("hold-limit"))
 		}
 	}
+	maxHold, err := parseMaxHold(c)
+	if err != nil {
+		return err
+	}
 	var lock drivers.Strategy
 	if c.String("lock") != "" {
 		if lock, err = drivers.ParseStrategy(c.String("lock")); err != nil {
@@ -121,8 +135,8 @@ func taskCreate(c *cli.Context) error {
 	defer e.Close()
 	t, created, err := e.CreateTask(c.Context, dispatch.TaskSpec{
 		Name: a[0], Source: c.String("source"), Key: c.String("key"), Where: c.String("where"), Order: c.String("order"),
-		MaxActive: c.Int("max-active"), Lock: lock, QueryDelay: delay, LeaseTTL: ttl, HoldLimit: hold, CreatedBy: e.user,
-		IfNotExists: c.Bool("if-not-exists"),
+		MaxActive: c.Int("max-active"), Lock: lock, QueryDelay: delay, LeaseTTL: ttl, HoldLimit: hold, MaxHold: maxHold,
+		CreatedBy: e.user, IfNotExists: c.Bool("if-not-exists"),
 	})
 	if err != nil {
 		return err
@@ -145,7 +159,27 @@ func taskJSON(t *dispatch.Task) map[string]any {
 	if t.HoldLimit > 0 {
 		m["hold_limit_ms"] = t.HoldLimit.Milliseconds()
 	}
+	// null: active work never expires.
+	m["max_hold_ms"] = nil
+	if t.MaxHold > 0 {
+		m["max_hold_ms"] = t.MaxHold.Milliseconds()
+	}
 	return m
+}
+
+// parseMaxHold reads --max-hold: absent or empty is "never" (0).
+func parseMaxHold(c *cli.Context) (time.Duration, error) {
+	if c.String("max-hold") == "" {
+		return 0, nil
+	}
+	d, err := parseDuration("max-hold", c.String("max-hold"))
+	if err != nil {
+		return 0, err
+	}
+	if d <= 0 {
+		return 0, problem.Usagef("invalid --max-hold %s: give a positive duration such as 8h, or leave it out for never", c.String("max-hold"))
+	}
+	return d, nil
 }
 
 func taskList(c *cli.Context) error {
@@ -230,6 +264,11 @@ func taskShow(c *cli.Context) error {
 			fmt.Fprintf(tw, "hold limit:\t%s (derived from the measured criteria-query time)\n", hold)
 		} else {
 			fmt.Fprintf(tw, "hold limit:\t%s\n", hold)
+		}
+		if t.MaxHold > 0 {
+			fmt.Fprintf(tw, "max hold:\t%s (older active work returns to the queue)\n", t.MaxHold)
+		} else {
+			fmt.Fprintf(tw, "max hold:\t- (active work never expires)\n")
 		}
 		fmt.Fprintf(tw, "created:\t%s by %s\n", t.CreatedAt.Format(time.RFC3339), t.CreatedBy)
 		tw.Flush()

@@ -24,7 +24,8 @@ func workCommand() *cli.Command {
 		Name:  "work",
 		Usage: "get work from a task, or check a pending request",
 		Description: `Exit codes: 0 served (also "empty": no loan available), 2 bad input,
-75 still pending (busy: check again with "loanq work status ID"), 1 other failure.
+75 still pending (busy: check again with "loanq work status ID"), 1 other failure,
+130/143 interrupted by SIGINT/SIGTERM while waiting (the request is cancelled).
 
 Examples:
    loanq --user oliver work get verify-bank --count 3
@@ -43,8 +44,15 @@ stays pending and is rechecked (5 s, 10 s, 20 s, then every 20 s) until served
 or --timeout; with --no-wait loanq answers at once with exit code 75 and the
 request id, to be checked later with "loanq work status ID".
 
+A user has at most one pending request per task: asking again while one is
+pending (after exit 75, say) attaches to it (same request id, said on stderr)
+instead of logging a second request. Ctrl-C (SIGINT) or SIGTERM while waiting
+cancels the request: it is never served later. If a holder served it first,
+its loans are printed as usual and the exit code is 0.
+
 Exit codes: 0 served (also when no loan was available: status "empty"),
-2 bad input, 75 still pending, 1 other failure.
+2 bad input, 75 still pending, 1 other failure, 130 interrupted by SIGINT and
+143 by SIGTERM (the request is cancelled).
 
 Examples:
    loanq --user oliver work get verify-bank --count 3
@@ -70,6 +78,24 @@ Examples:
 				Flags:  append([]cli.Flag{&cli.BoolFlag{Name: "wait", Usage: "recheck until the request is served or --timeout passes"}}, recheck...),
 				Action: workStatus,
 			},
+			{
+				Name:      "cancel",
+				Usage:     "cancel your pending work request: it will never be served",
+				ArgsUsage: "REQUEST_ID",
+				Description: `Cancels a pending request of the --user who asked. The database decides a
+race with a holder serving it at the same moment: if the request was served
+first, it is printed as served (its loans are yours) with a note on stderr.
+Cancelling a request that is already cancelled changes nothing.
+
+Exit codes: 0 the request is no longer pending (its status says cancelled or
+served), 2 bad input (an unknown id, or another user's request), 1 other failure.
+
+Examples:
+   loanq --user oliver work cancel 17
+   loanq --user oliver --output json work cancel 17`,
+				Action: workCancel,
+			},
+			workReclaimCommand(),
 		},
 	}
 }
@@ -116,6 +142,10 @@ func workGet(c *cli.Context) error {
 		return err
 	}
 	defer e.Close()
+	opt.CancelAs = e.user
+	opt.OnAttach = func(id int64) {
+		fmt.Fprintf(c.App.ErrWriter, "loanq: attached to your pending request %d of task %s (one pending request per user and task)\n", id, a[0])
+	}
 	done := statusLine(c, &opt)
 	req, err := e.Get(c.Context, a[0], e.user, n, opt)
 	done()
@@ -140,9 +170,28 @@ func workStatus(c *cli.Context) error {
 		return err
 	}
 	defer e.Close()
+	opt.CancelAs = e.user
 	done := statusLine(c, &opt)
 	req, err := e.Status(c.Context, id, c.Bool("wait"), opt)
 	done()
+	return printRequest(c, req, err)
+}
+
+func workCancel(c *cli.Context) error {
+	a, err := args(c, "REQUEST_ID")
+	if err != nil {
+		return err
+	}
+	id, err := strconv.ParseInt(a[0], 10, 64)
+	if err != nil || id <= 0 {
+		return problem.Usagef("invalid request id %q: give the request_id that `loanq work get` printed", a[0])
+	}
+	e, err := open(c)
+	if err != nil {
+		return err
+	}
+	defer e.Close()
+	req, err := e.Cancel(c.Context, id, e.user)
 	return printRequest(c, req, err)
 }
 
@@ -178,10 +227,15 @@ func printRequest(c *cli.Context, req *dispatch.Request, err error) error {
 	if req == nil {
 		return err
 	}
+	if req.Notice != "" {
+		fmt.Fprintf(c.App.ErrWriter, "loanq: %s\n", req.Notice)
+	}
 	perr := emit(c, req, func(w io.Writer) {
 		switch req.Status {
 		case dispatch.StatusPending:
 			fmt.Fprintf(w, "request %d (task %s, %s): pending\n", req.ID, req.Task, req.User)
+		case dispatch.StatusCancelled:
+			fmt.Fprintf(w, "request %d (task %s, %s): cancelled, it will not be served\n", req.ID, req.Task, req.User)
 		case dispatch.StatusEmpty:
 			fmt.Fprintf(w, "request %d (task %s, %s): empty, no loan available\n", req.ID, req.Task, req.User)
 		default:

@@ -226,7 +226,11 @@ func (r *runner) loop(ctx context.Context) error {
 		if r.o.maxLoans > 0 {
 			n = min(n, r.o.maxLoans-taken)
 		}
-		req, err := r.e.Get(ctx, r.o.task, r.e.user, n, dispatch.GetOptions{Backoff: dispatch.DefaultBackoff})
+		// OwnRequest: other `work run` processes of this user must not get
+		// the same answer (and loans); CancelAs: a signal while waiting
+		// cancels the request instead of leaving it to be served later.
+		req, err := r.e.Get(ctx, r.o.task, r.e.user, n, dispatch.GetOptions{Backoff: dispatch.DefaultBackoff,
+			OwnRequest: true, CancelAs: r.e.user})
 		if err != nil {
 			if r.stopping() && errors.Is(err, context.Canceled) {
 				break

@@ -19,6 +19,7 @@ const (
 	StatusAssigned = "assigned"
 	StatusPartial  = "partial"
 	StatusEmpty    = "empty"
+	// StatusCancelled: see cancel.go.
 )
 
 // Request is a logged work request and, once served, its loans.
@@ -33,6 +34,11 @@ type Request struct {
 	Loans     []int64   `json:"loans"`
 	CreatedAt time.Time `json:"created_at"`
 	ServedAt  time.Time `json:"-"`
+	// Attached is set when `work get` found the user's pending request of
+	// the task and attached to it instead of logging another.
+	Attached bool `json:"-"`
+	// Notice, when set, is said on stderr: why a cancel did not cancel.
+	Notice string `json:"-"`
 }
 
 // GetOptions tune one `work get` or `work status --wait`.
@@ -44,6 +50,17 @@ type GetOptions struct {
 	// OnWait, if set, is told before each pause that the request is still
 	// pending and when the next look is (the command line's status line).
 	OnWait func(req *Request, next time.Duration)
+	// OnAttach, if set, is told that `work get` attached to the user's
+	// pending request id instead of logging another.
+	OnAttach func(id int64)
+	// CancelAs, when set, is the requester: if ctx is cancelled (a signal)
+	// while the request is pending, it is cancelled as that user's.
+	CancelAs string
+	// OwnRequest: never attach to the user's pending request. A caller
+	// that hands each loan it gets to a worker (`work run`) must not share
+	// its answer with another process of the same user: it serves (or
+	// waits for) that pending request first, then logs its own.
+	OwnRequest bool
 }
 
 // Get is `work get` (SPEC §3). On busy or timeout it returns the request,
@@ -65,11 +82,39 @@ func (e *Engine) Get(ctx context.Context, taskName, user string, count int, opt 
 	}
 	// Step 1: the request is committed on its own, before any lock is tried,
 	// so that whoever holds the lock can see and serve it.
-	id, err := e.Driver.InsertReturningID(ctx, e.DB, e.sql().RequestInsert, task.ID, user, count)
-	if err != nil {
-		return nil, fmt.Errorf("recording the work request: %w", err)
+	// A user has at most one pending request per task: asking again
+	// attaches to it (cancel.go).
+	id, attached, err := e.logRequest(ctx, task.ID, user, count)
+	for err == nil && attached && opt.OwnRequest {
+		// Someone else's answer: get it served, then log this caller's.
+		wait := opt
+		wait.NoWait, wait.CancelAs, wait.OnWait = false, "", nil
+		if _, err = e.serveOrCancel(ctx, task, strategy, id, wait); err != nil {
+			break
+		}
+		id, attached, err = e.logRequest(ctx, task.ID, user, count)
 	}
-	return e.serveUntilDone(ctx, task, strategy, id, opt)
+	if err != nil {
+		return nil, err
+	}
+	if attached && opt.OnAttach != nil {
+		opt.OnAttach(id)
+	}
+	req, err := e.serveOrCancel(ctx, task, strategy, id, opt)
+	if req != nil {
+		req.Attached = attached
+	}
+	return req, err
+}
+
+// serveOrCancel is serveUntilDone, then, when a signal stopped it, the
+// cancellation of the request (interrupted).
+func (e *Engine) serveOrCancel(ctx context.Context, task *Task, strategy drivers.Strategy, id int64, opt GetOptions) (*Request, error) {
+	req, err := e.serveUntilDone(ctx, task, strategy, id, opt)
+	if err != nil && ctx.Err() != nil {
+		return e.interrupted(ctx, task, id, opt, err)
+	}
+	return req, err
 }
 
 // Status is `work status` (SPEC §3 step 7): it reads the request and, while it
@@ -94,7 +139,7 @@ func (e *Engine) Status(ctx context.Context, id int64, wait bool, opt GetOptions
 		return nil, err
 	}
 	opt.NoWait = !wait
-	return e.serveUntilDone(ctx, task, strategy, id, opt)
+	return e.serveOrCancel(ctx, task, strategy, id, opt)
 }
 
 func (e *Engine) strategyFor(t *Task, override drivers.Strategy) (drivers.Strategy, error) {
@@ -130,6 +175,12 @@ func (e *Engine) serveUntilDone(ctx context.Context, task *Task, strategy driver
 			err = e.serveRows(ctx, task, id)
 		default:
 			err = e.serve(ctx, task, strategy, deadline)
+		}
+		if err != nil && ctx.Err() != nil {
+			// A signal while this caller served: its transaction rolled
+			// back, nothing was assigned, nothing failed.
+			return nil, &problem.Error{Kind: problem.Interrupted, Err: context.Cause(ctx),
+				Msg: fmt.Sprintf("interrupted while serving task %s: the assignment transaction rolled back, nothing was assigned by this call, and the task's pending requests stay pending for their callers", task.Name)}
 		}
 		if err != nil && problem.KindOf(err) != problem.Busy {
 			// The request is committed and stays pending: say how to get it
@@ -261,6 +312,11 @@ func (e *Engine) serveLocked(ctx context.Context, tx *sql.Tx, task *Task, strate
 	if err != nil || len(pending) == 0 {
 		return err
 	}
+	// Abandoned work first, under the lock: it is eligible again in this
+	// very run, and the per-user counts below no longer include it.
+	if err := e.expire(ctx, tx, task); err != nil {
+		return err
+	}
 	found, run, err := e.runCriteria(ctx, tx, task, e.criteriaLimit(ctx, task, need(pending)))
 	if err != nil {
 		return err
@@ -304,6 +360,11 @@ func (e *Engine) serveRoundLease(ctx context.Context, task *Task) error {
 
 	pending, err := e.pending(ctx, e.DB, task.ID)
 	if err != nil || len(pending) == 0 {
+		return err
+	}
+	// Abandoned work first, while this caller holds the lease (its own
+	// statement: no transaction stays open in the lease strategy).
+	if err := e.expire(ctx, e.DB, task); err != nil {
 		return err
 	}
 	found, run, err := e.runCriteria(ctx, e.DB, task, e.criteriaLimit(ctx, task, need(pending)))
@@ -529,6 +590,29 @@ func (e *Engine) assign(ctx context.Context, tx *sql.Tx, task *Task, found crite
 		if take < allow && !found.exhausted {
 			break // more loans may exist: serve this one fully in the next round
 		}
+		status := StatusAssigned
+		switch {
+		case take == 0:
+			status = StatusEmpty
+		case take < r.requested:
+			status = StatusPartial
+		}
+		// Finish first, then insert the work rows: the finish updates the
+		// request only while it is pending, so a request its requester
+		// cancelled after the read above is skipped here, its loans kept
+		// for the next request (docs/algorithm.md, "Cancelling and
+		// attaching"). The row lock the finish takes makes a concurrent
+		// cancel wait for this commit and then find the request served.
+		res, err := tx.ExecContext(ctx, e.sql().RequestFinish, take, status, r.id)
+		if err != nil {
+			return fmt.Errorf("finishing request %d: %w", r.id, err)
+		}
+		if n, _ := res.RowsAffected(); n != 1 {
+			if e.cancelled(ctx, r.id) {
+				continue
+			}
+			return fmt.Errorf("request %d was finished by someone else while this caller held the task lock", r.id)
+		}
 		for _, loan := range loans[:take] {
 			if _, err := tx.ExecContext(ctx, e.sql().WorkInsert, task.ID, loan, r.user, r.id); err != nil {
 				if e.Driver.IsUniqueViolation(err) {
@@ -539,20 +623,6 @@ func (e *Engine) assign(ctx context.Context, tx *sql.Tx, task *Task, found crite
 		}
 		loans = loans[take:]
 		active[r.user] += take
-		status := StatusAssigned
-		switch {
-		case take == 0:
-			status = StatusEmpty
-		case take < r.requested:
-			status = StatusPartial
-		}
-		res, err := tx.ExecContext(ctx, e.sql().RequestFinish, take, status, r.id)
-		if err != nil {
-			return fmt.Errorf("finishing request %d: %w", r.id, err)
-		}
-		if n, _ := res.RowsAffected(); n != 1 {
-			return fmt.Errorf("request %d was finished by someone else while this caller held the task lock", r.id)
-		}
 		run.RequestsServed++
 		run.LoansAssigned += take
 	}

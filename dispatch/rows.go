@@ -72,6 +72,15 @@ func (e *Engine) claimRows(ctx context.Context, rl drivers.RowLocker, task *Task
 		if err := tx.QueryRowContext(ctx, e.sql().UserLock, task.ID, req.User).Scan(&locked); err != nil {
 			return fmt.Errorf("locking the per-user cap of %s in task %s: %w", req.User, task.Name, err)
 		}
+	}
+	// Abandoned work, inside the claim and after the per-user lock (which
+	// stays the first statement): the count below and the claim see it
+	// returned. Every claimer runs it; of two at once, the UPDATE's row
+	// locks let one end a row and the other find it ended.
+	if err := e.expire(ctx, tx, task); err != nil {
+		return err
+	}
+	if task.MaxActive > 0 {
 		var active int
 		if err := tx.QueryRowContext(ctx, e.sql().ActiveCountForUser, task.ID, req.User).Scan(&active); err != nil {
 			return fmt.Errorf("counting active work of %s: %w", req.User, err)

@@ -138,7 +138,7 @@ func (e *Engine) Stats(ctx context.Context, taskName string) ([]*TaskStats, erro
 	out := make([]*TaskStats, 0, len(tasks))
 	for _, t := range tasks {
 		s := &TaskStats{Task: t.Name, ActiveByUser: []UserCount{},
-			Dispositions: map[string]int64{Complete: 0, Return: 0, Never: 0}}
+			Dispositions: map[string]int64{Complete: 0, Return: 0, Never: 0, Expired: 0, Reclaimed: 0}}
 		byName[t.Name] = s
 		out = append(out, s)
 	}

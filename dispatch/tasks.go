@@ -30,6 +30,10 @@ type Task struct {
 	// the database ends its session; 0: derived from the measured criteria
 	// time (see holdLimit).
 	HoldLimit time.Duration `json:"-"`
+	// MaxHold is the age past which active work of the task is returned to
+	// the queue ('expired') by the engine while it serves; 0: never.
+	// Not HoldLimit: that bounds the task LOCK, this the WORK.
+	MaxHold   time.Duration `json:"-"`
 	CreatedBy string        `json:"created_by"`
 	CreatedAt time.Time     `json:"created_at"`
 }
@@ -42,7 +46,7 @@ func (t *Task) criteria() drivers.CriteriaSource {
 func (t *Task) sameDefinition(o *Task) bool {
 	return t.Source == o.Source && t.Key == o.Key && t.Where == o.Where && t.Order == o.Order &&
 		t.MaxActive == o.MaxActive && t.Lock == o.Lock && t.QueryDelay == o.QueryDelay && t.LeaseTTL == o.LeaseTTL &&
-		t.HoldLimit == o.HoldLimit
+		t.HoldLimit == o.HoldLimit && t.MaxHold == o.MaxHold
 }
 
 var (
@@ -76,6 +80,7 @@ type TaskSpec struct {
 	QueryDelay time.Duration
 	LeaseTTL   time.Duration // 0 for DefaultLeaseTTL
 	HoldLimit  time.Duration // 0: derived from the measured criteria time
+	MaxHold    time.Duration // 0: active work never expires
 	CreatedBy  string
 	// IfNotExists makes a re-run with an identical definition a no-op.
 	IfNotExists bool
@@ -135,7 +140,7 @@ func (e *Engine) validateSpec(s *TaskSpec) error {
 	if err := validateHoldLimit(s.HoldLimit, s.QueryDelay); err != nil {
 		return err
 	}
-	return nil
+	return validateMaxHold(s.MaxHold)
 }
 
 func strategyList(d drivers.Driver) string {
@@ -154,7 +159,7 @@ func (e *Engine) CreateTask(ctx context.Context, s TaskSpec) (*Task, bool, error
 		return nil, false, err
 	}
 	want := &Task{Name: s.Name, Source: s.Source, Key: s.Key, Where: s.Where, Order: s.Order,
-		MaxActive: s.MaxActive, Lock: s.Lock, QueryDelay: s.QueryDelay, LeaseTTL: s.LeaseTTL, HoldLimit: s.HoldLimit}
+		MaxActive: s.MaxActive, Lock: s.Lock, QueryDelay: s.QueryDelay, LeaseTTL: s.LeaseTTL, HoldLimit: s.HoldLimit, MaxHold: s.MaxHold}
 	existing, err := e.taskByName(ctx, s.Name)
 	if err != nil && problem.KindOf(err) != problem.Usage {
 		return nil, false, err
@@ -177,8 +182,7 @@ func (e *Engine) CreateTask(ctx context.Context, s TaskSpec) (*Task, bool, error
 	if s.HoldLimit > 0 {
 		holdLimit = s.HoldLimit.Milliseconds()
 	}
-	id, err := e.Driver.InsertReturningID(ctx, e.DB, e.sql().TaskInsert, s.Name, s.Source, s.Key, s.Where, s.Order,
-		maxActive, string(s.Lock), s.QueryDelay.Milliseconds(), s.LeaseTTL.Milliseconds(), s.CreatedBy, holdLimit)
+	id, err := e.insertTask(ctx, s, maxActive, holdLimit)
 	if err != nil {
 		if e.Driver.IsUniqueViolation(err) { // created by someone else in the meantime
 			if existing, err2 := e.taskByName(ctx, s.Name); err2 == nil {
@@ -189,6 +193,26 @@ func (e *Engine) CreateTask(ctx context.Context, s TaskSpec) (*Task, bool, error
 	}
 	t, err := e.taskByID(ctx, id)
 	return t, true, err
+}
+
+// insertTask stores the task and its --max-hold in one transaction.
+func (e *Engine) insertTask(ctx context.Context, s TaskSpec, maxActive, holdLimit any) (int64, error) {
+	tx, err := e.DB.BeginTx(ctx, nil)
+	if err != nil {
+		return 0, err
+	}
+	defer tx.Rollback()
+	id, err := e.Driver.InsertReturningID(ctx, tx, e.sql().TaskInsert, s.Name, s.Source, s.Key, s.Where, s.Order,
+		maxActive, string(s.Lock), s.QueryDelay.Milliseconds(), s.LeaseTTL.Milliseconds(), s.CreatedBy, holdLimit)
+	if err != nil {
+		return 0, err
+	}
+	if s.MaxHold > 0 {
+		if _, err := tx.ExecContext(ctx, e.sql().TaskSetMaxHold, s.MaxHold.Milliseconds(), id); err != nil {
+			return 0, err
+		}
+	}
+	return id, tx.Commit()
 }
 
 func (e *Engine) existingTask(existing, want *Task, ifNotExists bool) (*Task, bool, error) {
@@ -233,7 +257,7 @@ func (e *Engine) checkCriteria(ctx context.Context, t *Task) error {
 
 func (e *Engine) scanTask(row interface{ Scan(...any) error }) (*Task, error) {
 	var t Task
-	var maxActive, holdMS sql.NullInt64
+	var maxActive, holdMS, maxHoldMS sql.NullInt64
 	var lock string
 	var delayMS, ttlMS int64
 	var created nullTime
@@ -241,7 +265,7 @@ func (e *Engine) scanTask(row interface{ Scan(...any) error }) (*Task, error) {
 	// empty string as NULL.
 	var order sql.NullString
 	if err := row.Scan(&t.ID, &t.Name, &t.Source, &t.Key, &t.Where, &order, &maxActive, &lock,
-		&delayMS, &ttlMS, &t.CreatedBy, &created, &holdMS); err != nil {
+		&delayMS, &ttlMS, &t.CreatedBy, &created, &holdMS, &maxHoldMS); err != nil {
 		return nil, err
 	}
 	t.Order = order.String
@@ -250,6 +274,7 @@ func (e *Engine) scanTask(row interface{ Scan(...any) error }) (*Task, error) {
 	t.QueryDelay = time.Duration(delayMS) * time.Millisecond
 	t.LeaseTTL = time.Duration(ttlMS) * time.Millisecond
 	t.HoldLimit = time.Duration(holdMS.Int64) * time.Millisecond
+	t.MaxHold = time.Duration(maxHoldMS.Int64) * time.Millisecond
 	t.CreatedAt = created.T
 	return &t, nil
 }

@@ -317,6 +317,43 @@ type Statements struct {
 	// assignments, newest assignment first. Columns: loan id, user,
 	// disposition, seconds since the disposition, seconds the loan was held.
 	DashDispositions string `purpose:"dashboard: a task's latest dispositions"`
+
+	// --- cancelled requests and one pending request per user and task
+	// (docs/algorithm.md, "Cancelling and attaching") ---
+
+	// RequestPendingFor binds: task id, user. The user's pending request of
+	// the task, if any (at most one: loanq_request_one_pending_uq).
+	// Columns: id.
+	RequestPendingFor string `purpose:"a user's pending request of a task (attach instead of asking twice)"`
+	// RequestCancel binds: id, user. Only a pending request of that user
+	// changes: 0 rows means it was served (or cancelled) meanwhile, decided
+	// by the database against a holder's RequestFinish.
+	RequestCancel string `purpose:"cancel a user's pending request"`
+
+	// --- abandoned work: --max-hold and `work reclaim` (docs/algorithm.md,
+	// "Abandoned work: --max-hold") ---
+
+	// TaskSetMaxHold binds: max_hold_ms (NULL: none), task id.
+	TaskSetMaxHold string `purpose:"set a task's max hold (age past which active work expires)"`
+	// WorkExpire binds: task id, max hold in ms. Ends the task's active work
+	// assigned at least that long ago (database clock) as 'expired'; run by
+	// the engine inside its serving transaction, under the task lock.
+	WorkExpire string `purpose:"expire a task's active work older than its max hold"`
+	// WorkOlder binds: task id, user ('' for all), the same user, age in ms.
+	// The task's active work at least that old, oldest first. Columns: work
+	// id, loan id, user, assigned_at, age in seconds.
+	WorkOlder string `purpose:"a task's active work older than an age, optionally of one user"`
+	// WorkReclaim binds: supervisor, work id. Ends one active assignment as
+	// 'reclaimed' (0 rows: it ended meanwhile).
+	WorkReclaim string `purpose:"reclaim one active assignment (a supervisor returns it)"`
+
+	// --- `task update` ---
+
+	// TaskUpdate binds: source, key, criteria, order, max_active (NULL: no
+	// cap), lock strategy, query_delay_ms, lease_ttl_ms, hold_limit_ms (NULL:
+	// derived), max_hold_ms (NULL: never), task id. A row-lock holder keeps
+	// the task row locked while it serves, so the update waits for it.
+	TaskUpdate string `purpose:"change a task's definition (task update)"`
 }
 
 // Named is one statement with its purpose.

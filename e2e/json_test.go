@@ -148,9 +148,12 @@ func TestJSONDocuments(t *testing.T) {
 			t.Fatalf("work get: %v %s", err, out)
 		}
 		check("work status", "work", "status", itoa64(req.RequestID))
+		check("work cancel", "work", "cancel", itoa64(req.RequestID)) // served first: printed as served
 		check("pipeline", "pipeline")
+		check("work reclaim", "work", "reclaim", "big", "--dry-run")
 		check("disposition", "disposition", "big", itoa64(req.Loans[0]), "return", "--after", "90m")
 		check("disposition", "disposition", "big", itoa64(req.Loans[1]), "complete")
+		check("task update", "task", "update", "big", "--max-active", "5", "--max-hold", "8h")
 		check("task show", "task", "show", "big")
 		check("migrate status", "migrate", "status")
 		check("sql", "sql")

@@ -120,6 +120,16 @@ func TestCapAcrossProcesses(t *testing.T) {
 			}()
 		}
 		wg.Wait()
+		if n := testdb.Int(t, d, e.DB, "SELECT COUNT(*) FROM loanq_work WHERE user_name = 'oliver' AND disposition IS NULL"); n > 4 {
+			t.Fatalf("oliver holds %d active loans in a task capped at 4", n)
+		}
+		// Concurrent calls of one user may attach to one pending request
+		// (docs/algorithm.md, "Cancelling and attaching") and so ask for
+		// fewer loans in all: asking again one by one tops up to the cap,
+		// never past it.
+		for range 2 {
+			mustOK(t, dsn, "oliver", append([]string{"work", "get", "capped", "--count", "3"}, fastRecheck...)...)
+		}
 		if n := testdb.Int(t, d, e.DB, "SELECT COUNT(*) FROM loanq_work WHERE user_name = 'oliver' AND disposition IS NULL"); n != 4 {
 			t.Fatalf("oliver holds %d active loans in a task capped at 4", n)
 		}

@@ -5,9 +5,11 @@
 //	1  any other failure
 //	2  bad input or usage; nothing was changed in the database
 //	75 still pending or busy (EX_TEMPFAIL): ask again later
+//	130 interrupted by SIGINT, 143 by SIGTERM (128 + the signal's number)
 package problem
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -24,6 +26,10 @@ const (
 	// Busy means the work is not done yet: the task lock is held elsewhere or the
 	// request is still pending. Retrying later is the right reaction.
 	Busy
+	// Interrupted means a signal stopped the command; the exit code is
+	// 128 + the signal's number (130 for SIGINT, 143 for SIGTERM) when the
+	// error carries a Signal, 130 otherwise.
+	Interrupted
 )
 
 // Exit codes of the command-line contract.
@@ -32,7 +38,22 @@ const (
 	ExitFailure = 1
 	ExitUsage   = 2
 	ExitBusy    = 75
+	ExitSIGINT  = 130
+	ExitSIGTERM = 143
 )
+
+// Signal is the cause of a context cancelled by a signal (commands.Main): its
+// exit code is the shell's, 128 + the signal number.
+type Signal struct {
+	Name string // "interrupt" or "terminated"
+	Code int    // 130 or 143
+}
+
+func (s *Signal) Error() string { return "interrupted by " + s.Name }
+
+// Is makes a signal's cancellation a context.Canceled for errors.Is, as the
+// context it cancelled reports.
+func (s *Signal) Is(target error) bool { return target == context.Canceled }
 
 // Error is an error with a kind and an optional hint that tells the user what to do.
 type Error struct {
@@ -109,6 +130,12 @@ func ExitCode(err error) int {
 		return ExitUsage
 	case Busy:
 		return ExitBusy
+	case Interrupted:
+		var sig *Signal
+		if errors.As(err, &sig) {
+			return sig.Code
+		}
+		return ExitSIGINT
 	default:
 		return ExitFailure
 	}

@@ -10,7 +10,7 @@ import (
 // Every statement loanq sends to MySQL 8 / MariaDB. Times are UTC from
 // UTC_TIMESTAMP(6), the database clock, whatever the session time zone.
 const taskColumns = `id, name, source_table, key_column, criteria, order_by, max_active,
-       lock_strategy, query_delay_ms, lease_ttl_ms, created_by, created_at, hold_limit_ms`
+       lock_strategy, query_delay_ms, lease_ttl_ms, created_by, created_at, hold_limit_ms, max_hold_ms`
 
 var statements = drivers.Statements{
 	Now: `SELECT UTC_TIMESTAMP(6)`,
@@ -224,6 +224,37 @@ FROM loanq_query_run WHERE task_id = ? ORDER BY id DESC LIMIT ?`,
 	DashDispositions: `SELECT loan_id, user_name, disposition, TIMESTAMPDIFF(SECOND, disposed_at, UTC_TIMESTAMP(6)),
        TIMESTAMPDIFF(SECOND, assigned_at, disposed_at)
 FROM loanq_work WHERE task_id = ? AND disposition IS NOT NULL ORDER BY id DESC LIMIT ?`,
+
+	// cancelled requests and attach (docs/algorithm.md, "Cancelling and attaching")
+	RequestPendingFor: `SELECT id FROM loanq_work_request WHERE task_id = ? AND pending_user = ?`,
+	RequestCancel: `UPDATE loanq_work_request SET status = 'cancelled', served_at = UTC_TIMESTAMP(6)
+WHERE id = ? AND user_name = ? AND status = 'pending'`,
+
+	// abandoned work (docs/algorithm.md, "Abandoned work: --max-hold")
+	TaskSetMaxHold: `UPDATE loanq_task SET max_hold_ms = ? WHERE id = ?`,
+	WorkExpire: `UPDATE loanq_work SET disposition = 'expired', disposed_at = UTC_TIMESTAMP(6)
+WHERE task_id = ? AND disposition IS NULL AND assigned_at <= UTC_TIMESTAMP(6) - INTERVAL (? * 1000) MICROSECOND`,
+	WorkOlder: `SELECT id, loan_id, user_name, assigned_at, TIMESTAMPDIFF(SECOND, assigned_at, UTC_TIMESTAMP(6))
+FROM loanq_work
+WHERE task_id = ? AND disposition IS NULL AND (? = '' OR user_name = ?)
+  AND assigned_at <= UTC_TIMESTAMP(6) - INTERVAL (? * 1000) MICROSECOND
+ORDER BY assigned_at, id`,
+	WorkReclaim: `UPDATE loanq_work SET disposition = 'reclaimed', disposed_at = UTC_TIMESTAMP(6), disposed_by = ?
+WHERE id = ? AND disposition IS NULL`,
+
+	// task update
+	TaskUpdate: `UPDATE loanq_task
+SET source_table = ?,
+    key_column = ?,
+    criteria = ?,
+    order_by = ?,
+    max_active = ?,
+    lock_strategy = ?,
+    query_delay_ms = ?,
+    lease_ttl_ms = ?,
+    hold_limit_ms = ?,
+    max_hold_ms = ?
+WHERE id = ?`,
 }
 
 // criteriaQuery is the heavy query of SPEC §3 step 4. It takes no lock (the

@@ -22,7 +22,7 @@ const now = `SYS_EXTRACT_UTC(SYSTIMESTAMP)`
 // order_by is NULL for a task without --order (Oracle has no empty string);
 // the engine reads it as a NullString.
 const taskColumns = `id, name, source_table, key_column, criteria, order_by, max_active,
-       lock_strategy, query_delay_ms, lease_ttl_ms, created_by, created_at, hold_limit_ms`
+       lock_strategy, query_delay_ms, lease_ttl_ms, created_by, created_at, hold_limit_ms, max_hold_ms`
 
 // msInterval turns a bind of milliseconds into an interval. NUMTODSINTERVAL of
 // a NULL bind is NULL, so a NULL bind gives a NULL timestamp.
@@ -261,6 +261,45 @@ FETCH FIRST :2 ROWS ONLY`,
        ROUND((CAST(disposed_at AS DATE) - CAST(assigned_at AS DATE)) * 86400)
 FROM loanq_work WHERE task_id = :1 AND disposition IS NOT NULL ORDER BY id DESC
 FETCH FIRST :2 ROWS ONLY`,
+
+	// cancelled requests and attach (docs/algorithm.md, "Cancelling and attaching"):
+	// the CASE expressions are those of loanq_request_one_pending_uq, so
+	// the lookup is that index's range.
+	RequestPendingFor: `SELECT id FROM loanq_work_request
+WHERE CASE WHEN status = 'pending' THEN task_id END = :1
+  AND CASE WHEN status = 'pending' THEN user_name END = :2`,
+	RequestCancel: `UPDATE loanq_work_request SET status = 'cancelled', served_at = ` + now + `
+WHERE id = :1 AND user_name = :2 AND status = 'pending'`,
+
+	// abandoned work (docs/algorithm.md, "Abandoned work: --max-hold")
+	TaskSetMaxHold: `UPDATE loanq_task SET max_hold_ms = :1 WHERE id = :2`,
+	WorkExpire: `UPDATE loanq_work SET disposition = 'expired', disposed_at = ` + now + `
+WHERE task_id = :1 AND disposition IS NULL AND assigned_at <= ` + now + ` - NUMTODSINTERVAL(:2 / 1000, 'SECOND')`,
+	WorkOlder: `SELECT id, loan_id, user_name, assigned_at,
+       EXTRACT(DAY FROM age) * 86400 + EXTRACT(HOUR FROM age) * 3600
+         + EXTRACT(MINUTE FROM age) * 60 + TRUNC(EXTRACT(SECOND FROM age))
+FROM (
+  SELECT id, loan_id, user_name, assigned_at, ` + now + ` - assigned_at AS age
+  FROM loanq_work
+  WHERE task_id = :1 AND disposition IS NULL AND (:2 IS NULL OR user_name = :3)
+    AND assigned_at <= ` + now + ` - NUMTODSINTERVAL(:4 / 1000, 'SECOND'))
+ORDER BY assigned_at, id`,
+	WorkReclaim: `UPDATE loanq_work SET disposition = 'reclaimed', disposed_at = ` + now + `, disposed_by = :1
+WHERE id = :2 AND disposition IS NULL`,
+
+	// task update
+	TaskUpdate: `UPDATE loanq_task
+SET source_table = :1,
+    key_column = :2,
+    criteria = :3,
+    order_by = :4,
+    max_active = :5,
+    lock_strategy = :6,
+    query_delay_ms = :7,
+    lease_ttl_ms = :8,
+    hold_limit_ms = :9,
+    max_hold_ms = :10
+WHERE id = :11`,
 }
 
 // oraAge is how many whole seconds ago a timestamp was, by the database

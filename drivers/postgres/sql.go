@@ -10,7 +10,7 @@ import (
 // Every statement loanq sends to PostgreSQL. clock_timestamp() is the database
 // clock at the moment of the statement (now() would be the transaction start).
 const taskColumns = `id, name, source_table, key_column, criteria, order_by, max_active,
-       lock_strategy, query_delay_ms, lease_ttl_ms, created_by, created_at, hold_limit_ms`
+       lock_strategy, query_delay_ms, lease_ttl_ms, created_by, created_at, hold_limit_ms, max_hold_ms`
 
 var statements = drivers.Statements{
 	Now: `SELECT clock_timestamp()`,
@@ -237,6 +237,37 @@ FROM loanq_query_run WHERE task_id = $1 ORDER BY id DESC LIMIT $2`,
 	DashDispositions: `SELECT loan_id, user_name, disposition, ` + pgAge(`disposed_at`) + `,
        EXTRACT(EPOCH FROM disposed_at - assigned_at)::BIGINT
 FROM loanq_work WHERE task_id = $1 AND disposition IS NOT NULL ORDER BY id DESC LIMIT $2`,
+
+	// cancelled requests and attach (docs/algorithm.md, "Cancelling and attaching")
+	RequestPendingFor: `SELECT id FROM loanq_work_request WHERE task_id = $1 AND user_name = $2 AND status = 'pending'`,
+	RequestCancel: `UPDATE loanq_work_request SET status = 'cancelled', served_at = clock_timestamp()
+WHERE id = $1 AND user_name = $2 AND status = 'pending'`,
+
+	// abandoned work (docs/algorithm.md, "Abandoned work: --max-hold")
+	TaskSetMaxHold: `UPDATE loanq_task SET max_hold_ms = $1 WHERE id = $2`,
+	WorkExpire: `UPDATE loanq_work SET disposition = 'expired', disposed_at = clock_timestamp()
+WHERE task_id = $1 AND disposition IS NULL AND assigned_at <= clock_timestamp() - $2 * INTERVAL '1 millisecond'`,
+	WorkOlder: `SELECT id, loan_id, user_name, assigned_at, EXTRACT(EPOCH FROM clock_timestamp() - assigned_at)::BIGINT
+FROM loanq_work
+WHERE task_id = $1 AND disposition IS NULL AND ($2 = '' OR user_name = $3)
+  AND assigned_at <= clock_timestamp() - $4 * INTERVAL '1 millisecond'
+ORDER BY assigned_at, id`,
+	WorkReclaim: `UPDATE loanq_work SET disposition = 'reclaimed', disposed_at = clock_timestamp(), disposed_by = $1
+WHERE id = $2 AND disposition IS NULL`,
+
+	// task update
+	TaskUpdate: `UPDATE loanq_task
+SET source_table = $1,
+    key_column = $2,
+    criteria = $3,
+    order_by = $4,
+    max_active = $5,
+    lock_strategy = $6,
+    query_delay_ms = $7,
+    lease_ttl_ms = $8,
+    hold_limit_ms = $9,
+    max_hold_ms = $10
+WHERE id = $11`,
 }
 
 // pgAge is how many whole seconds ago a timestamp was, by the database clock.

@@ -15,8 +15,11 @@ const nowExpr = `strftime('%Y-%m-%dT%H:%M:%fZ', 'now')`
 // gives NULL (used for return_at of dispositions other than return).
 const plusMillis = `strftime('%Y-%m-%dT%H:%M:%fZ', 'now', '+' || (? / 1000.0) || ' seconds')`
 
+// minusMillis is nowExpr moved back by a bound number of milliseconds.
+const minusMillis = `strftime('%Y-%m-%dT%H:%M:%fZ', 'now', '-' || (? / 1000.0) || ' seconds')`
+
 const taskColumns = `id, name, source_table, key_column, criteria, order_by, max_active,
-       lock_strategy, query_delay_ms, lease_ttl_ms, created_by, created_at, hold_limit_ms`
+       lock_strategy, query_delay_ms, lease_ttl_ms, created_by, created_at, hold_limit_ms, max_hold_ms`
 
 // Every statement loanq sends to SQLite. SQLite has no row locks and one
 // writer at a time: every write transaction starts with BEGIN IMMEDIATE (set
@@ -213,6 +216,37 @@ FROM loanq_query_run WHERE task_id = ? ORDER BY id DESC LIMIT ?`,
 	DashDispositions: `SELECT loan_id, user_name, disposition, ` + sqliteAge(`disposed_at`) + `,
        CAST((julianday(disposed_at) - julianday(assigned_at)) * 86400 AS INTEGER)
 FROM loanq_work WHERE task_id = ? AND disposition IS NOT NULL ORDER BY id DESC LIMIT ?`,
+
+	// cancelled requests and attach (docs/algorithm.md, "Cancelling and attaching")
+	RequestPendingFor: `SELECT id FROM loanq_work_request WHERE task_id = ? AND user_name = ? AND status = 'pending'`,
+	RequestCancel: `UPDATE loanq_work_request SET status = 'cancelled', served_at = ` + nowExpr + `
+WHERE id = ? AND user_name = ? AND status = 'pending'`,
+
+	// abandoned work (docs/algorithm.md, "Abandoned work: --max-hold")
+	TaskSetMaxHold: `UPDATE loanq_task SET max_hold_ms = ? WHERE id = ?`,
+	WorkExpire: `UPDATE loanq_work SET disposition = 'expired', disposed_at = ` + nowExpr + `
+WHERE task_id = ? AND disposition IS NULL AND assigned_at <= ` + minusMillis,
+	WorkOlder: `SELECT id, loan_id, user_name, assigned_at, CAST((julianday('now') - julianday(assigned_at)) * 86400 AS INTEGER)
+FROM loanq_work
+WHERE task_id = ? AND disposition IS NULL AND (? = '' OR user_name = ?)
+  AND assigned_at <= ` + minusMillis + `
+ORDER BY assigned_at, id`,
+	WorkReclaim: `UPDATE loanq_work SET disposition = 'reclaimed', disposed_at = ` + nowExpr + `, disposed_by = ?
+WHERE id = ? AND disposition IS NULL`,
+
+	// task update
+	TaskUpdate: `UPDATE loanq_task
+SET source_table = ?,
+    key_column = ?,
+    criteria = ?,
+    order_by = ?,
+    max_active = ?,
+    lock_strategy = ?,
+    query_delay_ms = ?,
+    lease_ttl_ms = ?,
+    hold_limit_ms = ?,
+    max_hold_ms = ?
+WHERE id = ?`,
 }
 
 // sqliteAge is how many whole seconds ago a stored time was, by the database clock.

@@ -311,7 +311,59 @@ INSERT INTO loanq_schema_version (version_id, is_applied) VALUES (:1, 1)
 
 -- (commit)
 
--- 34, autocommit
+-- (begin)
+
+-- 34, in transaction
+ALTER TABLE loanq_work_request DROP CONSTRAINT loanq_work_request_status_ck
+/
+
+-- 35, in transaction
+ALTER TABLE loanq_work_request ADD CONSTRAINT loanq_work_request_status_ck
+    CHECK (status IN ('pending', 'assigned', 'partial', 'empty', 'cancelled'))
+/
+
+-- 36, in transaction
+UPDATE loanq_work_request r SET status = 'cancelled', served_at = SYS_EXTRACT_UTC(SYSTIMESTAMP)
+WHERE r.status = 'pending' AND EXISTS (
+    SELECT 1 FROM loanq_work_request o
+    WHERE o.task_id = r.task_id AND o.user_name = r.user_name AND o.status = 'pending' AND o.id < r.id)
+/
+
+-- 37, in transaction
+CREATE UNIQUE INDEX loanq_request_one_pending_uq ON loanq_work_request (
+    CASE WHEN status = 'pending' THEN task_id END,
+    CASE WHEN status = 'pending' THEN user_name END)
+/
+
+-- 38, in transaction
+ALTER TABLE loanq_task ADD (max_hold_ms NUMBER(19)
+    CONSTRAINT loanq_task_max_hold_ck CHECK (max_hold_ms IS NULL OR max_hold_ms > 0))
+/
+
+-- 39, in transaction
+ALTER TABLE loanq_work ADD (disposed_by VARCHAR2(100 CHAR))
+/
+
+-- 40, in transaction
+ALTER TABLE loanq_work DROP CONSTRAINT loanq_work_disposition_ck
+/
+
+-- 41, in transaction
+ALTER TABLE loanq_work ADD CONSTRAINT loanq_work_disposition_ck
+    CHECK (disposition IN ('complete', 'return', 'never', 'expired', 'reclaimed'))
+/
+
+-- 42, in transaction
+CREATE INDEX loanq_work_active_age_ix ON loanq_work (task_id, disposition, assigned_at)
+/
+
+-- 43, in transaction; binds :1 = 6
+INSERT INTO loanq_schema_version (version_id, is_applied) VALUES (:1, 1)
+/
+
+-- (commit)
+
+-- 44, autocommit
 SELECT MAX(version_id) FROM loanq_schema_version
 /
 

@@ -16,17 +16,17 @@ RETURNING id INTO :12
 
 -- TaskByName: read a task by name
 SELECT id, name, source_table, key_column, criteria, order_by, max_active,
-       lock_strategy, query_delay_ms, lease_ttl_ms, created_by, created_at, hold_limit_ms FROM loanq_task WHERE name = :1
+       lock_strategy, query_delay_ms, lease_ttl_ms, created_by, created_at, hold_limit_ms, max_hold_ms FROM loanq_task WHERE name = :1
 /
 
 -- TaskByID: read a task by id
 SELECT id, name, source_table, key_column, criteria, order_by, max_active,
-       lock_strategy, query_delay_ms, lease_ttl_ms, created_by, created_at, hold_limit_ms FROM loanq_task WHERE id = :1
+       lock_strategy, query_delay_ms, lease_ttl_ms, created_by, created_at, hold_limit_ms, max_hold_ms FROM loanq_task WHERE id = :1
 /
 
 -- TaskList: list tasks
 SELECT id, name, source_table, key_column, criteria, order_by, max_active,
-       lock_strategy, query_delay_ms, lease_ttl_ms, created_by, created_at, hold_limit_ms FROM loanq_task ORDER BY name
+       lock_strategy, query_delay_ms, lease_ttl_ms, created_by, created_at, hold_limit_ms, max_hold_ms FROM loanq_task ORDER BY name
 /
 
 -- TaskRuns: recent criteria-query runs of a task
@@ -395,6 +395,58 @@ SELECT loan_id, user_name, disposition, ROUND((CAST(SYS_EXTRACT_UTC(SYSTIMESTAMP
        ROUND((CAST(disposed_at AS DATE) - CAST(assigned_at AS DATE)) * 86400)
 FROM loanq_work WHERE task_id = :1 AND disposition IS NOT NULL ORDER BY id DESC
 FETCH FIRST :2 ROWS ONLY
+/
+
+-- RequestPendingFor: a user's pending request of a task (attach instead of asking twice)
+SELECT id FROM loanq_work_request
+WHERE CASE WHEN status = 'pending' THEN task_id END = :1
+  AND CASE WHEN status = 'pending' THEN user_name END = :2
+/
+
+-- RequestCancel: cancel a user's pending request
+UPDATE loanq_work_request SET status = 'cancelled', served_at = SYS_EXTRACT_UTC(SYSTIMESTAMP)
+WHERE id = :1 AND user_name = :2 AND status = 'pending'
+/
+
+-- TaskSetMaxHold: set a task's max hold (age past which active work expires)
+UPDATE loanq_task SET max_hold_ms = :1 WHERE id = :2
+/
+
+-- WorkExpire: expire a task's active work older than its max hold
+UPDATE loanq_work SET disposition = 'expired', disposed_at = SYS_EXTRACT_UTC(SYSTIMESTAMP)
+WHERE task_id = :1 AND disposition IS NULL AND assigned_at <= SYS_EXTRACT_UTC(SYSTIMESTAMP) - NUMTODSINTERVAL(:2 / 1000, 'SECOND')
+/
+
+-- WorkOlder: a task's active work older than an age, optionally of one user
+SELECT id, loan_id, user_name, assigned_at,
+       EXTRACT(DAY FROM age) * 86400 + EXTRACT(HOUR FROM age) * 3600
+         + EXTRACT(MINUTE FROM age) * 60 + TRUNC(EXTRACT(SECOND FROM age))
+FROM (
+  SELECT id, loan_id, user_name, assigned_at, SYS_EXTRACT_UTC(SYSTIMESTAMP) - assigned_at AS age
+  FROM loanq_work
+  WHERE task_id = :1 AND disposition IS NULL AND (:2 IS NULL OR user_name = :3)
+    AND assigned_at <= SYS_EXTRACT_UTC(SYSTIMESTAMP) - NUMTODSINTERVAL(:4 / 1000, 'SECOND'))
+ORDER BY assigned_at, id
+/
+
+-- WorkReclaim: reclaim one active assignment (a supervisor returns it)
+UPDATE loanq_work SET disposition = 'reclaimed', disposed_at = SYS_EXTRACT_UTC(SYSTIMESTAMP), disposed_by = :1
+WHERE id = :2 AND disposition IS NULL
+/
+
+-- TaskUpdate: change a task's definition (task update)
+UPDATE loanq_task
+SET source_table = :1,
+    key_column = :2,
+    criteria = :3,
+    order_by = :4,
+    max_active = :5,
+    lock_strategy = :6,
+    query_delay_ms = :7,
+    lease_ttl_ms = :8,
+    hold_limit_ms = :9,
+    max_hold_ms = :10
+WHERE id = :11
 /
 
 -- CriteriaQuery: the heavy criteria query (binds :1 task id, :2 row limit), for

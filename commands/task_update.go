@@ -1,0 +1,123 @@
+package commands
+
+import (
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/loanq/loanq/dispatch"
+	"github.com/loanq/loanq/drivers"
+	"github.com/loanq/loanq/problem"
+)
+
+func taskUpdateCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "update",
+		Usage:     "change a task: the options of task create; only those given change",
+		ArgsUsage: "NAME",
+		Description: `Changes the options given and keeps the others. The new criteria are run
+against the database (and checked lockable row by row for --lock rows) before
+anything is stored, as at create; bad input changes nothing (exit 2). Active
+work, pending requests and the history are kept.
+
+--max-active 0 removes the cap, --hold-limit default goes back to the derived
+hold limit (of the task LOCK), --max-hold off stops returning old WORK to the
+queue. Change --lock while the task is quiet: callers already serving finish
+with the strategy they started with.
+
+Examples:
+   loanq task update verify-bank --where "statements_submitted = 1 AND statements_verified = 0 AND amount > 0"
+   loanq task update verify-bank --max-hold 8h --max-active 10
+   loanq task update verify-bank --hold-limit default --max-hold off`,
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "where", Usage: "SQL condition selecting the task's loans"},
+			&cli.StringFlag{Name: "order", Usage: "SQL ORDER BY list: highest priority first"},
+			&cli.StringFlag{Name: "source", Usage: "table or view holding the loans"},
+			&cli.StringFlag{Name: "key", Usage: "column of --source holding the 64-bit loan id"},
+			&cli.IntFlag{Name: "max-active", Usage: "cap on each user's active work in this task (0: none)"},
+			&cli.StringFlag{Name: "lock", Usage: "lock strategy: skip, nowait, wait, lease or rows"},
+			&cli.StringFlag{Name: "query-delay", Usage: "sleep this long inside the locked section (demos, tests)"},
+			&cli.StringFlag{Name: "lease-ttl", Usage: "how long a lease lasts without renewal (strategy lease)"},
+			&cli.StringFlag{Name: "hold-limit", Usage: "longest a caller may hold the task LOCK (\"default\": derived)"},
+			&cli.StringFlag{Name: "max-hold", Usage: "age past which active WORK returns to the queue (\"off\": never)"},
+		},
+		Action: taskUpdate,
+	}
+}
+
+func taskUpdate(c *cli.Context) error {
+	a, err := args(c, "NAME")
+	if err != nil {
+		return err
+	}
+	if err := dispatch.ValidateTaskName(a[0]); err != nil {
+		return err
+	}
+	var ch dispatch.TaskChange
+	str := func(name string) *string {
+		if !c.IsSet(name) {
+			return nil
+		}
+		v := c.String(name)
+		return &v
+	}
+	ch.Where, ch.Order, ch.Source, ch.Key = str("where"), str("order"), str("source"), str("key")
+	if c.IsSet("max-active") {
+		v := c.Int("max-active")
+		ch.MaxActive = &v
+	}
+	if c.IsSet("lock") {
+		s, err := drivers.ParseStrategy(c.String("lock"))
+		if err != nil {
+			return err
+		}
+		ch.Lock = &s
+	}
+	dur := func(name, zeroWord string) (*time.Duration, error) {
+		if !c.IsSet(name) {
+			return nil, nil
+		}
+		var d time.Duration
+		if zeroWord != "" && c.String(name) == zeroWord {
+			return &d, nil
+		}
+		d, err := parseDuration(name, c.String(name))
+		if err != nil {
+			return nil, err
+		}
+		if d < 0 || (zeroWord != "" && d == 0) {
+			hint := "a positive duration"
+			if zeroWord != "" {
+				hint += fmt.Sprintf(", or %q", zeroWord)
+			}
+			return nil, problem.Usagef("invalid --%s %s: give %s", name, c.String(name), hint)
+		}
+		return &d, nil
+	}
+	if ch.QueryDelay, err = dur("query-delay", ""); err != nil {
+		return err
+	}
+	if ch.LeaseTTL, err = dur("lease-ttl", ""); err != nil {
+		return err
+	}
+	if ch.HoldLimit, err = dur("hold-limit", "default"); err != nil {
+		return err
+	}
+	if ch.MaxHold, err = dur("max-hold", "off"); err != nil {
+		return err
+	}
+	e, err := open(c)
+	if err != nil {
+		return err
+	}
+	defer e.Close()
+	t, err := e.UpdateTask(c.Context, a[0], ch)
+	if err != nil {
+		return err
+	}
+	return emit(c, map[string]any{"task": taskJSON(t), "updated": true}, func(w io.Writer) {
+		fmt.Fprintf(w, "updated task %s (lock %s); active work and history kept\n", t.Name, t.Lock)
+	})
+}

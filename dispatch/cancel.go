@@ -1,0 +1,136 @@
+package dispatch
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/loanq/loanq/problem"
+)
+
+// StatusCancelled is a request its requester cancelled (`work cancel`, or a
+// signal while `work get` waited). It is never served: the engine reads and
+// finishes only pending requests (docs/algorithm.md, "Cancelling and
+// attaching").
+const StatusCancelled = "cancelled"
+
+// maxAttach bounds how often logRequest goes round when the pending request it
+// collided with was served before it could be read.
+const maxAttach = 5
+
+// logRequest records a work request of user on task, or attaches to the
+// user's pending request of the task: a user has at most one pending request
+// per task. The database decides (loanq_request_one_pending_uq): of two
+// calls of the same user inserting at the same moment, one insert fails with
+// a unique violation and that call reads and attaches to the other's request.
+func (e *Engine) logRequest(ctx context.Context, taskID int64, user string, count int) (id int64, attached bool, err error) {
+	for range maxAttach {
+		err := e.DB.QueryRowContext(ctx, e.sql().RequestPendingFor, taskID, user).Scan(&id)
+		if err == nil {
+			return id, true, nil
+		}
+		if !errors.Is(err, sql.ErrNoRows) {
+			return 0, false, fmt.Errorf("looking for a pending request of %s: %w", user, err)
+		}
+		id, err = e.Driver.InsertReturningID(ctx, e.DB, e.sql().RequestInsert, taskID, user, count)
+		if err == nil {
+			return id, false, nil
+		}
+		if !e.Driver.IsUniqueViolation(err) {
+			return 0, false, fmt.Errorf("recording the work request: %w", err)
+		}
+		// Another call of this user logged its request between the read and
+		// the insert: read again and attach to it (or, if it was served in
+		// the meantime, log a new one).
+	}
+	return 0, false, fmt.Errorf("recording the work request: the pending request of %s kept changing (%d tries)", user, maxAttach)
+}
+
+// Cancel is `work cancel`: it cancels the pending request id of user. A
+// request that is no longer pending is returned as it is, with a Notice: a
+// holder served it before the cancel (the database decides which came
+// first), or it was cancelled already. Someone else's request is bad input.
+func (e *Engine) Cancel(ctx context.Context, id int64, user string) (*Request, error) {
+	if id <= 0 {
+		return nil, problem.Usagef("invalid request id %d: give the request_id that `loanq work get` printed", id)
+	}
+	req, err := e.Request(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if req.User != user {
+		return nil, problem.Usagef("request %d is %s's, not %s's: only the user who asked can cancel it (--user)", id, req.User, user)
+	}
+	return e.cancel(ctx, id, user)
+}
+
+// cancel runs RequestCancel and reads the request back. The UPDATE changes the
+// row only while it is pending, so a cancel racing with a holder's
+// RequestFinish is decided by the database: 0 rows means served first.
+func (e *Engine) cancel(ctx context.Context, id int64, user string) (*Request, error) {
+	res, err := e.DB.ExecContext(ctx, e.sql().RequestCancel, id, user)
+	if err != nil {
+		return nil, fmt.Errorf("cancelling request %d: %w", id, err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return nil, fmt.Errorf("cancelling request %d: %w", id, err)
+	}
+	req, err := e.Request(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case n == 1:
+	case req.Status == StatusCancelled:
+		req.Notice = fmt.Sprintf("request %d was already cancelled", id)
+	case req.Status == StatusPending: // someone else's: the UPDATE names the user
+		req.Notice = fmt.Sprintf("request %d is %s's and stays pending", id, req.User)
+	default:
+		req.Notice = fmt.Sprintf("request %d was served before it could be cancelled: its loans (if any) are yours: `loanq pipeline` lists them", id)
+	}
+	return req, nil
+}
+
+// interrupted turns a wait or a serve stopped by a cancelled ctx into the
+// caller's answer: its request is cancelled (when opt.CancelAs names the
+// requester) with a context of its own, since ctx is done. A request served
+// meanwhile is returned as served, with a Notice and no error: its loans are
+// the caller's.
+func (e *Engine) interrupted(ctx context.Context, task *Task, id int64, opt GetOptions, cause error) (*Request, error) {
+	what := fmt.Sprintf("interrupted while waiting for request %d (task %s)", id, task.Name)
+	var pe *problem.Error
+	if errors.As(cause, &pe) && pe.Kind == problem.Interrupted {
+		what = pe.Msg // interrupted while serving: say so
+	}
+	sig := context.Cause(ctx)
+	if opt.CancelAs == "" {
+		return nil, &problem.Error{Kind: problem.Interrupted, Msg: what + "; the request stays pending", Err: sig,
+			Hint: fmt.Sprintf("`loanq work status %d --wait` serves it, `loanq work cancel %d` cancels it", id, id)}
+	}
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	req, err := e.cancel(cctx, id, opt.CancelAs)
+	if err != nil {
+		return nil, &problem.Error{Kind: problem.Interrupted, Msg: what + "; cancelling the request failed, it stays pending",
+			Err: errors.Join(sig, err), Hint: fmt.Sprintf("`loanq work cancel %d` cancels it", id)}
+	}
+	if req.Status != StatusPending && req.Status != StatusCancelled {
+		return req, nil // served first: the Notice says so, the loans are printed
+	}
+	if req.Status == StatusPending {
+		return req, &problem.Error{Kind: problem.Interrupted, Msg: what + "; " + req.Notice, Err: sig}
+	}
+	req.Notice = ""
+	return req, &problem.Error{Kind: problem.Interrupted, Msg: what + fmt.Sprintf("; request %d cancelled, it will not be served", id), Err: sig}
+}
+
+// cancelled reports whether request id is cancelled, read through the pool
+// (the latest commit, not a REPEATABLE READ snapshot of the caller's
+// transaction).
+func (e *Engine) cancelled(ctx context.Context, id int64) bool {
+	req, err := e.Request(ctx, id)
+	return err == nil && req.Status == StatusCancelled
+}
