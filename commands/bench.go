@@ -78,7 +78,7 @@ Examples:
 			&cli.IntFlag{Name: "batch", Aliases: []string{"k"}, Value: bench.DefaultBatch, Usage: "items claimed per transaction (1-1000)"},
 			&cli.IntFlag{Name: "processes", Aliases: []string{"p"}, Value: 1, Usage: "OS processes the workers are spread over (1-workers)"},
 			&cli.StringFlag{Name: "chart", Usage: "write an SVG timeline to `FILE.svg` (its folder must exist; checked before the run)"},
-			&cli.StringFlag{Name: "target", Value: "items", Usage: "items: the item table's raw claim (seed 001); engine: the work queue itself (work get + complete); cli: the same through loanq processes, against two lock-free calls"},
+			&cli.StringFlag{Name: "target", Value: "items", Usage: "items: the item table's raw claim (BENCHMARKS.md); engine: the work queue itself (work get + complete); cli: the same through loanq processes, against two lock-free calls"},
 			&cli.IntFlag{Name: "count", Aliases: []string{"c"}, Value: 1, Usage: "engine: loans per work get (1-1000)"},
 			&cli.StringFlag{Name: "duration", Value: "0s", Usage: "engine: stop after this long, e.g. 30s (0s: when the task is drained)"},
 			&cli.StringFlag{Name: "query-delay", Value: "0s", Usage: "engine: the task's --query-delay, a criteria query made slow on purpose"},

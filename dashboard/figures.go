@@ -21,7 +21,7 @@ import (
 	"github.com/loanq/loanq/problem"
 )
 
-// Dispositions are the kinds of SPEC §4, in display order.
+// Dispositions are the disposition kinds (docs/algorithm.md), in display order.
 var Dispositions = []string{"complete", "return", "never"}
 
 // recentRuns is how many criteria-query runs per task the chart shows.

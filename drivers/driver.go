@@ -44,7 +44,7 @@ const (
 	Lease Strategy = "lease"
 	// Rows: no task lock at all. Each caller runs the criteria query itself,
 	// locking the source rows it returns with the dialect's skip-locked syntax,
-	// and assigns what it locked (seed 004's table-as-queue). No coalescing.
+	// and assigns what it locked (docs/algorithm.md, the rows strategy). No coalescing.
 	// Only drivers that implement RowLocker offer it.
 	Rows Strategy = "rows"
 )
