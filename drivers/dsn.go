@@ -237,7 +237,14 @@ func (d DSN) Redacted() string {
 	if len(d.Password) < 4 {
 		return out // too short to tell from the host or database name
 	}
-	return d.Scrub(out) // a password that shares a piece with a host name: the host loses it
+	// A password that shares a piece with a host name: the host loses it.
+	// The scheme is fixed text, not the user's: it stays whole, so the
+	// redacted form still names its driver ("stgr" must not eat "postgres").
+	prefix := d.Scheme + "://"
+	if strings.HasPrefix(out, prefix) {
+		return prefix + d.Scrub(out[len(prefix):])
+	}
+	return d.Scrub(out)
 }
 
 // Scrub removes the password from a message a driver or server produced: the

@@ -32,7 +32,9 @@ func FuzzParseDSN(f *testing.F) {
 			return
 		}
 		red := d.Redacted()
-		if len(d.Password) >= 4 && strings.Contains(red, d.Password) {
+		// The scheme is fixed text: a password that happens to be a piece of
+		// "postgres" is not shown by it.
+		if len(d.Password) >= 4 && strings.Contains(strings.TrimPrefix(red, d.Scheme+"://"), d.Password) {
 			t.Fatalf("%q: Redacted() %q shows the password", raw, red)
 		}
 		if len(d.Password) >= 4 && d.Scrub(d.Host+"/"+d.Database+"?"+d.Query.Encode()) != d.Host+"/"+d.Database+"?"+d.Query.Encode() {
