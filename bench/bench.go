@@ -1,8 +1,9 @@
-// Package bench is loanq's locking lab (SPEC §6, issue 4): it reproduces seed
-// 001's experiment — N workers draining a table of M items, each item held
-// for D of simulated work — with each lock strategy, on any supported
-// database, and reports the time against the ideal M × D / N, the share of
-// each worker, the lock errors, and the duplicates found in the database.
+// Package bench is loanq's locking lab (figures in BENCHMARKS.md): it runs the
+// experiment of a table used as a work queue — N workers draining a table of M
+// items, each item held for D of simulated work — with each lock strategy, on
+// any supported database, and reports the time against the ideal M × D / N,
+// the share of each worker, the lock errors, and the duplicates found in the
+// database.
 //
 // Strategies, on the item table loanq_bench_item (migration 00002):
 //
@@ -11,7 +12,7 @@
 //     other's rows: the lanes run in parallel.
 //   - nowait: the same with FOR UPDATE NOWAIT: a worker that meets a held row
 //     gets an error at once, backs off briefly and asks again.
-//   - wait: plain FOR UPDATE (seed 001's NOSKIP): every worker queues behind
+//   - wait: plain FOR UPDATE, no SKIP LOCKED: every worker queues behind
 //     the holder of the first ready row, so the work is serialised.
 //   - lease: an UPDATE marks items claimed by the worker with an expiry and is
 //     committed at once; the work runs with no transaction open and the item
@@ -19,7 +20,7 @@
 //     Items whose lease ran out go back to ready. The only strategy on SQLite.
 //
 // Every statement comes from the dialect's drivers.Statements (`loanq sql`
-// prints them); the claim is drivers.Statements.ClaimItems.
+// prints them); the claim is claimItems (claim.go).
 package bench
 
 import (
@@ -33,6 +34,7 @@ import (
 	"time"
 
 	"github.com/loanq/loanq/drivers"
+	"github.com/loanq/loanq/dsn"
 	"github.com/loanq/loanq/problem"
 	"github.com/loanq/loanq/schema"
 )
@@ -45,7 +47,8 @@ const (
 	MaxBatch   = 1000
 )
 
-// Defaults: seed 001's experiment.
+// Defaults: the reference run of BENCHMARKS.md (10 workers, 200 items,
+// 100 ms of work each).
 const (
 	DefaultWorkers = 10
 	DefaultRows    = 200
@@ -59,7 +62,10 @@ const fillChunk = 1000
 
 // Config is one `loanq bench` invocation.
 type Config struct {
-	DSN       string
+	DSN string
+	// MustExist refuses a file database that does not exist (the user named
+	// it; see schema.Options).
+	MustExist bool
 	Strategy  string // skip, nowait, wait, lease, all, or "" for the database's default
 	Workers   int
 	Rows      int
@@ -210,7 +216,7 @@ func Run(ctx context.Context, cfg Config) ([]*Result, error) {
 	if cfg.Processes == 0 {
 		cfg.Processes = 1
 	}
-	d, db, dsn, err := connect(ctx, cfg.DSN)
+	d, db, target, err := open(ctx, cfg.DSN, cfg.MustExist)
 	if err != nil {
 		return nil, err
 	}
@@ -225,7 +231,7 @@ func Run(ctx context.Context, cfg Config) ([]*Result, error) {
 	}
 	var out []*Result
 	for _, s := range sts {
-		r, err := runOne(ctx, &cfg, d, db, dsn, s)
+		r, err := runOne(ctx, &cfg, d, db, target, s)
 		if err != nil {
 			return out, fmt.Errorf("bench %s on %s: %w", s, d.Name(), err)
 		}
@@ -240,12 +246,12 @@ func Run(ctx context.Context, cfg Config) ([]*Result, error) {
 	return out, nil
 }
 
-func runOne(ctx context.Context, cfg *Config, d drivers.Driver, db *sql.DB, dsn drivers.DSN, s drivers.Strategy) (*Result, error) {
+func runOne(ctx context.Context, cfg *Config, d drivers.Driver, db *sql.DB, target dsn.DSN, s drivers.Strategy) (*Result, error) {
 	st := d.Statements()
 	if err := fill(ctx, db, st, cfg.Rows); err != nil {
 		return nil, err
 	}
-	r := &Result{Target: "items", Database: dsn.Redacted(), Dialect: d.Name(), Strategy: string(s), Workers: cfg.Workers,
+	r := &Result{Target: "items", Database: target.Redacted(), Dialect: d.Name(), Strategy: string(s), Workers: cfg.Workers,
 		Rows: cfg.Rows, WorkMS: float64(cfg.Work) / float64(time.Millisecond), Batch: cfg.Batch, Processes: cfg.Processes}
 	ideal := time.Duration(cfg.Rows) * cfg.Work / time.Duration(cfg.Workers)
 	r.IdealMS = ideal.Milliseconds()
@@ -273,7 +279,7 @@ func runOne(ctx context.Context, cfg *Config, d drivers.Driver, db *sql.DB, dsn 
 	if err := audit(ctx, db, st, r, workers); err != nil {
 		return nil, err
 	}
-	if s == drivers.Skip && cfg.Batch > 1 && cfg.Work == 0 && st.BenchClaimDone != "" {
+	if s == drivers.Skip && cfg.Batch > 1 && cfg.Work == 0 && !st.BenchClaimDone.Empty() {
 		if err := rawBatch(ctx, cfg, db, st, r); err != nil {
 			return nil, err
 		}
@@ -305,7 +311,7 @@ func rawBatch(ctx context.Context, cfg *Config, db *sql.DB, st *drivers.Statemen
 		go func() {
 			defer wg.Done()
 			for {
-				res, err := c.ExecContext(ctx, st.BenchClaimDone, Owner(i+1), cfg.Batch)
+				res, err := st.BenchClaimDone.Exec(ctx, c, drivers.BenchClaimDoneParams{Owner: Owner(i + 1), Limit: cfg.Batch})
 				if err != nil {
 					errs[i] = fmt.Errorf("raw batch claim: %w", err)
 					return
@@ -322,7 +328,7 @@ func rawBatch(ctx context.Context, cfg *Config, db *sql.DB, st *drivers.Statemen
 		return err
 	}
 	var items, done, dups, total, missed int64
-	if err := db.QueryRowContext(ctx, st.BenchSummary).Scan(&items, &done, &dups, &total, &missed); err != nil {
+	if err := st.BenchSummary.QueryRow(ctx, db, drivers.NoParams{}).Scan(&items, &done, &dups, &total, &missed); err != nil {
 		return fmt.Errorf("auditing the raw batch claim: %w", err)
 	}
 	if dups != 0 || missed != 0 {
@@ -335,24 +341,14 @@ func rawBatch(ctx context.Context, cfg *Config, db *sql.DB, st *drivers.Statemen
 	return nil
 }
 
-// connect opens the DSN and checks that its schema is current; the embedded
+// open opens the DSN and checks that its schema is current; the embedded
 // SQLite default migrates itself, as every other command does.
-func connect(ctx context.Context, raw string) (drivers.Driver, *sql.DB, drivers.DSN, error) {
-	d, db, dsn, err := drivers.Connect(ctx, raw)
+func open(ctx context.Context, raw string, mustExist bool) (drivers.Driver, *sql.DB, dsn.DSN, error) {
+	db, err := schema.Open(ctx, raw, schema.Options{MustExist: mustExist, Migrate: schema.IfSelfMigrating, Check: true})
 	if err != nil {
-		return nil, nil, dsn, err
+		return nil, nil, dsn.DSN{}, err
 	}
-	if d.Name() == "sqlite" {
-		err = schema.EnsureCurrent(ctx, d, db)
-	}
-	if err == nil {
-		err = schema.Check(ctx, d, db, dsn.Redacted())
-	}
-	if err != nil {
-		db.Close()
-		return nil, nil, dsn, err
-	}
-	return d, db, dsn, nil
+	return db.Driver, db.DB, db.DSN, nil
 }
 
 // oneStrategy resolves a single --strategy; "" is the database's default.
@@ -374,7 +370,7 @@ func oneStrategy(d drivers.Driver, name string) (drivers.Strategy, error) {
 // (drivers.Statements.ServerVersion), so results say MariaDB, not mysql.
 func ServerVersion(ctx context.Context, db *sql.DB, st *drivers.Statements) (string, error) {
 	var v string
-	if err := db.QueryRowContext(ctx, st.ServerVersion).Scan(&v); err != nil {
+	if err := st.ServerVersion.QueryRow(ctx, db, drivers.NoParams{}).Scan(&v); err != nil {
 		return "", fmt.Errorf("reading the server version: %w", err)
 	}
 	return strings.TrimSpace(v), nil
@@ -390,12 +386,12 @@ func fill(ctx context.Context, db *sql.DB, st *drivers.Statements, rows int) err
 		return fmt.Errorf("resetting the bench table: %w", err)
 	}
 	defer tx.Rollback()
-	if _, err := tx.ExecContext(ctx, st.BenchReset); err != nil {
+	if _, err := st.BenchReset.Exec(ctx, tx, drivers.NoParams{}); err != nil {
 		return fmt.Errorf("resetting the bench table: %w", err)
 	}
 	for first := 1; first <= rows; first += fillChunk {
 		n := min(fillChunk, rows-first+1)
-		if _, err := tx.ExecContext(ctx, st.BenchFill, int64(first), int64(n)); err != nil {
+		if _, err := st.BenchFill.Exec(ctx, tx, drivers.BenchFillParams{First: int64(first), Count: int64(n)}); err != nil {
 			return fmt.Errorf("filling the bench table (ids %d-%d): %w", first, first+n-1, err)
 		}
 	}
@@ -409,11 +405,11 @@ func fill(ctx context.Context, db *sql.DB, st *drivers.Statements, rows int) err
 // who finished how many items, duplicates (processed > 1) and items missed.
 func audit(ctx context.Context, db *sql.DB, st *drivers.Statements, r *Result, workers []WorkerResult) error {
 	var items, done, total int64
-	if err := db.QueryRowContext(ctx, st.BenchSummary).Scan(&items, &done, &r.Duplicates, &total, &r.Missed); err != nil {
+	if err := st.BenchSummary.QueryRow(ctx, db, drivers.NoParams{}).Scan(&items, &done, &r.Duplicates, &total, &r.Missed); err != nil {
 		return fmt.Errorf("auditing the bench table: %w", err)
 	}
 	byOwner := map[string]int64{}
-	rows, err := db.QueryContext(ctx, st.BenchByOwner)
+	rows, err := st.BenchByOwner.Query(ctx, db, drivers.NoParams{})
 	if err != nil {
 		return fmt.Errorf("counting items per worker: %w", err)
 	}
@@ -473,7 +469,7 @@ func startProgress(ctx context.Context, cfg *Config, db *sql.DB, st *drivers.Sta
 				return
 			case <-t.C:
 				var ready int64
-				if err := db.QueryRowContext(ctx, st.BenchReady).Scan(&ready); err != nil {
+				if err := st.BenchReady.QueryRow(ctx, db, drivers.NoParams{}).Scan(&ready); err != nil {
 					continue
 				}
 				fmt.Fprintf(cfg.Progress, "\r%s: %d of %d items taken, %.1fs ", s, int64(cfg.Rows)-ready, cfg.Rows, time.Since(start).Seconds())

@@ -42,7 +42,10 @@ const cliCriteria = `status = 'ready' AND NOT EXISTS (SELECT 1 FROM loanq_work c
 
 // CLIConfig is one `loanq bench --target cli` invocation.
 type CLIConfig struct {
-	DSN       string
+	DSN string
+	// MustExist refuses a file database that does not exist (the user named
+	// it; see schema.Options).
+	MustExist bool
 	Strategy  string
 	Processes int // concurrent loops of loanq processes
 	Rows      int
@@ -97,7 +100,7 @@ func RunCLI(ctx context.Context, cfg CLIConfig) (*CLIResult, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	d, db, dsn, err := connect(ctx, cfg.DSN)
+	d, db, target, err := open(ctx, cfg.DSN, cfg.MustExist)
 	if err != nil {
 		return nil, err
 	}
@@ -114,7 +117,7 @@ func RunCLI(ctx context.Context, cfg CLIConfig) (*CLIResult, error) {
 		}
 		command = []string{exe}
 	}
-	r := &CLIResult{Target: "cli", Database: dsn.Redacted(), Strategy: string(s), Processes: cfg.Processes, DurationMS: cfg.Duration.Milliseconds()}
+	r := &CLIResult{Target: "cli", Database: target.Redacted(), Strategy: string(s), Processes: cfg.Processes, DurationMS: cfg.Duration.Milliseconds()}
 	if r.Server, err = ServerVersion(ctx, db, d.Statements()); err != nil {
 		return nil, err
 	}
@@ -227,12 +230,12 @@ func RunCLI(ctx context.Context, cfg CLIConfig) (*CLIResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	tq := drivers.TaskQueriesFor(d)
+	st := d.Statements()
 	var work int64
-	if err := db.QueryRowContext(ctx, tq.WorkDuplicates, task.ID).Scan(&work, &r.Duplicates); err != nil {
+	if err := st.WorkDuplicates.QueryRow(ctx, db, drivers.TaskParams{TaskID: task.ID}).Scan(&work, &r.Duplicates); err != nil {
 		return nil, fmt.Errorf("auditing the bench task's work: %w", err)
 	}
-	rows, err := db.QueryContext(ctx, tq.WorkByUser, task.ID)
+	rows, err := st.WorkByUser.Query(ctx, db, drivers.TaskParams{TaskID: task.ID})
 	if err != nil {
 		return nil, fmt.Errorf("counting completed loans: %w", err)
 	}
@@ -249,7 +252,7 @@ func RunCLI(ctx context.Context, cfg CLIConfig) (*CLIResult, error) {
 		}
 	}
 	rows.Close()
-	if r.CriteriaRuns, r.Requests, r.Pending, err = taskCounts(ctx, db, tq, task.ID); err != nil {
+	if r.CriteriaRuns, r.Requests, r.Pending, err = taskCounts(ctx, db, st, task.ID); err != nil {
 		return nil, err
 	}
 	r.LoansPerS = round3(float64(r.Loans) / elapsed.Seconds())

@@ -14,6 +14,7 @@ import (
 	"github.com/loanq/loanq/drivers"
 	"github.com/loanq/loanq/internal/pause"
 	"github.com/loanq/loanq/problem"
+	"github.com/loanq/loanq/schema"
 )
 
 // The engine benchmark (`loanq bench --target engine`) measures the work
@@ -41,7 +42,10 @@ const MaxEngineDuration = 24 * time.Hour
 
 // EngineConfig is one `loanq bench --target engine` invocation.
 type EngineConfig struct {
-	DSN        string
+	DSN string
+	// MustExist refuses a file database that does not exist (the user named
+	// it; see schema.Options).
+	MustExist  bool
 	Strategy   string // one strategy; "" for the database's default
 	Workers    int
 	Processes  int // 0 or 1: goroutines in this process
@@ -179,7 +183,7 @@ func RunEngine(ctx context.Context, cfg EngineConfig) (*EngineResult, error) {
 	if cfg.Processes == 0 {
 		cfg.Processes = 1
 	}
-	d, db, dsn, err := connect(ctx, cfg.DSN)
+	d, db, target, err := open(ctx, cfg.DSN, cfg.MustExist)
 	if err != nil {
 		return nil, err
 	}
@@ -189,7 +193,7 @@ func RunEngine(ctx context.Context, cfg EngineConfig) (*EngineResult, error) {
 		return nil, err
 	}
 	st := d.Statements()
-	r := &EngineResult{Target: "engine", Database: dsn.Redacted(), Strategy: string(s), Workers: cfg.Workers,
+	r := &EngineResult{Target: "engine", Database: target.Redacted(), Strategy: string(s), Workers: cfg.Workers,
 		Count: cfg.Count, Dialect: d.Name(), Processes: cfg.Processes, Rows: cfg.Rows,
 		DurationMS: cfg.Duration.Milliseconds(), QueryDelayMS: cfg.QueryDelay.Milliseconds(), WorkMS: cfg.Work.Milliseconds()}
 	if r.Server, err = ServerVersion(ctx, db, st); err != nil {
@@ -293,16 +297,15 @@ type engineShare struct {
 // engine of its own (its own lease holder id) on a shared pool with a
 // connection per caller. ready is the child-process handshake, as in runLocal.
 func runEngineLocal(ctx context.Context, sh engineShare, ready func() error) ([]engineWorkerReport, time.Duration, error) {
-	d, db, _, err := drivers.Connect(ctx, sh.DSN)
-	if err != nil {
-		return nil, 0, err
-	}
-	defer db.Close()
 	// A caller holds at most two connections at once (a waiter may read its
 	// request while its lock transaction is open); the pool never makes a
 	// caller wait for another's connection.
-	db.SetMaxOpenConns(2*sh.N + 2)
-	db.SetMaxIdleConns(2*sh.N + 2)
+	opened, err := schema.Open(ctx, sh.DSN, schema.Options{Conns: 2*sh.N + 2})
+	if err != nil {
+		return nil, 0, err
+	}
+	defer opened.Close()
+	d, db := opened.Driver, opened.DB
 	if ready != nil {
 		if err := ready(); err != nil {
 			return nil, 0, err
@@ -380,7 +383,7 @@ func (w *engineCaller) run(ctx context.Context, deadline time.Time) error {
 		for _, loan := range req.Loans {
 			// The work: the loan stops matching the criteria (and an item
 			// handed out twice is counted twice).
-			if _, err := w.db.ExecContext(ctx, w.st.BenchDone, owner, loan); err != nil {
+			if err := w.work(ctx, loan, owner); err != nil {
 				return fmt.Errorf("caller %d: working on loan %d: %w", w.id, loan, err)
 			}
 			if _, err := w.e.Dispose(ctx, EngineTask, loan, user, dispatch.Complete, 0, false); err != nil {
@@ -391,6 +394,22 @@ func (w *engineCaller) run(ctx context.Context, deadline time.Time) error {
 		w.addMark(mark)
 	}
 	return nil
+}
+
+// work marks the loan's item done. On MariaDB a rows claim locks the ready
+// item's status-index entry and then waits for its row, which this update
+// holds while it moves that entry: InnoDB ends one of the two as a deadlock
+// victim, as it would an application's own update of a loan. The victim's
+// statement is rolled back whole, so it is run again, as an application
+// would.
+func (w *engineCaller) work(ctx context.Context, loan int64, owner string) error {
+	for attempt := 0; ; attempt++ {
+		_, err := w.st.BenchDone.Exec(ctx, w.db, drivers.BenchItemParams{ID: loan, Owner: owner})
+		if attempt < 5 && drivers.IsDeadlock(w.e.Driver, err) {
+			continue
+		}
+		return err
+	}
 }
 
 // addMark records a request for the chart (only when one was asked for: a
@@ -410,15 +429,15 @@ func auditEngine(ctx context.Context, d drivers.Driver, db *sql.DB, e *dispatch.
 	if err != nil {
 		return err
 	}
-	tq := drivers.TaskQueriesFor(d)
-	if err := db.QueryRowContext(ctx, tq.WorkDuplicates, task.ID).Scan(&r.Loans, &r.Duplicates); err != nil {
+	st := d.Statements()
+	if err := st.WorkDuplicates.QueryRow(ctx, db, drivers.TaskParams{TaskID: task.ID}).Scan(&r.Loans, &r.Duplicates); err != nil {
 		return fmt.Errorf("auditing the bench task's work: %w", err)
 	}
-	if r.CriteriaRuns, r.Requests, r.Pending, err = taskCounts(ctx, db, tq, task.ID); err != nil {
+	if r.CriteriaRuns, r.Requests, r.Pending, err = taskCounts(ctx, db, st, task.ID); err != nil {
 		return err
 	}
 	var items, done, total, missed int64
-	if err := db.QueryRowContext(ctx, d.Statements().BenchSummary).Scan(&items, &done, &r.ItemsTwice, &total, &missed); err != nil {
+	if err := st.BenchSummary.QueryRow(ctx, db, drivers.NoParams{}).Scan(&items, &done, &r.ItemsTwice, &total, &missed); err != nil {
 		return fmt.Errorf("auditing the bench table: %w", err)
 	}
 	if r.Requests > 0 {
@@ -469,12 +488,12 @@ func replaceTask(ctx context.Context, e *dispatch.Engine, spec dispatch.TaskSpec
 
 // taskCounts reads a task's criteria-query runs, requests and requests still
 // pending from the database.
-func taskCounts(ctx context.Context, db *sql.DB, tq drivers.TaskQueries, taskID int64) (runs, requests, pending int64, err error) {
+func taskCounts(ctx context.Context, db *sql.DB, st *drivers.Statements, taskID int64) (runs, requests, pending int64, err error) {
 	var served, assigned int64
-	if err := db.QueryRowContext(ctx, tq.QueryRunTotals, taskID).Scan(&runs, &served, &assigned); err != nil {
+	if err := st.QueryRunTotals.QueryRow(ctx, db, drivers.TaskParams{TaskID: taskID}).Scan(&runs, &served, &assigned); err != nil {
 		return 0, 0, 0, fmt.Errorf("counting criteria runs: %w", err)
 	}
-	rows, err := db.QueryContext(ctx, tq.RequestsByUser, taskID)
+	rows, err := st.RequestsByUser.Query(ctx, db, drivers.TaskParams{TaskID: taskID})
 	if err != nil {
 		return 0, 0, 0, fmt.Errorf("counting requests: %w", err)
 	}

@@ -151,36 +151,63 @@ func spawn(ctx context.Context, command []string, env []string, dsn string, argL
 		}
 	}()
 	for p, extra := range argLists {
-		args := append(append([]string{}, command[1:]...), extra...)
-		c := &child{cmd: exec.CommandContext(ctx, command[0], args...)}
-		c.cmd.Env = append(append(os.Environ(), env...), "LOANQ_DB="+dsn)
-		c.cmd.Stderr = &c.stderr
-		var err error
-		if c.stdin, err = c.cmd.StdinPipe(); err != nil {
-			return nil, 0, err
-		}
-		out, err := c.cmd.StdoutPipe()
+		c, err := startChild(ctx, command, env, dsn, extra, p)
 		if err != nil {
 			return nil, 0, err
 		}
-		c.stdout = bufio.NewReader(out)
-		if err := c.cmd.Start(); err != nil {
-			return nil, 0, fmt.Errorf("starting worker process %d: %w", p+1, err)
-		}
 		children = append(children, c)
 	}
+	start, err := startTogether(children)
+	if err != nil {
+		return nil, 0, err
+	}
+	lines, err := readReports(children)
+	return lines, time.Since(start), err
+}
+
+// startChild starts child number p (from 0) with its stdin and stdout piped;
+// the child connects, says "ready" and waits for "go".
+func startChild(ctx context.Context, command []string, env []string, dsn string, extra []string, p int) (*child, error) {
+	args := append(append([]string{}, command[1:]...), extra...)
+	c := &child{cmd: exec.CommandContext(ctx, command[0], args...)}
+	c.cmd.Env = append(append(os.Environ(), env...), "LOANQ_DB="+dsn)
+	c.cmd.Stderr = &c.stderr
+	var err error
+	if c.stdin, err = c.cmd.StdinPipe(); err != nil {
+		return nil, err
+	}
+	out, err := c.cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	c.stdout = bufio.NewReader(out)
+	if err := c.cmd.Start(); err != nil {
+		return nil, fmt.Errorf("starting worker process %d: %w", p+1, err)
+	}
+	return c, nil
+}
+
+// startTogether waits until every child is ready (connected), then tells
+// them all to go, and returns when it did: the start of the measured time.
+func startTogether(children []*child) (time.Time, error) {
 	for i, c := range children {
 		line, err := c.stdout.ReadString('\n')
 		if err != nil || strings.TrimSpace(line) != "ready" {
-			return nil, 0, fmt.Errorf("worker process %d did not get ready: %q %v %s", i+1, line, err, strings.TrimSpace(c.stderr.String()))
+			return time.Time{}, fmt.Errorf("worker process %d did not get ready: %q %v %s", i+1, line, err, strings.TrimSpace(c.stderr.String()))
 		}
 	}
 	start := time.Now()
 	for i, c := range children {
 		if _, err := io.WriteString(c.stdin, "go\n"); err != nil {
-			return nil, 0, fmt.Errorf("starting worker process %d: %w", i+1, err)
+			return time.Time{}, fmt.Errorf("starting worker process %d: %w", i+1, err)
 		}
 	}
+	return start, nil
+}
+
+// readReports reads every child's report line, one goroutine per child, so
+// each report is read as soon as its child writes it.
+func readReports(children []*child) ([]string, error) {
 	lines := make([]string, len(children))
 	errs := make([]error, len(children))
 	var wg sync.WaitGroup
@@ -196,7 +223,7 @@ func spawn(ctx context.Context, command []string, env []string, dsn string, argL
 		}()
 	}
 	wg.Wait()
-	return lines, time.Since(start), errors.Join(errs...)
+	return lines, errors.Join(errs...)
 }
 
 // runProcesses runs the item-table workers in cfg.Processes children.

@@ -13,6 +13,7 @@ import (
 
 	"github.com/loanq/loanq/drivers"
 	"github.com/loanq/loanq/internal/pause"
+	"github.com/loanq/loanq/schema"
 )
 
 // backoff is the pause after a lock-busy error before the next claim: short
@@ -45,15 +46,14 @@ type worker struct {
 // is called once every connection is open and must return when the run may
 // start (the child-process handshake).
 func runLocal(ctx context.Context, dsn string, s drivers.Strategy, first, n int, work time.Duration, batch int, ready func() error) ([]WorkerResult, time.Duration, error) {
-	d, db, _, err := drivers.Connect(ctx, dsn)
+	// Every worker keeps one connection for the whole run: no pool hand-off
+	// between claims, and no worker waits for a free connection.
+	opened, err := schema.Open(ctx, dsn, schema.Options{Conns: n})
 	if err != nil {
 		return nil, 0, err
 	}
-	defer db.Close()
-	// Every worker keeps one connection for the whole run: no pool hand-off
-	// between claims, and no worker waits for a free connection.
-	db.SetMaxOpenConns(n)
-	db.SetMaxIdleConns(n)
+	defer opened.Close()
+	d, db := opened.Driver, opened.DB
 	ws := make([]*worker, n)
 	for i := range ws {
 		conn, err := db.Conn(ctx)
@@ -138,7 +138,7 @@ func (w *worker) lockOnce(ctx context.Context) (int, error) {
 		return 0, err
 	}
 	defer tx.Rollback() // after Commit, a no-op; on any error it releases the locks
-	ids, err := w.st.ClaimItems(ctx, tx, w.s, "", 0, w.batch)
+	ids, err := claimItems(ctx, w.st, tx, w.s, "", 0, w.batch)
 	if err != nil {
 		return 0, err
 	}
@@ -154,13 +154,13 @@ func (w *worker) lockOnce(ctx context.Context) (int, error) {
 	}
 	owner := Owner(w.id)
 	if len(ids) == 1 {
-		if _, err := tx.ExecContext(ctx, w.st.BenchDone, owner, ids[0]); err != nil {
+		if _, err := w.st.BenchDone.Exec(ctx, tx, drivers.BenchItemParams{ID: ids[0], Owner: owner}); err != nil {
 			return 0, fmt.Errorf("finishing item %d: %w", ids[0], err)
 		}
 	} else {
 		// One statement for the whole batch: a round trip per item was most
 		// of a batched claim's cost.
-		res, err := tx.ExecContext(ctx, w.st.BenchDoneMany, owner, idList(ids))
+		res, err := w.st.BenchDoneMany.Exec(ctx, tx, drivers.BenchItemsParams{IDs: idList(ids), Owner: owner})
 		if err != nil {
 			return 0, fmt.Errorf("finishing items %v: %w", ids, err)
 		}
@@ -191,14 +191,14 @@ func (w *worker) leaseOnce(ctx context.Context) (int, error) {
 		// Another claimer may have taken the rows this UPDATE picked (its
 		// subselect locks nothing): ask again while ready items are left.
 		var ready int64
-		if err := w.conn.QueryRowContext(ctx, w.st.BenchReady).Scan(&ready); err != nil {
+		if err := w.st.BenchReady.QueryRow(ctx, w.conn, drivers.NoParams{}).Scan(&ready); err != nil {
 			return 0, fmt.Errorf("counting ready items: %w", err)
 		}
 		if ready > 0 {
 			w.res.Retries++
 			return -1, nil
 		}
-		res, err := w.conn.ExecContext(ctx, w.st.BenchLeaseExpire)
+		res, err := w.st.BenchLeaseExpire.Exec(ctx, w.conn, drivers.NoParams{})
 		if err != nil {
 			return 0, fmt.Errorf("taking back expired leases: %w", err)
 		}
@@ -212,7 +212,7 @@ func (w *worker) leaseOnce(ctx context.Context) (int, error) {
 	}
 	var finished []int64
 	if len(ids) == 1 {
-		res, err := w.conn.ExecContext(ctx, w.st.BenchLeaseDone, ids[0], owner)
+		res, err := w.st.BenchLeaseDone.Exec(ctx, w.conn, drivers.BenchItemParams{ID: ids[0], Owner: owner})
 		if err != nil {
 			return 0, fmt.Errorf("finishing item %d: %w", ids[0], err)
 		}
@@ -224,7 +224,7 @@ func (w *worker) leaseOnce(ctx context.Context) (int, error) {
 			w.res.LeaseLost++
 		}
 	} else {
-		res, err := w.conn.ExecContext(ctx, w.st.BenchLeaseDoneMany, owner, idList(ids))
+		res, err := w.st.BenchLeaseDoneMany.Exec(ctx, w.conn, drivers.BenchItemsParams{IDs: idList(ids), Owner: owner})
 		if err != nil {
 			return 0, fmt.Errorf("finishing items %v: %w", ids, err)
 		}
@@ -250,7 +250,7 @@ func (w *worker) leaseClaim(ctx context.Context, owner string) ([]int64, error) 
 		return nil, err
 	}
 	defer tx.Rollback()
-	ids, err := w.st.ClaimItems(ctx, tx, drivers.Lease, owner, leaseTTL(w.work, w.batch).Milliseconds(), w.batch)
+	ids, err := claimItems(ctx, w.st, tx, drivers.Lease, owner, leaseTTL(w.work, w.batch).Milliseconds(), w.batch)
 	if err != nil {
 		return nil, err
 	}
@@ -263,8 +263,8 @@ func (w *worker) leaseClaim(ctx context.Context, owner string) ([]int64, error) 
 // begin starts a claim transaction on the worker's connection, after the
 // dialect's BenchBegin (MySQL: READ COMMITTED for this transaction).
 func (w *worker) begin(ctx context.Context) (*sql.Tx, error) {
-	if w.st.BenchBegin != "" {
-		if _, err := w.conn.ExecContext(ctx, w.st.BenchBegin); err != nil {
+	if !w.st.BenchBegin.Empty() {
+		if _, err := w.st.BenchBegin.Exec(ctx, w.conn, drivers.NoParams{}); err != nil {
 			return nil, fmt.Errorf("before begin: %w", err)
 		}
 	}
@@ -284,7 +284,7 @@ func (w *worker) mark(ids []int64, t0, t1 time.Time) {
 		StartMS: ms(t0.Sub(w.start)), ClaimedMS: ms(t1.Sub(w.start)), EndMS: ms(time.Since(w.start))})
 }
 
-// idList is the JSON array text the ...DoneMany statements bind.
+// idList is the JSON array text BenchDoneMany and BenchLeaseDoneMany bind.
 func idList(ids []int64) string {
 	var b strings.Builder
 	b.WriteByte('[')

@@ -4,7 +4,6 @@ package commands
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"io"
 	"os"
@@ -17,12 +16,13 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/loanq/loanq/dispatch"
-	"github.com/loanq/loanq/drivers"
+	"github.com/loanq/loanq/dsn"
 	"github.com/loanq/loanq/problem"
 	"github.com/loanq/loanq/schema"
 )
 
-// Main runs loanq with args and returns the process exit code (SPEC §5).
+// Main runs loanq with args and returns the process exit code (README.md,
+// "Exit codes"; problem.Kind maps errors to them).
 func Main(args []string, stdout, stderr io.Writer) int {
 	ctx, stop := signalContext()
 	defer stop()
@@ -106,7 +106,7 @@ Examples:
 		UseShortOptionHandling: false,
 		ExitErrHandler:         func(*cli.Context, error) {}, // Main maps errors to exit codes
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "db", EnvVars: []string{"LOANQ_DB", "DATABASE_URL"}, Value: drivers.DefaultDSN,
+			&cli.StringFlag{Name: "db", EnvVars: []string{"LOANQ_DB", "DATABASE_URL"}, Value: dsn.Default,
 				Usage: "database `DSN`: postgres://…, mysql://user:pass@host:port/db, oracle://user:pass@host:port/service, sqlite:PATH (DATABASE_URL is read when LOANQ_DB is not set)"},
 			// No Value: the OS user lookup (NSS, /etc/passwd) costs about a
 			// millisecond per process, so it runs only when no name is given.
@@ -163,7 +163,6 @@ func defaultUser() string {
 // env is what an action needs: an engine on an open, current database.
 type env struct {
 	*dispatch.Engine
-	dsn  drivers.DSN
 	user string
 	json bool
 	out  io.Writer
@@ -174,63 +173,35 @@ func (e *env) Close() { e.DB.Close() }
 // open connects to --db and checks its schema. The embedded SQLite default
 // migrates itself so that a newcomer needs no extra step.
 func open(c *cli.Context) (*env, error) {
-	d, db, dsn, err := connect(c)
+	db, err := openDB(c, schema.Options{Migrate: schema.IfSelfMigrating, Check: true})
 	if err != nil {
-		return nil, err
-	}
-	if drivers.MigratesOnOpen(d) {
-		err = schema.EnsureCurrent(c.Context, d, db)
-		if err == nil {
-			err = schema.Check(c.Context, d, db, dsn.Redacted())
-		}
-	} else {
-		err = schema.Check(c.Context, d, db, dsn.Redacted())
-	}
-	if err != nil {
-		db.Close()
 		return nil, err
 	}
 	user := c.String("user")
 	if !c.IsSet("user") {
 		user = defaultUser()
 	}
-	return &env{Engine: dispatch.New(db, d), dsn: dsn, user: user,
+	return &env{Engine: dispatch.New(db.DB, db.Driver), user: user,
 		json: c.String("output") == "json", out: c.App.Writer}, nil
 }
 
-func connect(c *cli.Context) (drivers.Driver, *sql.DB, drivers.DSN, error) {
-	if err := mustExist(c); err != nil {
-		return nil, nil, drivers.DSN{}, err
-	}
-	return connectCreating(c)
-}
-
-// connectCreating connects, creating a file database that does not exist
-// yet (`migrate up`; demo does the same through its own Connect).
-func connectCreating(c *cli.Context) (drivers.Driver, *sql.DB, drivers.DSN, error) {
-	ctx, cancel := context.WithTimeout(c.Context, 30*time.Second)
-	defer cancel()
-	return drivers.Connect(ctx, c.String("db"))
-}
-
-// mustExist refuses an explicitly given file database (SQLite) that does not
-// exist: opening it would create an empty file, and a mistyped path would
-// look like an empty queue. Only `migrate up` and `demo` create one; the
+// openDB opens --db (schema.Open). A file database the user named must
+// exist: only `migrate up` and `demo` create one (openCreating); the
 // zero-set-up default (no --db, LOANQ_DB or DATABASE_URL) creates itself.
-func mustExist(c *cli.Context) error {
-	if !c.IsSet("db") {
-		return nil
-	}
-	dsn, err := drivers.ParseDSN(c.String("db"))
-	if err != nil || !dsn.File || dsn.Database == ":memory:" {
-		return err
-	}
-	if _, err := os.Stat(dsn.Database); err == nil || !os.IsNotExist(err) {
-		return nil
-	}
-	return problem.WithHint(problem.Usagef("the SQLite database %s does not exist", dsn.Database),
-		fmt.Sprintf("check the path in --db / LOANQ_DB; to create it: loanq --db '%s' migrate up (or loanq --db '%s' demo)", dsn.Redacted(), dsn.Redacted()))
+func openDB(c *cli.Context, opts schema.Options) (*schema.Database, error) {
+	opts.MustExist = c.IsSet("db")
+	opts.ConnectTimeout = connectTimeout
+	return schema.Open(c.Context, c.String("db"), opts)
 }
+
+// openCreating opens --db as it is, creating a file database that does not
+// exist yet (`migrate up`).
+func openCreating(c *cli.Context) (*schema.Database, error) {
+	return schema.Open(c.Context, c.String("db"), schema.Options{ConnectTimeout: connectTimeout})
+}
+
+// connectTimeout bounds a command's connecting to the database.
+const connectTimeout = 30 * time.Second
 
 // emit prints v as one JSON document, or calls text for people.
 func emit(c *cli.Context, v any, text func(w io.Writer)) error {
@@ -250,7 +221,8 @@ func parseDuration(flag, s string) (time.Duration, error) {
 	return d, nil
 }
 
-// oneArg returns the single positional argument named what.
+// args returns the command's positional arguments, which must be exactly as
+// many as names (their names, for the usage error); otherwise exit 2.
 func args(c *cli.Context, names ...string) ([]string, error) {
 	if c.NArg() != len(names) {
 		want := strings.Join(names, " ")

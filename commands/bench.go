@@ -17,7 +17,7 @@ import (
 func benchCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "bench",
-		Usage:     "measure how the database's row locks share a work table between workers (seed 001's experiment)",
+		Usage:     "measure how the database's row locks share a work table between workers (BENCHMARKS.md has the figures)",
 		ArgsUsage: " ",
 		Description: `Resets and fills loanq's own item table (loanq_bench_item) with --rows items,
 then runs --workers workers, each on its own connection. A worker claims up to
@@ -140,12 +140,9 @@ func benchRun(c *cli.Context) error {
 	default:
 		return problem.Usagef("unknown --target %q: use items (the item table's raw claim), engine (the work queue) or cli (loanq processes)", c.String("target"))
 	}
-	cfg := bench.Config{DSN: c.String("db"), Strategy: c.String("strategy"), Workers: c.Int("workers"),
+	cfg := bench.Config{DSN: c.String("db"), MustExist: c.IsSet("db"), Strategy: c.String("strategy"), Workers: c.Int("workers"),
 		Rows: c.Int("rows"), Work: work, Batch: c.Int("batch"), Processes: c.Int("processes"), Chart: c.String("chart")}
 	if err := cfg.Validate(); err != nil {
-		return err
-	}
-	if err := mustExist(c); err != nil { // after the flags: they are cheaper to fix first
 		return err
 	}
 	if c.String("output") != "json" {
@@ -164,7 +161,7 @@ func benchRun(c *cli.Context) error {
 	if err := emit(c, rs, func(w io.Writer) { bench.WriteText(w, rs) }); err != nil {
 		return err
 	}
-	chartWritten(c, cfg.Notes, cfg.Chart)
+	chartWritten(cfg.Notes, cfg.Chart)
 	for _, r := range rs {
 		if r.Duplicates != 0 || r.Missed != 0 {
 			return &problem.Error{Kind: problem.Failure,
@@ -185,7 +182,7 @@ func benchWorker(c *cli.Context) error {
 }
 
 // chartWritten says where the chart went (stderr under --output json).
-func chartWritten(c *cli.Context, w io.Writer, path string) {
+func chartWritten(w io.Writer, path string) {
 	if path == "" || w == nil {
 		return
 	}
@@ -216,13 +213,10 @@ func benchEngine(c *cli.Context) error {
 		}
 	}
 	rows := c.Int("rows")
-	cfg := bench.EngineConfig{DSN: c.String("db"), Strategy: strings.ToLower(c.String("strategy")), Workers: c.Int("workers"),
+	cfg := bench.EngineConfig{DSN: c.String("db"), MustExist: c.IsSet("db"), Strategy: strings.ToLower(c.String("strategy")), Workers: c.Int("workers"),
 		Processes: c.Int("processes"), Count: c.Int("count"), Rows: rows, Duration: dur, QueryDelay: delay, Work: work,
 		NoRaw: c.Bool("no-raw"), Chart: c.String("chart")}
 	if err := cfg.Validate(); err != nil {
-		return err
-	}
-	if err := mustExist(c); err != nil { // after the flags: they are cheaper to fix first
 		return err
 	}
 	notes := c.App.Writer
@@ -236,7 +230,7 @@ func benchEngine(c *cli.Context) error {
 	if err := emit(c, r, func(w io.Writer) { bench.WriteEngineText(w, r) }); err != nil {
 		return err
 	}
-	chartWritten(c, notes, cfg.Chart)
+	chartWritten(notes, cfg.Chart)
 	if r.Duplicates != 0 || r.ItemsTwice != 0 || r.Pending != 0 || r.LoansCounted != r.Loans || r.RawDuplicates != 0 {
 		return &problem.Error{Kind: problem.Failure,
 			Msg:  fmt.Sprintf("bench --target engine found %d duplicate assignments, %d items worked twice, %d requests left pending, %d loans counted for %d work rows", r.Duplicates, r.ItemsTwice, r.Pending, r.LoansCounted, r.Loans),
@@ -279,11 +273,8 @@ func benchCLI(c *cli.Context) error {
 	if c.IsSet("rows") {
 		rows = c.Int("rows")
 	}
-	cfg := bench.CLIConfig{DSN: c.String("db"), Strategy: strings.ToLower(c.String("strategy")), Processes: procs, Rows: rows, Duration: dur}
+	cfg := bench.CLIConfig{DSN: c.String("db"), MustExist: c.IsSet("db"), Strategy: strings.ToLower(c.String("strategy")), Processes: procs, Rows: rows, Duration: dur}
 	if err := cfg.Validate(); err != nil {
-		return err
-	}
-	if err := mustExist(c); err != nil { // after the flags: they are cheaper to fix first
 		return err
 	}
 	r, err := bench.RunCLI(c.Context, cfg)

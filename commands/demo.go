@@ -10,6 +10,7 @@ import (
 
 	"github.com/loanq/loanq/demo"
 	"github.com/loanq/loanq/drivers"
+	"github.com/loanq/loanq/dsn"
 	"github.com/loanq/loanq/problem"
 )
 
@@ -155,11 +156,11 @@ func demoSeed(c *cli.Context) error {
 // dbFlag repeats --db in suggested commands unless it is the default (the
 // password, if any, is shown as *** and must be typed again).
 func dbFlag(c *cli.Context) string {
-	dsn, err := drivers.ParseDSN(c.String("db"))
-	if err != nil || dsn.Redacted() == drivers.DefaultDSN {
+	_, target, err := drivers.ParseDSN(c.String("db"))
+	if err != nil || target.Redacted() == dsn.Default {
 		return ""
 	}
-	return " --db '" + dsn.Redacted() + "'"
+	return " --db '" + target.Redacted() + "'"
 }
 
 // isTerminal reports whether w is a terminal, so that the \r progress line

@@ -79,7 +79,8 @@ func disposition(c *cli.Context) error {
 	})
 }
 
-// parseReturnAfter reads --after: a duration from 0s to 72h (SPEC §4).
+// parseReturnAfter reads --after: a duration from 0s to 72h
+// (dispatch.MaxReturnWait).
 func parseReturnAfter(s string) (time.Duration, error) {
 	d, err := parseDuration("after", s)
 	if err != nil {

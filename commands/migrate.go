@@ -35,11 +35,12 @@ func migrateUp(c *cli.Context) error {
 	if _, err := args(c); err != nil {
 		return err
 	}
-	d, db, dsn, err := connectCreating(c)
+	opened, err := openCreating(c)
 	if err != nil {
 		return err
 	}
-	defer db.Close()
+	defer opened.Close()
+	d, db, dsn := opened.Driver, opened.DB, opened.DSN
 	applied, err := schema.Up(c.Context, d, db)
 	if err != nil {
 		return err
@@ -69,11 +70,12 @@ func migrateDown(c *cli.Context) error {
 	if _, err := args(c); err != nil {
 		return err
 	}
-	d, db, dsn, err := connect(c)
+	opened, err := openDB(c, schema.Options{})
 	if err != nil {
 		return err
 	}
-	defer db.Close()
+	defer opened.Close()
+	d, db, dsn := opened.Driver, opened.DB, opened.DSN
 	v, err := schema.Down(c.Context, d, db)
 	if err != nil {
 		return err
@@ -91,11 +93,12 @@ func migrateStatus(c *cli.Context) error {
 	if _, err := args(c); err != nil {
 		return err
 	}
-	d, db, dsn, err := connect(c)
+	opened, err := openDB(c, schema.Options{})
 	if err != nil {
 		return err
 	}
-	defer db.Close()
+	defer opened.Close()
+	d, db, dsn := opened.Driver, opened.DB, opened.DSN
 	ms, err := schema.Status(c.Context, d, db)
 	if err != nil {
 		return err

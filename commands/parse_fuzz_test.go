@@ -13,7 +13,7 @@ import (
 )
 
 // Every rejected --after is bad input naming the flag; every accepted one is
-// within SPEC §4's 0s..72h.
+// within 0s..72h (dispatch.MaxReturnWait).
 func FuzzReturnAfter(f *testing.F) {
 	for _, s := range []string{"0s", "90m", "4h", "72h", "73h", "-1h", "abc", "", "1h30m", "72h0m0.000000001s", "9223372036854775807ns", " 5m "} {
 		f.Add(s)
@@ -67,9 +67,10 @@ func TestReturnAfterBounds(t *testing.T) {
 	}
 }
 
-// SPEC §3 step 3: busy callers recheck after 5 s, 10 s, 20 s (then every
-// 20 s) unless --backoff says otherwise; the flag's default is that schedule.
-func TestDefaultBackoffIsSpecs(t *testing.T) {
+// docs/algorithm.md, step 3: busy callers recheck after 5 s, 10 s, 20 s (then
+// every 20 s) unless --backoff says otherwise; the flag's default is that
+// schedule.
+func TestDefaultBackoffIsTheDocumentedSchedule(t *testing.T) {
 	want := []time.Duration{5 * time.Second, 10 * time.Second, 20 * time.Second}
 	if !slices.Equal(dispatch.DefaultBackoff, want) {
 		t.Errorf("dispatch.DefaultBackoff = %v, want %v", dispatch.DefaultBackoff, want)

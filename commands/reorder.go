@@ -6,7 +6,7 @@ import (
 	"github.com/urfave/cli/v2"
 )
 
-// reorderArgs lets flags follow positional arguments, as SPEC §5 writes them
+// reorderArgs lets flags follow positional arguments, as README.md writes them
 // (`loanq work get TASK --count 3`). urfave/cli v2 stops parsing flags at the
 // first positional argument, so for the command being run the flags are moved
 // in front of its positional arguments. Global flags (--db, --user, --output)

@@ -82,14 +82,12 @@ func serve(c *cli.Context) error {
 	}
 
 	// Open without the embedded SQLite's self-migration: serve writes nothing.
-	d, db, dsn, err := connect(c)
+	opened, err := openDB(c, schema.Options{Check: true})
 	if err != nil {
 		return err
 	}
-	defer db.Close()
-	if err := schema.Check(c.Context, d, db, dsn.Redacted()); err != nil {
-		return err
-	}
+	defer opened.Close()
+	d, db := opened.Driver, opened.DB
 	src := &dashboard.Source{DB: db, Driver: d, Engine: dispatch.New(db, d), TTL: ttl, Hold: hold}
 	srv := &dashboard.Server{Source: src, Token: token, PerUser: c.Bool("metrics-per-user"),
 		Log: func(s string) { fmt.Fprintf(c.App.ErrWriter, "loanq serve: %s\n", s) }}

@@ -38,11 +38,9 @@ func printSQL(c *cli.Context) error {
 	var d drivers.Driver
 	var err error
 	if name == "" {
-		dsn, err := drivers.ParseDSN(c.String("db"))
-		if err != nil {
+		if d, _, err = drivers.ParseDSN(c.String("db")); err != nil {
 			return err
 		}
-		d = dsn.Driver
 	} else if d, err = drivers.ByName(name); err != nil {
 		return err
 	}
@@ -60,28 +58,13 @@ func printSQL(c *cli.Context) error {
 		}
 		list = append(list, stmt{n.Field, n.Purpose, n.SQL})
 	}
+	sample := drivers.CriteriaSource{Source: "loan", Key: "id", Where: "<--where>", Order: "<--order>"}
 	list = append(list, stmt{"CriteriaQuery", "the heavy criteria query of a task (--where, --order, --source, --key filled in)",
-		d.CriteriaQuery(drivers.CriteriaSource{Source: "loan", Key: "id", Where: "<--where>", Order: "<--order>"})})
+		drivers.CriteriaQuery(d.Dialect(), sample).Text()})
 	if rl, ok := d.(drivers.RowLocker); ok {
 		list = append(list, stmt{"RowsClaim", "strategy rows: the criteria query locking the source rows it returns (--where, --order, --source, --key filled in)",
-			rl.RowsClaimSQL(drivers.CriteriaSource{Source: "loan", Key: "id", Where: "<--where>", Order: "<--order>"})})
+			rl.RowsClaimSQL(sample)})
 	}
-	for _, n := range drivers.AuditQueries {
-		list = append(list, stmt{n.Field, n.Purpose, n.SQL})
-	}
-	for _, n := range drivers.TaskQueriesFor(d).List() {
-		list = append(list, stmt{n.Field, n.Purpose, n.SQL})
-	}
-	for _, n := range drivers.SupervisorQueries {
-		list = append(list, stmt{n.Field, n.Purpose, n.SQL})
-	}
-
-	list = append(list,
-		stmt{"DashboardRunMaxID", "dashboard: the highest criteria-query run id (hourly floor)", drivers.DashboardRunMaxID},
-		stmt{"DashboardRunHistogramBelow", "dashboard: criteria-query runs per task and duration bucket below the floor id (hourly)",
-			drivers.Rebind(d, drivers.DashboardRunHistogramBelow)},
-		stmt{"DashboardRunHistogram", "dashboard: criteria-query runs per task and duration bucket from the floor id up (/metrics histogram)",
-			drivers.Rebind(d, drivers.DashboardRunHistogram)})
 	migs, err := fs.Glob(d.Migrations(), "*.sql")
 	if err != nil {
 		return err

@@ -63,7 +63,9 @@ func buildInfo() versionInfo {
 			continue
 		}
 		v.Databases = append(v.Databases, name)
-		if name == "oracle" {
+		// "oracle" says whether the driver that depends on how loanq was
+		// built (drivers.BuildSupport: Oracle needs cgo) is compiled in.
+		if _, buildDependent := d.(drivers.BuildSupport); buildDependent {
 			v.Oracle = true
 		}
 	}

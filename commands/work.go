@@ -153,13 +153,9 @@ func workGet(c *cli.Context) error {
 }
 
 func workStatus(c *cli.Context) error {
-	a, err := args(c, "REQUEST_ID")
+	id, err := requestIDArg(c)
 	if err != nil {
 		return err
-	}
-	id, err := strconv.ParseInt(a[0], 10, 64)
-	if err != nil || id <= 0 {
-		return problem.Usagef("invalid request id %q: give the request_id that `loanq work get` printed", a[0])
 	}
 	opt, err := getOptions(c)
 	if err != nil {
@@ -178,13 +174,9 @@ func workStatus(c *cli.Context) error {
 }
 
 func workCancel(c *cli.Context) error {
-	a, err := args(c, "REQUEST_ID")
+	id, err := requestIDArg(c)
 	if err != nil {
 		return err
-	}
-	id, err := strconv.ParseInt(a[0], 10, 64)
-	if err != nil || id <= 0 {
-		return problem.Usagef("invalid request id %q: give the request_id that `loanq work get` printed", a[0])
 	}
 	e, err := open(c)
 	if err != nil {
@@ -281,4 +273,17 @@ func formatBackoff(ds []time.Duration) string {
 		parts[i] = d.String()
 	}
 	return strings.Join(parts, ",")
+}
+
+// requestIDArg reads the REQUEST_ID argument of work status and work cancel.
+func requestIDArg(c *cli.Context) (int64, error) {
+	a, err := args(c, "REQUEST_ID")
+	if err != nil {
+		return 0, err
+	}
+	id, err := strconv.ParseInt(a[0], 10, 64)
+	if err != nil || id <= 0 {
+		return 0, problem.Usagef("invalid request id %q: give the request_id that `loanq work get` printed", a[0])
+	}
+	return id, nil
 }

@@ -2,7 +2,7 @@
 // metrics and a health check over loanq's own tables (docs/dashboard.md).
 //
 // Every figure comes from one refresh: a fixed set of read-only statements
-// (drivers.Statements' dashboard block and drivers.DashboardRunHistogram),
+// (the Dash… statements of drivers.Statements),
 // cached for a short interval so that any number of browsers and scrapers
 // cost the database one refresh per interval. No task's criteria query is
 // ever run here.
@@ -184,11 +184,6 @@ func (q *queryCounter) step(name string, fn func() error) error {
 	return err
 }
 
-func (q *queryCounter) query(ctx context.Context, stmt string, args ...any) (*sql.Rows, error) {
-	q.n++
-	return q.db.QueryContext(ctx, stmt, args...)
-}
-
 func (s *Source) refresh(ctx context.Context) (*Snapshot, error) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
@@ -225,7 +220,7 @@ func (s *Source) refresh(ctx context.Context) (*Snapshot, error) {
 
 	// Pending requests.
 	err = q.step("DashPending", func() error {
-		return each(ctx, q, st.DashPending, nil, func(r *sql.Rows) error {
+		return each(ctx, q, &st.DashPending, drivers.NoParams{}, func(r *sql.Rows) error {
 			var id int64
 			var n int
 			var age sql.NullInt64
@@ -248,7 +243,7 @@ func (s *Source) refresh(ctx context.Context) (*Snapshot, error) {
 		hold = 1 << 50 // no limit: nothing is that old
 	}
 	err = q.step("DashActive", func() error {
-		return each(ctx, q, st.DashActive, []any{hold}, func(r *sql.Rows) error {
+		return each(ctx, q, &st.DashActive, drivers.DashActiveParams{HoldSeconds: hold}, func(r *sql.Rows) error {
 			var id int64
 			var name string
 			var n, over int
@@ -287,7 +282,7 @@ func (s *Source) refresh(ctx context.Context) (*Snapshot, error) {
 		}
 	}
 	err = q.step("DashDone", func() error {
-		return each(ctx, q, st.DashDone, []any{s.floor}, func(r *sql.Rows) error {
+		return each(ctx, q, &st.DashDone, drivers.FloorParams{Floor: s.floor}, func(r *sql.Rows) error {
 			var id int64
 			var name, kind string
 			var total, today int
@@ -316,8 +311,8 @@ func (s *Source) refresh(ctx context.Context) (*Snapshot, error) {
 	for k, v := range s.runBelow {
 		sums[k] = v
 	}
-	err = q.step("DashboardRunHistogram", func() error {
-		return scanRuns(ctx, q, drivers.Rebind(s.Driver, drivers.DashboardRunHistogram), s.runFloor, sums)
+	err = q.step("DashRunHistogram", func() error {
+		return scanRuns(ctx, q, &st.DashRunHistogram, s.runFloor, sums)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("reading the criteria-query log: %w", err)
@@ -340,7 +335,7 @@ func (s *Source) refresh(ctx context.Context) (*Snapshot, error) {
 			continue
 		}
 		err = q.step("DashRuns", func() error {
-			return each(ctx, q, st.DashRuns, []any{f.ID, recentRuns}, func(r *sql.Rows) error {
+			return each(ctx, q, &st.DashRuns, drivers.TaskLimitParams{TaskID: f.ID, Limit: recentRuns}, func(r *sql.Rows) error {
 				var x Run
 				if err := r.Scan(&x.ID, &x.AgeMS, &x.DurationMS, &x.RowsFound, &x.RequestsServed, &x.LoansAssigned); err != nil {
 					return err
@@ -412,7 +407,7 @@ func (s *Source) raiseFloor(ctx context.Context, q *queryCounter) error {
 	var active, today, maxID sql.NullInt64
 	err := q.step("DashDoneFloor", func() error {
 		q.n++
-		return s.DB.QueryRowContext(ctx, st.DashDoneFloor).Scan(&active, &today, &maxID)
+		return st.DashDoneFloor.QueryRow(ctx, s.DB, drivers.NoParams{}).Scan(&active, &today, &maxID)
 	})
 	if err != nil {
 		return err
@@ -426,7 +421,7 @@ func (s *Source) raiseFloor(ctx context.Context, q *queryCounter) error {
 	floor = max(floor-floorSlack, 0)
 	below := map[doneKey]int{}
 	err = q.step("DashDoneBefore", func() error {
-		return each(ctx, q, st.DashDoneBefore, []any{floor}, func(r *sql.Rows) error {
+		return each(ctx, q, &st.DashDoneBefore, drivers.FloorParams{Floor: floor}, func(r *sql.Rows) error {
 			var k doneKey
 			var n int
 			if err := r.Scan(&k.task, &k.user, &k.kind, &n); err != nil {
@@ -440,17 +435,17 @@ func (s *Source) raiseFloor(ctx context.Context, q *queryCounter) error {
 		return err
 	}
 	var maxRun sql.NullInt64
-	err = q.step("DashboardRunMaxID", func() error {
+	err = q.step("DashRunMaxID", func() error {
 		q.n++
-		return s.DB.QueryRowContext(ctx, drivers.DashboardRunMaxID).Scan(&maxRun)
+		return st.DashRunMaxID.QueryRow(ctx, s.DB, drivers.NoParams{}).Scan(&maxRun)
 	})
 	if err != nil {
 		return err
 	}
 	runFloor := max(maxRun.Int64+1-floorSlack, 0)
 	runBelow := map[runKey]runSums{}
-	err = q.step("DashboardRunHistogramBelow", func() error {
-		return scanRuns(ctx, q, drivers.Rebind(s.Driver, drivers.DashboardRunHistogramBelow), runFloor, runBelow)
+	err = q.step("DashRunHistogramBelow", func() error {
+		return scanRuns(ctx, q, &st.DashRunHistogramBelow, runFloor, runBelow)
 	})
 	if err != nil {
 		return err
@@ -461,8 +456,8 @@ func (s *Source) raiseFloor(ctx context.Context, q *queryCounter) error {
 }
 
 // scanRuns adds the rows of a run histogram statement to sums.
-func scanRuns(ctx context.Context, q *queryCounter, stmt string, floor int64, sums map[runKey]runSums) error {
-	return each(ctx, q, stmt, []any{floor}, func(r *sql.Rows) error {
+func scanRuns(ctx context.Context, q *queryCounter, stmt *drivers.Stmt[drivers.FloorParams], floor int64, sums map[runKey]runSums) error {
+	return each(ctx, q, stmt, drivers.FloorParams{Floor: floor}, func(r *sql.Rows) error {
 		var k runKey
 		var runs int64
 		var dur, served, assigned sql.NullFloat64
@@ -487,9 +482,10 @@ func zeroKinds() map[string]int {
 	return m
 }
 
-// each runs a read-only statement and calls fn for every row.
-func each(ctx context.Context, q *queryCounter, stmt string, args []any, fn func(*sql.Rows) error) error {
-	rows, err := q.query(ctx, stmt, args...)
+// each runs a read-only statement, counted in q, and calls fn for every row.
+func each[P any](ctx context.Context, q *queryCounter, stmt *drivers.Stmt[P], p P, fn func(*sql.Rows) error) error {
+	q.n++
+	rows, err := stmt.Query(ctx, q.db, p)
 	if err != nil {
 		return err
 	}
@@ -508,7 +504,7 @@ func (s *Source) Ping(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	var v any
-	return s.DB.QueryRowContext(ctx, s.Driver.Statements().Now).Scan(&v)
+	return s.Driver.Statements().Now.QueryRow(ctx, s.DB, drivers.NoParams{}).Scan(&v)
 }
 
 // TaskDetail is the /tasks/NAME page's data.
@@ -552,7 +548,7 @@ func (s *Source) Task(ctx context.Context, name string) (*TaskDetail, error) {
 		return nil, fmt.Errorf("reading the runs of task %s: %w", name, err)
 	}
 	q := &queryCounter{db: s.DB}
-	err = each(ctx, q, s.Driver.Statements().DashDispositions, []any{t.ID, 15}, func(r *sql.Rows) error {
+	err = each(ctx, q, &s.Driver.Statements().DashDispositions, drivers.TaskLimitParams{TaskID: t.ID, Limit: 15}, func(r *sql.Rows) error {
 		var x Disposition
 		var age, held sql.NullInt64
 		if err := r.Scan(&x.Loan, &x.User, &x.Kind, &age, &held); err != nil {

@@ -12,59 +12,25 @@ import (
 	"github.com/loanq/loanq/drivers"
 )
 
-// loanTableDDL is the sample application table per dialect, keyed by
-// drivers.Driver.Name(). It is the only dialect-specific SQL the demo has:
-// column types differ (no BIGINT/VARCHAR2 on every side, TEXT times on
-// SQLite), so this map is the one place to touch when a dialect is added.
-// The yes/no columns are small integers 0/1 rather than BOOLEAN so that the
-// same task criteria ("statements_verified = 0") run unchanged everywhere,
-// Oracle (no boolean column type before 23ai) included. Oracle statements
-// carry no trailing ';'.
-var loanTableDDL = map[string]string{
-	"sqlite": `CREATE TABLE loan (
-    id                   INTEGER PRIMARY KEY,
-    borrower             TEXT    NOT NULL,
-    amount               INTEGER NOT NULL,
-    region               TEXT    NOT NULL,
-    priority             INTEGER NOT NULL,
-    submitted_at         TEXT    NOT NULL,
-    statements_submitted INTEGER NOT NULL,
-    statements_verified  INTEGER NOT NULL,
-    senior_reviewed      INTEGER NOT NULL,
-    borrower_contacted   INTEGER NOT NULL)`,
-	"postgres": `CREATE TABLE loan (
-    id                   BIGINT       PRIMARY KEY,
-    borrower             VARCHAR(100) NOT NULL,
-    amount               BIGINT       NOT NULL,
-    region               VARCHAR(20)  NOT NULL,
-    priority             SMALLINT     NOT NULL,
-    submitted_at         TIMESTAMP    NOT NULL,
-    statements_submitted SMALLINT     NOT NULL,
-    statements_verified  SMALLINT     NOT NULL,
-    senior_reviewed      SMALLINT     NOT NULL,
-    borrower_contacted   SMALLINT     NOT NULL)`,
-	"mysql": `CREATE TABLE loan (
-    id                   BIGINT       NOT NULL PRIMARY KEY,
-    borrower             VARCHAR(100) NOT NULL,
-    amount               BIGINT       NOT NULL,
-    region               VARCHAR(20)  NOT NULL,
-    priority             SMALLINT     NOT NULL,
-    submitted_at         DATETIME     NOT NULL,
-    statements_submitted TINYINT      NOT NULL,
-    statements_verified  TINYINT      NOT NULL,
-    senior_reviewed      TINYINT      NOT NULL,
-    borrower_contacted   TINYINT      NOT NULL) ENGINE = InnoDB`,
-	"oracle": `CREATE TABLE loan (
-    id                   NUMBER(19)    PRIMARY KEY,
-    borrower             VARCHAR2(100) NOT NULL,
-    amount               NUMBER(19)    NOT NULL,
-    region               VARCHAR2(20)  NOT NULL,
-    priority             NUMBER(3)     NOT NULL,
-    submitted_at         TIMESTAMP     NOT NULL,
-    statements_submitted NUMBER(1)     NOT NULL,
-    statements_verified  NUMBER(1)     NOT NULL,
-    senior_reviewed      NUMBER(1)     NOT NULL,
-    borrower_contacted   NUMBER(1)     NOT NULL)`,
+// loanTableDDL is the sample application table, in the dialect's column
+// types (drivers.Tables): the types differ (no BIGINT/VARCHAR2 on every side,
+// TEXT times on SQLite), the table does not. The yes/no columns are small
+// integers 0/1 rather than BOOLEAN so that the same task criteria
+// ("statements_verified = 0") run unchanged everywhere, Oracle (no boolean
+// column type before 23ai) included. No trailing ';' (Oracle refuses it).
+func loanTableDDL(t drivers.Tables) string {
+	return fmt.Sprintf(`CREATE TABLE loan (
+    id                   %-13s PRIMARY KEY,
+    borrower             %-13s NOT NULL,
+    amount               %-13s NOT NULL,
+    region               %-13s NOT NULL,
+    priority             %-13s NOT NULL,
+    submitted_at         %-13s NOT NULL,
+    statements_submitted %-13s NOT NULL,
+    statements_verified  %-13s NOT NULL,
+    senior_reviewed      %-13s NOT NULL,
+    borrower_contacted   %-13s NOT NULL)%s`,
+		t.BigInt, t.TextOf(100), t.BigInt, t.TextOf(20), t.SmallInt, t.Time, t.Flag, t.Flag, t.Flag, t.Flag, t.Options)
 }
 
 // loanIndexes serve the demo tasks' criteria and order; plain SQL on every dialect.
@@ -76,6 +42,9 @@ var loanIndexes = []string{
 // loanColumns in insert order. Selecting exactly these is also how the demo
 // recognises a `loan` table as its own before it drops it.
 const loanColumns = "id, borrower, amount, region, priority, submitted_at, statements_submitted, statements_verified, senior_reviewed, borrower_contacted"
+
+// loanColumnCount is how many columns loanColumns names.
+var loanColumnCount = strings.Count(loanColumns, ",") + 1
 
 type loanRow struct {
 	id                  int64
@@ -145,22 +114,22 @@ func generateLoans(n int, seed uint64) []loanRow {
 
 // createLoanTable creates the table and its indexes and fills it with n loans.
 func createLoanTable(ctx context.Context, d drivers.Driver, db *sql.DB, n int, seed uint64) error {
-	ddl, ok := loanTableDDL[d.Name()]
-	if !ok {
-		return fmt.Errorf("the demo has no sample table for %s: add one to loanTableDDL in demo/data.go", d.Name())
+	tables, err := drivers.TablesOf(d)
+	if err != nil {
+		return fmt.Errorf("creating the sample table loan: %w", err)
 	}
-	for _, stmt := range append([]string{ddl}, loanIndexes...) {
+	for _, stmt := range append([]string{loanTableDDL(tables)}, loanIndexes...) {
 		if _, err := db.ExecContext(ctx, stmt); err != nil {
 			return fmt.Errorf("creating the sample table loan: %w", err)
 		}
 	}
 	rows := generateLoans(n, seed)
 	// Multi-row VALUES in batches inside one transaction: one statement per
-	// row would make SQLite seeding slow. Oracle (before 23ai) has no
-	// multi-row VALUES, so it gets one row per statement, still in one
+	// row would make SQLite seeding slow. A dialect without multi-row VALUES
+	// (Oracle before 23ai) gets one row per statement, still in one
 	// transaction.
 	batch := 100
-	if d.Name() == "oracle" {
+	if !tables.MultiRowValues {
 		batch = 1
 	}
 	tx, err := db.BeginTx(ctx, nil)
@@ -168,21 +137,15 @@ func createLoanTable(ctx context.Context, d drivers.Driver, db *sql.DB, n int, s
 		return fmt.Errorf("filling the sample table loan: %w", err)
 	}
 	defer tx.Rollback()
-	one := "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 	for start := 0; start < len(rows); start += batch {
 		part := rows[start:min(start+batch, len(rows))]
-		query := "INSERT INTO loan (" + loanColumns + ") VALUES " + strings.TrimSuffix(strings.Repeat(one+", ", len(part)), ", ")
-		args := make([]any, 0, 10*len(part))
+		query := "INSERT INTO loan (" + loanColumns + ") VALUES " + loanValues(d.Dialect(), len(part))
+		args := make([]any, 0, loanColumnCount*len(part))
 		for _, r := range part {
-			var at any = r.submittedAt
-			if d.Name() == "sqlite" {
-				// Fixed-width ISO text: ordering by submitted_at is then time order.
-				at = r.submittedAt.Format("2006-01-02T15:04:05Z")
-			}
-			args = append(args, r.id, r.borrower, r.amount, r.region, r.priority, at,
+			args = append(args, r.id, r.borrower, r.amount, r.region, r.priority, tables.TimeArg(r.submittedAt),
 				r.submitted, r.verified, r.seniorReviewed, r.contacted)
 		}
-		if _, err := tx.ExecContext(ctx, drivers.Rebind(d, query), args...); err != nil {
+		if _, err := tx.ExecContext(ctx, query, args...); err != nil {
 			return fmt.Errorf("filling the sample table loan: %w", err)
 		}
 	}
@@ -190,6 +153,25 @@ func createLoanTable(ctx context.Context, d drivers.Driver, db *sql.DB, n int, s
 		return fmt.Errorf("filling the sample table loan: %w", err)
 	}
 	return nil
+}
+
+// loanValues is the VALUES list of an INSERT of n loan rows, in the
+// dialect's placeholders, numbered across the rows.
+func loanValues(d drivers.Dialect, n int) string {
+	var b strings.Builder
+	for i := 0; i < n*loanColumnCount; i++ {
+		switch {
+		case i == 0:
+			b.WriteString("(")
+		case i%loanColumnCount == 0:
+			b.WriteString("), (")
+		default:
+			b.WriteString(", ")
+		}
+		b.WriteString(d.Placeholder(i + 1))
+	}
+	b.WriteString(")")
+	return b.String()
 }
 
 // loanTableState says whether a table named loan exists and whether it has

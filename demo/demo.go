@@ -9,14 +9,12 @@ package demo
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"io"
 	"strings"
 	"time"
 
 	"github.com/loanq/loanq/dispatch"
-	"github.com/loanq/loanq/drivers"
 	"github.com/loanq/loanq/problem"
 	"github.com/loanq/loanq/schema"
 )
@@ -87,10 +85,11 @@ func (c *Config) logf(format string, args ...any) {
 
 // demoTask is one of the demo's queues and what a processor does to a loan's
 // application row when it completes it: a completed loan must stop matching
-// the criteria, or the task hands it out again (SPEC §4).
+// the criteria, or the task hands it out again (docs/algorithm.md,
+// "Dispositions and eligibility").
 type demoTask struct {
 	spec     dispatch.TaskSpec
-	complete string // UPDATE of the application row, one ? bind: the loan id
+	complete string // what completing sets in the loan's application row (an UPDATE's SET list)
 	weight   int    // how often a processor picks this task, out of 100
 	maxCount int    // a processor asks for 1..maxCount loans
 }
@@ -100,15 +99,15 @@ func demoTasks(queryDelay time.Duration) []demoTask {
 		{spec: dispatch.TaskSpec{Name: "verify-bank",
 			Where: "statements_submitted = 1 AND statements_verified = 0", Order: "submitted_at",
 			QueryDelay: queryDelay},
-			complete: "UPDATE loan SET statements_verified = 1 WHERE id = ?", weight: 60, maxCount: 3},
+			complete: "statements_verified = 1", weight: 60, maxCount: 3},
 		{spec: dispatch.TaskSpec{Name: "big-loans",
 			Where: "amount >= 250000 AND senior_reviewed = 0", Order: "amount DESC",
 			MaxActive: 3},
 			// Asking for up to 4 against a cap of 3 shows partial answers.
-			complete: "UPDATE loan SET senior_reviewed = 1 WHERE id = ?", weight: 20, maxCount: 4},
+			complete: "senior_reviewed = 1", weight: 20, maxCount: 4},
 		{spec: dispatch.TaskSpec{Name: "call-borrower",
 			Where: "statements_submitted = 0 AND borrower_contacted = 0", Order: "priority, submitted_at"},
-			complete: "UPDATE loan SET borrower_contacted = 1 WHERE id = ?", weight: 20, maxCount: 2},
+			complete: "borrower_contacted = 1", weight: 20, maxCount: 2},
 	}
 }
 
@@ -147,32 +146,31 @@ func Seed(ctx context.Context, cfg Config) (*Setup, error) {
 	if err := cfg.defaults(); err != nil {
 		return nil, err
 	}
-	d, db, dsn, err := drivers.Connect(ctx, cfg.DSN)
+	db, err := open(ctx, &cfg)
 	if err != nil {
 		return nil, err
 	}
 	defer db.Close()
-	return seed(ctx, &cfg, d, db, dsn)
+	return seed(ctx, &cfg, db)
 }
 
-func seed(ctx context.Context, cfg *Config, d drivers.Driver, db *sql.DB, dsn drivers.DSN) (*Setup, error) {
-	s := &Setup{Database: dsn.Redacted(), Dialect: d.Name(), Loans: cfg.Loans, Seed: cfg.Seed}
-	// The demo writes a sample table anyway, so it also applies loanq's own
-	// schema: a newcomer pointing it at an empty database needs no extra step.
-	before, err := schema.Read(ctx, d, db)
+// open opens the demo's database. The demo writes a sample table anyway, so
+// it also applies loanq's own schema: a newcomer pointing it at an empty
+// database (or a file that does not exist yet) needs no extra step.
+func open(ctx context.Context, cfg *Config) (*schema.Database, error) {
+	db, err := schema.Open(ctx, cfg.DSN, schema.Options{Migrate: schema.Always, Check: true})
 	if err != nil {
 		return nil, err
 	}
-	if err := schema.EnsureCurrent(ctx, d, db); err != nil {
-		return nil, err
+	if db.Migrated {
+		cfg.logf("applied loanq's schema to %s", db.DSN.Redacted())
 	}
-	if err := schema.Check(ctx, d, db, dsn.Redacted()); err != nil {
-		return nil, err
-	}
-	s.Migrated = before.Current < before.Target
-	if s.Migrated {
-		cfg.logf("applied loanq's schema to %s", s.Database)
-	}
+	return db, nil
+}
+
+func seed(ctx context.Context, cfg *Config, opened *schema.Database) (*Setup, error) {
+	d, db := opened.Driver, opened.DB
+	s := &Setup{Database: opened.DSN.Redacted(), Dialect: d.Name(), Loans: cfg.Loans, Seed: cfg.Seed, Migrated: opened.Migrated}
 
 	eng := dispatch.New(db, d)
 	s.tasks = demoTasks(cfg.QueryDelay)

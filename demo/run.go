@@ -10,9 +10,9 @@ import (
 	"time"
 
 	"github.com/loanq/loanq/dispatch"
-	"github.com/loanq/loanq/drivers"
 	"github.com/loanq/loanq/internal/pause"
 	"github.com/loanq/loanq/problem"
+	"github.com/loanq/loanq/schema"
 )
 
 // Run seeds the sample data, runs cfg.Processors simulated processors for
@@ -23,16 +23,17 @@ func Run(ctx context.Context, cfg Config) (*Summary, error) {
 	if err := cfg.defaults(); err != nil {
 		return nil, err
 	}
-	d, db, dsn, err := drivers.Connect(ctx, cfg.DSN)
+	opened, err := open(ctx, &cfg)
 	if err != nil {
 		return nil, err
 	}
-	defer db.Close()
-	setup, err := seed(ctx, &cfg, d, db, dsn)
+	defer opened.Close()
+	setup, err := seed(ctx, &cfg, opened)
 	if err != nil {
 		return nil, err
 	}
-	admin := dispatch.New(db, d)
+	d := opened.Driver
+	admin := dispatch.New(opened.DB, d)
 
 	// Each processor has its own connection pool and engine (its own lease
 	// holder name), as a person at another machine would: nothing in this
@@ -40,14 +41,14 @@ func Run(ctx context.Context, cfg Config) (*Summary, error) {
 	live := &counters{}
 	procs := make([]*processor, cfg.Processors)
 	for i := range procs {
-		_, pdb, _, err := drivers.Connect(ctx, cfg.DSN)
+		pdb, err := schema.Open(ctx, cfg.DSN, schema.Options{})
 		if err != nil {
 			return nil, fmt.Errorf("connecting processor %d: %w", i+1, err)
 		}
 		defer pdb.Close()
 		procs[i] = &processor{
 			user:  processorName(i),
-			eng:   dispatch.New(pdb, d),
+			eng:   dispatch.New(pdb.DB, d),
 			rng:   rand.New(rand.NewPCG(cfg.Seed, uint64(i)+1)),
 			tasks: setup.tasks,
 			live:  live,
@@ -200,12 +201,14 @@ func (p *processor) recheck(ctx context.Context, id int64) (*dispatch.Request, e
 // dispose ends one assignment: mostly complete, some return (at once or
 // after 2 s), a few never. Before completing, the processor records its work
 // in the application row, so the loan stops matching the task's criteria;
-// otherwise `complete` would hand it straight back to the queue (SPEC §4).
+// otherwise `complete` would hand it straight back to the queue
+// (docs/algorithm.md, "Dispositions and eligibility").
 func (p *processor) dispose(ctx context.Context, t demoTask, loan int64) error {
 	action, after, afterGiven := dispatch.Complete, time.Duration(0), false
 	switch r := p.rng.Float64(); {
 	case r < 0.80:
-		if _, err := p.eng.DB.ExecContext(ctx, drivers.Rebind(p.eng.Driver, t.complete), loan); err != nil {
+		update := "UPDATE loan SET " + t.complete + " WHERE id = " + p.eng.Driver.Dialect().Placeholder(1)
+		if _, err := p.eng.DB.ExecContext(ctx, update, loan); err != nil {
 			return fmt.Errorf("updating loan %d: %w", loan, err)
 		}
 	case r < 0.86:

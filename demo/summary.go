@@ -77,6 +77,8 @@ type TaskStats struct {
 	LoansAssigned  int64  `json:"loans_assigned"`
 }
 
+// summarize reads the run's figures from the database once every processor
+// has stopped, adds what the processors counted, and gives the verdict.
 func summarize(ctx context.Context, eng *dispatch.Engine, setup *Setup, procs []*processor, elapsed time.Duration,
 	audits int, dupSeen int64, monErr error) (*Summary, error) {
 	s := &Summary{Setup: setup, Processors: len(procs), DurationMS: elapsed.Milliseconds(),
@@ -85,40 +87,38 @@ func summarize(ctx context.Context, eng *dispatch.Engine, setup *Setup, procs []
 	if monErr != nil {
 		s.Errors = append(s.Errors, "audit during the run: "+monErr.Error())
 	}
+	t := newTally(s, setup, procs)
+	if err := t.read(ctx, eng); err != nil {
+		return nil, err
+	}
+	s.ByProcessor = t.processors(procs)
+	if err := s.judge(ctx, eng); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
 
-	// Only the demo's own tasks are counted: the database may hold others.
-	ids := make([]any, len(setup.Tasks))
-	byID := map[int64]*TaskStats{}
+// tally fills a Summary's counts: per task from the database, per processor
+// from the database and from what the processors themselves counted.
+type tally struct {
+	s *Summary
+	// ids are the demo's own tasks: only they are counted, as the database
+	// may hold others.
+	ids   []int64
+	byID  map[int64]*TaskStats
+	users map[string]*ProcessorStats
+}
+
+// newTally sets up s.ByTask and takes the busy answers, rechecks and errors
+// the processors counted (the database does not record them).
+func newTally(s *Summary, setup *Setup, procs []*processor) *tally {
+	t := &tally{s: s, byID: map[int64]*TaskStats{}, users: map[string]*ProcessorStats{}}
 	s.ByTask = make([]TaskStats, len(setup.Tasks))
-	for i, t := range setup.Tasks {
-		ids[i] = t.id
-		s.ByTask[i] = TaskStats{Name: t.Name, Lock: t.Lock, QueryDelayMS: t.QueryDelayMS, MaxActive: t.MaxActive}
-		byID[t.id] = &s.ByTask[i]
+	for i, task := range setup.Tasks {
+		t.ids = append(t.ids, task.id)
+		s.ByTask[i] = TaskStats{Name: task.Name, Lock: task.Lock, QueryDelayMS: task.QueryDelayMS, MaxActive: task.MaxActive}
+		t.byID[task.id] = &s.ByTask[i]
 	}
-	tq := drivers.TaskQueriesFor(eng.Driver)
-	// q runs one of the per-task report queries for every demo task.
-	q := func(query string, scan func(task int64, r *sql.Rows) error) error {
-		for _, id := range ids {
-			if err := func() error {
-				rows, err := eng.DB.QueryContext(ctx, query, id)
-				if err != nil {
-					return err
-				}
-				defer rows.Close()
-				for rows.Next() {
-					if err := scan(id.(int64), rows); err != nil {
-						return err
-					}
-				}
-				return rows.Err()
-			}(); err != nil {
-				return fmt.Errorf("reading the demo's results: %w", err)
-			}
-		}
-		return nil
-	}
-
-	users := map[string]*ProcessorStats{}
 	for _, p := range procs {
 		ps := &ProcessorStats{User: p.user, Rechecks: p.rechecks, Errors: len(p.errors)}
 		for task, n := range p.busy {
@@ -132,91 +132,137 @@ func summarize(ctx context.Context, eng *dispatch.Engine, setup *Setup, procs []
 		s.BusyAnswers += ps.BusyAnswers
 		s.Rechecks += ps.Rechecks
 		s.Errors = append(s.Errors, p.errors...)
-		users[p.user] = ps
+		t.users[p.user] = ps
 	}
-	user := func(name string) *ProcessorStats {
-		if users[name] == nil { // not one of this run's processors (someone by hand)
-			users[name] = &ProcessorStats{User: name}
-		}
-		return users[name]
-	}
+	return t
+}
 
-	err := q(tq.RequestsByUser,
-		func(task int64, r *sql.Rows) error {
-			var n int64
-			var name, status string
-			if err := r.Scan(&name, &status, &n); err != nil {
+// user is the line of a user, added when it is not one of this run's
+// processors (someone working the demo's tasks by hand).
+func (t *tally) user(name string) *ProcessorStats {
+	if t.users[name] == nil {
+		t.users[name] = &ProcessorStats{User: name}
+	}
+	return t.users[name]
+}
+
+// read adds what the database recorded: requests, assignments by outcome, and
+// criteria-query runs.
+func (t *tally) read(ctx context.Context, eng *dispatch.Engine) error {
+	st := eng.Driver.Statements()
+	if err := t.each(ctx, eng.DB, &st.RequestsByUser, t.addRequests); err != nil {
+		return err
+	}
+	if err := t.each(ctx, eng.DB, &st.WorkByUser, t.addWork); err != nil {
+		return err
+	}
+	return t.each(ctx, eng.DB, &st.QueryRunTotals, t.addRuns)
+}
+
+// each runs one of the per-task report queries for every demo task.
+func (t *tally) each(ctx context.Context, db *sql.DB, query *drivers.Stmt[drivers.TaskParams], scan func(task int64, r *sql.Rows) error) error {
+	for _, id := range t.ids {
+		if err := func() error {
+			rows, err := query.Query(ctx, db, drivers.TaskParams{TaskID: id})
+			if err != nil {
 				return err
 			}
-			s.Requests += n
-			s.RequestsByStatus[status] += n
-			byID[task].Requests += n
-			user(name).Requests += n
-			return nil
-		})
-	if err == nil {
-		err = q(tq.WorkByUser,
-			func(_ int64, r *sql.Rows) error {
-				var name string
-				var disp sql.NullString
-				var n int64
-				if err := r.Scan(&name, &disp, &n); err != nil {
+			defer rows.Close()
+			for rows.Next() {
+				if err := scan(id, rows); err != nil {
 					return err
 				}
-				ps := user(name)
-				ps.LoansAssigned += n
-				switch disp.String {
-				case "":
-					ps.Active += n
-					s.Dispositions["active"] += n
-				case dispatch.Complete:
-					ps.Complete += n
-				case dispatch.Return:
-					ps.Return += n
-				case dispatch.Never:
-					ps.Never += n
-				}
-				if disp.Valid {
-					s.Dispositions[disp.String] += n
-				}
-				return nil
-			})
+			}
+			return rows.Err()
+		}(); err != nil {
+			return fmt.Errorf("reading the demo's results: %w", err)
+		}
 	}
-	if err == nil {
-		err = q(tq.QueryRunTotals,
-			func(task int64, r *sql.Rows) error {
-				var runs, served, assigned int64
-				if err := r.Scan(&runs, &served, &assigned); err != nil {
-					return err
-				}
-				t := byID[task]
-				t.QueryRuns, t.RequestsServed, t.LoansAssigned = runs, served, assigned
-				s.QueryRuns += runs
-				s.RequestsServed += served
-				s.LoansAssigned += assigned
-				return nil
-			})
+	return nil
+}
+
+// addRequests reads a row of RequestsByUser: user, status, count.
+func (t *tally) addRequests(task int64, r *sql.Rows) error {
+	var n int64
+	var name, status string
+	if err := r.Scan(&name, &status, &n); err != nil {
+		return err
 	}
-	if err != nil {
-		return nil, err
+	t.s.Requests += n
+	t.s.RequestsByStatus[status] += n
+	t.byID[task].Requests += n
+	t.user(name).Requests += n
+	return nil
+}
+
+// addWork reads a row of WorkByUser: user, disposition (NULL: active), count.
+func (t *tally) addWork(_ int64, r *sql.Rows) error {
+	var name string
+	var disp sql.NullString
+	var n int64
+	if err := r.Scan(&name, &disp, &n); err != nil {
+		return err
 	}
+	ps := t.user(name)
+	ps.LoansAssigned += n
+	switch disp.String {
+	case "":
+		ps.Active += n
+		t.s.Dispositions["active"] += n
+	case dispatch.Complete:
+		ps.Complete += n
+	case dispatch.Return:
+		ps.Return += n
+	case dispatch.Never:
+		ps.Never += n
+	}
+	if disp.Valid {
+		t.s.Dispositions[disp.String] += n
+	}
+	return nil
+}
+
+// addRuns reads the row of QueryRunTotals: runs, requests served, loans
+// assigned.
+func (t *tally) addRuns(task int64, r *sql.Rows) error {
+	var runs, served, assigned int64
+	if err := r.Scan(&runs, &served, &assigned); err != nil {
+		return err
+	}
+	ts := t.byID[task]
+	ts.QueryRuns, ts.RequestsServed, ts.LoansAssigned = runs, served, assigned
+	t.s.QueryRuns += runs
+	t.s.RequestsServed += served
+	t.s.LoansAssigned += assigned
+	return nil
+}
+
+// processors lists the processors in their order, then any other user of the
+// demo's tasks by name.
+func (t *tally) processors(procs []*processor) []ProcessorStats {
+	var out []ProcessorStats
 	for _, p := range procs {
-		s.ByProcessor = append(s.ByProcessor, *users[p.user])
-		delete(users, p.user)
+		out = append(out, *t.users[p.user])
+		delete(t.users, p.user)
 	}
 	var extra []string
-	for name := range users {
+	for name := range t.users {
 		extra = append(extra, name)
 	}
 	sort.Strings(extra)
 	for _, name := range extra {
-		s.ByProcessor = append(s.ByProcessor, *users[name])
+		out = append(out, *t.users[name])
 	}
+	return out
+}
 
-	// The verdict is the database's, read after every processor stopped.
+// judge gives the verdict, which is the database's: the audit read after
+// every processor stopped, and the duplicates seen during the run.
+func (s *Summary) judge(ctx context.Context, eng *dispatch.Engine) error {
+	var err error
 	s.Audit, err = eng.Audit(ctx)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	s.AuditClean = true
 	for _, f := range s.Audit {
@@ -229,7 +275,7 @@ func summarize(ctx context.Context, eng *dispatch.Engine, setup *Setup, procs []
 		s.Invariant = "FAIL"
 	}
 	s.Passed = s.Invariant == "PASS" && s.AuditClean && len(s.Errors) == 0
-	return s, nil
+	return nil
 }
 
 // WriteText prints the summary for people.

@@ -3,8 +3,6 @@ package dispatch
 import (
 	"context"
 	"fmt"
-
-	"github.com/loanq/loanq/drivers"
 )
 
 // Finding is the outcome of one audit query.
@@ -14,12 +12,13 @@ type Finding struct {
 	Count   int64  `json:"count"`
 }
 
-// Audit runs drivers.AuditQueries and returns one finding per check; a
+// Audit runs the dialect's audit statements (Statements.Audits) and returns one finding per check; a
 // healthy database has every count at 0 (AuditPending only once no caller is
 // still running).
 func (e *Engine) Audit(ctx context.Context) ([]Finding, error) {
-	out := make([]Finding, 0, len(drivers.AuditQueries))
-	for _, q := range drivers.AuditQueries {
+	audits := e.sql().Audits()
+	out := make([]Finding, 0, len(audits))
+	for _, q := range audits {
 		var n int64
 		if err := e.DB.QueryRowContext(ctx, q.SQL).Scan(&n); err != nil {
 			return nil, fmt.Errorf("audit %s: %w", q.Field, err)

@@ -1,6 +1,8 @@
 package dispatch
 
 import (
+	"github.com/loanq/loanq/drivers"
+
 	"context"
 	"database/sql"
 	"errors"
@@ -17,33 +19,57 @@ import (
 const StatusCancelled = "cancelled"
 
 // maxAttach bounds how often logRequest goes round when the pending request it
-// collided with was served before it could be read.
-const maxAttach = 5
+// collided with was served before it could be read, or its insert was a
+// deadlock victim.
+const maxAttach = 10
+
+// requestLogTimeout bounds logging a request once it has begun (logRequest).
+const requestLogTimeout = 30 * time.Second
 
 // logRequest records a work request of user on task, or attaches to the
 // user's pending request of the task: a user has at most one pending request
-// per task. The database decides (loanq_request_one_pending_uq): of two
-// calls of the same user inserting at the same moment, one insert fails with
-// a unique violation and that call reads and attaches to the other's request.
+// per task. The database decides (loanq_request_one_pending_uq): the insert
+// comes first, and only when it fails with a unique violation — the user has
+// a pending request, logged earlier or by a call racing with this one — does
+// the caller read that request and attach to it. Asking while nothing is
+// pending, the common case, is one statement.
+//
+// A signal that arrives while the request is being logged must not leave a
+// committed request this call never learned the id of (and so could not
+// cancel, and no one would serve): once begun, logging runs to its end,
+// bounded in time, and the caller finds ctx done right after and cancels
+// what it logged.
 func (e *Engine) logRequest(ctx context.Context, taskID int64, user string, count int) (id int64, attached bool, err error) {
+	if ctx.Err() != nil {
+		return 0, false, &problem.Error{Kind: problem.Interrupted, Msg: "interrupted before the work request was logged; nothing was recorded",
+			Err: context.Cause(ctx)}
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), requestLogTimeout)
+	defer cancel()
 	for range maxAttach {
-		err := e.DB.QueryRowContext(ctx, e.sql().RequestPendingFor, taskID, user).Scan(&id)
-		if err == nil {
-			return id, true, nil
-		}
-		if !errors.Is(err, sql.ErrNoRows) {
-			return 0, false, fmt.Errorf("looking for a pending request of %s: %w", user, err)
-		}
-		id, err = e.Driver.InsertReturningID(ctx, e.DB, e.sql().RequestInsert, taskID, user, count)
+		id, err = e.sql().RequestInsert.InsertID(ctx, e.DB, drivers.RequestInsertParams{TaskID: taskID, User: user, Requested: count})
 		if err == nil {
 			return id, false, nil
+		}
+		if drivers.IsDeadlock(e.Driver, err) {
+			// InnoDB may make the insert a deadlock victim against a
+			// holder finishing requests of the task (both change the
+			// request table's indexes: seen with 32 callers on MariaDB).
+			// The victim's insert was rolled back: try again.
+			continue
 		}
 		if !e.Driver.IsUniqueViolation(err) {
 			return 0, false, fmt.Errorf("recording the work request: %w", err)
 		}
-		// Another call of this user logged its request between the read and
-		// the insert: read again and attach to it (or, if it was served in
-		// the meantime, log a new one).
+		err = e.sql().RequestPendingFor.QueryRow(ctx, e.DB, drivers.TaskUserParams{TaskID: taskID, User: user}).Scan(&id)
+		if err == nil {
+			return id, true, nil
+		}
+		if !errors.Is(err, sql.ErrNoRows) {
+			return 0, false, fmt.Errorf("looking for the pending request of %s: %w", user, err)
+		}
+		// The pending request the insert collided with was served or
+		// cancelled before it could be read: insert again.
 	}
 	return 0, false, fmt.Errorf("recording the work request: the pending request of %s kept changing (%d tries)", user, maxAttach)
 }
@@ -70,7 +96,7 @@ func (e *Engine) Cancel(ctx context.Context, id int64, user string) (*Request, e
 // row only while it is pending, so a cancel racing with a holder's
 // RequestFinish is decided by the database: 0 rows means served first.
 func (e *Engine) cancel(ctx context.Context, id int64, user string) (*Request, error) {
-	res, err := e.DB.ExecContext(ctx, e.sql().RequestCancel, id, user)
+	res, err := e.sql().RequestCancel.Exec(ctx, e.DB, drivers.IDUserParams{ID: id, User: user})
 	if err != nil {
 		return nil, fmt.Errorf("cancelling request %d: %w", id, err)
 	}

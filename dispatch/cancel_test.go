@@ -1,8 +1,12 @@
 package dispatch_test
 
 import (
+	"github.com/loanq/loanq/drivers"
+
 	"context"
+	"fmt"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/loanq/loanq/dispatch"
@@ -21,7 +25,7 @@ func TestCancelRacesWithHolder(t *testing.T) {
 			t.Run(string(s), func(t *testing.T) {
 				task := f.task(t, dispatch.TaskSpec{Name: "race-" + string(s), Lock: s})
 				// Cancelled after the holder's criteria query: never served.
-				id, err := f.d.InsertReturningID(ctx, f.db, f.d.Statements().RequestInsert, task.ID, "waiter", 2)
+				id, err := f.d.Statements().RequestInsert.InsertID(ctx, f.db, drivers.RequestInsertParams{TaskID: task.ID, User: "waiter", Requested: 2})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -45,7 +49,7 @@ func TestCancelRacesWithHolder(t *testing.T) {
 
 				// Cancelled while the holder's assignment is about to commit:
 				// the cancel waits for it and finds the request served.
-				id2, err := f.d.InsertReturningID(ctx, f.db, f.d.Statements().RequestInsert, task.ID, "late", 1)
+				id2, err := f.d.Statements().RequestInsert.InsertID(ctx, f.db, drivers.RequestInsertParams{TaskID: task.ID, User: "late", Requested: 1})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -77,6 +81,89 @@ func TestCancelRacesWithHolder(t *testing.T) {
 						!strings.Contains(a.req.Notice, "served before it could be cancelled") {
 						t.Fatalf("cancel racing with the commit: %+v, %v", a.req, a.err)
 					}
+				}
+				f.audit(t)
+			})
+		}
+	})
+}
+
+// A user has at most one pending request per task: asking while one is
+// pending attaches to it (same id, its count stands, OnAttach is told), a
+// caller that must not share an answer (OwnRequest) gets it served and then
+// logs its own, and once nothing is pending a new request is logged. Of many
+// concurrent calls of one user, every answer is a served request, and no
+// request of the user stays pending.
+func TestAttachToPendingRequest(t *testing.T) {
+	testdb.Each(t, func(t *testing.T, dsn string) {
+		f := setup(t, dsn, 200)
+		ctx := context.Background()
+		for _, s := range f.d.Strategies() {
+			t.Run(string(s), func(t *testing.T) {
+				task := f.task(t, dispatch.TaskSpec{Name: "attach-" + string(s), Lock: s})
+				first, err := f.d.Statements().RequestInsert.InsertID(ctx, f.db, drivers.RequestInsertParams{TaskID: task.ID, User: "ann", Requested: 2})
+				if err != nil {
+					t.Fatal(err)
+				}
+				var told int64
+				opt := fast
+				opt.OnAttach = func(id int64) { told = id }
+				r, err := f.e.Get(ctx, task.Name, "ann", 1, opt)
+				if err != nil || r.ID != first || !r.Attached || told != first || r.Requested != 2 || len(r.Loans) != 2 || r.Status != dispatch.StatusAssigned {
+					t.Fatalf("get with request %d pending: told %d, %+v, %v; want it attached and served with 2 loans", first, told, r, err)
+				}
+				r, err = f.e.Get(ctx, task.Name, "ann", 1, fast)
+				if err != nil || r.ID == first || r.Attached || len(r.Loans) != 1 {
+					t.Fatalf("get with nothing pending: %+v, %v; want a new request", r, err)
+				}
+
+				// OwnRequest: the pending one is served, then the caller's own.
+				pending, err := f.d.Statements().RequestInsert.InsertID(ctx, f.db, drivers.RequestInsertParams{TaskID: task.ID, User: "ann", Requested: 1})
+				if err != nil {
+					t.Fatal(err)
+				}
+				own := fast
+				own.OwnRequest = true
+				r, err = f.e.Get(ctx, task.Name, "ann", 3, own)
+				if err != nil || r.ID == pending || r.Attached || r.Requested != 3 || len(r.Loans) != 3 {
+					t.Fatalf("own request with %d pending: %+v, %v", pending, r, err)
+				}
+				if req, err := f.e.Request(ctx, pending); err != nil || req.Status != dispatch.StatusAssigned {
+					t.Fatalf("the pending request a caller with its own request found: %+v, %v; want it served", req, err)
+				}
+
+				// Concurrent calls of one user.
+				const calls = 8
+				answers := make([]*dispatch.Request, calls)
+				var wg sync.WaitGroup
+				for i := range answers {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						r, err := f.engine(t).Get(ctx, task.Name, "bob", 1, fast)
+						if err != nil {
+							t.Errorf("concurrent get %d: %v", i, err)
+							return
+						}
+						answers[i] = r
+					}()
+				}
+				wg.Wait()
+				loans := map[int64][]int64{}
+				for _, r := range answers {
+					if r == nil {
+						continue
+					}
+					if r.Status != dispatch.StatusAssigned || len(r.Loans) != 1 {
+						t.Errorf("concurrent get answered %+v", r)
+					}
+					if l, seen := loans[r.ID]; seen && fmt.Sprint(l) != fmt.Sprint(r.Loans) {
+						t.Errorf("two answers of request %d differ: %v and %v", r.ID, l, r.Loans)
+					}
+					loans[r.ID] = r.Loans
+				}
+				if n := f.count(t, "SELECT COUNT(*) FROM loanq_work_request WHERE task_id = ? AND status = 'pending'", task.ID); n != 0 {
+					t.Errorf("%d requests left pending", n)
 				}
 				f.audit(t)
 			})

@@ -1,6 +1,8 @@
 package dispatch_test
 
 import (
+	"github.com/loanq/loanq/drivers"
+
 	"context"
 	"strconv"
 	"strings"
@@ -14,7 +16,8 @@ import (
 // A `return --after` disposition's times come from the database clock, not
 // the node's: the disposition is written through a connection whose database
 // clock is moved to 2030, and its disposed_at and return_at follow that clock
-// exactly. MariaDB moves a session's clock with its `timestamp` variable (the
+// exactly, and so does the start of a criteria run (the clock minus the time
+// since the run started, computed by the database). MariaDB moves a session's clock with its `timestamp` variable (the
 // driver sets DSN parameters on every connection); PostgreSQL resolves
 // clock_timestamp() through search_path, and a function of that name in a
 // schema placed before pg_catalog stands in for it. SQLite's clock is the
@@ -46,7 +49,7 @@ func TestReturnTimeFollowsMovedDatabaseClock(t *testing.T) {
 			d2, db2 := testdb.Open(t, movedDSN)
 			e2 := dispatch.New(db2, d2)
 			var now time.Time
-			if err := db2.QueryRowContext(ctx, d2.Statements().Now).Scan(&now); err != nil || !now.Equal(moved) {
+			if err := d2.Statements().Now.QueryRow(ctx, db2, drivers.NoParams{}).Scan(&now); err != nil || !now.Equal(moved) {
 				t.Fatalf("the moved connection's database clock reads %s (%v), want %s", now, err, moved)
 			}
 			if _, err := e2.Dispose(ctx, "clock", 1, "oliver", "return", 2*time.Hour, true); err != nil {
@@ -59,6 +62,24 @@ func TestReturnTimeFollowsMovedDatabaseClock(t *testing.T) {
 			if !disposed.Equal(moved) || !returnAt.Equal(moved.Add(2*time.Hour)) {
 				t.Fatalf("disposed_at %s, return_at %s: want %s and %s, from the database clock",
 					disposed.UTC(), returnAt.UTC(), moved, moved.Add(2*time.Hour))
+			}
+
+			// A criteria run's start is the database clock at the start of
+			// the run: the clock (frozen here) minus the time since, so at
+			// least the run's --query-delay before the clock.
+			delay := 300 * time.Millisecond
+			task := f.task(t, dispatch.TaskSpec{Name: "clock-run", QueryDelay: delay})
+			if _, err := e2.Get(ctx, "clock-run", "oliver", 1, fast); err != nil {
+				t.Fatal(err)
+			}
+			runs, err := f.e.Runs(ctx, task)
+			if err != nil || len(runs) != 1 {
+				t.Fatalf("runs: %+v, %v", runs, err)
+			}
+			r := runs[0]
+			if ago := moved.Sub(r.StartedAt); ago < delay || ago < time.Duration(r.DurationMS)*time.Millisecond || ago > delay+time.Minute {
+				t.Fatalf("run started at %s (duration %d ms), %s before the database clock %s: want at least its duration before it, from that clock",
+					r.StartedAt, r.DurationMS, ago, moved)
 			}
 		})
 	}

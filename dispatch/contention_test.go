@@ -133,7 +133,7 @@ func TestLeaseHeartbeatOutlastsTTL(t *testing.T) {
 // stopped (crashed) would have left it.
 func takeLease(t *testing.T, f *fixture, taskID int64, owner string, ttl time.Duration) {
 	t.Helper()
-	res, err := f.db.ExecContext(context.Background(), f.d.Statements().LeaseAcquire, owner, ttl.Milliseconds(), taskID)
+	res, err := f.d.Statements().LeaseAcquire.Exec(context.Background(), f.db, drivers.LeaseTakeParams{Owner: owner, TTLMS: ttl.Milliseconds(), TaskID: taskID})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -257,7 +257,7 @@ func TestRowsConflictIsSkippedAndReplaced(t *testing.T) {
 		ctx := context.Background()
 		task := f.task(t, dispatch.TaskSpec{Name: "conflict", Lock: drivers.Rows})
 		// A request of another caller to hang the competing work row on.
-		otherReq, err := f.d.InsertReturningID(ctx, f.db, f.d.Statements().RequestInsert, task.ID, "rival", 1)
+		otherReq, err := f.d.Statements().RequestInsert.InsertID(ctx, f.db, drivers.RequestInsertParams{TaskID: task.ID, User: "rival", Requested: 1})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -269,7 +269,7 @@ func TestRowsConflictIsSkippedAndReplaced(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer rival.Rollback()
-		if _, err := rival.ExecContext(ctx, f.d.Statements().WorkInsert, task.ID, int64(1), "rival", otherReq); err != nil {
+		if _, err := f.d.Statements().WorkInsert.Exec(ctx, rival, drivers.WorkInsertParams{TaskID: task.ID, LoanID: int64(1), User: "rival", RequestID: otherReq}); err != nil {
 			t.Fatal(err)
 		}
 		f.e.SetAfterQuery(func() {

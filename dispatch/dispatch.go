@@ -1,6 +1,6 @@
-// Package dispatch is loanq's algorithm (SPEC §3 and §4), written once against
-// the drivers.Driver interface. It knows no dialect: every statement it sends
-// comes from the driver's Statements or CriteriaQuery.
+// Package dispatch is loanq's algorithm (docs/algorithm.md), written once
+// against the drivers.Driver interface. It knows no dialect: every statement
+// it sends comes from the driver's Statements or CriteriaQuery.
 //
 // The shape of a `work get`:
 //
@@ -19,6 +19,7 @@ import (
 	"database/sql"
 	"fmt"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/loanq/loanq/drivers"
@@ -27,7 +28,7 @@ import (
 // Limits of user input.
 const (
 	MaxCount      = 1000             // most loans one work get may ask for
-	MaxReturnWait = 72 * time.Hour   // SPEC §4
+	MaxReturnWait = 72 * time.Hour   // longest `disposition … return --after`
 	MaxQueryDelay = 10 * time.Minute // --query-delay, a demo/test aid
 )
 
@@ -44,6 +45,14 @@ type Engine struct {
 	// before returning its own answer; leftovers are served by their own
 	// callers' rechecks.
 	MaxRounds int
+
+	// taskIDs maps task names to ids as task reads find them (name → int64):
+	// a disposition needs the id only. A stale entry (the task deleted, or
+	// deleted and created again under its name) matches no active work, as
+	// task ids are never reused (identity, sequences, SQLite's AUTOINCREMENT,
+	// InnoDB's persistent counter), and the disposition then reads the task
+	// (Dispose).
+	taskIDs sync.Map
 
 	// beforeCommit, when set (tests only), runs inside the assignment
 	// transaction just before its commit.

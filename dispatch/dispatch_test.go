@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -121,7 +122,7 @@ func TestPendingServedInArrivalOrder(t *testing.T) {
 		st := f.d.Statements()
 		var ids []int64
 		for i, want := range []int{2, 2, 2} {
-			id, err := f.d.InsertReturningID(ctx, f.db, st.RequestInsert, task.ID, fmt.Sprintf("u%d", i), want)
+			id, err := st.RequestInsert.InsertID(ctx, f.db, drivers.RequestInsertParams{TaskID: task.ID, User: fmt.Sprintf("u%d", i), Requested: want})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -222,9 +223,9 @@ func TestConcurrentGetsNeverShareALoan(t *testing.T) {
 	})
 }
 
-// SPEC §3 step 7: a request committed after the holder read the pending
-// requests — here, inside the holder's transaction just before its commit —
-// is still served, by the holder's look after its commit.
+// docs/algorithm.md, step 6: a request committed after the holder read the
+// pending requests — here, inside the holder's transaction just before its
+// commit — is still served, by the holder's look after its commit.
 func TestRequestArrivingBeforeHolderCommitIsServed(t *testing.T) {
 	testdb.Each(t, func(t *testing.T, dsn string) {
 		f := setup(t, dsn, 10)
@@ -246,7 +247,7 @@ func TestRequestArrivingBeforeHolderCommitIsServed(t *testing.T) {
 					}
 					// Another node logs its request (committed on its own
 					// connection) while the holder's transaction is open.
-					id, err := f.d.InsertReturningID(ctx, other.DB, f.d.Statements().RequestInsert, task.ID, "late", 1)
+					id, err := f.d.Statements().RequestInsert.InsertID(ctx, other.DB, drivers.RequestInsertParams{TaskID: task.ID, User: "late", Requested: 1})
 					if err != nil {
 						t.Errorf("late request: %v", err)
 					}
@@ -269,8 +270,8 @@ func TestRequestArrivingBeforeHolderCommitIsServed(t *testing.T) {
 	})
 }
 
-// SPEC §3 step 5: a request logged while the criteria query runs is served
-// from that same run, not by a second query.
+// docs/algorithm.md, step 5: a request logged while the criteria query runs is
+// served from that same run, not by a second query.
 func TestRequestArrivingDuringQueryIsServedByTheSameRun(t *testing.T) {
 	testdb.Each(t, func(t *testing.T, dsn string) {
 		f := setup(t, dsn, 10)
@@ -287,7 +288,7 @@ func TestRequestArrivingDuringQueryIsServedByTheSameRun(t *testing.T) {
 					if lateID != 0 {
 						return
 					}
-					id, err := f.d.InsertReturningID(ctx, other.DB, f.d.Statements().RequestInsert, task.ID, "late", 2)
+					id, err := f.d.Statements().RequestInsert.InsertID(ctx, other.DB, drivers.RequestInsertParams{TaskID: task.ID, User: "late", Requested: 2})
 					if err != nil {
 						t.Errorf("late request: %v", err)
 					}
@@ -526,7 +527,7 @@ func TestWaitStrategyHonoursTimeout(t *testing.T) {
 		}
 		defer tx.Rollback()
 		var id int64
-		if err := tx.QueryRowContext(ctx, f.d.Statements().LockWait, task.ID).Scan(&id); err != nil {
+		if err := f.d.Statements().LockWait.QueryRow(ctx, tx, drivers.TaskParams{TaskID: task.ID}).Scan(&id); err != nil {
 			t.Fatal(err)
 		}
 		done := make(chan struct{})
@@ -616,9 +617,9 @@ func TestUserNamesAreExact(t *testing.T) {
 	})
 }
 
-// SPEC §3 lease: a holder whose lease expired and was taken over while its
-// criteria query ran must not commit assignments; the new holder serves
-// every pending request, the old holder's included.
+// docs/algorithm.md, "The lease strategy": a holder whose lease expired and
+// was taken over while its criteria query ran must not commit assignments; the
+// new holder serves every pending request, the old holder's included.
 func TestLeaseHolderTakenOverCommitsNothing(t *testing.T) {
 	testdb.Each(t, func(t *testing.T, dsn string) {
 		f := setup(t, dsn, 10)
@@ -653,5 +654,103 @@ func TestLeaseHolderTakenOverCommitsNothing(t *testing.T) {
 			t.Fatalf("%d work rows, want 3 (2 + 1, all from the new holder)", n)
 		}
 		f.audit(t)
+	})
+}
+
+// A disposition that changes nothing says why, with exit 2, and changes
+// nothing: the loan is someone else's (named), was never assigned in the
+// task, or its last assignment already ended (named, with its disposition);
+// a loan completed and then assigned to another user is that user's.
+func TestDisposeExplainsRefusal(t *testing.T) {
+	testdb.Each(t, func(t *testing.T, dsn string) {
+		f := setup(t, dsn, 2)
+		ctx := context.Background()
+		f.task(t, dispatch.TaskSpec{Name: "refuse", Order: "id"})
+		if r, err := f.e.Get(ctx, "refuse", "oliver", 2, fast); err != nil || fmt.Sprint(r.Loans) != "[1 2]" {
+			t.Fatalf("get: %+v, %v", r, err)
+		}
+		refused := func(loan int64, user, want string) {
+			t.Helper()
+			before := snapshot(t, f)
+			_, err := f.e.Dispose(ctx, "refuse", loan, user, dispatch.Complete, 0, false)
+			if err == nil || problem.ExitCode(err) != problem.ExitUsage || !strings.Contains(err.Error(), want) {
+				t.Fatalf("dispose %d by %s: %v (exit %d); want exit 2 saying %q", loan, user, err, problem.ExitCode(err), want)
+			}
+			if after := snapshot(t, f); after != before {
+				t.Fatalf("a refused disposition changed the database:\nbefore %s\nafter  %s", before, after)
+			}
+		}
+		refused(1, "tracy", "loan 1 in task refuse is assigned to oliver, not to tracy")
+		refused(3, "oliver", "loan 3 has never been assigned in task refuse")
+		if _, err := f.e.Dispose(ctx, "refuse", 1, "oliver", dispatch.Never, 0, false); err != nil {
+			t.Fatal(err)
+		}
+		refused(1, "oliver", "loan 1 in task refuse is not active: its last assignment (to oliver) was already dispositioned never")
+		if _, err := f.e.Dispose(ctx, "refuse", 2, "oliver", dispatch.Complete, 0, false); err != nil {
+			t.Fatal(err)
+		}
+		if r, err := f.e.Get(ctx, "refuse", "tracy", 1, fast); err != nil || fmt.Sprint(r.Loans) != "[2]" {
+			t.Fatalf("get after complete: %+v, %v", r, err)
+		}
+		refused(2, "oliver", "loan 2 in task refuse is assigned to tracy, not to oliver")
+		d, err := f.e.Dispose(ctx, "refuse", 2, "tracy", dispatch.Return, time.Hour, true)
+		if err != nil || d.Task != "refuse" || d.LoanID != 2 || d.User != "tracy" || d.Disposition != dispatch.Return || d.AfterMS != time.Hour.Milliseconds() {
+			t.Fatalf("dispose by the assignee: %+v, %v", d, err)
+		}
+		if n := f.count(t, "SELECT COUNT(*) FROM loanq_work WHERE disposition IS NULL"); n != 0 {
+			t.Fatalf("%d assignments still active", n)
+		}
+		f.audit(t)
+	})
+}
+
+// An engine that disposed in a task remembers its id; the task deleted and
+// created again under its name is a new task, and the disposition finds it,
+// and a deleted task is unknown.
+func TestDisposeAfterTaskRecreated(t *testing.T) {
+	testdb.Each(t, func(t *testing.T, dsn string) {
+		f := setup(t, dsn, 2)
+		ctx := context.Background()
+		cycle := func() {
+			t.Helper()
+			f.task(t, dispatch.TaskSpec{Name: "again"})
+			r, err := f.e.Get(ctx, "again", "oliver", 1, fast)
+			if err != nil || len(r.Loans) != 1 {
+				t.Fatalf("get: %+v, %v", r, err)
+			}
+			if d, err := f.e.Dispose(ctx, "again", r.Loans[0], "oliver", dispatch.Complete, 0, false); err != nil || d.Task != "again" {
+				t.Fatalf("dispose: %+v, %v", d, err)
+			}
+			if n := f.count(t, "SELECT COUNT(*) FROM loanq_work WHERE disposition IS NULL"); n != 0 {
+				t.Fatalf("%d assignments still active", n)
+			}
+		}
+		cycle()
+		if _, err := f.e.DeleteTask(ctx, "again", false); err != nil {
+			t.Fatal(err)
+		}
+		_, err := f.e.Dispose(ctx, "again", 1, "oliver", dispatch.Complete, 0, false)
+		if problem.ExitCode(err) != problem.ExitUsage || !strings.Contains(err.Error(), `unknown task "again"`) {
+			t.Fatalf("dispose in a deleted task: %v", err)
+		}
+		cycle()
+		if _, err := f.e.DeleteTask(ctx, "again", false); err != nil {
+			t.Fatal(err)
+		}
+		// Created again by another engine: this one still knows the old id.
+		other := f.engine(t)
+		if _, _, err := other.CreateTask(ctx, dispatch.TaskSpec{Name: "again", Where: "eligible = 1", Order: "priority", CreatedBy: "admin"}); err != nil {
+			t.Fatal(err)
+		}
+		r, err := other.Get(ctx, "again", "oliver", 1, fast)
+		if err != nil || len(r.Loans) != 1 {
+			t.Fatalf("get: %+v, %v", r, err)
+		}
+		if _, err := f.e.Dispose(ctx, "again", r.Loans[0], "oliver", dispatch.Complete, 0, false); err != nil {
+			t.Fatalf("dispose in the task created again: %v", err)
+		}
+		if n := f.count(t, "SELECT COUNT(*) FROM loanq_work WHERE disposition IS NULL"); n != 0 {
+			t.Fatalf("%d assignments still active", n)
+		}
 	})
 }

@@ -1,6 +1,8 @@
 package dispatch
 
 import (
+	"github.com/loanq/loanq/drivers"
+
 	"context"
 	"database/sql"
 	"errors"
@@ -11,7 +13,7 @@ import (
 	"github.com/loanq/loanq/problem"
 )
 
-// Dispositions (SPEC §4).
+// Dispositions (docs/algorithm.md, "Dispositions and eligibility").
 const (
 	Complete = "complete" // done; assignable again while it still matches
 	Return   = "return"   // back to the queue once --after has passed
@@ -54,44 +56,86 @@ func (e *Engine) Dispose(ctx context.Context, taskName string, loan int64, user,
 	if after < 0 || after > MaxReturnWait {
 		return nil, problem.Usagef("invalid --after %s: give a duration from 0s to 72h (e.g. 0s, 90m, 4h)", after)
 	}
-	task, err := e.Task(ctx, taskName)
-	if err != nil {
+	if err := ValidateTaskName(taskName); err != nil {
 		return nil, err
 	}
-	var workID int64
-	var assignee string
-	err = e.DB.QueryRowContext(ctx, e.sql().ActiveWork, task.ID, loan).Scan(&workID, &assignee)
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, e.notActive(ctx, task, loan)
+	// The task's id, as this engine last read it; the task is read when it
+	// has not been, or when the id may be stale (below).
+	var task *Task
+	taskID, known := e.taskIDs.Load(taskName)
+	if !known {
+		if task, err = e.taskByName(ctx, taskName); err != nil {
+			return nil, err
+		}
+		taskID = task.ID
 	}
-	if err != nil {
-		return nil, fmt.Errorf("reading the assignment of loan %d: %w", loan, err)
-	}
-	if assignee != user {
-		return nil, problem.Usagef("loan %d in task %s is assigned to %s, not to %s: only the assignee can disposition it", loan, task.Name, assignee, user)
-	}
-	var afterMS any
+	var afterMS sql.NullInt64 // NULL: no return time
 	if action == Return {
-		afterMS = after.Milliseconds()
+		afterMS = sql.NullInt64{Int64: after.Milliseconds(), Valid: true}
 	}
-	res, err := e.DB.ExecContext(ctx, e.sql().Dispose, action, afterMS, workID, user)
-	if err != nil {
-		return nil, fmt.Errorf("recording disposition %s of loan %d: %w", action, loan, err)
+	// One UPDATE that ends the loan's active assignment only if it is the
+	// user's; only when it changes nothing is there a read, to say why.
+	for try := 0; ; try++ {
+		res, err := e.sql().DisposeLoan.Exec(ctx, e.DB, drivers.DisposeLoanParams{Disposition: action, ReturnAfterMS: afterMS, TaskID: taskID.(int64), LoanID: loan, User: user})
+		if err != nil {
+			return nil, fmt.Errorf("recording disposition %s of loan %d: %w", action, loan, err)
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return nil, fmt.Errorf("recording disposition %s of loan %d: %w", action, loan, err)
+		}
+		if n == 1 {
+			break
+		}
+		if task == nil {
+			// The id came from an earlier read: the task may be gone, or
+			// another task by now. Read it, and try again if its id changed.
+			if task, err = e.taskByName(ctx, taskName); err != nil {
+				return nil, err
+			}
+			if task.ID != taskID.(int64) {
+				taskID = task.ID
+				continue
+			}
+		}
+		if err := e.notDisposed(ctx, task, loan, user, try); err != nil {
+			return nil, err
+		}
+		// Active and the user's now: assigned to them again right after
+		// the UPDATE looked. Try again.
 	}
-	if n, _ := res.RowsAffected(); n != 1 {
-		return nil, problem.Usagef("loan %d in task %s was dispositioned by another command just now", loan, task.Name)
-	}
-	d := &Disposed{Task: task.Name, LoanID: loan, User: user, Disposition: action}
+	d := &Disposed{Task: taskName, LoanID: loan, User: user, Disposition: action}
 	if action == Return {
 		d.After, d.AfterSecs, d.AfterMS = after, after.Seconds(), after.Milliseconds()
 	}
 	return d, nil
 }
 
+// notDisposed says why DisposeLoan changed nothing: the loan is someone
+// else's, or not active. It returns nil when the loan is active and the
+// user's after all (assigned to them again just after the UPDATE looked), for
+// the caller to try again, at most a few times.
+func (e *Engine) notDisposed(ctx context.Context, task *Task, loan int64, user string, try int) error {
+	var workID int64
+	var assignee string
+	err := e.sql().ActiveWork.QueryRow(ctx, e.DB, drivers.TaskLoanParams{TaskID: task.ID, LoanID: loan}).Scan(&workID, &assignee)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return e.notActive(ctx, task, loan)
+	case err != nil:
+		return fmt.Errorf("reading the assignment of loan %d: %w", loan, err)
+	case assignee != user:
+		return problem.Usagef("loan %d in task %s is assigned to %s, not to %s: only the assignee can disposition it", loan, task.Name, assignee, user)
+	case try >= 2:
+		return problem.Usagef("loan %d in task %s was dispositioned by another command just now", loan, task.Name)
+	}
+	return nil
+}
+
 func (e *Engine) notActive(ctx context.Context, task *Task, loan int64) error {
 	var disp sql.NullString
 	var who string
-	err := e.DB.QueryRowContext(ctx, e.sql().LastWork, task.ID, loan).Scan(&disp, &who)
+	err := e.sql().LastWork.QueryRow(ctx, e.DB, drivers.TaskLoanParams{TaskID: task.ID, LoanID: loan}).Scan(&disp, &who)
 	if errors.Is(err, sql.ErrNoRows) {
 		return problem.Usagef("loan %d has never been assigned in task %s: `loanq pipeline` lists your active loans", loan, task.Name)
 	}
@@ -122,7 +166,7 @@ func (e *Engine) Pipeline(ctx context.Context, user, taskName string) ([]Pipelin
 			return nil, err
 		}
 	}
-	rows, err := e.DB.QueryContext(ctx, e.sql().Pipeline, user, taskName, taskName)
+	rows, err := e.sql().Pipeline.Query(ctx, e.DB, drivers.PipelineParams{User: user, Task: taskName})
 	if err != nil {
 		return nil, fmt.Errorf("reading the pipeline of %s: %w", user, err)
 	}

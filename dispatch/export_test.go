@@ -6,11 +6,12 @@ import (
 )
 
 // SetBeforeCommit lets tests act inside the assignment transaction, just
-// before it commits (to place a request in the race window of SPEC §3 step 7).
+// before it commits (to place a request in the race window that the
+// post-commit pending check closes: docs/algorithm.md, step 6).
 func (e *Engine) SetBeforeCommit(f func()) { e.beforeCommit = f }
 
 // SetAfterQuery lets tests log a request right after the criteria query ran
-// (SPEC §3 step 5: such a request is served from that same run).
+// (docs/algorithm.md, step 5: such a request is served from that same run).
 func (e *Engine) SetAfterQuery(f func()) { e.afterQuery = f }
 
 // SetRenewed lets tests count lease renewals (the heartbeat).

@@ -13,7 +13,7 @@ import (
 	"github.com/loanq/loanq/problem"
 )
 
-// Request statuses (SPEC §5).
+// Request statuses, as `work get` and `work status` print them (docs/json.md).
 const (
 	StatusPending  = "pending"
 	StatusAssigned = "assigned"
@@ -33,7 +33,6 @@ type Request struct {
 	Status    string    `json:"status"`
 	Loans     []int64   `json:"loans"`
 	CreatedAt time.Time `json:"created_at"`
-	ServedAt  time.Time `json:"-"`
 	// Attached is set when `work get` found the user's pending request of
 	// the task and attached to it instead of logging another.
 	Attached bool `json:"-"`
@@ -63,8 +62,9 @@ type GetOptions struct {
 	OwnRequest bool
 }
 
-// Get is `work get` (SPEC §3). On busy or timeout it returns the request,
-// still pending, together with a problem.Busy error naming its id.
+// Get is `work get` (docs/algorithm.md, "Step by step"). On busy or timeout it
+// returns the request, still pending, together with a problem.Busy error
+// naming its id.
 func (e *Engine) Get(ctx context.Context, taskName, user string, count int, opt GetOptions) (*Request, error) {
 	if count < 1 || count > MaxCount {
 		return nil, problem.Usagef("invalid --count %d: ask for between 1 and %d loans", count, MaxCount)
@@ -89,7 +89,7 @@ func (e *Engine) Get(ctx context.Context, taskName, user string, count int, opt 
 		// Someone else's answer: get it served, then log this caller's.
 		wait := opt
 		wait.NoWait, wait.CancelAs, wait.OnWait = false, "", nil
-		if _, err = e.serveOrCancel(ctx, task, strategy, id, wait); err != nil {
+		if _, err = e.serveOrCancel(ctx, task, strategy, &ownRequest{id: id, user: user}, wait); err != nil {
 			break
 		}
 		id, attached, err = e.logRequest(ctx, task.ID, user, count)
@@ -100,25 +100,52 @@ func (e *Engine) Get(ctx context.Context, taskName, user string, count int, opt 
 	if attached && opt.OnAttach != nil {
 		opt.OnAttach(id)
 	}
-	req, err := e.serveOrCancel(ctx, task, strategy, id, opt)
+	own := &ownRequest{id: id, user: user, requested: count}
+	if attached {
+		own.requested = 0 // the first request's count stands: unknown here
+	}
+	req, err := e.serveOrCancel(ctx, task, strategy, own, opt)
 	if req != nil {
 		req.Attached = attached
 	}
 	return req, err
 }
 
+// ownRequest is the request a call of Get or Status serves or waits for, as
+// far as the call knows it, and its answer once a round this call ran has
+// served it and committed: then the call returns that answer without reading
+// the request back.
+type ownRequest struct {
+	id        int64
+	user      string
+	requested int // 0: not known (attached to another call's request)
+
+	answer *Request // set once this call's commit served the request
+	// served is the answer assign built, in a transaction not yet committed.
+	served *Request
+}
+
+// committed records that the transaction that served (or did not serve)
+// the request committed.
+func (o *ownRequest) committed() {
+	if o != nil && o.served != nil {
+		o.answer, o.served = o.served, nil
+	}
+}
+
 // serveOrCancel is serveUntilDone, then, when a signal stopped it, the
 // cancellation of the request (interrupted).
-func (e *Engine) serveOrCancel(ctx context.Context, task *Task, strategy drivers.Strategy, id int64, opt GetOptions) (*Request, error) {
-	req, err := e.serveUntilDone(ctx, task, strategy, id, opt)
+func (e *Engine) serveOrCancel(ctx context.Context, task *Task, strategy drivers.Strategy, own *ownRequest, opt GetOptions) (*Request, error) {
+	req, err := e.serveUntilDone(ctx, task, strategy, own, opt)
 	if err != nil && ctx.Err() != nil {
-		return e.interrupted(ctx, task, id, opt, err)
+		return e.interrupted(ctx, task, own.id, opt, err)
 	}
 	return req, err
 }
 
-// Status is `work status` (SPEC §3 step 7): it reads the request and, while it
-// is pending and the task lock is free, serves the pending requests itself.
+// Status is `work status` (docs/algorithm.md, step 7): it reads the request
+// and, while it is pending and the task lock is free, serves the pending
+// requests itself.
 func (e *Engine) Status(ctx context.Context, id int64, wait bool, opt GetOptions) (*Request, error) {
 	if id <= 0 {
 		return nil, problem.Usagef("invalid request id %d: give the request_id that `loanq work get` printed", id)
@@ -139,7 +166,7 @@ func (e *Engine) Status(ctx context.Context, id int64, wait bool, opt GetOptions
 		return nil, err
 	}
 	opt.NoWait = !wait
-	return e.serveOrCancel(ctx, task, strategy, id, opt)
+	return e.serveOrCancel(ctx, task, strategy, &ownRequest{id: id, user: req.User, requested: req.Requested}, opt)
 }
 
 func (e *Engine) strategyFor(t *Task, override drivers.Strategy) (drivers.Strategy, error) {
@@ -157,7 +184,8 @@ func (e *Engine) strategyFor(t *Task, override drivers.Strategy) (drivers.Strate
 // "Waiting") and tries again, until the request is no longer pending, the
 // caller gave up (NoWait), or the timeout passed. The backoff steps are the
 // longest a wait lasts before the caller looks again on its own.
-func (e *Engine) serveUntilDone(ctx context.Context, task *Task, strategy drivers.Strategy, id int64, opt GetOptions) (*Request, error) {
+func (e *Engine) serveUntilDone(ctx context.Context, task *Task, strategy drivers.Strategy, own *ownRequest, opt GetOptions) (*Request, error) {
+	id := own.id
 	backoff := opt.Backoff
 	if len(backoff) == 0 {
 		backoff = DefaultBackoff
@@ -172,9 +200,9 @@ func (e *Engine) serveUntilDone(ctx context.Context, task *Task, strategy driver
 		switch {
 		case served:
 		case strategy == drivers.Rows:
-			err = e.serveRows(ctx, task, id)
+			err = e.serveRows(ctx, task, own)
 		default:
-			err = e.serve(ctx, task, strategy, deadline)
+			err = e.serve(ctx, task, strategy, deadline, own)
 		}
 		if err != nil && ctx.Err() != nil {
 			// A signal while this caller served: its transaction rolled
@@ -187,6 +215,9 @@ func (e *Engine) serveUntilDone(ctx context.Context, task *Task, strategy driver
 			// served rather than asking again (a new request would be served too).
 			return nil, &problem.Error{Kind: problem.KindOf(err), Err: fmt.Errorf("serving request %d: %w", id, err),
 				Hint: fmt.Sprintf("once the database answers again, `loanq work status %d --wait` serves this request", id)}
+		}
+		if own.answer != nil {
+			return own.answer, nil // served by this call: nothing to read back
 		}
 		req, err := e.Request(ctx, id)
 		if err != nil {
@@ -210,7 +241,7 @@ func (e *Engine) serveUntilDone(ctx context.Context, task *Task, strategy driver
 		// Wait for the holder's commit (or for the lock to become free), at
 		// most `wait`; then serve and look again. The last round after the
 		// timeout passes takes no lock wait (the deadline bounds it).
-		if served, err = e.await(ctx, task, strategy, id, wait); err != nil {
+		if served, err = e.await(ctx, task, strategy, own, wait); err != nil {
 			if ctx.Err() != nil {
 				return req, ctx.Err()
 			}
@@ -232,13 +263,13 @@ func (e *Engine) serveUntilDone(ctx context.Context, task *Task, strategy driver
 //
 // lockDeadline bounds how long the wait strategy queues for the row lock (the
 // caller's --timeout); zero waits as long as the database lets it.
-func (e *Engine) serve(ctx context.Context, task *Task, strategy drivers.Strategy, lockDeadline time.Time) error {
+func (e *Engine) serve(ctx context.Context, task *Task, strategy drivers.Strategy, lockDeadline time.Time, own *ownRequest) error {
 	for round := 0; round < max(e.MaxRounds, 1); round++ {
 		var err error
 		if strategy == drivers.Lease {
-			err = e.serveRoundLease(ctx, task)
+			err = e.serveRoundLease(ctx, task, own)
 		} else {
-			err = e.serveRoundRowLock(ctx, task, strategy, lockDeadline)
+			err = e.serveRoundRowLock(ctx, task, strategy, lockDeadline, own)
 		}
 		if err != nil {
 			return err
@@ -257,11 +288,12 @@ func (e *Engine) serve(ctx context.Context, task *Task, strategy drivers.Strateg
 var errBusy = &problem.Error{Kind: problem.Busy, Msg: "the task lock is held by another caller"}
 
 // serveRoundRowLock is one round under a row lock on the task (skip, nowait,
-// wait). The lock is the first statement of the transaction (seed 002): in
-// MySQL's REPEATABLE READ the snapshot of every later read is taken after the
-// lock is granted, so the pending requests and the per-user counts it reads
-// are never older than the previous holder's commit.
-func (e *Engine) serveRoundRowLock(ctx context.Context, task *Task, strategy drivers.Strategy, lockDeadline time.Time) error {
+// wait). The lock is the first statement of the transaction
+// (docs/algorithm.md, step 2): in MySQL's REPEATABLE READ the snapshot of
+// every later read is taken after the lock is granted, so the pending requests
+// and the per-user counts it reads are never older than the previous holder's
+// commit.
+func (e *Engine) serveRoundRowLock(ctx context.Context, task *Task, strategy drivers.Strategy, lockDeadline time.Time, own *ownRequest) error {
 	tx, err := e.DB.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("beginning the assignment transaction: %w", err)
@@ -280,7 +312,7 @@ func (e *Engine) serveRoundRowLock(ctx context.Context, task *Task, strategy dri
 		defer cancel()
 	}
 	var locked int64
-	err = tx.QueryRowContext(lockCtx, e.sql().Lock(strategy), task.ID).Scan(&locked)
+	err = e.sql().Lock(strategy).QueryRow(lockCtx, tx, drivers.TaskParams{TaskID: task.ID}).Scan(&locked)
 	switch {
 	case errors.Is(err, sql.ErrNoRows): // SKIP LOCKED skipped the row
 		return errBusy
@@ -291,38 +323,43 @@ func (e *Engine) serveRoundRowLock(ctx context.Context, task *Task, strategy dri
 	case err != nil:
 		return fmt.Errorf("taking the lock of task %s (%s): %w", task.Name, strategy, err)
 	}
-	return e.serveLocked(ctx, tx, task, strategy)
+	return e.serveLocked(ctx, tx, task, strategy, own)
 }
 
 // serveLocked serves the pending requests inside tx, which holds the task's
 // row lock (taken by serveRoundRowLock, or by a waiter in awaitLock), and
-// commits.
-func (e *Engine) serveLocked(ctx context.Context, tx *sql.Tx, task *Task, strategy drivers.Strategy) (err error) {
+// commits. own, when not nil, is the caller's request: its answer is kept
+// if this commit served it.
+func (e *Engine) serveLocked(ctx context.Context, tx *sql.Tx, task *Task, strategy drivers.Strategy, own *ownRequest) (err error) {
+	// What is pending, and the task's recent runs (for the hold limit and
+	// the criteria query's room), in one read right after the lock.
+	load, err := e.load(ctx, tx, task)
+	if err != nil {
+		return err
+	}
 	// The database ends this session if it holds the lock past the task's
 	// hold limit, whatever becomes of this process (dispatch/hold.go). Set
 	// here, not in serveRoundRowLock, so a waiter granted the lock in
 	// awaitLock is bounded too.
-	hold, err := e.limitHold(ctx, tx, task)
+	hold, err := e.limitHold(ctx, tx, task, load.maxMS)
 	if err != nil {
 		return err
 	}
 	defer hold.explain(&err)
-
-	pending, err := e.pending(ctx, tx, task.ID)
-	if err != nil || len(pending) == 0 {
-		return err
+	if load.requests == 0 {
+		return nil
 	}
 	// Abandoned work first, under the lock: it is eligible again in this
 	// very run, and the per-user counts below no longer include it.
 	if err := e.expire(ctx, tx, task); err != nil {
 		return err
 	}
-	found, run, err := e.runCriteria(ctx, tx, task, e.criteriaLimit(ctx, task, need(pending)))
+	found, run, err := e.runCriteria(ctx, tx, task, criteriaLimit(task, load))
 	if err != nil {
 		return err
 	}
 	run.Strategy = string(strategy)
-	if err := e.assign(ctx, tx, task, found, run); err != nil {
+	if err := e.assign(ctx, tx, task, found, run, own); err != nil {
 		return err
 	}
 	if e.beforeCommit != nil {
@@ -331,18 +368,19 @@ func (e *Engine) serveLocked(ctx context.Context, tx *sql.Tx, task *Task, strate
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("committing assignments of task %s: %w", task.Name, err)
 	}
+	own.committed()
 	return nil
 }
 
-// serveRoundLease is one round under the task's lease (seed 003). The lease is
-// taken and committed in a short transaction, so no transaction stays open
-// while the criteria query runs; a heartbeat renews it meanwhile, so a query
-// may outlast the TTL. The assignment transaction then starts with the
-// fencing statement, which succeeds only while this caller still holds an
-// unexpired lease with its token. A holder that stalled past its lease (its
-// heartbeat stalled too) and was taken over therefore cannot commit
-// assignments.
-func (e *Engine) serveRoundLease(ctx context.Context, task *Task) error {
+// serveRoundLease is one round under the task's lease (docs/algorithm.md, "The
+// lease strategy"). The lease is taken and committed in a short transaction,
+// so no transaction stays open while the criteria query runs; a heartbeat
+// renews it meanwhile, so a query may outlast the TTL. The assignment
+// transaction then starts with the fencing statement, which succeeds only
+// while this caller still holds an unexpired lease with its token. A holder
+// that stalled past its lease (its heartbeat stalled too) and was taken over
+// therefore cannot commit assignments.
+func (e *Engine) serveRoundLease(ctx context.Context, task *Task, own *ownRequest) error {
 	token, err := e.acquireLease(ctx, task)
 	if err != nil {
 		return err
@@ -354,12 +392,12 @@ func (e *Engine) serveRoundLease(ctx context.Context, task *Task) error {
 		if !released { // give the lease back on any failure; expiry covers a crash
 			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 			defer cancel()
-			_, _ = e.DB.ExecContext(rctx, e.sql().LeaseRelease, task.ID, e.Holder, token)
+			_, _ = e.sql().LeaseRelease.Exec(rctx, e.DB, drivers.LeaseFenceParams{TaskID: task.ID, Owner: e.Holder, Token: token})
 		}
 	}()
 
-	pending, err := e.pending(ctx, e.DB, task.ID)
-	if err != nil || len(pending) == 0 {
+	load, err := e.load(ctx, e.DB, task)
+	if err != nil || load.requests == 0 {
 		return err
 	}
 	// Abandoned work first, while this caller holds the lease (its own
@@ -367,7 +405,7 @@ func (e *Engine) serveRoundLease(ctx context.Context, task *Task) error {
 	if err := e.expire(ctx, e.DB, task); err != nil {
 		return err
 	}
-	found, run, err := e.runCriteria(ctx, e.DB, task, e.criteriaLimit(ctx, task, need(pending)))
+	found, run, err := e.runCriteria(ctx, e.DB, task, criteriaLimit(task, load))
 	if err != nil {
 		return err
 	}
@@ -380,7 +418,7 @@ func (e *Engine) serveRoundLease(ctx context.Context, task *Task) error {
 		return fmt.Errorf("beginning the assignment transaction: %w", err)
 	}
 	defer tx.Rollback()
-	res, err := tx.ExecContext(ctx, e.sql().LeaseFenceRelease, task.ID, e.Holder, token)
+	res, err := e.sql().LeaseFenceRelease.Exec(ctx, tx, drivers.LeaseFenceParams{TaskID: task.ID, Owner: e.Holder, Token: token})
 	if err != nil {
 		return fmt.Errorf("fencing check on the lease of task %s: %w", task.Name, err)
 	}
@@ -388,7 +426,7 @@ func (e *Engine) serveRoundLease(ctx context.Context, task *Task) error {
 		released = true // it is no longer ours to release
 		return &problem.Error{Kind: problem.Busy, Msg: fmt.Sprintf("the lease on task %s expired before its holder could commit (lease-ttl %s); nothing was assigned by it", task.Name, task.LeaseTTL)}
 	}
-	if err := e.assign(ctx, tx, task, found, run); err != nil {
+	if err := e.assign(ctx, tx, task, found, run, own); err != nil {
 		return err
 	}
 	if e.beforeCommit != nil {
@@ -397,6 +435,7 @@ func (e *Engine) serveRoundLease(ctx context.Context, task *Task) error {
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("committing assignments of task %s: %w", task.Name, err)
 	}
+	own.committed()
 	released = true
 	return nil
 }
@@ -407,7 +446,7 @@ func (e *Engine) acquireLease(ctx context.Context, task *Task) (int64, error) {
 		return 0, fmt.Errorf("beginning the lease transaction: %w", err)
 	}
 	defer tx.Rollback()
-	res, err := tx.ExecContext(ctx, e.sql().LeaseAcquire, e.Holder, task.LeaseTTL.Milliseconds(), task.ID)
+	res, err := e.sql().LeaseAcquire.Exec(ctx, tx, drivers.LeaseTakeParams{Owner: e.Holder, TTLMS: task.LeaseTTL.Milliseconds(), TaskID: task.ID})
 	if err != nil {
 		if e.Driver.IsLockBusy(err) {
 			return 0, errBusy
@@ -420,11 +459,11 @@ func (e *Engine) acquireLease(ctx context.Context, task *Task) (int64, error) {
 		// instead of after its TTL. The take-over names the dead owner, so
 		// of several callers seeing it at once only one gets the lease.
 		var owner string
-		err := tx.QueryRowContext(ctx, e.sql().LeaseHolder, task.ID).Scan(&owner)
+		err := e.sql().LeaseHolder.QueryRow(ctx, tx, drivers.TaskParams{TaskID: task.ID}).Scan(&owner)
 		if err != nil || !proc.DeadOnThisHost(owner) {
 			return 0, errBusy
 		}
-		res, err := tx.ExecContext(ctx, e.sql().LeaseTakeOver, e.Holder, task.LeaseTTL.Milliseconds(), task.ID, owner)
+		res, err := e.sql().LeaseTakeOver.Exec(ctx, tx, drivers.LeaseTakeOverParams{Owner: e.Holder, TTLMS: task.LeaseTTL.Milliseconds(), TaskID: task.ID, DeadOwner: owner})
 		if err != nil {
 			return 0, fmt.Errorf("taking over the lease of task %s from %s, whose process is gone: %w", task.Name, owner, err)
 		}
@@ -433,7 +472,7 @@ func (e *Engine) acquireLease(ctx context.Context, task *Task) (int64, error) {
 		}
 	}
 	var token int64
-	if err := tx.QueryRowContext(ctx, e.sql().LeaseToken, task.ID, e.Holder).Scan(&token); err != nil {
+	if err := e.sql().LeaseToken.QueryRow(ctx, tx, drivers.LeaseOwnerParams{TaskID: task.ID, Owner: e.Holder}).Scan(&token); err != nil {
 		return 0, fmt.Errorf("reading the lease token of task %s: %w", task.Name, err)
 	}
 	if err := tx.Commit(); err != nil {
@@ -446,10 +485,11 @@ type pendingRequest struct {
 	id        int64
 	user      string
 	requested int
+	createdAt time.Time
 }
 
 func (e *Engine) pending(ctx context.Context, q drivers.Querier, taskID int64) ([]pendingRequest, error) {
-	rows, err := q.QueryContext(ctx, e.sql().RequestsPending, taskID)
+	rows, err := e.sql().RequestsPending.Query(ctx, q, drivers.TaskParams{TaskID: taskID})
 	if err != nil {
 		return nil, fmt.Errorf("reading pending requests: %w", err)
 	}
@@ -457,9 +497,11 @@ func (e *Engine) pending(ctx context.Context, q drivers.Querier, taskID int64) (
 	var out []pendingRequest
 	for rows.Next() {
 		var p pendingRequest
-		if err := rows.Scan(&p.id, &p.user, &p.requested); err != nil {
+		var created nullTime
+		if err := rows.Scan(&p.id, &p.user, &p.requested, &created); err != nil {
 			return nil, fmt.Errorf("reading pending requests: %w", err)
 		}
+		p.createdAt = created.T
 		out = append(out, p)
 	}
 	return out, rows.Err()
@@ -467,61 +509,72 @@ func (e *Engine) pending(ctx context.Context, q drivers.Querier, taskID int64) (
 
 // lateArrivalRoom is how many loans beyond the pending requests' need the
 // criteria query fetches, at least: room for requests that arrive while the
-// query runs, which SPEC §3 step 5 serves from the same run.
+// query runs, which the same run serves (docs/algorithm.md, step 5).
 const lateArrivalRoom = 10
 
 // maxRoom caps the extra rows a burst estimate may add to one query.
 const maxRoom = 2 * MaxCount
 
-// criteriaLimit is the criteria query's row limit for a pending need: the
+// arrivalWindow is how far back the arrival rate is measured.
+const arrivalWindow = 10 * time.Second
+
+// taskLoad is what a serving round reads of its task in one statement
+// (TaskLoad), right after taking the lock.
+type taskLoad struct {
+	requests int64         // pending requests
+	need     int64         // loans they ask for
+	recent   int64         // loans requested in the last arrivalWindow
+	runs     int64         // of the ten latest criteria-query runs: how many,
+	meanMS   int64         // their mean duration,
+	maxMS    sql.NullInt64 // and the longest (NULL: none yet)
+}
+
+func (e *Engine) load(ctx context.Context, q drivers.Querier, task *Task) (taskLoad, error) {
+	var l taskLoad
+	err := e.sql().TaskLoad.QueryRow(ctx, q, drivers.TaskWindowParams{TaskID: task.ID, WindowMS: arrivalWindow.Milliseconds()}).
+		Scan(&l.requests, &l.need, &l.recent, &l.runs, &l.meanMS, &l.maxMS)
+	if err != nil {
+		return l, fmt.Errorf("reading the pending requests of task %s: %w", task.Name, err)
+	}
+	return l, nil
+}
+
+// criteriaLimit is the criteria query's row limit for the pending need: the
 // need, plus room for the requests expected to arrive while the query runs
 // (arrivalRoom), at least the need again and lateArrivalRoom. Rows left over
 // are simply not assigned; a late request the room cannot fill waits for the
 // next round.
-func (e *Engine) criteriaLimit(ctx context.Context, task *Task, need int) int {
-	return need + min(maxRoom, max(need, lateArrivalRoom, e.arrivalRoom(ctx, task)))
+func criteriaLimit(task *Task, l taskLoad) int {
+	need := int(l.need)
+	return need + min(maxRoom, max(need, lateArrivalRoom, arrivalRoom(task, l)))
 }
 
 // arrivalRoom estimates the loans requested while one criteria query runs:
 // the loans requested per second over the last window, times the task's
 // recent query time (plus its --query-delay, which the log's durations
-// include), doubled for a burst. Both reads are small index ranges; a
-// failure only means no estimate.
-func (e *Engine) arrivalRoom(ctx context.Context, task *Task) int {
-	const window = 10 * time.Second
-	var requests, loans int64
-	if err := e.DB.QueryRowContext(ctx, e.sql().RequestRate, task.ID, window.Milliseconds()).Scan(&requests, &loans); err != nil || loans == 0 {
+// include; the delay alone before any run is logged), doubled for a burst.
+func arrivalRoom(task *Task, l taskLoad) int {
+	if l.recent == 0 {
 		return 0
 	}
-	queryTime := e.recentQueryTime(ctx, task)
-	perSecond := float64(loans) / window.Seconds()
-	return int(2 * perSecond * max(queryTime, 100*time.Millisecond).Seconds())
-}
-
-func need(p []pendingRequest) int {
-	n := 0
-	for _, r := range p {
-		n += r.requested
+	queryTime := task.QueryDelay
+	if l.runs > 0 {
+		queryTime = time.Duration(l.meanMS) * time.Millisecond
 	}
-	return n
+	perSecond := float64(l.recent) / arrivalWindow.Seconds()
+	return int(2 * perSecond * max(queryTime, 100*time.Millisecond).Seconds())
 }
 
 // runCriteria runs the task's criteria query once, after the task's
 // --query-delay (a documented stand-in for a heavy query), and times it.
 func (e *Engine) runCriteria(ctx context.Context, q drivers.Querier, task *Task, limit int) (criteriaResult, QueryRun, error) {
-	run := QueryRun{Holder: e.Holder}
-	// The start time is kept as the driver returned it and written back
-	// unchanged, so each dialect stores its own native time format.
-	if err := q.QueryRowContext(ctx, e.sql().Now).Scan(&run.startedRaw); err != nil {
-		return criteriaResult{}, run, fmt.Errorf("reading the database clock: %w", err)
-	}
-	t0 := time.Now()
+	run := QueryRun{Holder: e.Holder, started: time.Now()}
 	if task.QueryDelay > 0 {
 		if err := pause.For(ctx, task.QueryDelay); err != nil {
 			return criteriaResult{}, run, err
 		}
 	}
-	rows, err := q.QueryContext(ctx, e.Driver.CriteriaQuery(task.criteria()), task.ID, limit)
+	rows, err := drivers.CriteriaQuery(e.Driver.Dialect(), task.criteria()).Query(ctx, q, drivers.CriteriaParams{TaskID: task.ID, Limit: limit})
 	if err != nil {
 		return criteriaResult{}, run, fmt.Errorf("running the criteria query of task %s: %w", task.Name, err)
 	}
@@ -538,7 +591,7 @@ func (e *Engine) runCriteria(ctx context.Context, q drivers.Querier, task *Task,
 		return criteriaResult{}, run, fmt.Errorf("running the criteria query of task %s: %w", task.Name, err)
 	}
 	res.exhausted = len(res.loans) < limit
-	run.DurationMS = time.Since(t0).Milliseconds()
+	run.DurationMS = time.Since(run.started).Milliseconds()
 	if e.afterQuery != nil {
 		e.afterQuery()
 	}
@@ -562,7 +615,13 @@ type criteriaResult struct {
 // its limit (not exhausted), that request and the later ones stay pending and
 // the next round serves them with a fresh query: a request is never answered
 // partial or empty while eligible loans may remain.
-func (e *Engine) assign(ctx context.Context, tx *sql.Tx, task *Task, found criteriaResult, run QueryRun) error {
+//
+// When own's request is among those served, its answer is kept in own.served
+// for the caller to return once tx commits.
+func (e *Engine) assign(ctx context.Context, tx *sql.Tx, task *Task, found criteriaResult, run QueryRun, own *ownRequest) error {
+	if own != nil {
+		own.served = nil
+	}
 	// Read through the pool, not the transaction: on MySQL/MariaDB's
 	// REPEATABLE READ the transaction's snapshot dates from its first read,
 	// before the query ran, and would hide the requests that arrived since.
@@ -579,7 +638,7 @@ func (e *Engine) assign(ctx context.Context, tx *sql.Tx, task *Task, found crite
 		if task.MaxActive > 0 {
 			n, seen := active[r.user]
 			if !seen {
-				if err := tx.QueryRowContext(ctx, e.sql().ActiveCountForUser, task.ID, r.user).Scan(&n); err != nil {
+				if err := e.sql().ActiveCountForUser.QueryRow(ctx, tx, drivers.TaskUserParams{TaskID: task.ID, User: r.user}).Scan(&n); err != nil {
 					return fmt.Errorf("counting active work of %s: %w", r.user, err)
 				}
 			}
@@ -603,7 +662,7 @@ func (e *Engine) assign(ctx context.Context, tx *sql.Tx, task *Task, found crite
 		// for the next request (docs/algorithm.md, "Cancelling and
 		// attaching"). The row lock the finish takes makes a concurrent
 		// cancel wait for this commit and then find the request served.
-		res, err := tx.ExecContext(ctx, e.sql().RequestFinish, take, status, r.id)
+		res, err := e.sql().RequestFinish.Exec(ctx, tx, drivers.RequestFinishParams{Assigned: take, Status: status, ID: r.id})
 		if err != nil {
 			return fmt.Errorf("finishing request %d: %w", r.id, err)
 		}
@@ -613,8 +672,12 @@ func (e *Engine) assign(ctx context.Context, tx *sql.Tx, task *Task, found crite
 			}
 			return fmt.Errorf("request %d was finished by someone else while this caller held the task lock", r.id)
 		}
+		if own != nil && r.id == own.id {
+			own.served = &Request{ID: r.id, TaskID: task.ID, Task: task.Name, User: r.user, Requested: r.requested,
+				Assigned: take, Status: status, Loans: append([]int64{}, loans[:take]...), CreatedAt: r.createdAt}
+		}
 		for _, loan := range loans[:take] {
-			if _, err := tx.ExecContext(ctx, e.sql().WorkInsert, task.ID, loan, r.user, r.id); err != nil {
+			if _, err := e.sql().WorkInsert.Exec(ctx, tx, drivers.WorkInsertParams{TaskID: task.ID, LoanID: loan, User: r.user, RequestID: r.id}); err != nil {
 				if e.Driver.IsUniqueViolation(err) {
 					return fmt.Errorf("loan %d is already active in task %s (the database's one-active-row constraint stopped a double assignment): %w", loan, task.Name, err)
 				}
@@ -626,8 +689,9 @@ func (e *Engine) assign(ctx context.Context, tx *sql.Tx, task *Task, found crite
 		run.RequestsServed++
 		run.LoansAssigned += take
 	}
-	if _, err := tx.ExecContext(ctx, e.sql().QueryRunInsert, task.ID, run.Strategy, truncate(run.Holder, 100), run.startedRaw,
-		run.DurationMS, run.RowsFound, run.RequestsServed, run.LoansAssigned); err != nil {
+	if _, err := e.sql().QueryRunInsert.Exec(ctx, tx, drivers.QueryRunParams{TaskID: task.ID, Strategy: run.Strategy,
+		Holder: truncate(run.Holder, 100), StartedAgoMS: time.Since(run.started).Milliseconds(), DurationMS: run.DurationMS,
+		RowsFound: run.RowsFound, RequestsServed: run.RequestsServed, LoansAssigned: run.LoansAssigned}); err != nil {
 		return fmt.Errorf("logging the criteria-query run: %w", err)
 	}
 	return nil
@@ -640,31 +704,35 @@ func truncate(s string, n int) string {
 	return s
 }
 
-// Request reads a request and its loans; an unknown id is bad input.
+// Request reads a request and its loans (one statement: a row per loan, one
+// row with no loan when it has none); an unknown id is bad input.
 func (e *Engine) Request(ctx context.Context, id int64) (*Request, error) {
-	var r Request
-	var created, served nullTime
-	err := e.DB.QueryRowContext(ctx, e.sql().RequestByID, id).Scan(&r.ID, &r.TaskID, &r.Task, &r.User,
-		&r.Requested, &r.Assigned, &r.Status, &created, &served)
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, problem.Usagef("unknown request id %d: give the request_id that `loanq work get` printed", id)
-	}
+	rows, err := e.sql().RequestWithLoans.Query(ctx, e.DB, drivers.IDParams{ID: id})
 	if err != nil {
 		return nil, fmt.Errorf("reading request %d: %w", id, err)
 	}
-	r.CreatedAt, r.ServedAt = created.T, served.T
-	rows, err := e.DB.QueryContext(ctx, e.sql().RequestLoans, id)
-	if err != nil {
-		return nil, fmt.Errorf("reading the loans of request %d: %w", id, err)
-	}
 	defer rows.Close()
-	r.Loans = []int64{}
+	var r *Request
 	for rows.Next() {
-		var loan int64
-		if err := rows.Scan(&loan); err != nil {
-			return nil, fmt.Errorf("reading the loans of request %d: %w", id, err)
+		var x Request
+		var created nullTime
+		var loan sql.NullInt64
+		if err := rows.Scan(&x.ID, &x.TaskID, &x.Task, &x.User, &x.Requested, &x.Assigned, &x.Status, &created, &loan); err != nil {
+			return nil, fmt.Errorf("reading request %d: %w", id, err)
 		}
-		r.Loans = append(r.Loans, loan)
+		if r == nil {
+			x.CreatedAt, x.Loans = created.T, []int64{}
+			r = &x
+		}
+		if loan.Valid {
+			r.Loans = append(r.Loans, loan.Int64)
+		}
 	}
-	return &r, rows.Err()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("reading request %d: %w", id, err)
+	}
+	if r == nil {
+		return nil, problem.Usagef("unknown request id %d: give the request_id that `loanq work get` printed", id)
+	}
+	return r, nil
 }

@@ -68,15 +68,24 @@ func (e *Engine) holdLimit(ctx context.Context, q drivers.Querier, t *Task) (hol
 		return holdBounds{idle: t.HoldLimit, stmt: t.HoldLimit}, nil
 	}
 	var measured sql.NullInt64
-	if err := q.QueryRowContext(ctx, e.sql().HoldMeasured, t.ID).Scan(&measured); err != nil {
+	if err := e.sql().HoldMeasured.QueryRow(ctx, q, drivers.TaskParams{TaskID: t.ID}).Scan(&measured); err != nil {
 		return holdBounds{derived: true}, fmt.Errorf("reading the measured criteria time of task %s: %w", t.Name, err)
+	}
+	return holdBoundsFor(t, measured), nil
+}
+
+// holdBoundsFor is the hold limit of t given the longest of its recent
+// criteria-query runs in milliseconds (NULL: none logged yet).
+func holdBoundsFor(t *Task, measured sql.NullInt64) holdBounds {
+	if t.HoldLimit > 0 {
+		return holdBounds{idle: t.HoldLimit, stmt: t.HoldLimit}
 	}
 	limit := DefaultHoldLimit(time.Duration(measured.Int64)*time.Millisecond, t.QueryDelay)
 	b := holdBounds{idle: limit, stmt: limit, derived: true}
 	if !measured.Valid {
 		b.stmt = DefaultHoldCeiling
 	}
-	return b, nil
+	return b
 }
 
 // holdGuard is the hold limit set on one lock transaction.
@@ -89,12 +98,10 @@ type holdGuard struct {
 
 // limitHold runs right after the task lock is taken, in its transaction: it
 // asks the database to end this session if it holds the lock longer than the
-// task's hold limit.
-func (e *Engine) limitHold(ctx context.Context, tx *sql.Tx, t *Task) (*holdGuard, error) {
-	b, err := e.holdLimit(ctx, tx, t)
-	if err != nil {
-		return nil, err
-	}
+// task's hold limit. measured is the longest of the task's recent runs, as
+// read with the lock (TaskLoad).
+func (e *Engine) limitHold(ctx context.Context, tx *sql.Tx, t *Task, measured sql.NullInt64) (*holdGuard, error) {
+	b := holdBoundsFor(t, measured)
 	set, err := drivers.LimitHold(ctx, e.Driver, tx, b.idle, b.stmt)
 	if err != nil {
 		return nil, err

@@ -50,7 +50,7 @@ func (e *Engine) expire(ctx context.Context, q drivers.Querier, task *Task) erro
 	if task.MaxHold <= 0 {
 		return nil
 	}
-	if _, err := q.ExecContext(ctx, e.sql().WorkExpire, task.ID, task.MaxHold.Milliseconds()); err != nil {
+	if _, err := e.sql().WorkExpire.Exec(ctx, q, drivers.WorkExpireParams{TaskID: task.ID, MaxHoldMS: task.MaxHold.Milliseconds()}); err != nil {
 		return fmt.Errorf("returning work of task %s held longer than its max hold %s: %w", task.Name, task.MaxHold, err)
 	}
 	return nil
@@ -92,7 +92,7 @@ func (e *Engine) Reclaim(ctx context.Context, taskName, supervisor, user string,
 		return nil, fmt.Errorf("beginning the reclaim: %w", err)
 	}
 	defer tx.Rollback()
-	rows, err := tx.QueryContext(ctx, e.sql().WorkOlder, task.ID, user, user, olderThan.Milliseconds())
+	rows, err := e.sql().WorkOlder.Query(ctx, tx, drivers.WorkOlderParams{TaskID: task.ID, User: user, AgeMS: olderThan.Milliseconds()})
 	if err != nil {
 		return nil, fmt.Errorf("reading the active work of task %s: %w", task.Name, err)
 	}
@@ -117,7 +117,7 @@ func (e *Engine) Reclaim(ctx context.Context, taskName, supervisor, user string,
 	}
 	kept := out[:0]
 	for _, it := range out {
-		res, err := tx.ExecContext(ctx, e.sql().WorkReclaim, supervisor, it.workID)
+		res, err := e.sql().WorkReclaim.Exec(ctx, tx, drivers.WorkReclaimParams{Supervisor: supervisor, ID: it.workID})
 		if err != nil {
 			return nil, fmt.Errorf("reclaiming loan %d from %s: %w", it.LoanID, it.User, err)
 		}

@@ -33,21 +33,30 @@ import (
 // maxClaimRounds bounds how often one claim replaces loans it lost to others.
 const maxClaimRounds = 10
 
-// serveRows serves request id with the rows strategy, retrying a deadlock
-// victim's transaction (InnoDB may pick one when the order index is missing).
-func (e *Engine) serveRows(ctx context.Context, task *Task, id int64) error {
+// serveRows serves the caller's request with the rows strategy, retrying a
+// deadlock victim's transaction (InnoDB may pick one when the order index is
+// missing). The request is not read first: the caller knows who asked for
+// how many (it logged the request, or read it in work status), and a request
+// served meanwhile by someone else is found by the claim's RequestFinish,
+// which then rolls the claim back. Only a request this call attached to is
+// read, for its count.
+func (e *Engine) serveRows(ctx context.Context, task *Task, own *ownRequest) error {
 	rl, ok := e.Driver.(drivers.RowLocker)
 	if !ok {
 		return problem.Usagef("lock strategy rows is not available on %s: use one of %s", e.Driver.Name(), strategyList(e.Driver))
 	}
-	req, err := e.Request(ctx, id)
-	if err != nil || req.Status != StatusPending {
-		return err
+	req := &Request{ID: own.id, TaskID: task.ID, Task: task.Name, User: own.user, Requested: own.requested}
+	if req.Requested == 0 {
+		r, err := e.Request(ctx, own.id)
+		if err != nil || r.Status != StatusPending {
+			return err
+		}
+		req = r
 	}
 	if task.MaxActive > 0 {
 		// Outside the claim transaction and idempotent: the row must exist
 		// before it can be locked. A concurrent first call may insert it too.
-		if _, err := e.DB.ExecContext(ctx, e.sql().UserLockEnsure, task.ID, req.User); err != nil && !e.Driver.IsUniqueViolation(err) {
+		if _, err := e.sql().UserLockEnsure.Exec(ctx, e.DB, drivers.TaskUserParams{TaskID: task.ID, User: req.User}); err != nil && !e.Driver.IsUniqueViolation(err) {
 			return fmt.Errorf("preparing the per-user lock of %s: %w", req.User, err)
 		}
 	}
@@ -69,7 +78,7 @@ func (e *Engine) claimRows(ctx context.Context, rl drivers.RowLocker, task *Task
 	allow := req.Requested
 	if task.MaxActive > 0 {
 		var locked int64
-		if err := tx.QueryRowContext(ctx, e.sql().UserLock, task.ID, req.User).Scan(&locked); err != nil {
+		if err := e.sql().UserLock.QueryRow(ctx, tx, drivers.TaskUserParams{TaskID: task.ID, User: req.User}).Scan(&locked); err != nil {
 			return fmt.Errorf("locking the per-user cap of %s in task %s: %w", req.User, task.Name, err)
 		}
 	}
@@ -82,16 +91,12 @@ func (e *Engine) claimRows(ctx context.Context, rl drivers.RowLocker, task *Task
 	}
 	if task.MaxActive > 0 {
 		var active int
-		if err := tx.QueryRowContext(ctx, e.sql().ActiveCountForUser, task.ID, req.User).Scan(&active); err != nil {
+		if err := e.sql().ActiveCountForUser.QueryRow(ctx, tx, drivers.TaskUserParams{TaskID: task.ID, User: req.User}).Scan(&active); err != nil {
 			return fmt.Errorf("counting active work of %s: %w", req.User, err)
 		}
 		allow = max(0, min(allow, task.MaxActive-active))
 	}
-	run := QueryRun{Holder: e.Holder, Strategy: string(drivers.Rows)}
-	if err := tx.QueryRowContext(ctx, e.sql().Now).Scan(&run.startedRaw); err != nil {
-		return fmt.Errorf("reading the database clock: %w", err)
-	}
-	t0 := time.Now()
+	run := QueryRun{Holder: e.Holder, Strategy: string(drivers.Rows), started: time.Now()}
 	var assigned []int64
 	for round := 0; len(assigned) < allow && round < maxClaimRounds; round++ {
 		want := allow - len(assigned)
@@ -125,7 +130,7 @@ func (e *Engine) claimRows(ctx context.Context, rl drivers.RowLocker, task *Task
 			break // nothing more to lock: the rest is assigned or held by others
 		}
 	}
-	run.DurationMS = time.Since(t0).Milliseconds()
+	run.DurationMS = time.Since(run.started).Milliseconds()
 	take := len(assigned)
 	status := StatusAssigned
 	switch {
@@ -134,7 +139,7 @@ func (e *Engine) claimRows(ctx context.Context, rl drivers.RowLocker, task *Task
 	case take < req.Requested:
 		status = StatusPartial
 	}
-	res, err := tx.ExecContext(ctx, e.sql().RequestFinish, take, status, req.ID)
+	res, err := e.sql().RequestFinish.Exec(ctx, tx, drivers.RequestFinishParams{Assigned: take, Status: status, ID: req.ID})
 	if err != nil {
 		return fmt.Errorf("finishing request %d: %w", req.ID, err)
 	}
@@ -142,8 +147,9 @@ func (e *Engine) claimRows(ctx context.Context, rl drivers.RowLocker, task *Task
 		return nil // served meanwhile by another caller (work status): roll back ours
 	}
 	run.RequestsServed, run.LoansAssigned = 1, take
-	if _, err := tx.ExecContext(ctx, e.sql().QueryRunInsert, task.ID, run.Strategy, truncate(run.Holder, 100), run.startedRaw,
-		run.DurationMS, run.RowsFound, run.RequestsServed, run.LoansAssigned); err != nil {
+	if _, err := e.sql().QueryRunInsert.Exec(ctx, tx, drivers.QueryRunParams{TaskID: task.ID, Strategy: run.Strategy,
+		Holder: truncate(run.Holder, 100), StartedAgoMS: time.Since(run.started).Milliseconds(), DurationMS: run.DurationMS,
+		RowsFound: run.RowsFound, RequestsServed: run.RequestsServed, LoansAssigned: run.LoansAssigned}); err != nil {
 		return fmt.Errorf("logging the claim: %w", err)
 	}
 	if e.beforeCommit != nil {
@@ -160,7 +166,7 @@ func (e *Engine) claimRows(ctx context.Context, rl drivers.RowLocker, task *Task
 // constraint refuses it: no row inserted, or a unique violation that undoes
 // this statement only).
 func (e *Engine) insertClaimed(ctx context.Context, tx *sql.Tx, task *Task, loan int64, req *Request) (bool, error) {
-	res, err := tx.ExecContext(ctx, e.sql().WorkInsertRows, task.ID, loan, req.User, req.ID)
+	res, err := e.sql().WorkInsertRows.Exec(ctx, tx, drivers.WorkInsertParams{TaskID: task.ID, LoanID: loan, User: req.User, RequestID: req.ID})
 	if err != nil {
 		if e.Driver.IsUniqueViolation(err) {
 			return false, nil

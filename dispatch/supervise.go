@@ -1,6 +1,8 @@
 package dispatch
 
 import (
+	"database/sql"
+
 	"context"
 	"fmt"
 	"sort"
@@ -35,7 +37,7 @@ type WorkFilter struct {
 // dbNow reads the database clock.
 func (e *Engine) dbNow(ctx context.Context) (time.Time, error) {
 	var v any
-	if err := e.DB.QueryRowContext(ctx, e.sql().Now).Scan(&v); err != nil {
+	if err := e.sql().Now.QueryRow(ctx, e.DB, drivers.NoParams{}).Scan(&v); err != nil {
 		return time.Time{}, fmt.Errorf("reading the database clock: %w", err)
 	}
 	return asTime(v)
@@ -55,8 +57,7 @@ func (e *Engine) WorkList(ctx context.Context, f WorkFilter) ([]ActiveItem, erro
 			return nil, err
 		}
 	}
-	q := drivers.SupervisorQuery("ActiveWorkAll")
-	rows, err := e.DB.QueryContext(ctx, q.SQL)
+	rows, err := e.sql().ActiveWorkAll.Query(ctx, e.DB, drivers.NoParams{})
 	if err != nil {
 		return nil, fmt.Errorf("reading active work: %w", err)
 	}
@@ -143,7 +144,9 @@ func (e *Engine) Stats(ctx context.Context, taskName string) ([]*TaskStats, erro
 		out = append(out, s)
 	}
 	window := StatsWindow.Milliseconds()
-	if err := e.scanStats(ctx, "pending requests", drivers.SupervisorQuery("StatsPending"), nil, func(scan func(...any) error) error {
+	if err := e.scanStats("pending requests", func() (*sql.Rows, error) {
+		return e.sql().StatsPending.Query(ctx, e.DB, drivers.NoParams{})
+	}, func(scan func(...any) error) error {
 		var name string
 		var n int64
 		if err := scan(&name, &n); err != nil {
@@ -156,7 +159,9 @@ func (e *Engine) Stats(ctx context.Context, taskName string) ([]*TaskStats, erro
 	}); err != nil {
 		return nil, err
 	}
-	if err := e.scanStats(ctx, "active work", drivers.SupervisorQuery("StatsActiveByUser"), nil, func(scan func(...any) error) error {
+	if err := e.scanStats("active work", func() (*sql.Rows, error) {
+		return e.sql().StatsActiveByUser.Query(ctx, e.DB, drivers.NoParams{})
+	}, func(scan func(...any) error) error {
 		var name, user string
 		var n int64
 		if err := scan(&name, &user, &n); err != nil {
@@ -170,7 +175,9 @@ func (e *Engine) Stats(ctx context.Context, taskName string) ([]*TaskStats, erro
 	}); err != nil {
 		return nil, err
 	}
-	if err := e.scanStats(ctx, "dispositions", drivers.Named{SQL: e.sql().StatsDispositions}, []any{window}, func(scan func(...any) error) error {
+	if err := e.scanStats("dispositions", func() (*sql.Rows, error) {
+		return e.sql().StatsDispositions.Query(ctx, e.DB, drivers.WindowParams{WindowMS: window})
+	}, func(scan func(...any) error) error {
 		var name, kind string
 		var n int64
 		if err := scan(&name, &kind, &n); err != nil {
@@ -185,7 +192,9 @@ func (e *Engine) Stats(ctx context.Context, taskName string) ([]*TaskStats, erro
 	}
 	durations := map[string][]int64{}
 	served := map[string]int64{}
-	if err := e.scanStats(ctx, "criteria-query runs", drivers.Named{SQL: e.sql().StatsRuns}, []any{window}, func(scan func(...any) error) error {
+	if err := e.scanStats("criteria-query runs", func() (*sql.Rows, error) {
+		return e.sql().StatsRuns.Query(ctx, e.DB, drivers.WindowParams{WindowMS: window})
+	}, func(scan func(...any) error) error {
 		var name string
 		var ms, reqs int64
 		if err := scan(&name, &ms, &reqs); err != nil {
@@ -219,9 +228,9 @@ func percentile(sorted []int64, p int) int64 {
 	return sorted[rank-1]
 }
 
-// scanStats runs one fixed statement (q.SQL) and hands each row to row.
-func (e *Engine) scanStats(ctx context.Context, what string, q drivers.Named, binds []any, row func(scan func(...any) error) error) error {
-	rows, err := e.DB.QueryContext(ctx, q.SQL, binds...)
+// scanStats runs one statement (query) and hands each row to row.
+func (e *Engine) scanStats(what string, query func() (*sql.Rows, error), row func(scan func(...any) error) error) error {
+	rows, err := query()
 	if err != nil {
 		return fmt.Errorf("task stats, %s: %w", what, err)
 	}

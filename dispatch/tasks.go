@@ -14,28 +14,29 @@ import (
 )
 
 // Task is a queue: a criteria query over a table or view of loans, a priority
-// order, and how its lock is taken.
+// order, and how its lock is taken. It has no JSON form of its own: the
+// commands print taskJSON (commands/task.go), the contract of docs/json.md.
 type Task struct {
-	ID         int64            `json:"id"`
-	Name       string           `json:"name"`
-	Source     string           `json:"source"`
-	Key        string           `json:"key"`
-	Where      string           `json:"where"`
-	Order      string           `json:"order"`
-	MaxActive  int              `json:"max_active"` // 0: no cap
-	Lock       drivers.Strategy `json:"lock"`
-	QueryDelay time.Duration    `json:"-"`
-	LeaseTTL   time.Duration    `json:"-"`
+	ID         int64
+	Name       string
+	Source     string
+	Key        string
+	Where      string
+	Order      string
+	MaxActive  int // 0: no cap
+	Lock       drivers.Strategy
+	QueryDelay time.Duration
+	LeaseTTL   time.Duration
 	// HoldLimit bounds how long a caller may hold the task's row lock before
 	// the database ends its session; 0: derived from the measured criteria
 	// time (see holdLimit).
-	HoldLimit time.Duration `json:"-"`
+	HoldLimit time.Duration
 	// MaxHold is the age past which active work of the task is returned to
 	// the queue ('expired') by the engine while it serves; 0: never.
 	// Not HoldLimit: that bounds the task LOCK, this the WORK.
-	MaxHold   time.Duration `json:"-"`
-	CreatedBy string        `json:"created_by"`
-	CreatedAt time.Time     `json:"created_at"`
+	MaxHold   time.Duration
+	CreatedBy string
+	CreatedAt time.Time
 }
 
 func (t *Task) criteria() drivers.CriteriaSource {
@@ -175,14 +176,7 @@ func (e *Engine) CreateTask(ctx context.Context, s TaskSpec) (*Task, bool, error
 			return nil, false, err
 		}
 	}
-	var maxActive, holdLimit any
-	if s.MaxActive > 0 {
-		maxActive = s.MaxActive
-	}
-	if s.HoldLimit > 0 {
-		holdLimit = s.HoldLimit.Milliseconds()
-	}
-	id, err := e.insertTask(ctx, s, maxActive, holdLimit)
+	id, err := e.insertTask(ctx, s)
 	if err != nil {
 		if e.Driver.IsUniqueViolation(err) { // created by someone else in the meantime
 			if existing, err2 := e.taskByName(ctx, s.Name); err2 == nil {
@@ -196,19 +190,21 @@ func (e *Engine) CreateTask(ctx context.Context, s TaskSpec) (*Task, bool, error
 }
 
 // insertTask stores the task and its --max-hold in one transaction.
-func (e *Engine) insertTask(ctx context.Context, s TaskSpec, maxActive, holdLimit any) (int64, error) {
+func (e *Engine) insertTask(ctx context.Context, s TaskSpec) (int64, error) {
 	tx, err := e.DB.BeginTx(ctx, nil)
 	if err != nil {
 		return 0, err
 	}
 	defer tx.Rollback()
-	id, err := e.Driver.InsertReturningID(ctx, tx, e.sql().TaskInsert, s.Name, s.Source, s.Key, s.Where, s.Order,
-		maxActive, string(s.Lock), s.QueryDelay.Milliseconds(), s.LeaseTTL.Milliseconds(), s.CreatedBy, holdLimit)
+	id, err := e.sql().TaskInsert.InsertID(ctx, tx, drivers.TaskInsertParams{Name: s.Name, Source: s.Source, Key: s.Key,
+		Criteria: s.Where, Order: s.Order, MaxActive: positive(int64(s.MaxActive)), LockStrategy: string(s.Lock),
+		QueryDelayMS: s.QueryDelay.Milliseconds(), LeaseTTLMS: s.LeaseTTL.Milliseconds(), CreatedBy: s.CreatedBy,
+		HoldLimitMS: positive(s.HoldLimit.Milliseconds())})
 	if err != nil {
 		return 0, err
 	}
 	if s.MaxHold > 0 {
-		if _, err := tx.ExecContext(ctx, e.sql().TaskSetMaxHold, s.MaxHold.Milliseconds(), id); err != nil {
+		if _, err := e.sql().TaskSetMaxHold.Exec(ctx, tx, drivers.TaskMaxHoldParams{MaxHoldMS: positive(s.MaxHold.Milliseconds()), ID: id}); err != nil {
 			return 0, err
 		}
 	}
@@ -232,12 +228,12 @@ func (e *Engine) existingTask(existing, want *Task, ifNotExists bool) (*Task, bo
 // rolled back: a bad column or a syntax error comes back as bad input, with the
 // database's own message, before anything is stored.
 func (e *Engine) checkCriteria(ctx context.Context, t *Task) error {
-	tx, err := e.DB.BeginTx(ctx, &sql.TxOptions{ReadOnly: e.Driver.Name() != "sqlite"})
+	tx, err := e.DB.BeginTx(ctx, drivers.ReadTxOptions(e.Driver))
 	if err != nil {
 		return fmt.Errorf("checking the criteria: %w", err)
 	}
 	defer tx.Rollback()
-	rows, err := tx.QueryContext(ctx, e.Driver.CriteriaQuery(t.criteria()), int64(0), 1)
+	rows, err := drivers.CriteriaQuery(e.Driver.Dialect(), t.criteria()).Query(ctx, tx, drivers.CriteriaParams{TaskID: 0, Limit: 1})
 	if err != nil {
 		return &problem.Error{Kind: problem.Usage, Msg: fmt.Sprintf("the criteria of task %q do not run on %s", t.Name, e.Driver.Name()), Err: err,
 			Hint: "check --where, --order, --source and --key against the table"}
@@ -288,18 +284,19 @@ func (e *Engine) Task(ctx context.Context, name string) (*Task, error) {
 }
 
 func (e *Engine) taskByName(ctx context.Context, name string) (*Task, error) {
-	t, err := e.scanTask(e.DB.QueryRowContext(ctx, e.sql().TaskByName, name))
+	t, err := e.scanTask(e.sql().TaskByName.QueryRow(ctx, e.DB, drivers.NameParams{Name: name}))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, &problem.Error{Kind: problem.Usage, Msg: fmt.Sprintf("unknown task %q", name), Hint: "`loanq task list` shows the tasks"}
 	}
 	if err != nil {
 		return nil, fmt.Errorf("reading task %s: %w", name, err)
 	}
+	e.taskIDs.Store(t.Name, t.ID)
 	return t, nil
 }
 
 func (e *Engine) taskByID(ctx context.Context, id int64) (*Task, error) {
-	t, err := e.scanTask(e.DB.QueryRowContext(ctx, e.sql().TaskByID, id))
+	t, err := e.scanTask(e.sql().TaskByID.QueryRow(ctx, e.DB, drivers.IDParams{ID: id}))
 	if err != nil {
 		return nil, fmt.Errorf("reading task %d: %w", id, err)
 	}
@@ -308,7 +305,7 @@ func (e *Engine) taskByID(ctx context.Context, id int64) (*Task, error) {
 
 // Tasks lists every task by name.
 func (e *Engine) Tasks(ctx context.Context) ([]*Task, error) {
-	rows, err := e.DB.QueryContext(ctx, e.sql().TaskList)
+	rows, err := e.sql().TaskList.Query(ctx, e.DB, drivers.NoParams{})
 	if err != nil {
 		return nil, fmt.Errorf("listing tasks: %w", err)
 	}
@@ -335,12 +332,16 @@ type QueryRun struct {
 	RequestsServed int       `json:"requests_served"`
 	LoansAssigned  int       `json:"loans_assigned"`
 
-	startedRaw any // the database clock's value, as its driver returned it
+	// started is when the run started, by this process's monotonic clock.
+	// QueryRunInsert stores as started_at the database clock minus the
+	// time since, so the start is on the database clock without a
+	// statement to read it.
+	started time.Time
 }
 
 // Runs returns the latest criteria-query runs of a task, newest first.
 func (e *Engine) Runs(ctx context.Context, t *Task) ([]QueryRun, error) {
-	rows, err := e.DB.QueryContext(ctx, e.sql().TaskRuns, t.ID)
+	rows, err := e.sql().TaskRuns.Query(ctx, e.DB, drivers.TaskParams{TaskID: t.ID})
 	if err != nil {
 		return nil, fmt.Errorf("reading the runs of task %s: %w", t.Name, err)
 	}
@@ -367,7 +368,6 @@ func (e *Engine) DeleteTask(ctx context.Context, name string, force bool) (int64
 	if err != nil {
 		return 0, err
 	}
-	tq := drivers.TaskQueriesFor(e.Driver)
 	tx, err := e.DB.BeginTx(ctx, nil)
 	if err != nil {
 		return 0, fmt.Errorf("deleting task %s: %w", name, err)
@@ -379,37 +379,42 @@ func (e *Engine) DeleteTask(ctx context.Context, name string, force bool) (int64
 	// serialises writers anyway.
 	if drivers.Supports(e.Driver, drivers.Wait) {
 		var id int64
-		if err := tx.QueryRowContext(ctx, e.sql().LockWait, task.ID).Scan(&id); err != nil {
+		if err := e.sql().LockWait.QueryRow(ctx, tx, drivers.TaskParams{TaskID: task.ID}).Scan(&id); err != nil {
 			return 0, fmt.Errorf("locking task %s before deleting it: %w", name, err)
 		}
 	}
 	var active int64
-	if err := tx.QueryRowContext(ctx, tq.ActiveWorkCount, task.ID).Scan(&active); err != nil {
+	if err := e.sql().ActiveWorkCount.QueryRow(ctx, tx, drivers.TaskParams{TaskID: task.ID}).Scan(&active); err != nil {
 		return 0, fmt.Errorf("counting active work of task %s: %w", name, err)
 	}
 	if active > 0 && !force {
 		return 0, problem.Usagef("task %s has %d active assignment(s): disposition them first, or delete with --force to drop them too", name, active)
 	}
 	// Children first: work rows reference requests, and all reference the task.
-	res, err := tx.ExecContext(ctx, tq.DeleteWork, task.ID)
+	res, err := e.sql().DeleteWork.Exec(ctx, tx, drivers.TaskParams{TaskID: task.ID})
 	if err != nil {
 		return 0, fmt.Errorf("deleting the work of task %s: %w", name, err)
 	}
 	work, _ := res.RowsAffected()
-	if _, err := tx.ExecContext(ctx, tq.DeleteRequests, task.ID); err != nil {
+	if _, err := e.sql().DeleteRequests.Exec(ctx, tx, drivers.TaskParams{TaskID: task.ID}); err != nil {
 		return 0, fmt.Errorf("deleting the requests of task %s: %w", name, err)
 	}
-	if _, err := tx.ExecContext(ctx, tq.DeleteQueryRuns, task.ID); err != nil {
+	if _, err := e.sql().DeleteQueryRuns.Exec(ctx, tx, drivers.TaskParams{TaskID: task.ID}); err != nil {
 		return 0, fmt.Errorf("deleting the query runs of task %s: %w", name, err)
 	}
-	if _, err := tx.ExecContext(ctx, tq.DeleteTaskUsers, task.ID); err != nil {
+	if _, err := e.sql().DeleteTaskUsers.Exec(ctx, tx, drivers.TaskParams{TaskID: task.ID}); err != nil {
 		return 0, fmt.Errorf("deleting the per-user lock rows of task %s: %w", name, err)
 	}
-	if _, err := tx.ExecContext(ctx, tq.DeleteTaskRow, task.ID); err != nil {
+	if _, err := e.sql().DeleteTaskRow.Exec(ctx, tx, drivers.TaskParams{TaskID: task.ID}); err != nil {
 		return 0, fmt.Errorf("deleting task %s: %w", name, err)
 	}
 	if err := tx.Commit(); err != nil {
 		return 0, fmt.Errorf("deleting task %s: %w", name, err)
 	}
 	return work, nil
+}
+
+// positive is n as a nullable bind: NULL unless n > 0 (no cap, no limit set).
+func positive(n int64) sql.NullInt64 {
+	return sql.NullInt64{Int64: n, Valid: n > 0}
 }

@@ -78,21 +78,13 @@ func (e *Engine) UpdateTask(ctx context.Context, name string, c TaskChange) (*Ta
 			return nil, err
 		}
 	}
-	var maxActive, holdLimit, maxHold any
-	if s.MaxActive > 0 {
-		maxActive = s.MaxActive
-	}
-	if s.HoldLimit > 0 {
-		holdLimit = s.HoldLimit.Milliseconds()
-	}
-	if s.MaxHold > 0 {
-		maxHold = s.MaxHold.Milliseconds()
-	}
 	// A task deleted meanwhile makes taskByID below answer "unknown task".
 	// (RowsAffected is no witness: MySQL counts only rows whose values
 	// changed.)
-	_, err = e.DB.ExecContext(ctx, e.sql().TaskUpdate, s.Source, s.Key, s.Where, s.Order, maxActive, string(s.Lock),
-		s.QueryDelay.Milliseconds(), s.LeaseTTL.Milliseconds(), holdLimit, maxHold, t.ID)
+	_, err = e.sql().TaskUpdate.Exec(ctx, e.DB, drivers.TaskUpdateParams{ID: t.ID,
+		Source: s.Source, Key: s.Key, Criteria: s.Where, Order: s.Order, MaxActive: positive(int64(s.MaxActive)),
+		LockStrategy: string(s.Lock), QueryDelayMS: s.QueryDelay.Milliseconds(), LeaseTTLMS: s.LeaseTTL.Milliseconds(),
+		HoldLimitMS: positive(s.HoldLimit.Milliseconds()), MaxHoldMS: positive(s.MaxHold.Milliseconds())})
 	if err != nil {
 		return nil, fmt.Errorf("updating task %s: %w", t.Name, err)
 	}

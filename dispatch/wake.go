@@ -40,15 +40,16 @@ const minPoll = 25 * time.Millisecond
 // await waits at most bound for the request to be served or the task lock to
 // become free. It returns early on either, with served true when it saw the
 // request served; only a cancelled ctx or a failing database is an error.
-func (e *Engine) await(ctx context.Context, task *Task, strategy drivers.Strategy, id int64, bound time.Duration) (served bool, err error) {
-	if strategy != drivers.Lease && e.sql().LockWaitBounded != "" {
-		return e.awaitLock(ctx, task, strategy, id, bound)
+func (e *Engine) await(ctx context.Context, task *Task, strategy drivers.Strategy, own *ownRequest, bound time.Duration) (served bool, err error) {
+	if strategy != drivers.Lease && !e.sql().LockWaitBounded.Empty() {
+		return e.awaitLock(ctx, task, strategy, own, bound)
 	}
-	return e.pollRequest(ctx, task, id, bound)
+	return e.pollRequest(ctx, task, own.id, bound)
 }
 
 // awaitLock queues on the task row, bounded, then reads the request.
-func (e *Engine) awaitLock(ctx context.Context, task *Task, strategy drivers.Strategy, id int64, bound time.Duration) (served bool, err error) {
+func (e *Engine) awaitLock(ctx context.Context, task *Task, strategy drivers.Strategy, own *ownRequest, bound time.Duration) (served bool, err error) {
+	id := own.id
 	// A dedicated connection: a session setting changed for the wait must
 	// be put back on this very connection before the pool hands it out.
 	conn, err := e.DB.Conn(ctx)
@@ -57,14 +58,14 @@ func (e *Engine) awaitLock(ctx context.Context, task *Task, strategy drivers.Str
 	}
 	defer conn.Close()
 	var saved any
-	if e.sql().WaitLockSave != "" {
-		if err := conn.QueryRowContext(ctx, e.sql().WaitLockSave).Scan(&saved); err != nil {
+	if !e.sql().WaitLockSave.Empty() {
+		if err := e.sql().WaitLockSave.QueryRow(ctx, conn, drivers.NoParams{}).Scan(&saved); err != nil {
 			return false, fmt.Errorf("reading the session lock wait limit: %w", err)
 		}
 		defer func() {
 			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 			defer cancel()
-			if _, rerr := conn.ExecContext(rctx, e.sql().WaitLockRestore, saved); rerr != nil {
+			if _, rerr := e.sql().WaitLockRestore.Exec(rctx, conn, drivers.SettingParams{Value: saved}); rerr != nil {
 				// Never hand a connection with a changed lock wait limit back
 				// to the pool: make database/sql close it instead.
 				_ = conn.Raw(func(any) error { return driver.ErrBadConn })
@@ -76,8 +77,8 @@ func (e *Engine) awaitLock(ctx context.Context, task *Task, strategy drivers.Str
 		return false, fmt.Errorf("waiting for the lock of task %s: %w", task.Name, err)
 	}
 	defer tx.Rollback() // no-op after serveLocked's commit
-	if e.sql().WaitLockSet != "" {
-		if _, err := tx.ExecContext(ctx, e.sql().WaitLockSet, bound.Milliseconds()); err != nil {
+	if !e.sql().WaitLockSet.Empty() {
+		if _, err := e.sql().WaitLockSet.Exec(ctx, tx, drivers.MillisParams{MS: bound.Milliseconds()}); err != nil {
 			return false, fmt.Errorf("bounding the lock wait: %w", err)
 		}
 	}
@@ -87,7 +88,7 @@ func (e *Engine) awaitLock(ctx context.Context, task *Task, strategy drivers.Str
 	lockCtx, cancel := context.WithTimeout(ctx, time.Duration(seconds)*time.Second+2*time.Second)
 	defer cancel()
 	var locked int64
-	err = tx.QueryRowContext(lockCtx, e.sql().BoundedLock(seconds), task.ID).Scan(&locked)
+	err = e.sql().BoundedLock(seconds).QueryRow(lockCtx, tx, drivers.TaskParams{TaskID: task.ID}).Scan(&locked)
 	switch {
 	case err == nil:
 	case e.Driver.IsLockBusy(err), errors.Is(err, sql.ErrNoRows):
@@ -102,15 +103,15 @@ func (e *Engine) awaitLock(ctx context.Context, task *Task, strategy drivers.Str
 	}
 	// Granted: the holder committed (or died). The bound was for the queue
 	// only: serving statements wait as long as the session normally allows.
-	if e.sql().WaitLockRestore != "" {
-		if _, err := tx.ExecContext(ctx, e.sql().WaitLockRestore, saved); err != nil {
+	if !e.sql().WaitLockRestore.Empty() {
+		if _, err := e.sql().WaitLockRestore.Exec(ctx, tx, drivers.SettingParams{Value: saved}); err != nil {
 			return false, fmt.Errorf("restoring the session lock wait limit: %w", err)
 		}
 	}
 	var status string
 	var owner sql.NullString
 	var free int
-	if err := tx.QueryRowContext(ctx, e.sql().RequestWake, id).Scan(&status, &owner, &free); err != nil {
+	if err := e.sql().RequestWake.QueryRow(ctx, tx, drivers.IDParams{ID: id}).Scan(&status, &owner, &free); err != nil {
 		return false, fmt.Errorf("reading request %d: %w", id, err)
 	}
 	if status != StatusPending {
@@ -121,7 +122,7 @@ func (e *Engine) awaitLock(ctx context.Context, task *Task, strategy drivers.Str
 	// strategy would let the next queued waiter grab it, and so on: with
 	// many waiters the lock would pass from waiter to waiter while nobody
 	// serves.) The caller's next serve looks for what arrived meanwhile.
-	return false, e.serveLocked(ctx, tx, task, strategy)
+	return false, e.serveLocked(ctx, tx, task, strategy, own)
 }
 
 // pollRequest polls the request row until it is served, the lease is free or
@@ -140,7 +141,7 @@ func (e *Engine) pollRequest(ctx context.Context, task *Task, id int64, bound ti
 		var status string
 		var owner sql.NullString
 		var free int
-		if err := e.DB.QueryRowContext(ctx, e.sql().RequestWake, id).Scan(&status, &owner, &free); err != nil {
+		if err := e.sql().RequestWake.QueryRow(ctx, e.DB, drivers.IDParams{ID: id}).Scan(&status, &owner, &free); err != nil {
 			return false, fmt.Errorf("reading request %d: %w", id, err)
 		}
 		if status != StatusPending {
@@ -163,7 +164,7 @@ func (e *Engine) pollInterval(ctx context.Context, task *Task, bound time.Durati
 // runs (loanq_query_run), or its --query-delay when none is logged yet.
 func (e *Engine) recentQueryTime(ctx context.Context, task *Task) time.Duration {
 	var runs, meanMS int64
-	if err := e.DB.QueryRowContext(ctx, e.sql().RecentRuns, task.ID).Scan(&runs, &meanMS); err != nil || runs == 0 {
+	if err := e.sql().RecentRuns.QueryRow(ctx, e.DB, drivers.TaskParams{TaskID: task.ID}).Scan(&runs, &meanMS); err != nil || runs == 0 {
 		return task.QueryDelay
 	}
 	return time.Duration(meanMS) * time.Millisecond
@@ -186,7 +187,7 @@ func (e *Engine) heartbeat(ctx context.Context, task *Task, token int64) (stop f
 				return
 			case <-tick.C:
 			}
-			res, err := e.DB.ExecContext(hctx, e.sql().LeaseRenew, task.LeaseTTL.Milliseconds(), task.ID, e.Holder, token)
+			res, err := e.sql().LeaseRenew.Exec(hctx, e.DB, drivers.LeaseRenewParams{TTLMS: task.LeaseTTL.Milliseconds(), TaskID: task.ID, Owner: e.Holder, Token: token})
 			if err != nil {
 				continue // try again at the next tick; the fence decides
 			}

@@ -5,12 +5,20 @@
 //
 //  1. Create drivers/<db> with a type that implements Driver, and assert it:
 //     var _ drivers.Driver = (*Driver)(nil).
-//  2. Put every statement the dialect sends in one file, sql.go, as a
-//     drivers.Statements value plus CriteriaQuery. `loanq sql` prints that value,
-//     so what users read is what the driver executes.
-//  3. Add the dialect's schema to migrations/<db>.
-//  4. Register the driver from init() and blank-import the package in main.go.
-//  5. Run the conformance suite of drivers/drivertest from the package's tests.
+//  2. Put every statement the dialect sends in one file, sql.go: its Dialect
+//     (the vocabulary portable statements are written in) and, through
+//     drivers.Build, the statements it says differently from Portable.
+//     `loanq sql` prints the result, so what users read is what the driver
+//     executes.
+//  3. Add the dialect's schema to migrations/<db>, and implement
+//     schema.MigrationStorer (goose's version-table store for the dialect).
+//  4. Implement the optional capabilities that apply (drivers/capability.go:
+//     TableMaker for the demo's and tests' tables, ReadTxOptioner; RowLocker,
+//     LockableChecker, HoldLimiter, SelfMigrating, PlainPathDriver,
+//     BuildSupport, DeadlockDetector in this package).
+//  5. Register the driver from init() and blank-import the package in
+//     drivers/all.
+//  6. Run the conformance suite of drivers/drivertest from the package's tests.
 package drivers
 
 import (
@@ -24,12 +32,11 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/pressly/goose/v3/database"
-
+	"github.com/loanq/loanq/dsn"
 	"github.com/loanq/loanq/problem"
 )
 
-// Strategy is how a caller takes a task's lock (SPEC §3).
+// Strategy is how a caller takes a task's lock (docs/algorithm.md, step 2).
 type Strategy string
 
 const (
@@ -37,10 +44,11 @@ const (
 	Skip Strategy = "skip"
 	// NoWait: SELECT … FOR UPDATE NOWAIT; the lock error means busy.
 	NoWait Strategy = "nowait"
-	// Wait: plain SELECT … FOR UPDATE; queue behind the holder (seed 001 "NOSKIP").
+	// Wait: plain SELECT … FOR UPDATE; queue behind the holder.
 	Wait Strategy = "wait"
 	// Lease: an UPDATE-based lease with expiry and a fencing check at commit
-	// (seed 003). No transaction is held while the criteria query runs.
+	// (docs/algorithm.md, "The lease strategy"). No transaction is held while
+	// the criteria query runs.
 	Lease Strategy = "lease"
 	// Rows: no task lock at all. Each caller runs the criteria query itself,
 	// locking the source rows it returns with the dialect's skip-locked syntax,
@@ -89,19 +97,17 @@ type Driver interface {
 	// included); ParseDSN receives a DSN of any of them.
 	Schemes() []string
 	// ParseDSN checks a DSN of this driver's forms and splits it (most drivers
-	// call ParseURL, then check what their database needs). Its errors never
+	// call dsn.ParseURL, then check what their database needs). Its errors never
 	// contain any part of the password.
-	ParseDSN(raw string) (DSN, error)
+	ParseDSN(raw string) (dsn.DSN, error)
 	// Open connects and checks the connection. Errors never contain the password.
-	Open(ctx context.Context, dsn DSN) (*sql.DB, error)
-	// Statements are every fixed statement the dialect sends, by purpose.
+	Open(ctx context.Context, target dsn.DSN) (*sql.DB, error)
+	// Statements are every fixed statement the dialect sends, by purpose,
+	// compiled for it (drivers.Build).
 	Statements() *Statements
-	// CriteriaQuery builds a task's criteria query. Its binds are, in order:
-	// the task id and the row limit.
-	CriteriaQuery(src CriteriaSource) string
-	// InsertReturningID runs an INSERT statement from Statements and returns the
-	// new row's id (RETURNING, LastInsertId or RETURNING … INTO, per dialect).
-	InsertReturningID(ctx context.Context, q Querier, query string, args ...any) (int64, error)
+	// Dialect is how the database writes what databases say differently:
+	// for statements built at run time (a task's criteria query).
+	Dialect() Dialect
 	// IsLockBusy reports whether err means "the row is locked by someone else"
 	// (the NOWAIT error, or a lock wait timeout).
 	IsLockBusy(err error) bool
@@ -111,8 +117,6 @@ type Driver interface {
 	Strategies() []Strategy
 	// Migrations is the dialect's embedded migration folder.
 	Migrations() fs.FS
-	// MigrationStore is goose's version-table store for this dialect.
-	MigrationStore(table string) (database.Store, error)
 }
 
 // DeadlockDetector is implemented by the drivers of databases that break a
@@ -272,28 +276,29 @@ func knownSchemesLocked() []string {
 }
 
 // Connect parses a DSN, picks its driver and opens it.
-func Connect(ctx context.Context, raw string) (Driver, *sql.DB, DSN, error) {
-	dsn, err := ParseDSN(raw)
+func Connect(ctx context.Context, raw string) (Driver, *sql.DB, dsn.DSN, error) {
+	d, target, err := ParseDSN(raw)
 	if err != nil {
-		return nil, nil, DSN{}, err
+		return nil, nil, dsn.DSN{}, err
 	}
-	d := dsn.Driver
-	db, err := d.Open(ctx, dsn)
+	db, err := d.Open(ctx, target)
 	if err != nil {
-		return nil, nil, dsn, err
+		return nil, nil, target, err
 	}
-	return d, db, dsn, nil
+	return d, db, target, nil
 }
 
 // ConnectError wraps a failure to connect with the DSN (password hidden) and
-// makes sure no password leaks from the driver's message.
+// makes sure no password leaks from the driver's message. kind is
+// problem.Usage when the DSN must change (a wrong password or database name),
+// problem.Failure when the server may be down or unreachable.
 //
 // A driver that tried several addresses or TLS modes (pgx with sslmode=prefer)
 // reports the same failure once per attempt: each distinct line is printed
 // once. A host name that does not resolve gets a hint that says so.
-func ConnectError(dsn DSN, err error, hint string) error {
+func ConnectError(kind problem.Kind, target dsn.DSN, err error, hint string) error {
 	msg := ""
-	for _, l := range strings.Split(dsn.Scrub(err.Error()), "\n") {
+	for _, l := range strings.Split(target.Scrub(err.Error()), "\n") {
 		l = strings.Join(strings.Fields(l), " ")
 		switch {
 		case l == "" || strings.Contains(msg, l):
@@ -308,5 +313,5 @@ func ConnectError(dsn DSN, err error, hint string) error {
 	if errors.As(err, &dnsErr) && dnsErr.IsNotFound {
 		hint = "the host name does not resolve: check the host in --db / LOANQ_DB"
 	}
-	return &problem.Error{Kind: problem.Failure, Msg: dsn.Scrub(fmt.Sprintf("cannot connect to %s: %s", dsn.Redacted(), msg)), Hint: hint}
+	return &problem.Error{Kind: kind, Msg: target.Scrub(fmt.Sprintf("cannot connect to %s: %s", target.Redacted(), msg)), Hint: hint}
 }

@@ -18,19 +18,18 @@ type HoldLimiter interface {
 }
 
 // LimitHold bounds how long the session of q may hold its transaction open,
-// through d: HoldLimiter when d implements it, else d's HoldLimitSet (binds:
-// the idle limit, then the statement limit, in milliseconds). It reports
+// through d: HoldLimiter when d implements it, else d's HoldLimitSet. It reports
 // false when the dialect has no session setting for it (SQLite; Oracle, where
 // a DBA configures the bound).
 func LimitHold(ctx context.Context, d Driver, q Querier, idle, stmt time.Duration) (bool, error) {
 	if hl, ok := d.(HoldLimiter); ok {
 		return hl.LimitHold(ctx, q, idle, stmt)
 	}
-	set := d.Statements().HoldLimitSet
-	if set == "" {
+	set := &d.Statements().HoldLimitSet
+	if set.Empty() {
 		return false, nil
 	}
-	if _, err := q.ExecContext(ctx, set, idle.Milliseconds(), stmt.Milliseconds()); err != nil {
+	if _, err := set.Exec(ctx, q, HoldLimitParams{IdleMS: idle.Milliseconds(), StatementMS: stmt.Milliseconds()}); err != nil {
 		return false, fmt.Errorf("setting the hold limit (%s idle, %s per statement) on the lock session: %w", idle, stmt, err)
 	}
 	return true, nil

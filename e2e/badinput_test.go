@@ -9,7 +9,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/loanq/loanq/drivers"
 	"github.com/loanq/loanq/internal/testdb"
 )
 
@@ -21,14 +20,14 @@ type badInput struct {
 	name string
 	user string
 	args []string
-	code int    // SPEC §5 exit code
+	code int    // exit code (README.md, "Exit codes")
 	says string // a piece of the message that names the problem
 }
 
 // TestBadInputChangesNothing runs every command with bad input on every
-// database: each answer has the exit code of SPEC §5, one line naming the
-// problem, no stack trace and no password, and the loanq tables are exactly
-// as they were before.
+// database: each answer has the exit code README.md gives, one line naming the
+// problem, no stack trace and no password, and the loanq tables are exactly as
+// they were before.
 func TestBadInputChangesNothing(t *testing.T) {
 	testdb.Each(t, func(t *testing.T, dsn string) {
 		d, e := prepare(t, dsn, 20)
@@ -131,14 +130,14 @@ func TestBadInputChangesNothing(t *testing.T) {
 			cases = append(cases, badInput{"row lock on sqlite", "admin",
 				[]string{"task", "create", "x", "--where", "1=1", "--lock", "skip"}, 2, "lease"})
 		}
-		before := snapshot(t, d, e.DB)
+		before := snapshot(t, e.DB)
 		if !strings.Contains(before, "loanq_work ") || !strings.Contains(before, "loanq_task ") {
 			t.Fatalf("the snapshot does not see the rows it should compare:\n%s", before)
 		}
 		for _, c := range cases {
 			r := loanq(t, dsn, c.user, c.args...)
 			check(t, c, r)
-			if after := snapshot(t, d, e.DB); after != before {
+			if after := snapshot(t, e.DB); after != before {
 				t.Errorf("%s: the loanq tables changed\nbefore:\n%s\nafter:\n%s", c.name, before, after)
 				before = after
 			}
@@ -211,7 +210,7 @@ func check(t *testing.T, c badInput, r result) {
 
 // snapshot renders every row of loanq's tables, in id order: two equal
 // snapshots mean the command changed nothing.
-func snapshot(t *testing.T, d drivers.Driver, db *sql.DB) string {
+func snapshot(t *testing.T, db *sql.DB) string {
 	t.Helper()
 	var b strings.Builder
 	for _, table := range []string{"loanq_task", "loanq_work_request", "loanq_work", "loanq_query_run", "loanq_schema_version"} {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/loanq/loanq/drivers"
 	"github.com/loanq/loanq/internal/testdb"
 )
 
@@ -145,8 +146,11 @@ func TestDashboardInBrowser(t *testing.T) {
 	// hostile or careless writer of the table could, and a user named with markup.
 	const evilTask = `<script>window.__pwned=1</script>`
 	const evilUser = `<img src=x onerror="window.__pwned=2">`
-	if _, err := d.InsertReturningID(context.Background(), db, d.Statements().TaskInsert, evilTask, "loan", "id",
-		"amount < 100000 AND borrower_contacted = 1", "amount", nil, "lease", 0, int64(time.Minute/time.Millisecond), "admin", nil); err != nil {
+	st := d.Statements()
+	if _, err := st.TaskInsert.InsertID(context.Background(), db, drivers.TaskInsertParams{
+		Name: evilTask, Source: "loan", Key: "id", Criteria: "amount < 100000 AND borrower_contacted = 1", Order: "amount",
+		LockStrategy: "lease", LeaseTTLMS: int64(time.Minute / time.Millisecond), CreatedBy: "admin",
+	}); err != nil {
 		t.Fatal(err)
 	}
 	mustOK(t, dsn, evilUser, "work", "get", "call-borrower", "--count", "2")

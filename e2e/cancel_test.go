@@ -22,28 +22,29 @@ import (
 // The returned func releases it.
 func holdTaskLock(t *testing.T, d drivers.Driver, db *sql.DB, taskID int64, s drivers.Strategy) func() {
 	t.Helper()
+	ctx := context.Background()
 	st := d.Statements()
 	if s == drivers.Lease {
 		const owner = "elsewhere.example:1"
-		if _, err := db.Exec(st.LeaseAcquire, owner, int64(time.Hour/time.Millisecond), taskID); err != nil {
+		if _, err := st.LeaseAcquire.Exec(ctx, db, drivers.LeaseTakeParams{TaskID: taskID, Owner: owner, TTLMS: int64(time.Hour / time.Millisecond)}); err != nil {
 			t.Fatal(err)
 		}
 		var token int64
-		if err := db.QueryRow(st.LeaseToken, taskID, owner).Scan(&token); err != nil {
+		if err := st.LeaseToken.QueryRow(ctx, db, drivers.LeaseOwnerParams{TaskID: taskID, Owner: owner}).Scan(&token); err != nil {
 			t.Fatal(err)
 		}
 		return func() {
-			if _, err := db.Exec(st.LeaseRelease, taskID, owner, token); err != nil {
+			if _, err := st.LeaseRelease.Exec(ctx, db, drivers.LeaseFenceParams{TaskID: taskID, Owner: owner, Token: token}); err != nil {
 				t.Fatal(err)
 			}
 		}
 	}
-	tx, err := db.BeginTx(context.Background(), nil)
+	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var locked int64
-	if err := tx.QueryRow(st.LockWait, taskID).Scan(&locked); err != nil {
+	if err := st.LockWait.QueryRow(ctx, tx, drivers.TaskParams{TaskID: taskID}).Scan(&locked); err != nil {
 		t.Fatal(err)
 	}
 	return func() { _ = tx.Rollback() }
@@ -63,7 +64,7 @@ func waitPending(t *testing.T, d drivers.Driver, db *sql.DB, taskID int64, user 
 	deadline := time.Now().Add(time.Minute)
 	for time.Now().Before(deadline) {
 		var id int64
-		err := db.QueryRow(d.Statements().RequestPendingFor, taskID, user).Scan(&id)
+		err := d.Statements().RequestPendingFor.QueryRow(context.Background(), db, drivers.TaskUserParams{TaskID: taskID, User: user}).Scan(&id)
 		if err == nil {
 			return id
 		}

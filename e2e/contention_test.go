@@ -95,7 +95,7 @@ func TestRowsClaimerKilledMidClaim(t *testing.T) {
 			t.Fatal(err)
 		}
 		// The holder has locked loans 1 and 2 (a NOWAIT probe on loan 1 fails).
-		probe := drivers.Rebind(d, "SELECT id FROM loan WHERE id = ? FOR UPDATE NOWAIT")
+		probe := testdb.Rebind(d, "SELECT id FROM loan WHERE id = ? FOR UPDATE NOWAIT")
 		deadline := time.Now().Add(2 * time.Minute)
 		for {
 			tx, err := e.DB.BeginTx(context.Background(), nil)
@@ -125,7 +125,7 @@ func TestRowsClaimerKilledMidClaim(t *testing.T) {
 		}
 		_ = holder.Wait()
 		var doomed int64
-		if err := e.DB.QueryRowContext(context.Background(), drivers.Rebind(d, "SELECT id FROM loanq_work_request WHERE task_id = ? AND user_name = 'doomed'"), id).Scan(&doomed); err != nil {
+		if err := e.DB.QueryRowContext(context.Background(), testdb.Rebind(d, "SELECT id FROM loanq_work_request WHERE task_id = ? AND user_name = 'doomed'"), id).Scan(&doomed); err != nil {
 			t.Fatal(err)
 		}
 		r = loanq(t, dsn, "doomed", "--output", "json", "work", "status", strconv.FormatInt(doomed, 10), "--wait")

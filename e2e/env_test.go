@@ -12,8 +12,9 @@ import (
 	"github.com/loanq/loanq/internal/testdb"
 )
 
-// SPEC §5: every global option is also an environment variable, and a
-// `work get` that finds no loan is done (exit 0, status empty), not a failure.
+// README.md, "Command reference": every global option is also an environment
+// variable, and a `work get` that finds no loan is done (exit 0, status
+// empty), not a failure.
 func TestEnvironmentAndEmptyAnswer(t *testing.T) {
 	testdb.Each(t, func(t *testing.T, dsn string) {
 		prepare(t, dsn, 5)

@@ -2,11 +2,18 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"go/ast"
+	"go/importer"
 	"go/parser"
 	"go/printer"
 	"go/token"
+	"go/types"
+	"io"
+	"os"
+	"os/exec"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"strconv"
 	"strings"
@@ -137,80 +144,60 @@ func TestInjectionTreatedAsData(t *testing.T) {
 	})
 }
 
-// bindCounts is how many distinct bind parameters each statement takes, from
-// the comments of drivers.Statements.
-var bindCounts = map[string]int{
-	"Now": 0, "TaskInsert": 11, "TaskByName": 1, "TaskByID": 1, "TaskList": 0, "TaskRuns": 1,
-	"RequestInsert": 3, "RequestByID": 1, "RequestsPending": 1, "RequestFinish": 3, "RequestLoans": 1,
-	"LockSkip": 1, "LockNoWait": 1, "LockWait": 1,
-	"LeaseAcquire": 3, "LeaseToken": 2, "LeaseFenceRelease": 3, "LeaseRelease": 3,
-	"ActiveCountForUser": 2, "WorkInsert": 4, "QueryRunInsert": 8,
-	"ActiveWork": 2, "LastWork": 2, "Dispose": 4, "Pipeline": 3,
-	"HoldMeasured": 1, "HoldLimitSet": 2, "HoldLimitReset": 0,
-}
-
 var (
 	quoted      = regexp.MustCompile(`'(?:[^']|'')*'`)
-	pgBind      = regexp.MustCompile(`\$(\d+)`)
-	oracleBind  = regexp.MustCompile(`:(\d+)`)
+	pgBind      = regexp.MustCompile(`\$\d+`)
+	oracleBind  = regexp.MustCompile(`:\d+`)
 	strftimeFmt = regexp.MustCompile(`^'(%[YmdHMfS]|[-:TZ ])*'$`)
 )
 
 // Every fixed statement of every dialect takes its values as bind
 // parameters: the statements contain no fmt verbs and no quoted literal but
-// fixed words (and SQLite's strftime formats), and each has exactly the
-// binds its field documents (statements not listed here: the same number in
-// every dialect), in the dialect's placeholder syntax.
+// fixed words (and SQLite's strftime formats), and the placeholders in each
+// are exactly the binds its typed parameters supply (Oracle's RETURNING …
+// INTO adds the out bind of InsertID): no placeholder written by hand
+// beside the named binds, which a call would leave unbound.
 func TestStatementsUseBinds(t *testing.T) {
 	checked := 0
-	seenCounts := map[string]int{}
 	for _, name := range []string{"postgres", "mysql", "sqlite", "oracle"} {
 		d, err := drivers.ByName(name)
 		if err != nil {
 			t.Logf("%s: not in this build (%v)", name, err)
 			continue
 		}
-		for _, st := range d.Statements().List() {
-			want, documented := bindCounts[st.Field]
-			if !documented {
-				// A statement this test does not list: its bind count must be
-				// the same in every dialect (the first one seen sets it).
-				if n, ok := seenCounts[st.Field]; ok {
-					want = n
-				} else {
-					want = -1
-				}
+		all := reflect.ValueOf(d.Statements()).Elem()
+		for i := 0; i < all.NumField(); i++ {
+			field := all.Type().Field(i).Name
+			stmt := all.Field(i).Addr()
+			text := stmt.MethodByName("Text").Call(nil)[0].String()
+			if text == "" {
+				continue // not sent on this dialect (SQLite's row locks)
 			}
-			if st.SQL == "" {
-				continue // not available on this dialect (SQLite's row locks)
-			}
-			for _, lit := range quoted.FindAllString(st.SQL, -1) {
+			argsOf := stmt.MethodByName("Args")
+			want := argsOf.Call([]reflect.Value{reflect.Zero(argsOf.Type().In(0))})[0].Len()
+			for _, lit := range quoted.FindAllString(text, -1) {
 				if strings.Contains(lit, "%") && !(name == "sqlite" && strftimeFmt.MatchString(lit)) {
-					t.Errorf("%s %s: literal %s carries a %% verb", name, st.Field, lit)
+					t.Errorf("%s %s: literal %s carries a %% verb", name, field, lit)
 				}
 			}
-			bare := quoted.ReplaceAllString(st.SQL, "''")
+			bare := quoted.ReplaceAllString(text, "''")
 			if strings.Contains(bare, "%") {
-				t.Errorf("%s %s: a %% outside a literal (a fmt verb?):\n%s", name, st.Field, st.SQL)
+				t.Errorf("%s %s: a %% outside a literal (a fmt verb?):\n%s", name, field, text)
 			}
 			var got int
 			switch name {
 			case "postgres":
-				got = distinct(pgBind.FindAllStringSubmatch(bare, -1))
+				got = len(pgBind.FindAllString(bare, -1))
 			case "oracle":
-				got = distinct(oracleBind.FindAllStringSubmatch(bare, -1))
-				if got == want+1 && strings.Contains(bare, "RETURNING") {
-					got = want // RETURNING id INTO :n is the output bind of InsertReturningID
+				got = len(oracleBind.FindAllString(bare, -1))
+				if got == want+1 && strings.Contains(bare, "RETURNING id INTO") {
+					got = want // the out bind of InsertID
 				}
 			default:
 				got = strings.Count(bare, "?")
 			}
-			if want < 0 {
-				seenCounts[st.Field] = got
-				want = got
-			}
 			if got != want {
-				t.Errorf("%s %s: %d binds, want %d:\n%s", name, st.Field, got, want, st.SQL)
+				t.Errorf("%s %s: %d placeholders, its parameters bind %d:\n%s", name, field, got, want, text)
 			}
 			checked++
 		}
@@ -221,78 +208,107 @@ func TestStatementsUseBinds(t *testing.T) {
 	}
 }
 
-func distinct(m [][]string) int {
-	seen := map[string]bool{}
-	for _, x := range m {
-		seen[x[1]] = true
-	}
-	return len(seen)
-}
-
-// The source side of the same guarantee: the statements of every driver's
-// sql.go are built from string literals and constants only (never
-// fmt.Sprintf or a variable), and every query the engine sends
-// (package dispatch) is a fixed statement, the criteria query built from the
-// task (admin SQL by design, see docs), an audit query, or one of the
-// portable per-task statements of drivers/report.go (tq.…) — with every value
-// passed as an argument.
+// The source side of the same guarantee: the portable statements
+// (drivers/portable.go) and every driver's overrides and dialect
+// vocabulary (drivers/*/sql.go) are built from string literals and
+// constants only (never fmt.Sprintf or a variable), and every query the
+// engine sends (package dispatch) is a typed statement of the driver — a
+// fixed one, or the criteria query built from the task (admin SQL by
+// design, see docs) — given its values as a parameter struct, or an audit
+// query, which binds nothing.
 func TestSQLSourcesUseBinds(t *testing.T) {
+	portable := parseGo(t, "../drivers/portable.go", true)
+	found := 0
+	for _, decl := range portable.file.Decls {
+		fn, ok := decl.(*ast.FuncDecl)
+		if !ok || fn.Name.Name != "Portable" {
+			continue
+		}
+		ast.Inspect(fn.Body, func(n ast.Node) bool {
+			if kv, ok := n.(*ast.KeyValueExpr); ok && isIdent(kv.Key, "SQL") {
+				checkConstExpr(t, portable.fset, portable.consts, nil, kv.Value)
+				found++
+			}
+			return true
+		})
+	}
+	if found < 50 {
+		t.Fatalf("drivers/portable.go: only %d Stmt{SQL: …} found in func Portable", found)
+	}
+
 	files, _ := filepath.Glob("../drivers/*/sql.go")
 	driverFiles := len(files)
 	if len(files) < 3 {
 		t.Fatalf("found %d drivers/*/sql.go", len(files))
 	}
 	for _, f := range files {
-		fset := token.NewFileSet()
-		file, err := parser.ParseFile(fset, f, nil, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		consts := map[string]bool{}
-		var statements *ast.CompositeLit
-		for _, decl := range file.Decls {
-			g, ok := decl.(*ast.GenDecl)
-			if !ok {
-				continue
-			}
-			for _, spec := range g.Specs {
-				vs, ok := spec.(*ast.ValueSpec)
-				if !ok {
+		src := parseGo(t, f, true)
+		var build *ast.FuncLit
+		methods := 0
+		for _, decl := range src.file.Decls {
+			switch d := decl.(type) {
+			case *ast.GenDecl:
+				if d.Tok != token.VAR {
 					continue
 				}
-				for i, n := range vs.Names {
-					if g.Tok == token.CONST {
-						consts[n.Name] = true
-						checkConstExpr(t, fset, consts, vs.Values[i])
-					}
-					if g.Tok == token.VAR && n.Name == "statements" {
-						statements, _ = vs.Values[i].(*ast.CompositeLit)
+				for _, spec := range d.Specs {
+					vs := spec.(*ast.ValueSpec)
+					for i, n := range vs.Names {
+						if call, ok := vs.Values[i].(*ast.CallExpr); ok && n.Name == "statements" && len(call.Args) == 2 {
+							build, _ = call.Args[1].(*ast.FuncLit)
+						}
 					}
 				}
+			case *ast.FuncDecl:
+				// The dialect's vocabulary: SQL text from literals, constants
+				// and its arguments (SQL text of the written statements).
+				if d.Recv == nil || d.Type.Results == nil || len(d.Type.Results.List) != 1 || !isIdent(d.Type.Results.List[0].Type, "string") {
+					continue
+				}
+				args := map[string]bool{}
+				for _, p := range d.Type.Params.List {
+					for _, n := range p.Names {
+						args[n.Name] = true
+					}
+				}
+				methods++
+				ast.Inspect(d.Body, func(n ast.Node) bool {
+					if r, ok := n.(*ast.ReturnStmt); ok {
+						for _, e := range r.Results {
+							checkConstExpr(t, src.fset, src.consts, args, e)
+						}
+					}
+					return true
+				})
 			}
 		}
-		if statements == nil {
-			t.Errorf("%s: no `var statements = drivers.Statements{…}`", f)
+		if build == nil {
+			t.Errorf("%s: no `var statements = drivers.Build(dialect{}, func(s *drivers.Statements) {…})`", f)
 			continue
 		}
-		for _, el := range statements.Elts {
-			kv := el.(*ast.KeyValueExpr)
-			checkConstExpr(t, fset, consts, kv.Value)
+		if methods < 10 {
+			t.Errorf("%s: only %d dialect methods returning SQL found", f, methods)
 		}
+		// Every assignment of the overrides sets a statement's SQL.
+		ast.Inspect(build.Body, func(n ast.Node) bool {
+			if as, ok := n.(*ast.AssignStmt); ok && as.Tok == token.ASSIGN {
+				for _, e := range as.Rhs {
+					checkConstExpr(t, src.fset, src.consts, nil, e)
+				}
+			}
+			return true
+		})
 	}
 
-	allowed := regexp.MustCompile(`^(e\.sql\(\)\.[A-Z][A-Za-z]*|e\.sql\(\)\.Lock\(strategy\)|e\.sql\(\)\.BoundedLock\(seconds\)|e\.Driver\.CriteriaQuery\([a-z]+\.criteria\(\)\)|q\.SQL|tq\.[A-Z][A-Za-z]*)$`)
-	files, _ = filepath.Glob("../dispatch/*.go")
+	// The engine side is checked on types, not on names: every statement it
+	// runs is a drivers.Stmt (a statement of the driver, or the criteria
+	// query drivers built from the task), given its values as a
+	// drivers.…Params value.
+	params := regexp.MustCompile(`^drivers\.[A-Z][A-Za-z]*Params\{`)
+	fset := token.NewFileSet()
+	engine, info := typeCheck(t, fset, "github.com/loanq/loanq/dispatch")
 	calls := 0
-	for _, f := range files {
-		if strings.HasSuffix(f, "_test.go") {
-			continue
-		}
-		fset := token.NewFileSet()
-		file, err := parser.ParseFile(fset, f, nil, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
+	for _, file := range engine {
 		ast.Inspect(file, func(n ast.Node) bool {
 			call, ok := n.(*ast.CallExpr)
 			if !ok {
@@ -302,23 +318,26 @@ func TestSQLSourcesUseBinds(t *testing.T) {
 			if !ok {
 				return true
 			}
-			arg := -1
 			switch sel.Sel.Name {
-			case "ExecContext", "QueryContext", "QueryRowContext", "Exec", "Query", "QueryRow":
-				arg = 1
-				if !strings.HasSuffix(sel.Sel.Name, "Context") {
-					arg = 0
+			case "ExecContext", "QueryContext", "QueryRowContext", "PrepareContext", "Prepare":
+				// database/sql's own methods take SQL text: only the audit
+				// queries (Statements.Audits), which bind nothing, are sent so.
+				if len(call.Args) != 2 || expr(fset, call.Args[1]) != "q.SQL" {
+					t.Errorf("%s: %s sends SQL text: not a typed statement", fset.Position(call.Pos()), expr(fset, call))
 				}
-			case "InsertReturningID":
-				arg = 2
-			}
-			if arg < 0 || len(call.Args) <= arg {
+			case "Exec", "Query", "QueryRow", "InsertID":
+				if !isDriversStmt(info, sel.X) {
+					t.Errorf("%s: %s sends %s: not a statement of the driver", fset.Position(call.Pos()), sel.Sel.Name, expr(fset, sel.X))
+				} else if len(call.Args) != 3 || !params.MatchString(expr(fset, call.Args[2])) {
+					t.Errorf("%s: %s: the values are not given as a drivers.…Params value", fset.Position(call.Pos()), expr(fset, call))
+				}
+			case "Compile", "MustStmt", "Text":
+				// The engine neither builds a statement nor sends its text.
+				if sel.Sel.Name == "Text" || isIdent(sel.X, "drivers") {
+					t.Errorf("%s: %s: not a fixed statement", fset.Position(call.Pos()), expr(fset, call))
+				}
+			default:
 				return true
-			}
-			var b strings.Builder
-			_ = printer.Fprint(&b, fset, call.Args[arg])
-			if !allowed.MatchString(b.String()) {
-				t.Errorf("%s: %s sends %s: not a fixed statement", fset.Position(call.Pos()), sel.Sel.Name, b.String())
 			}
 			calls++
 			return true
@@ -330,20 +349,70 @@ func TestSQLSourcesUseBinds(t *testing.T) {
 	}
 }
 
-// checkConstExpr fails unless e is built of string literals and constants.
-func checkConstExpr(t *testing.T, fset *token.FileSet, consts map[string]bool, e ast.Expr) {
+// goSource is a parsed Go file and the names of its constants; in a file of
+// SQL (sql is set) the constants are checked as statement text.
+type goSource struct {
+	fset   *token.FileSet
+	file   *ast.File
+	consts map[string]bool
+}
+
+func parseGo(t *testing.T, path string, sql bool) goSource {
+	t.Helper()
+	fset := token.NewFileSet()
+	file, err := parser.ParseFile(fset, path, nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := goSource{fset: fset, file: file, consts: map[string]bool{}}
+	for _, decl := range file.Decls {
+		if g, ok := decl.(*ast.GenDecl); ok && g.Tok == token.CONST {
+			for _, spec := range g.Specs {
+				vs := spec.(*ast.ValueSpec)
+				for i, n := range vs.Names {
+					src.consts[n.Name] = true
+					if sql {
+						checkConstExpr(t, fset, src.consts, nil, vs.Values[i])
+					}
+				}
+			}
+		}
+	}
+	return src
+}
+
+func expr(fset *token.FileSet, e ast.Node) string {
+	var b strings.Builder
+	_ = printer.Fprint(&b, fset, e)
+	return b.String()
+}
+
+func isIdent(e ast.Expr, name string) bool {
+	id, ok := e.(*ast.Ident)
+	return ok && id.Name == name
+}
+
+// checkConstExpr fails unless e is built of string literals, constants and
+// (in a dialect's method) the method's arguments, args.
+func checkConstExpr(t *testing.T, fset *token.FileSet, consts, args map[string]bool, e ast.Expr) {
 	t.Helper()
 	switch x := e.(type) {
 	case *ast.BasicLit:
 	case *ast.Ident:
-		if !consts[x.Name] {
+		if !consts[x.Name] && !args[x.Name] {
 			t.Errorf("%s: statement uses %s, which is not a constant", fset.Position(x.Pos()), x.Name)
 		}
 	case *ast.CallExpr:
-		// A local helper applied to literals (Oracle's msInterval(":2")) is
-		// still a fixed string.
+		// A placeholder's number (strconv.Itoa(n) of Placeholder's argument).
+		if expr(fset, x.Fun) == "strconv.Itoa" && len(x.Args) == 1 {
+			if id, ok := x.Args[0].(*ast.Ident); ok && args[id.Name] {
+				return
+			}
+		}
+		// A local helper applied to literals (runHistogram(">=")) is still
+		// a fixed string.
 		if _, local := x.Fun.(*ast.Ident); !local {
-			t.Errorf("%s: a statement is built by a call to %T (fmt.Sprintf?)", fset.Position(x.Pos()), x.Fun)
+			t.Errorf("%s: a statement is built by a call to %s (fmt.Sprintf?)", fset.Position(x.Pos()), expr(fset, x.Fun))
 		}
 		for _, a := range x.Args {
 			if _, lit := a.(*ast.BasicLit); !lit {
@@ -351,14 +420,71 @@ func checkConstExpr(t *testing.T, fset *token.FileSet, consts map[string]bool, e
 			}
 		}
 	case *ast.ParenExpr:
-		checkConstExpr(t, fset, consts, x.X)
+		checkConstExpr(t, fset, consts, args, x.X)
 	case *ast.BinaryExpr:
 		if x.Op != token.ADD {
 			t.Errorf("%s: unexpected operator %s in a statement", fset.Position(x.Pos()), x.Op)
 		}
-		checkConstExpr(t, fset, consts, x.X)
-		checkConstExpr(t, fset, consts, x.Y)
+		checkConstExpr(t, fset, consts, args, x.X)
+		checkConstExpr(t, fset, consts, args, x.Y)
 	default:
 		t.Errorf("%s: a statement is built by %T, not from literals and constants", fset.Position(e.Pos()), e)
 	}
+}
+
+// typeCheck parses the non-test files of a package of this module and
+// type-checks them against the compiler's export data of its imports, which
+// `go list -export` builds (or finds in the build cache).
+func typeCheck(t *testing.T, fset *token.FileSet, path string) ([]*ast.File, *types.Info) {
+	t.Helper()
+	out, err := exec.Command("go", "list", "-export", "-deps", "-f",
+		"{{.ImportPath}}\t{{.Export}}\t{{.Dir}}\t{{join .GoFiles \"\\t\"}}", path).Output()
+	if err != nil {
+		t.Fatalf("go list -export %s: %v", path, err)
+	}
+	exports := map[string]string{}
+	var files []*ast.File
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		f := strings.Split(line, "\t")
+		exports[f[0]] = f[1]
+		if f[0] != path {
+			continue
+		}
+		for _, name := range f[3:] {
+			file, err := parser.ParseFile(fset, filepath.Join(f[2], name), nil, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			files = append(files, file)
+		}
+	}
+	if len(files) == 0 {
+		t.Fatalf("go list found no files of %s", path)
+	}
+	imp := importer.ForCompiler(fset, "gc", func(p string) (io.ReadCloser, error) {
+		if exports[p] == "" {
+			return nil, fmt.Errorf("no export data for %s", p)
+		}
+		return os.Open(exports[p])
+	})
+	info := &types.Info{Types: map[ast.Expr]types.TypeAndValue{}}
+	if _, err := (&types.Config{Importer: imp}).Check(path, fset, files, info); err != nil {
+		t.Fatalf("type-checking %s: %v", path, err)
+	}
+	return files, info
+}
+
+// isDriversStmt says whether e's type is drivers.Stmt[…] or a pointer to one.
+func isDriversStmt(info *types.Info, e ast.Expr) bool {
+	tv, ok := info.Types[e]
+	if !ok {
+		return false
+	}
+	typ := tv.Type
+	if p, ok := typ.(*types.Pointer); ok {
+		typ = p.Elem()
+	}
+	named, ok := types.Unalias(typ).(*types.Named)
+	return ok && named.Obj().Name() == "Stmt" && named.Obj().Pkg() != nil &&
+		named.Obj().Pkg().Path() == "github.com/loanq/loanq/drivers"
 }

@@ -19,11 +19,11 @@ import (
 	"github.com/loanq/loanq/internal/testdb"
 )
 
-// killsPerDialect is how many `work get` processes each dialect's rounds
-// must really kill (SIGKILL delivered before the process exited): 34 on each
-// of the three databases, at least 100 per CI run. LOANQ_FAULT_KILLS=N asks
-// for N per dialect (the long variant); maxKillRounds bounds the rounds in
-// case the machine is so slow that most callers finish before their signal.
+// killsPerDialect is how many `work get` processes each dialect's rounds must
+// really kill (SIGKILL delivered before the process exited): 34 on each of the
+// three databases, at least 100 per CI run. LOANQ_FAULT_KILLS=N asks for N per
+// dialect (the long variant); killTarget's maxRounds bounds the rounds in case
+// the machine is so slow that most callers finish before their signal.
 const killsPerDialect = 34
 
 func killTarget(t *testing.T) (kills, maxRounds int) {
@@ -133,6 +133,10 @@ func killRound(t *testing.T, dsn string, d drivers.Driver, e *dispatch.Engine, r
 		plans[i] = p
 	}
 
+	tk, err := e.Task(context.Background(), task)
+	if err != nil {
+		t.Fatal(err)
+	}
 	var wg sync.WaitGroup
 	results := make([]result, procs)
 	for i, p := range plans {
@@ -155,7 +159,7 @@ func killRound(t *testing.T, dsn string, d drivers.Driver, e *dispatch.Engine, r
 				}
 				time.Sleep(p.kill)
 				if pr.running() {
-					p.phase = killPhase(t, d, e, p.user, p.pid, s)
+					p.phase = killPhase(t, d, e, tk, p.user, p.pid, s)
 					if err := pr.cmd.Process.Signal(syscall.SIGKILL); err == nil {
 						p.killed = true
 					}
@@ -239,8 +243,10 @@ func activeLoans(t *testing.T, d drivers.Driver, e *dispatch.Engine, taskID int6
 }
 
 // killPhase says where the process is, as far as the database shows it, just
-// before it is killed.
-func killPhase(t *testing.T, d drivers.Driver, e *dispatch.Engine, user string, pid int, s drivers.Strategy) string {
+// before it is killed. On PostgreSQL that is the statement its session runs or
+// ran last, recognised among the driver's own statements and the task's
+// criteria query.
+func killPhase(t *testing.T, d drivers.Driver, e *dispatch.Engine, task *dispatch.Task, user string, pid int, s drivers.Strategy) string {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	var n int64
@@ -256,14 +262,19 @@ func killPhase(t *testing.T, d drivers.Driver, e *dispatch.Engine, user string, 
 		err := e.DB.QueryRowContext(ctx, `SELECT COALESCE(state, ''), COALESCE(query, '') FROM pg_stat_activity
 WHERE application_name = $1 AND xact_start IS NOT NULL ORDER BY xact_start LIMIT 1`, user).Scan(&state, &query)
 		if err == nil {
-			q := strings.Join(strings.Fields(query), " ")
+			st := d.Statements()
+			src := drivers.CriteriaSource{Source: task.Source, Key: task.Key, Where: task.Where, Order: task.Order}
+			criteria := []string{st.Now.Text(), st.RequestsPending.Text(), drivers.CriteriaQuery(d.Dialect(), src).Text()}
+			if rl, ok := d.(drivers.RowLocker); ok {
+				criteria = append(criteria, rl.RowsClaimSQL(src))
+			}
 			switch {
-			case strings.HasPrefix(q, "INSERT INTO loanq_work "), strings.HasPrefix(q, "UPDATE loanq_work_request"),
-				strings.HasPrefix(q, "INSERT INTO loanq_query_run"), strings.HasPrefix(q, "UPDATE loanq_task SET lease_owner = NULL"),
-				strings.HasPrefix(q, "SELECT COUNT(*) FROM loanq_work"):
+			case sentOneOf(query, st.WorkInsert.Text(), st.WorkInsertRows.Text(), st.RequestFinish.Text(), st.QueryRunInsert.Text(),
+				st.LeaseFenceRelease.Text(), st.LeaseRelease.Text(), st.ActiveCountForUser.Text()):
 				return "holding the lock: assigning, not committed"
-			case s != drivers.Lease && (strings.HasPrefix(q, "SELECT clock_timestamp()") || strings.HasPrefix(q, "SELECT src.") ||
-				strings.HasPrefix(q, "SELECT id, user_name") || (strings.HasPrefix(q, "SELECT id FROM loanq_task") && state != "active")):
+			case s != drivers.Lease && (sentOneOf(query, criteria...) ||
+				// granted and idle: the query delay, inside the locked section
+				(sentOneOf(query, st.LockSkip.Text(), st.LockNoWait.Text(), st.LockWait.Text()) && state != "active")):
 				return "holding the lock: criteria query"
 			}
 		}
@@ -280,6 +291,23 @@ WHERE application_name = $1 AND xact_start IS NOT NULL ORDER BY xact_start LIMIT
 		return "request logged, lock held by another or not yet taken"
 	}
 	return "request logged (waiting, in the query or assigning: not visible on " + d.Name() + ")"
+}
+
+// sentOneOf says whether query, as pg_stat_activity shows it, is one of
+// statements. The view keeps the first track_activity_query_size bytes
+// (1024 by default) of a query: a text that long only has to begin one.
+func sentOneOf(query string, statements ...string) bool {
+	norm := func(s string) string { return strings.Join(strings.Fields(s), " ") }
+	q := norm(query)
+	for _, st := range statements {
+		if st == "" {
+			continue
+		}
+		if n := norm(st); n == q || (len(query) >= 1023 && strings.HasPrefix(n, q)) {
+			return true
+		}
+	}
+	return false
 }
 
 // waitLogged returns once the process's request is in the database (or the

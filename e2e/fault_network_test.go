@@ -62,7 +62,7 @@ func connectionCut(t *testing.T, srv *throwaway.Server) {
 	}()
 	testdb.Exec(t, d, e.DB, "UPDATE loanq_task SET query_delay_ms = 0 WHERE id = ?", id)
 
-	servedWithinHoldLimit(t, dsn, d, "cut", cutAt, d.Name()+": the holder's connection was cut")
+	servedWithinHoldLimit(t, dsn, "cut", cutAt, d.Name()+": the holder's connection was cut")
 	if !holder.running() {
 		t.Fatalf("the holder ended while its path was cut: %+v", holder.wait())
 	}

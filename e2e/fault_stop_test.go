@@ -55,7 +55,7 @@ func holderStopped(t *testing.T, dsn string, s drivers.Strategy) {
 	// is tested, and the stopped holder has read its task already.
 	testdb.Exec(t, d, e.DB, "UPDATE loanq_task SET query_delay_ms = 0 WHERE id = ?", id)
 
-	servedWithinHoldLimit(t, dsn, d, "stall", stopped, fmt.Sprintf("%s/%s: the holder was stopped", d.Name(), s))
+	servedWithinHoldLimit(t, dsn, "stall", stopped, fmt.Sprintf("%s/%s: the holder was stopped", d.Name(), s))
 
 	// Resumed after the bound, the holder finds its session gone.
 	if err := holder.cmd.Process.Signal(syscall.SIGCONT); err != nil {
@@ -70,7 +70,7 @@ func holderStopped(t *testing.T, dsn string, s drivers.Strategy) {
 
 // servedWithinHoldLimit runs a caller that waits: it is served once the
 // server has ended the stalled holder's session, within the bound.
-func servedWithinHoldLimit(t *testing.T, dsn string, d drivers.Driver, task string, stalled time.Time, what string) {
+func servedWithinHoldLimit(t *testing.T, dsn string, task string, stalled time.Time, what string) {
 	t.Helper()
 	r := mustOK(t, dsn, "patient", "--output", "json", "work", "get", task, "--count", "1",
 		"--backoff", "100ms", "--timeout", "1m")
@@ -119,9 +119,10 @@ func endedByHoldLimit(t *testing.T, dsn string, d drivers.Driver, e *dispatch.En
 // waitHoldLimitSet returns once the holder has sent its hold limit, so that
 // the stop lands in the criteria query and not in the one round trip between
 // the lock and the limit. PostgreSQL shows a session's last statement: the
-// read of the database clock that starts the criteria query (after the limit);
-// MariaDB's process list does not, and the round trip takes well under the
-// second waited here (the query delay is 2 s).
+// hold limit itself, while the holder, idle in its transaction, sleeps the
+// query delay that starts its criteria query; MariaDB's process list does
+// not, and the round trips take well under the second waited here (the query
+// delay is 2 s).
 func waitHoldLimitSet(t *testing.T, d drivers.Driver, e *dispatch.Engine) {
 	t.Helper()
 	if d.Name() != "postgres" {
@@ -133,7 +134,7 @@ func waitHoldLimitSet(t *testing.T, d drivers.Driver, e *dispatch.Engine) {
 		var n int
 		err := e.DB.QueryRowContext(context.Background(), `SELECT COUNT(*) FROM pg_stat_activity
 WHERE datname = current_database() AND application_name = 'loanq' AND state = 'idle in transaction'
-  AND query = $1`, d.Statements().Now).Scan(&n)
+  AND query = $1`, d.Statements().HoldLimitSet.Text()).Scan(&n)
 		if err != nil {
 			t.Fatal(err)
 		}

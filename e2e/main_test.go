@@ -90,7 +90,7 @@ func mustOK(t *testing.T, dsn, user string, args ...string) result {
 	return r
 }
 
-// request is the JSON of work get / work status (SPEC §5).
+// request is the JSON of work get / work status (docs/json.md).
 type request struct {
 	RequestID int64   `json:"request_id"`
 	Task      string  `json:"task"`
@@ -105,7 +105,7 @@ func decode(t *testing.T, r result) request {
 	t.Helper()
 	var req request
 	if err := json.Unmarshal([]byte(r.stdout), &req); err != nil {
-		t.Fatalf("output is not the JSON of SPEC §5: %v\n%s\n%s", err, r.stdout, r.stderr)
+		t.Fatalf("output is not the JSON of docs/json.md: %v\n%s\n%s", err, r.stdout, r.stderr)
 	}
 	return req
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/loanq/loanq/dispatch"
 	"github.com/loanq/loanq/internal/testdb"
 )
 
@@ -48,7 +49,7 @@ func TestMaxHoldReturnsAbandonedWork(t *testing.T) {
 				}
 				// Past the hold (database clock), the next caller gets them.
 				deadline := time.Now().Add(time.Minute)
-				for testdb.Int(t, d, e.DB, "SELECT COUNT(*) FROM loanq_work WHERE task_id = ? AND user_name = 'gone' AND assigned_at <= "+dbAgo(d.Name(), 1500), task.ID) != 2 {
+				for len(activeOlderThan(t, e, name, "gone", 1500*time.Millisecond)) != 2 {
 					if time.Now().After(deadline) {
 						t.Fatal("the database clock did not pass the max hold in a minute")
 					}
@@ -75,16 +76,15 @@ func TestMaxHoldReturnsAbandonedWork(t *testing.T) {
 	})
 }
 
-// dbAgo is the database clock ms milliseconds ago, for test queries.
-func dbAgo(dialect string, ms int) string {
-	switch dialect {
-	case "postgres":
-		return fmt.Sprintf("clock_timestamp() - INTERVAL '%d milliseconds'", ms)
-	case "mysql":
-		return fmt.Sprintf("UTC_TIMESTAMP(6) - INTERVAL %d MICROSECOND", ms*1000)
-	default:
-		return fmt.Sprintf("strftime('%%Y-%%m-%%dT%%H:%%M:%%fZ', 'now', '-%.3f seconds')", float64(ms)/1000)
+// activeOlderThan is user's active work of the task assigned at least age ago
+// by the database clock, as the supervisor view (`loanq work list`) reads it.
+func activeOlderThan(t *testing.T, e *dispatch.Engine, task, user string, age time.Duration) []dispatch.ActiveItem {
+	t.Helper()
+	items, err := e.WorkList(context.Background(), dispatch.WorkFilter{Task: task, User: user, OlderThan: age})
+	if err != nil {
+		t.Fatal(err)
 	}
+	return items
 }
 
 // `work reclaim`: a supervisor returns work by hand; --dry-run changes nothing.
@@ -98,7 +98,7 @@ func TestWorkReclaim(t *testing.T) {
 		}
 		a := decode(t, mustOK(t, dsn, "ann", "--output", "json", "work", "get", "rc", "--count", "2"))
 		mustOK(t, dsn, "bob", "work", "get", "rc")
-		before := snapshot(t, d, e.DB)
+		before := snapshot(t, e.DB)
 
 		r := mustOK(t, dsn, "sam", "--output", "json", "work", "reclaim", "rc", "--of", "ann", "--dry-run")
 		if !strings.Contains(r.stdout, `"dry_run": true`) || strings.Count(r.stdout, `"loan_id"`) != 2 {
@@ -122,7 +122,7 @@ func TestWorkReclaim(t *testing.T) {
 				t.Errorf("loanq %v: exit %d, want 2\n%s", bad, r.code, r.stderr)
 			}
 		}
-		if after := snapshot(t, d, e.DB); after != before {
+		if after := snapshot(t, e.DB); after != before {
 			t.Fatalf("a dry run or bad input changed the database:\nbefore %s\nafter  %s", before, after)
 		}
 

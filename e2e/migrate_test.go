@@ -1,6 +1,8 @@
 package e2e
 
 import (
+	"github.com/loanq/loanq/schema"
+
 	"context"
 	"encoding/json"
 	"os"
@@ -64,12 +66,12 @@ func TestMigrateLifecycle(t *testing.T) {
 		if s.Version != s.Target || !s.Migrations[len(s.Migrations)-1].Applied {
 			t.Fatalf("status after up: %+v", s)
 		}
-		before := snapshot(t, d, db)
+		before := snapshot(t, db)
 		r := mustOK(t, dsn, "admin", "migrate", "up")
 		if !strings.Contains(r.stdout, "nothing to do") {
 			t.Errorf("second up: %s", r.stdout)
 		}
-		if after := snapshot(t, d, db); after != before {
+		if after := snapshot(t, db); after != before {
 			t.Fatalf("a second `migrate up` changed the database:\n%s\n%s", before, after)
 		}
 		mustOK(t, dsn, "admin", "task", "list")
@@ -144,7 +146,7 @@ func TestSchemaCheckCreatesNothing(t *testing.T) {
 func TestEmptyVersionTable(t *testing.T) {
 	testdb.Each(t, func(t *testing.T, dsn string) {
 		d, db := testdb.Open(t, dsn)
-		store, err := d.MigrationStore("loanq_schema_version")
+		store, err := d.(schema.MigrationStorer).MigrationStore("loanq_schema_version")
 		if err != nil {
 			t.Fatal(err)
 		}

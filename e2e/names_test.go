@@ -54,12 +54,12 @@ func TestTrailingSpaceIsRefused(t *testing.T) {
 		if d.Name() == "mysql" && padded != 1 {
 			t.Errorf("MariaDB/MySQL found %d rows of 'ana' for 'ana ': PAD SPACE no longer holds, docs/mysql.md needs a look", padded)
 		}
-		before := snapshot(t, d, db)
+		before := snapshot(t, db)
 		for _, args := range [][]string{{"work", "get", "t"}, {"pipeline"}, {"task", "create", "u", "--where", "1=1"}} {
 			r := loanq(t, dsn, "ana ", args...)
 			check(t, badInput{name: "ana  " + strings.Join(args, " "), code: 2, says: "white space"}, r)
 		}
-		if after := snapshot(t, d, db); after != before {
+		if after := snapshot(t, db); after != before {
 			t.Errorf("a refused name changed the database:\n%s\n%s", before, after)
 		}
 	})

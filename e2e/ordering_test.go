@@ -41,7 +41,7 @@ func sameTime(t *testing.T, d drivers.Driver, db *sql.DB, table, column string, 
 
 func logRequest(t *testing.T, e *dispatch.Engine, taskID int64, user string) int64 {
 	t.Helper()
-	id, err := e.Driver.InsertReturningID(context.Background(), e.DB, e.Driver.Statements().RequestInsert, taskID, user, 1)
+	id, err := e.Driver.Statements().RequestInsert.InsertID(context.Background(), e.DB, drivers.RequestInsertParams{TaskID: taskID, User: user, Requested: 1})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -109,7 +109,7 @@ func (s *server) get(t *testing.T, path string, header ...string) (*http.Respons
 func count(t *testing.T, d drivers.Driver, db *sql.DB, q string, args ...any) float64 {
 	t.Helper()
 	var n sql.NullFloat64
-	if err := db.QueryRowContext(context.Background(), drivers.Rebind(d, q), args...).Scan(&n); err != nil {
+	if err := db.QueryRowContext(context.Background(), testdb.Rebind(d, q), args...).Scan(&n); err != nil {
 		t.Fatalf("%s: %v", q, err)
 	}
 	return n.Float64
@@ -189,10 +189,10 @@ func TestServe(t *testing.T) {
 		mustOK(t, dsn, "ben", "disposition", "alpha", strconv.FormatInt(ben.Loans[0], 10), "never")
 		// A pending request, as a caller that found the lock held leaves it.
 		var alphaID int64
-		if err := db.QueryRow(drivers.Rebind(d, "SELECT id FROM loanq_task WHERE name = ?"), "alpha").Scan(&alphaID); err != nil {
+		if err := db.QueryRow(testdb.Rebind(d, "SELECT id FROM loanq_task WHERE name = ?"), "alpha").Scan(&alphaID); err != nil {
 			t.Fatal(err)
 		}
-		carl, err := d.InsertReturningID(context.Background(), db, d.Statements().RequestInsert, alphaID, "carl", 2)
+		carl, err := d.Statements().RequestInsert.InsertID(context.Background(), db, drivers.RequestInsertParams{TaskID: alphaID, User: "carl", Requested: 2})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -200,7 +200,7 @@ func TestServe(t *testing.T) {
 		const token = "tok-3nS9xq"
 		bearer := []string{"Authorization", "Bearer " + token}
 		s := startServe(t, dsn, "--token", token, "--cache", "0s", "--metrics-per-user", "--stale-after", "1h")
-		before := snapshot(t, d, db)
+		before := snapshot(t, db)
 
 		// /healthz: open, 200, one line of JSON.
 		resp, body := s.get(t, "/healthz")
@@ -321,7 +321,7 @@ func TestServe(t *testing.T) {
 				t.Errorf("%s shows the DSN", path)
 			}
 		}
-		if after := snapshot(t, d, db); after != before {
+		if after := snapshot(t, db); after != before {
 			t.Fatalf("serving every endpoint changed loanq's tables:\nbefore:\n%s\nafter:\n%s", before, after)
 		}
 

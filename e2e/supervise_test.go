@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/loanq/loanq/drivers"
 	"github.com/loanq/loanq/internal/testdb"
 )
 
@@ -69,7 +70,7 @@ func TestSupervisorView(t *testing.T) {
 		testdb.Exec(t, d, db, "UPDATE loanq_work SET assigned_at = '"+oldTime[d.Name()]+"' WHERE loan_id = ? AND disposition IS NULL AND user_name = 'ana'", ana.Loans[2])
 		// A pending request of carl (logged, never served).
 		task1 := testdb.Int(t, d, db, "SELECT id FROM loanq_task WHERE name = 't1'")
-		if _, err := d.InsertReturningID(ctx, db, d.Statements().RequestInsert, task1, "carl", 2); err != nil {
+		if _, err := d.Statements().RequestInsert.InsertID(ctx, db, drivers.RequestInsertParams{TaskID: task1, User: "carl", Requested: 2}); err != nil {
 			t.Fatal(err)
 		}
 
@@ -135,7 +136,7 @@ func TestSupervisorView(t *testing.T) {
 			t.Fatalf("task stats t2: %+v", one)
 		}
 
-		before := snapshot(t, d, db)
+		before := snapshot(t, db)
 		for _, c := range []badInput{
 			{"work list older-than negative", "a", []string{"work", "list", "--older-than", "-1h"}, 2, "--older-than"},
 			{"work list older-than malformed", "a", []string{"work", "list", "--older-than", "old"}, 2, "--older-than"},
@@ -148,7 +149,7 @@ func TestSupervisorView(t *testing.T) {
 		} {
 			check(t, c, loanq(t, dsn, c.user, c.args...))
 		}
-		if after := snapshot(t, d, db); after != before {
+		if after := snapshot(t, db); after != before {
 			t.Fatal("bad input to the supervisor view changed the database")
 		}
 	})

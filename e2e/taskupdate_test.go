@@ -17,7 +17,7 @@ func TestTaskUpdate(t *testing.T) {
 		d, e := prepare(t, dsn, 20)
 		mustOK(t, dsn, "admin", "task", "create", "up", "--where", "eligible = 1", "--order", "priority", "--max-hold", "2h")
 		held := decode(t, mustOK(t, dsn, "ann", "--output", "json", "work", "get", "up", "--count", "2"))
-		before := snapshot(t, d, e.DB)
+		before := snapshot(t, e.DB)
 
 		bad := [][]string{
 			{"task", "update", "up"}, // nothing to change
@@ -44,7 +44,7 @@ func TestTaskUpdate(t *testing.T) {
 				t.Errorf("loanq %v: exit %d, want 2\n%s", args, r.code, r.stderr)
 			}
 		}
-		if after := snapshot(t, d, e.DB); after != before {
+		if after := snapshot(t, e.DB); after != before {
 			t.Fatalf("bad input changed the database:\nbefore %s\nafter  %s", before, after)
 		}
 

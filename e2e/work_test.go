@@ -246,7 +246,7 @@ func rowLockHeld(t *testing.T, ctx context.Context, d drivers.Driver, e *dispatc
 	}
 	defer tx.Rollback()
 	var id int64
-	err = tx.QueryRowContext(ctx, d.Statements().LockNoWait, taskID).Scan(&id)
+	err = d.Statements().LockNoWait.QueryRow(ctx, tx, drivers.TaskParams{TaskID: taskID}).Scan(&id)
 	switch {
 	case err == nil:
 		return false

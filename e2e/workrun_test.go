@@ -154,9 +154,9 @@ func TestWorkRunSignalAndTimeout(t *testing.T) {
 // Bad input: exit 2, nothing changed in the database.
 func TestWorkRunBadInput(t *testing.T) {
 	testdb.Each(t, func(t *testing.T, dsn string) {
-		d, e := prepare(t, dsn, 5)
+		_, e := prepare(t, dsn, 5)
 		mustOK(t, dsn, "admin", "task", "create", "t", "--where", "eligible = 1")
-		before := snapshot(t, d, e.DB)
+		before := snapshot(t, e.DB)
 		for _, c := range []badInput{
 			{"no task", "a", []string{"work", "run"}, 2, "needs a task"},
 			{"no command", "a", []string{"work", "run", "t"}, 2, "no command"},
@@ -176,7 +176,7 @@ func TestWorkRunBadInput(t *testing.T) {
 		} {
 			check(t, c, loanq(t, dsn, c.user, c.args...))
 		}
-		if after := snapshot(t, d, e.DB); after != before {
+		if after := snapshot(t, e.DB); after != before {
 			t.Fatal("bad input to work run changed the database")
 		}
 	})

@@ -98,7 +98,7 @@ func (s *Store) Take(ctx context.Context, name, holder string, ttl time.Duration
 		return nil, nil, fmt.Errorf("lock %s: begin: %w", name, err)
 	}
 	defer tx.Rollback()
-	res, err := tx.ExecContext(ctx, s.sql().NamedLockTake, holder, ttl.Milliseconds(), name)
+	res, err := s.sql().NamedLockTake.Exec(ctx, tx, drivers.NamedLockTakeParams{Name: name, Holder: holder, TTLMS: ttl.Milliseconds()})
 	if err != nil {
 		return nil, nil, fmt.Errorf("lock %s: take: %w", name, err)
 	}
@@ -129,7 +129,7 @@ func (s *Store) Take(ctx context.Context, name, holder string, ttl time.Duration
 // so, and a unique violation (Oracle's plain INSERT) is the same answer.
 func (s *Store) ensure(ctx context.Context, name string) error {
 	for attempt := 0; ; attempt++ {
-		_, err := s.DB.ExecContext(ctx, s.sql().NamedLockEnsure, name)
+		_, err := s.sql().NamedLockEnsure.Exec(ctx, s.DB, drivers.NameParams{Name: name})
 		switch {
 		case err == nil || s.Driver.IsUniqueViolation(err):
 			return nil
@@ -143,7 +143,7 @@ func (s *Store) ensure(ctx context.Context, name string) error {
 // Renew extends the lease by ttl from now (database clock). false means the
 // lease is no longer this holder's: it expired, or someone took it over.
 func (s *Store) Renew(ctx context.Context, l *Lease, ttl time.Duration) (bool, error) {
-	res, err := s.DB.ExecContext(ctx, s.sql().NamedLockRenew, ttl.Milliseconds(), l.Name, l.Holder, l.Token)
+	res, err := s.sql().NamedLockRenew.Exec(ctx, s.DB, drivers.NamedLockRenewParams{Name: l.Name, Holder: l.Holder, Token: l.Token, TTLMS: ttl.Milliseconds()})
 	if err != nil {
 		return false, fmt.Errorf("lock %s: renew: %w", l.Name, err)
 	}
@@ -157,7 +157,7 @@ func (s *Store) Renew(ctx context.Context, l *Lease, ttl time.Duration) (bool, e
 // Release frees the lock if this holder still has it with its token; false
 // means someone else holds it now (nothing was changed).
 func (s *Store) Release(ctx context.Context, l *Lease) (bool, error) {
-	res, err := s.DB.ExecContext(ctx, s.sql().NamedLockRelease, l.Name, l.Holder, l.Token)
+	res, err := s.sql().NamedLockRelease.Exec(ctx, s.DB, drivers.NamedLockFenceParams{Name: l.Name, Holder: l.Holder, Token: l.Token})
 	if err != nil {
 		return false, fmt.Errorf("lock %s: release: %w", l.Name, err)
 	}
@@ -174,7 +174,7 @@ func (s *Store) Get(ctx context.Context, name string) (*Info, error) {
 }
 
 func (s *Store) read(ctx context.Context, q drivers.Querier, name string) (*Info, error) {
-	row := q.QueryRowContext(ctx, s.sql().NamedLockRead, name)
+	row := s.sql().NamedLockRead.QueryRow(ctx, q, drivers.NameParams{Name: name})
 	info := Info{Name: name}
 	var holder sql.NullString
 	var taken, expires, now any
@@ -192,7 +192,7 @@ func (s *Store) read(ctx context.Context, q drivers.Querier, name string) (*Info
 
 // List returns every lock, by name.
 func (s *Store) List(ctx context.Context) ([]Info, error) {
-	rows, err := s.DB.QueryContext(ctx, s.sql().NamedLockList)
+	rows, err := s.sql().NamedLockList.Query(ctx, s.DB, drivers.NoParams{})
 	if err != nil {
 		return nil, fmt.Errorf("list locks: %w", err)
 	}

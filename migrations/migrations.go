@@ -16,10 +16,9 @@ var all embed.FS
 const VersionTable = "loanq_schema_version"
 
 // For returns the migration folder of a dialect (postgres, mysql, sqlite, oracle).
+// fs.Sub fails only on a malformed path name, which none of these is; a name
+// without a folder gives an empty one, and goose then finds no migrations.
 func For(dialect string) fs.FS {
-	sub, err := fs.Sub(all, dialect)
-	if err != nil {
-		panic("migrations: no folder for dialect " + dialect)
-	}
+	sub, _ := fs.Sub(all, dialect)
 	return sub
 }

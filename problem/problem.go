@@ -1,5 +1,5 @@
 // Package problem classifies the errors loanq reports to its callers and maps
-// them to the exit codes of the command-line contract (SPEC §5):
+// them to the exit codes of the command line (README.md, "Exit codes"):
 //
 //	0  done
 //	1  any other failure

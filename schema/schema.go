@@ -1,6 +1,7 @@
-// Package schema applies loanq's embedded migrations (goose) and checks, before
-// any other command runs, that the database's schema is the one this binary
-// was built for.
+// Package schema opens loanq's database (Open: the one way every command,
+// benchmark and the demo do it), applies loanq's embedded migrations (goose)
+// and checks, before any other command runs, that the database's schema is
+// the one this binary was built for.
 package schema
 
 import (
@@ -8,6 +9,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"path"
 
 	"github.com/pressly/goose/v3"
 	"github.com/pressly/goose/v3/database"
@@ -29,8 +31,19 @@ func NewProvider(d drivers.Driver, db *sql.DB) (*goose.Provider, error) {
 		goose.WithStore(store), goose.WithDisableGlobalRegistry(true))
 }
 
+// MigrationStorer is what a driver implements to have its schema migrated:
+// goose's store of the version table in its dialect. Kept out of
+// drivers.Driver so that the driver interface names no migration library.
+type MigrationStorer interface {
+	MigrationStore(table string) (database.Store, error)
+}
+
 func versionStore(d drivers.Driver) (*zeroStore, error) {
-	store, err := d.MigrationStore(migrations.VersionTable)
+	ms, ok := d.(MigrationStorer)
+	if !ok {
+		return nil, fmt.Errorf("the %s driver has no migration store", d.Name())
+	}
+	store, err := ms.MigrationStore(migrations.VersionTable)
 	if err != nil {
 		return nil, fmt.Errorf("migration store for %s: %w", d.Name(), err)
 	}
@@ -246,7 +259,7 @@ func Status(ctx context.Context, d drivers.Driver, db *sql.DB) ([]Migration, err
 	}
 	out := []Migration{}
 	for _, s := range p.ListSources() {
-		m := Migration{Version: s.Version, Name: baseName(s.Path)}
+		m := Migration{Version: s.Version, Name: path.Base(s.Path)}
 		if found {
 			res, err := store.GetMigration(ctx, db, s.Version)
 			if err != nil && !errors.Is(err, database.ErrVersionNotFound) {
@@ -264,32 +277,22 @@ func Status(ctx context.Context, d drivers.Driver, db *sql.DB) ([]Migration, err
 	return out, nil
 }
 
-func baseName(p string) string {
-	for i := len(p) - 1; i >= 0; i-- {
-		if p[i] == '/' {
-			return p[i+1:]
-		}
-	}
-	return p
-}
-
-// EnsureCurrent migrates a database that is not migrated or behind (used for
-// the embedded SQLite default, so a newcomer needs no extra step). Two
-// processes may race here; the loser's error is forgiven when the schema is
-// current afterwards.
-func EnsureCurrent(ctx context.Context, d drivers.Driver, db *sql.DB) error {
+// ensureCurrent migrates a database that is not migrated or behind, and says
+// whether it was. Two processes may race here; the loser's error is forgiven
+// when the schema is current afterwards.
+func ensureCurrent(ctx context.Context, d drivers.Driver, db *sql.DB) (bool, error) {
 	st, err := Read(ctx, d, db)
 	if err != nil {
-		return err
+		return false, err
 	}
 	if st.Current >= st.Target {
-		return nil
+		return false, nil
 	}
 	if _, err := Up(ctx, d, db); err != nil {
 		if st2, err2 := Read(ctx, d, db); err2 == nil && st2.Current == st2.Target {
-			return nil
+			return true, nil
 		}
-		return err
+		return false, err
 	}
-	return nil
+	return true, nil
 }

@@ -21,7 +21,7 @@ import (
 // database (or schema) the suite may create and drop loanq tables in.
 func Exercise(t *testing.T, d drivers.Driver, dsn string) {
 	ctx := context.Background()
-	parsed, err := drivers.ParseDSN(dsn)
+	_, parsed, err := drivers.ParseDSN(dsn)
 	if err != nil {
 		t.Fatalf("ParseDSN: %v", err)
 	}
@@ -35,6 +35,7 @@ func Exercise(t *testing.T, d drivers.Driver, dsn string) {
 	t.Run("migrations", func(t *testing.T) { migrations(t, ctx, d, db) })
 	t.Run("one active row per task and loan", func(t *testing.T) { oneActive(t, ctx, d, db) })
 	t.Run("database clock", func(t *testing.T) { clock(t, ctx, d, db) })
+	t.Run("application tables", func(t *testing.T) { tables(t, ctx, d, db) })
 	for _, s := range d.Strategies() {
 		if s == drivers.Lease {
 			t.Run("lease", func(t *testing.T) { lease(t, ctx, d, db) })
@@ -48,33 +49,83 @@ func Exercise(t *testing.T, d drivers.Driver, dsn string) {
 	}
 }
 
-func statements(t *testing.T, d drivers.Driver) {
-	st := d.Statements()
-	for _, n := range st.List() {
-		row := strings.HasPrefix(n.Field, "Lock")
-		if n.SQL == "" && !row && n.Empty == "" {
-			t.Errorf("statement %s is empty", n.Field)
+// tables: the driver's drivers.Tables make a table that takes what the demo
+// writes into its sample table: every column type, several rows in one
+// INSERT where the driver says it can, and times that sort as times.
+func tables(t *testing.T, ctx context.Context, d drivers.Driver, db *sql.DB) {
+	tb, err := drivers.TablesOf(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ddl := fmt.Sprintf("CREATE TABLE loanq_t_tables (id %s PRIMARY KEY, label %s NOT NULL, prio %s NOT NULL, flag %s NOT NULL, created %s NOT NULL)%s",
+		tb.BigInt, tb.TextOf(20), tb.SmallInt, tb.Flag, tb.Time, tb.Options)
+	if _, err := db.ExecContext(ctx, ddl); err != nil {
+		t.Fatalf("%s: %v", ddl, err)
+	}
+	defer db.ExecContext(ctx, "DROP TABLE loanq_t_tables")
+	at := time.Date(2026, 1, 5, 17, 0, 0, 0, time.UTC)
+	rows := [][]any{
+		{int64(3), "third", 5, 1, tb.TimeArg(at.Add(-time.Hour))},
+		{int64(1), "first", 1, 0, tb.TimeArg(at.Add(time.Hour))},
+		{int64(2), "second", 3, 1, tb.TimeArg(at)},
+	}
+	one := "(?, ?, ?, ?, ?)"
+	batch := 1
+	if tb.MultiRowValues {
+		batch = len(rows)
+	}
+	for i := 0; i < len(rows); i += batch {
+		var args []any
+		for _, r := range rows[i : i+batch] {
+			args = append(args, r...)
+		}
+		q := "INSERT INTO loanq_t_tables (id, label, prio, flag, created) VALUES " + strings.TrimSuffix(strings.Repeat(one+", ", batch), ", ")
+		if _, err := db.ExecContext(ctx, drivers.Rebind(d.Dialect(), q), args...); err != nil {
+			t.Fatalf("%s: %v", q, err)
 		}
 	}
+	res, err := db.QueryContext(ctx, "SELECT id FROM loanq_t_tables WHERE flag = 1 ORDER BY created")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Close()
+	var got []int64
+	for res.Next() {
+		var id int64
+		if err := res.Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, id)
+	}
+	if err := res.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(got) != "[3 2]" {
+		t.Errorf("flagged ids in time order: %v, want [3 2]", got)
+	}
+}
+
+func statements(t *testing.T, d drivers.Driver) {
+	// drivers.Build already refused missing statements and binds without a
+	// parameter; what remains is whether the statements fit the strategies
+	// the driver declares.
+	st := d.Statements()
 	for _, s := range d.Strategies() {
 		if s == drivers.Rows {
 			if _, ok := d.(drivers.RowLocker); !ok {
 				t.Errorf("strategy rows is declared but the driver is no drivers.RowLocker")
 			}
-			if st.UserLock == "" || st.UserLockEnsure == "" || st.WorkInsertRows == "" {
+			if st.UserLock.Empty() || st.UserLockEnsure.Empty() || st.WorkInsertRows.Empty() {
 				t.Errorf("strategy rows is declared but UserLock, UserLockEnsure or WorkInsertRows is empty")
 			}
 			continue
 		}
-		if s != drivers.Lease && st.Lock(s) == "" {
+		if s != drivers.Lease && st.Lock(s).Empty() {
 			t.Errorf("strategy %s is declared but its lock statement is empty", s)
 		}
-		if s != drivers.Lease && st.BenchClaim(s) == "" {
+		if s != drivers.Lease && st.BenchClaim(s).Empty() {
 			t.Errorf("strategy %s is declared but its bench claim statement is empty", s)
 		}
-	}
-	if q := d.CriteriaQuery(drivers.CriteriaSource{Source: "loan", Key: "id", Where: "1 = 1"}); !strings.Contains(q, "loanq_work") {
-		t.Errorf("criteria query does not exclude ineligible loans:\n%s", q)
 	}
 }
 
@@ -111,11 +162,12 @@ func migrations(t *testing.T, ctx context.Context, d drivers.Driver, db *sql.DB)
 func fixture(t *testing.T, ctx context.Context, d drivers.Driver, db *sql.DB, name string) (taskID, reqID int64) {
 	st := d.Statements()
 	var err error
-	taskID, err = d.InsertReturningID(ctx, db, st.TaskInsert, name, "loan", "id", "1 = 1", "", nil, string(d.Strategies()[0]), 0, 60000, "suite", nil)
+	taskID, err = st.TaskInsert.InsertID(ctx, db, drivers.TaskInsertParams{Name: name, Source: "loan", Key: "id",
+		Criteria: "1 = 1", LockStrategy: string(d.Strategies()[0]), LeaseTTLMS: 60000, CreatedBy: "suite"})
 	if err != nil {
 		t.Fatalf("TaskInsert: %v", err)
 	}
-	reqID, err = d.InsertReturningID(ctx, db, st.RequestInsert, taskID, "alice", 2)
+	reqID, err = st.RequestInsert.InsertID(ctx, db, drivers.RequestInsertParams{TaskID: taskID, User: "alice", Requested: 2})
 	if err != nil {
 		t.Fatalf("RequestInsert: %v", err)
 	}
@@ -125,31 +177,41 @@ func fixture(t *testing.T, ctx context.Context, d drivers.Driver, db *sql.DB, na
 func oneActive(t *testing.T, ctx context.Context, d drivers.Driver, db *sql.DB) {
 	st := d.Statements()
 	taskID, reqID := fixture(t, ctx, d, db, "suite-active")
-	if _, err := db.ExecContext(ctx, st.WorkInsert, taskID, int64(1)<<40, "alice", reqID); err != nil {
+	if _, err := st.WorkInsert.Exec(ctx, db, drivers.WorkInsertParams{TaskID: taskID, LoanID: int64(1) << 40, User: "alice", RequestID: reqID}); err != nil {
 		t.Fatalf("first active row: %v", err)
 	}
-	_, err := db.ExecContext(ctx, st.WorkInsert, taskID, int64(1)<<40, "bob", reqID)
+	_, err := st.WorkInsert.Exec(ctx, db, drivers.WorkInsertParams{TaskID: taskID, LoanID: int64(1) << 40, User: "bob", RequestID: reqID})
 	if err == nil {
 		t.Fatal("the schema accepted a second active row for the same task and loan")
 	}
 	if !d.IsUniqueViolation(err) {
 		t.Fatalf("second active row failed with %v; want a unique violation", err)
 	}
-	// Once dispositioned, the row is history and no longer collides.
+	// Only the assignee ends it, once; then the row is history and no
+	// longer collides.
 	var workID int64
 	var who string
-	if err := db.QueryRowContext(ctx, st.ActiveWork, taskID, int64(1)<<40).Scan(&workID, &who); err != nil {
-		t.Fatalf("ActiveWork: %v", err)
+	if err := st.ActiveWork.QueryRow(ctx, db, drivers.TaskLoanParams{TaskID: taskID, LoanID: int64(1) << 40}).Scan(&workID, &who); err != nil || who != "alice" {
+		t.Fatalf("ActiveWork: %v, %q", err, who)
 	}
-	if _, err := db.ExecContext(ctx, st.Dispose, "complete", nil, workID, "alice"); err != nil {
-		t.Fatalf("Dispose: %v", err)
+	for _, try := range []struct {
+		user string
+		want int64
+	}{{"bob", 0}, {"alice", 1}, {"alice", 0}} {
+		res, err := st.DisposeLoan.Exec(ctx, db, drivers.DisposeLoanParams{Disposition: "complete", TaskID: taskID, LoanID: int64(1) << 40, User: try.user})
+		if err != nil {
+			t.Fatalf("DisposeLoan by %s: %v", try.user, err)
+		}
+		if n, err := res.RowsAffected(); err != nil || n != try.want {
+			t.Fatalf("DisposeLoan by %s: %d rows (%v), want %d", try.user, n, err, try.want)
+		}
 	}
-	if _, err := db.ExecContext(ctx, st.WorkInsert, taskID, int64(1)<<40, "bob", reqID); err != nil {
+	if _, err := st.WorkInsert.Exec(ctx, db, drivers.WorkInsertParams{TaskID: taskID, LoanID: int64(1) << 40, User: "bob", RequestID: reqID}); err != nil {
 		t.Fatalf("active row after the first was dispositioned: %v", err)
 	}
 	// The same loan in another task is independent.
 	task2, req2 := fixture(t, ctx, d, db, "suite-active-2")
-	if _, err := db.ExecContext(ctx, st.WorkInsert, task2, int64(1)<<40, "carol", req2); err != nil {
+	if _, err := st.WorkInsert.Exec(ctx, db, drivers.WorkInsertParams{TaskID: task2, LoanID: int64(1) << 40, User: "carol", RequestID: req2}); err != nil {
 		t.Fatalf("same loan in another task: %v", err)
 	}
 }
@@ -174,18 +236,18 @@ func scanTime(t *testing.T, v any) time.Time {
 func clock(t *testing.T, ctx context.Context, d drivers.Driver, db *sql.DB) {
 	st := d.Statements()
 	var before, after, created any
-	if err := db.QueryRowContext(ctx, st.Now).Scan(&before); err != nil {
+	if err := st.Now.QueryRow(ctx, db, drivers.NoParams{}).Scan(&before); err != nil {
 		t.Fatalf("Now: %v", err)
 	}
 	_, reqID := fixture(t, ctx, d, db, "suite-clock")
-	if err := db.QueryRowContext(ctx, st.Now).Scan(&after); err != nil {
+	if err := st.Now.QueryRow(ctx, db, drivers.NoParams{}).Scan(&after); err != nil {
 		t.Fatalf("Now: %v", err)
 	}
 	var id, taskID int64
 	var task, user, status string
 	var requested, assigned int
 	var served any
-	if err := db.QueryRowContext(ctx, st.RequestByID, reqID).Scan(&id, &taskID, &task, &user, &requested, &assigned, &status, &created, &served); err != nil {
+	if err := st.RequestByID.QueryRow(ctx, db, drivers.IDParams{ID: reqID}).Scan(&id, &taskID, &task, &user, &requested, &assigned, &status, &created, &served); err != nil {
 		t.Fatalf("RequestByID: %v", err)
 	}
 	b, c, a := scanTime(t, before), scanTime(t, created), scanTime(t, after)
@@ -208,7 +270,7 @@ func rowLock(t *testing.T, ctx context.Context, d drivers.Driver, db *sql.DB, s 
 	}
 	defer holder.Rollback()
 	var got int64
-	if err := holder.QueryRowContext(ctx, st.Lock(s), taskID).Scan(&got); err != nil || got != taskID {
+	if err := st.Lock(s).QueryRow(ctx, holder, drivers.TaskParams{TaskID: taskID}).Scan(&got); err != nil || got != taskID {
 		t.Fatalf("holder could not take a free lock: %v", err)
 	}
 	requestWhileLocked(t, ctx, d, db, taskID)
@@ -224,18 +286,18 @@ func rowLock(t *testing.T, ctx context.Context, d drivers.Driver, db *sql.DB, s 
 	defer other.Rollback()
 	switch s {
 	case drivers.Skip:
-		err := other.QueryRowContext(answerCtx, st.LockSkip, taskID).Scan(&got)
+		err := st.LockSkip.QueryRow(answerCtx, other, drivers.TaskParams{TaskID: taskID}).Scan(&got)
 		if !errors.Is(err, sql.ErrNoRows) {
 			t.Fatalf("SKIP LOCKED on a held lock: %v, want no row at once", err)
 		}
 	case drivers.NoWait:
-		err := other.QueryRowContext(answerCtx, st.LockNoWait, taskID).Scan(&got)
+		err := st.LockNoWait.QueryRow(answerCtx, other, drivers.TaskParams{TaskID: taskID}).Scan(&got)
 		if err == nil || !d.IsLockBusy(err) {
 			t.Fatalf("NOWAIT on a held lock: %v, want the driver's lock-busy error", err)
 		}
 	case drivers.Wait:
 		done := make(chan error, 1)
-		go func() { done <- other.QueryRowContext(ctx, st.LockWait, taskID).Scan(&got) }()
+		go func() { done <- st.LockWait.QueryRow(ctx, other, drivers.TaskParams{TaskID: taskID}).Scan(&got) }()
 		select {
 		case err := <-done:
 			t.Fatalf("plain FOR UPDATE returned (%v) while the lock was held", err)
@@ -264,7 +326,7 @@ func lease(t *testing.T, ctx context.Context, d drivers.Driver, db *sql.DB) {
 			t.Fatal(err)
 		}
 		defer tx.Rollback()
-		res, err := tx.ExecContext(ctx, st.LeaseAcquire, owner, ttlMS, taskID)
+		res, err := st.LeaseAcquire.Exec(ctx, tx, drivers.LeaseTakeParams{Owner: owner, TTLMS: ttlMS, TaskID: taskID})
 		if err != nil {
 			t.Fatalf("LeaseAcquire: %v", err)
 		}
@@ -272,7 +334,7 @@ func lease(t *testing.T, ctx context.Context, d drivers.Driver, db *sql.DB) {
 			return 0, false
 		}
 		var token int64
-		if err := tx.QueryRowContext(ctx, st.LeaseToken, taskID, owner).Scan(&token); err != nil {
+		if err := st.LeaseToken.QueryRow(ctx, tx, drivers.LeaseOwnerParams{TaskID: taskID, Owner: owner}).Scan(&token); err != nil {
 			t.Fatalf("LeaseToken: %v", err)
 		}
 		if err := tx.Commit(); err != nil {
@@ -281,7 +343,7 @@ func lease(t *testing.T, ctx context.Context, d drivers.Driver, db *sql.DB) {
 		return token, true
 	}
 	fence := func(owner string, token int64) bool {
-		res, err := db.ExecContext(ctx, st.LeaseFenceRelease, taskID, owner, token)
+		res, err := st.LeaseFenceRelease.Exec(ctx, db, drivers.LeaseFenceParams{TaskID: taskID, Owner: owner, Token: token})
 		if err != nil {
 			t.Fatalf("LeaseFenceRelease: %v", err)
 		}
@@ -356,14 +418,14 @@ func lease(t *testing.T, ctx context.Context, d drivers.Driver, db *sql.DB) {
 }
 
 // requestWhileLocked checks that a work request can be logged and committed
-// while another transaction holds the task's lock: SPEC §3 step 1 must never
+// while another transaction holds the task's lock: step 1 of docs/algorithm.md must never
 // wait for the criteria query (a foreign-key check on the locked task row is
 // the classic way to break this).
 func requestWhileLocked(t *testing.T, ctx context.Context, d drivers.Driver, db *sql.DB, taskID int64) {
 	t.Helper()
 	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	if _, err := d.InsertReturningID(cctx, db, d.Statements().RequestInsert, taskID, "while-locked", 1); err != nil {
+	if _, err := d.Statements().RequestInsert.InsertID(cctx, db, drivers.RequestInsertParams{TaskID: taskID, User: "while-locked", Requested: 1}); err != nil {
 		t.Fatalf("a request could not be logged while the task lock was held: %v", err)
 	}
 }
@@ -381,7 +443,7 @@ func rows(t *testing.T, ctx context.Context, d drivers.Driver, db *sql.DB) {
 	}
 	t.Cleanup(func() { _, _ = db.ExecContext(context.Background(), "DROP TABLE suite_rows") })
 	for i := 1; i <= 6; i++ {
-		if _, err := db.ExecContext(ctx, drivers.Rebind(d, "INSERT INTO suite_rows (id, prio) VALUES (?, ?)"), i, 10-i); err != nil {
+		if _, err := db.ExecContext(ctx, "INSERT INTO suite_rows (id, prio) VALUES ("+d.Dialect().Placeholder(1)+", "+d.Dialect().Placeholder(2)+")", i, 10-i); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -5,24 +5,24 @@ import (
 
 	gomysql "github.com/go-sql-driver/mysql"
 
-	"github.com/loanq/loanq/drivers"
+	"github.com/loanq/loanq/dsn"
 	"github.com/loanq/loanq/problem"
 )
 
 // ParseDSN reads mysql:// and mariadb:// URLs, both checked the same way:
 // a host, a numeric port if any, and the database name as the path. A
-// password may be typed as it is (see drivers.ParseURL). The options are
+// password may be typed as it is (see dsn.ParseURL). The options are
 // checked by building the driver's configuration (see Config).
-func (*Driver) ParseDSN(raw string) (drivers.DSN, error) {
-	d, err := drivers.ParseURL(raw)
+func (*Driver) ParseDSN(raw string) (dsn.DSN, error) {
+	d, err := dsn.ParseURL(raw)
 	if err != nil {
 		return d, err
 	}
-	if err := drivers.CheckHostDB(d, "database name", d.Scheme+"://user:pass@127.0.0.1:3306/db"); err != nil {
-		return drivers.DSN{}, err
+	if err := dsn.CheckHostDB(d, "database name", d.Scheme+"://user:pass@127.0.0.1:3306/db"); err != nil {
+		return dsn.DSN{}, err
 	}
 	if _, err := Config(d); err != nil {
-		return drivers.DSN{}, err
+		return dsn.DSN{}, err
 	}
 	return d, nil
 }
@@ -38,20 +38,31 @@ func (*Driver) ParseDSN(raw string) (drivers.DSN, error) {
 //
 // loanq needs three settings whatever the DSN says: times parsed into
 // time.Time, in UTC, and a session time zone of UTC so DATETIME values mean UTC.
-func Config(dsn drivers.DSN) (*gomysql.Config, error) {
-	q := dsn.Query
-	native := "tcp(" + dsn.Host + ")/" + dsn.Database
+//
+// Binds are sent inside the statement (interpolateParams) unless the DSN says
+// otherwise: without it, every statement with binds is a prepare, then an
+// execute — two round trips where one does (an engine loop of work get +
+// complete sent 18 instead of 10; BENCHMARKS.md). The driver escapes the
+// values for the connection's character set and refuses the multibyte sets
+// where that is unsafe (GBK, Big5, SJIS, …), so a DSN naming a charset or a
+// collation keeps the driver's default (prepared statements).
+func Config(target dsn.DSN) (*gomysql.Config, error) {
+	q := target.Query
+	native := "tcp(" + target.Host + ")/" + target.Database
 	if len(q) > 0 {
 		native += "?" + q.Encode()
 	}
 	cfg, err := gomysql.ParseDSN(native)
 	if err != nil {
-		return nil, problem.Usagef("malformed MySQL DSN %s: %s", dsn.Redacted(), dsn.Scrub(err.Error()))
+		return nil, problem.Usagef("malformed MySQL DSN %s: %s", target.Redacted(), target.Scrub(err.Error()))
 	}
-	cfg.User = dsn.User
-	cfg.Passwd = dsn.Password
+	cfg.User = target.User
+	cfg.Passwd = target.Password
 	cfg.ParseTime = true
 	cfg.Loc = time.UTC
+	if !q.Has("interpolateParams") && !q.Has("charset") && !q.Has("collation") {
+		cfg.InterpolateParams = true
+	}
 	if !q.Has("timeout") {
 		cfg.Timeout = 10 * time.Second
 	}

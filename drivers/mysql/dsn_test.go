@@ -45,3 +45,30 @@ func TestConfigDriverOptions(t *testing.T) {
 		t.Error("tls=bogus accepted")
 	}
 }
+
+// Binds travel inside the statement (one round trip, not a prepare and an
+// execute) unless the DSN turns it off or names a character set, for which
+// the driver's escaping might not be safe.
+func TestConfigInterpolatesBinds(t *testing.T) {
+	for query, want := range map[string]bool{
+		"":                                    true,
+		"?interpolateParams=false":            false,
+		"?interpolateParams=true":             true,
+		"?charset=utf8mb4":                    false,
+		"?collation=utf8mb4_general_ci":       false,
+		"?innodb_lock_wait_timeout=5":         true,
+		"?charset=gbk&interpolateParams=true": true, // refused by the driver when it connects
+	} {
+		d, err := (&Driver{}).ParseDSN("mysql://root@db.example:3306/loans" + query)
+		if err != nil {
+			t.Fatalf("%q: %v", query, err)
+		}
+		cfg, err := Config(d)
+		if err != nil {
+			t.Fatalf("%q: %v", query, err)
+		}
+		if cfg.InterpolateParams != want {
+			t.Errorf("%q: interpolateParams %v, want %v", query, cfg.InterpolateParams, want)
+		}
+	}
+}

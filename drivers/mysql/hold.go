@@ -14,9 +14,11 @@ import (
 // max_execution_time (milliseconds) aborts a SELECT. Sent when MariaDB's
 // statement is refused as naming an unknown variable. No MySQL 8 server runs
 // on the project's machines: the text is checked by tests, not run.
-const (
-	holdLimitSetMySQL8   = `SET SESSION wait_timeout = CEIL(? / 1000), max_execution_time = ?`
-	holdLimitResetMySQL8 = `SET SESSION wait_timeout = DEFAULT, max_execution_time = DEFAULT`
+var (
+	holdLimitSetMySQL8 = drivers.MustStmt[drivers.HoldLimitParams](dialect{}, "HoldLimitSet (MySQL 8)",
+		`SET SESSION wait_timeout = CEIL(:idle_ms / 1000), max_execution_time = :statement_ms`)
+	holdLimitResetMySQL8 = drivers.MustStmt[drivers.NoParams](dialect{}, "HoldLimitReset (MySQL 8)",
+		`SET SESSION wait_timeout = DEFAULT, max_execution_time = DEFAULT`)
 )
 
 // errUnknownSystemVariable is ER_UNKNOWN_SYSTEM_VARIABLE.
@@ -28,9 +30,10 @@ var _ drivers.HoldLimiter = (*Driver)(nil)
 // know MariaDB's. A failed SET does not end an InnoDB transaction, so the
 // second try runs in the same lock transaction.
 func (*Driver) LimitHold(ctx context.Context, q drivers.Querier, idle, stmt time.Duration) (bool, error) {
-	_, err := q.ExecContext(ctx, statements.HoldLimitSet, idle.Milliseconds(), stmt.Milliseconds())
+	limits := drivers.HoldLimitParams{IdleMS: idle.Milliseconds(), StatementMS: stmt.Milliseconds()}
+	_, err := statements.HoldLimitSet.Exec(ctx, q, limits)
 	if errNumber(err) == errUnknownSystemVariable {
-		_, err = q.ExecContext(ctx, holdLimitSetMySQL8, idle.Milliseconds(), stmt.Milliseconds())
+		_, err = holdLimitSetMySQL8.Exec(ctx, q, limits)
 	}
 	if err != nil {
 		return false, fmt.Errorf("setting the hold limit (%s idle, %s per statement) on the lock session: %w", idle, stmt, err)
@@ -42,10 +45,10 @@ func (*Driver) LimitHold(ctx context.Context, q drivers.Querier, idle, stmt time
 // query sets no hold limit.
 func holdReset(query string) string {
 	switch query {
-	case statements.HoldLimitSet:
-		return statements.HoldLimitReset
-	case holdLimitSetMySQL8:
-		return holdLimitResetMySQL8
+	case statements.HoldLimitSet.Text():
+		return statements.HoldLimitReset.Text()
+	case holdLimitSetMySQL8.Text():
+		return holdLimitResetMySQL8.Text()
 	}
 	return ""
 }

@@ -15,7 +15,7 @@ import (
 // from the pooled connection once the transaction has ended.
 func TestHoldLimitSession(t *testing.T) {
 	ctx := context.Background()
-	dsn, err := drivers.ParseDSN(testdb.Fresh(t, "mysql"))
+	_, dsn, err := drivers.ParseDSN(testdb.Fresh(t, "mysql"))
 	if err != nil {
 		t.Fatal(err)
 	}

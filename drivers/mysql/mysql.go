@@ -19,6 +19,7 @@ import (
 	"github.com/pressly/goose/v3/database"
 
 	"github.com/loanq/loanq/drivers"
+	"github.com/loanq/loanq/dsn"
 	"github.com/loanq/loanq/migrations"
 	"github.com/loanq/loanq/problem"
 )
@@ -30,11 +31,11 @@ var _ drivers.Driver = (*Driver)(nil)
 
 func init() { drivers.Register(&Driver{}) }
 
-func (*Driver) Name() string                                    { return "mysql" }
-func (*Driver) Schemes() []string                               { return []string{"mysql", "mariadb"} }
-func (*Driver) Statements() *drivers.Statements                 { return &statements }
-func (*Driver) Migrations() fs.FS                               { return migrations.For("mysql") }
-func (*Driver) CriteriaQuery(src drivers.CriteriaSource) string { return criteriaQuery(src) }
+func (*Driver) Name() string                    { return "mysql" }
+func (*Driver) Schemes() []string               { return []string{"mysql", "mariadb"} }
+func (*Driver) Statements() *drivers.Statements { return statements }
+func (*Driver) Dialect() drivers.Dialect        { return dialect{} }
+func (*Driver) Migrations() fs.FS               { return migrations.For("mysql") }
 
 var (
 	_ drivers.RowLocker       = (*Driver)(nil)
@@ -79,31 +80,21 @@ func (*Driver) MigrationStore(table string) (database.Store, error) {
 	return database.NewStore(database.DialectMySQL, table)
 }
 
-func (*Driver) Open(ctx context.Context, dsn drivers.DSN) (*sql.DB, error) {
-	cfg, err := Config(dsn)
+func (*Driver) Open(ctx context.Context, target dsn.DSN) (*sql.DB, error) {
+	cfg, err := Config(target)
 	if err != nil {
 		return nil, err
 	}
 	conn, err := gomysql.NewConnector(cfg)
 	if err != nil {
-		return nil, problem.Usagef("malformed MySQL DSN %s: %s", dsn.Redacted(), dsn.Scrub(err.Error()))
+		return nil, problem.Usagef("malformed MySQL DSN %s: %s", target.Redacted(), target.Scrub(err.Error()))
 	}
 	db := sql.OpenDB(connector{conn})
 	if err := db.PingContext(ctx); err != nil {
 		db.Close()
-		return nil, classifyConnectError(dsn, err)
+		return nil, classifyConnectError(target, err)
 	}
 	return db, nil
-}
-
-// InsertReturningID: MySQL 8 has no INSERT … RETURNING; the id comes back in
-// the OK packet of the same statement.
-func (*Driver) InsertReturningID(ctx context.Context, q drivers.Querier, query string, args ...any) (int64, error) {
-	res, err := q.ExecContext(ctx, query, args...)
-	if err != nil {
-		return 0, err
-	}
-	return res.LastInsertId()
 }
 
 // IsLockBusy: 3572 ER_LOCK_NOWAIT (MySQL's NOWAIT), 1205 ER_LOCK_WAIT_TIMEOUT
@@ -127,16 +118,12 @@ func errNumber(err error) uint16 {
 	return 0
 }
 
-func classifyConnectError(dsn drivers.DSN, err error) error {
+func classifyConnectError(target dsn.DSN, err error) error {
 	switch errNumber(err) {
 	case 1045: // ER_ACCESS_DENIED_ERROR
-		e := drivers.ConnectError(dsn, err, "check the user name and password in --db / LOANQ_DB").(*problem.Error)
-		e.Kind = problem.Usage
-		return e
+		return drivers.ConnectError(problem.Usage, target, err, "check the user name and password in --db / LOANQ_DB")
 	case 1049: // ER_BAD_DB_ERROR
-		e := drivers.ConnectError(dsn, err, "create the database first, or fix its name in the DSN").(*problem.Error)
-		e.Kind = problem.Usage
-		return e
+		return drivers.ConnectError(problem.Usage, target, err, "create the database first, or fix its name in the DSN")
 	}
-	return drivers.ConnectError(dsn, err, "is the MySQL/MariaDB server running and reachable? check host and port in --db / LOANQ_DB")
+	return drivers.ConnectError(problem.Failure, target, err, "is the MySQL/MariaDB server running and reachable? check host and port in --db / LOANQ_DB")
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/godror/godror"
 
 	"github.com/loanq/loanq/drivers"
+	"github.com/loanq/loanq/dsn"
 	"github.com/loanq/loanq/problem"
 )
 
@@ -23,15 +24,15 @@ var _ interface{ Code() int } = (*godror.OraErr)(nil)
 // open connects through godror. godror loads the Oracle Client library
 // (libclntsh) lazily, on the first connection, so a missing Instant Client
 // shows up here, at Ping, as DPI-1047, not at start-up.
-func open(ctx context.Context, dsn drivers.DSN) (*sql.DB, error) {
-	P, err := ConnectParams(dsn)
+func open(ctx context.Context, target dsn.DSN) (*sql.DB, error) {
+	P, err := ConnectParams(target)
 	if err != nil {
 		return nil, err
 	}
 	db := sql.OpenDB(godror.NewConnector(P))
 	if err := db.PingContext(ctx); err != nil {
 		db.Close()
-		return nil, classifyConnectError(dsn, err)
+		return nil, classifyConnectError(target, err)
 	}
 	return db, nil
 }
@@ -42,7 +43,7 @@ const InstantClientHint = "install Oracle Instant Client Basic or Basic Light (1
 	"(e.g. echo /opt/oracle/instantclient_23_7 > /etc/ld.so.conf.d/oracle.conf && ldconfig); " +
 	"see https://oracle.github.io/odpi/doc/installation.html"
 
-func classifyConnectError(dsn drivers.DSN, err error) error {
+func classifyConnectError(target dsn.DSN, err error) error {
 	msg := err.Error()
 	switch {
 	case strings.Contains(msg, "DPI-1047"): // Cannot locate a 64-bit Oracle Client library
@@ -51,17 +52,13 @@ func classifyConnectError(dsn drivers.DSN, err error) error {
 		if i := strings.Index(msg, "DPI-1047"); i > 0 {
 			err = errors.New(msg[i:])
 		}
-		return drivers.ConnectError(dsn, err, InstantClientHint)
+		return drivers.ConnectError(problem.Failure, target, err, InstantClientHint)
 	}
 	switch OraCode(err) {
 	case 1017, 28000: // invalid username/password; account locked
-		e := drivers.ConnectError(dsn, err, "check the user name and password in --db / LOANQ_DB").(*problem.Error)
-		e.Kind = problem.Usage
-		return e
+		return drivers.ConnectError(problem.Usage, target, err, "check the user name and password in --db / LOANQ_DB")
 	case 12514: // listener does not currently know of service requested
-		e := drivers.ConnectError(dsn, err, "check the service name in --db / LOANQ_DB (lsnrctl services lists them)").(*problem.Error)
-		e.Kind = problem.Usage
-		return e
+		return drivers.ConnectError(problem.Usage, target, err, "check the service name in --db / LOANQ_DB (lsnrctl services lists them)")
 	}
-	return drivers.ConnectError(dsn, err, "is the Oracle listener running and reachable? check host, port and service in --db / LOANQ_DB")
+	return drivers.ConnectError(problem.Failure, target, err, "is the Oracle listener running and reachable? check host, port and service in --db / LOANQ_DB")
 }

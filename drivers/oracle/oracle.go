@@ -26,6 +26,7 @@ import (
 	"github.com/pressly/goose/v3/database"
 
 	"github.com/loanq/loanq/drivers"
+	"github.com/loanq/loanq/dsn"
 	"github.com/loanq/loanq/migrations"
 	"github.com/loanq/loanq/problem"
 )
@@ -37,11 +38,11 @@ var _ drivers.Driver = (*Driver)(nil)
 
 func init() { drivers.Register(&Driver{}) }
 
-func (*Driver) Name() string                                    { return "oracle" }
-func (*Driver) Schemes() []string                               { return []string{"oracle"} }
-func (*Driver) Statements() *drivers.Statements                 { return &statements }
-func (*Driver) Migrations() fs.FS                               { return migrations.For("oracle") }
-func (*Driver) CriteriaQuery(src drivers.CriteriaSource) string { return criteriaQuery(src) }
+func (*Driver) Name() string                    { return "oracle" }
+func (*Driver) Schemes() []string               { return []string{"oracle"} }
+func (*Driver) Statements() *drivers.Statements { return statements }
+func (*Driver) Dialect() drivers.Dialect        { return dialect{} }
+func (*Driver) Migrations() fs.FS               { return migrations.For("oracle") }
 
 var _ drivers.RowLocker = (*Driver)(nil)
 
@@ -70,19 +71,7 @@ func (*Driver) MigrationStore(table string) (database.Store, error) { return New
 func (*Driver) Unsupported() string { return unsupported }
 
 // Open connects and checks the connection (see open_cgo.go / open_nocgo.go).
-func (*Driver) Open(ctx context.Context, dsn drivers.DSN) (*sql.DB, error) { return open(ctx, dsn) }
-
-// InsertReturningID runs an INSERT … RETURNING id INTO :N. Oracle has no
-// INSERT that returns a result set; the id comes back through an out bind,
-// appended here as the statement's last (N-th) argument.
-func (*Driver) InsertReturningID(ctx context.Context, q drivers.Querier, query string, args ...any) (int64, error) {
-	var id int64
-	all := append(append(make([]any, 0, len(args)+1), args...), sql.Out{Dest: &id})
-	if _, err := q.ExecContext(ctx, query, all...); err != nil {
-		return 0, err
-	}
-	return id, nil
-}
+func (*Driver) Open(ctx context.Context, target dsn.DSN) (*sql.DB, error) { return open(ctx, target) }
 
 // Oracle error codes loanq reacts to.
 const (
@@ -128,19 +117,19 @@ func OraCode(err error) int {
 // loanq's TIMESTAMP columns hold UTC, and without this godror would label them
 // with the server's zone. Other query parameters (poolMaxSessions, …) pass
 // through to godror.
-func ConnectParams(dsn drivers.DSN) (godsn.ConnectionParams, error) {
+func ConnectParams(target dsn.DSN) (godsn.ConnectionParams, error) {
 	q := url.Values{}
-	for k, v := range dsn.Query {
+	for k, v := range target.Query {
 		q[k] = v
 	}
 	q.Del("timezone") // loanq's times are UTC; see above
-	u := url.URL{Scheme: "oracle", Host: dsn.Host, Path: "/" + dsn.Database, RawQuery: q.Encode()}
+	u := url.URL{Scheme: "oracle", Host: target.Host, Path: "/" + target.Database, RawQuery: q.Encode()}
 	P, err := godsn.Parse(u.String())
 	if err != nil {
-		return P, problem.Usagef("malformed Oracle DSN %s: %s", dsn.Redacted(), dsn.Scrub(err.Error()))
+		return P, problem.Usagef("malformed Oracle DSN %s: %s", target.Redacted(), target.Scrub(err.Error()))
 	}
-	P.Username = dsn.User
-	P.Password = godsn.NewPassword(dsn.Password)
+	P.Username = target.User
+	P.Password = godsn.NewPassword(target.Password)
 	P.Timezone = time.UTC
 	P.AlterSession = append(P.AlterSession, [2]string{"TIME_ZONE", "UTC"})
 	return P, nil

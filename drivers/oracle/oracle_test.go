@@ -8,11 +8,12 @@ import (
 	"time"
 
 	"github.com/loanq/loanq/drivers"
+	"github.com/loanq/loanq/dsn"
 )
 
-func mustDSN(t *testing.T, raw string) drivers.DSN {
+func mustDSN(t *testing.T, raw string) dsn.DSN {
 	t.Helper()
-	d, err := drivers.ParseDSN(raw)
+	_, d, err := drivers.ParseDSN(raw)
 	if err != nil {
 		t.Fatalf("ParseDSN(%q): %v", raw, err)
 	}
@@ -91,7 +92,7 @@ func TestRegistered(t *testing.T) {
 			t.Fatalf("Lookup(%s): %v", s, err)
 		}
 	}
-	if d, err := drivers.ByName("oracle"); err != nil || d.Statements().LockSkip == "" {
+	if d, err := drivers.ByName("oracle"); err != nil || d.Statements().LockSkip.Empty() {
 		t.Fatalf("ByName(oracle): %v", err)
 	}
 }

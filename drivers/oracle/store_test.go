@@ -140,7 +140,7 @@ func TestOracleOrdersByTimeThenID(t *testing.T) {
 			t.Errorf("store %s:\n%s", name, q)
 		}
 	}
-	if q := (&Driver{}).Statements().TaskRuns; !strings.Contains(q, "ORDER BY started_at DESC, id DESC\nFETCH FIRST 10 ROWS ONLY") {
+	if q := (&Driver{}).Statements().TaskRuns.Text(); !strings.Contains(q, "ORDER BY started_at DESC, id DESC\nFETCH FIRST 10 ROWS ONLY") {
 		t.Errorf("TaskRuns:\n%s", q)
 	}
 }

@@ -7,24 +7,24 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/loanq/loanq/drivers"
+	"github.com/loanq/loanq/dsn"
 	"github.com/loanq/loanq/problem"
 )
 
 // ParseDSN reads postgres:// and postgresql:// URLs (a password may be typed
-// as it is, see drivers.ParseURL). The host may instead be given as ?host=
+// as it is, see dsn.ParseURL). The host may instead be given as ?host=
 // (a Unix socket folder, as libpq allows). The DSN is checked by building
 // pgx's configuration, so a malformed option is bad input before connecting.
-func (*Driver) ParseDSN(raw string) (drivers.DSN, error) {
-	d, err := drivers.ParseURL(raw)
+func (*Driver) ParseDSN(raw string) (dsn.DSN, error) {
+	d, err := dsn.ParseURL(raw)
 	if err != nil {
 		return d, err
 	}
 	if d.Host == "" && d.Query.Get("host") == "" {
-		return drivers.DSN{}, problem.Usagef("malformed PostgreSQL DSN %s: no host (e.g. %s://user@127.0.0.1:5432/db)", d.Redacted(), d.Scheme)
+		return dsn.DSN{}, problem.Usagef("malformed PostgreSQL DSN %s: no host (e.g. %s://user@127.0.0.1:5432/db)", d.Redacted(), d.Scheme)
 	}
 	if _, err := pgconnParse(d); err != nil {
-		return drivers.DSN{}, err
+		return dsn.DSN{}, err
 	}
 	return d, nil
 }
@@ -32,17 +32,17 @@ func (*Driver) ParseDSN(raw string) (drivers.DSN, error) {
 // pgconnParse builds pgx's configuration. pgx is handed a URL without the
 // password, so none of its parse errors can quote it; the password is set on
 // the parsed configuration.
-func pgconnParse(dsn drivers.DSN) (*pgx.ConnConfig, error) {
-	u := url.URL{Scheme: "postgres", Host: dsn.Host, Path: "/" + dsn.Database, RawQuery: dsn.Query.Encode()}
-	if dsn.User != "" {
-		u.User = url.User(dsn.User)
+func pgconnParse(target dsn.DSN) (*pgx.ConnConfig, error) {
+	u := url.URL{Scheme: "postgres", Host: target.Host, Path: "/" + target.Database, RawQuery: target.Query.Encode()}
+	if target.User != "" {
+		u.User = url.User(target.User)
 	}
 	cfg, err := pgx.ParseConfig(u.String())
 	if err != nil {
-		return nil, problem.Usagef("malformed PostgreSQL DSN %s: %s", dsn.Redacted(), dsn.Scrub(err.Error()))
+		return nil, problem.Usagef("malformed PostgreSQL DSN %s: %s", target.Redacted(), target.Scrub(err.Error()))
 	}
-	if dsn.Password != "" {
-		cfg.Password = dsn.Password
+	if target.Password != "" {
+		cfg.Password = target.Password
 	}
 	if _, ok := cfg.RuntimeParams["application_name"]; !ok {
 		cfg.RuntimeParams["application_name"] = "loanq"

@@ -16,7 +16,7 @@ import (
 // keepalives.
 func TestHoldLimitSession(t *testing.T) {
 	ctx := context.Background()
-	dsn, err := drivers.ParseDSN(testdb.Fresh(t, "postgres"))
+	_, dsn, err := drivers.ParseDSN(testdb.Fresh(t, "postgres"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/pressly/goose/v3/database"
 
 	"github.com/loanq/loanq/drivers"
+	"github.com/loanq/loanq/dsn"
 	"github.com/loanq/loanq/migrations"
 	"github.com/loanq/loanq/problem"
 )
@@ -30,13 +31,12 @@ func init() { drivers.Register(&Driver{}) }
 
 func (*Driver) Name() string                    { return "postgres" }
 func (*Driver) Schemes() []string               { return []string{"postgres", "postgresql"} }
-func (*Driver) Statements() *drivers.Statements { return &statements }
+func (*Driver) Statements() *drivers.Statements { return statements }
+func (*Driver) Dialect() drivers.Dialect        { return dialect{} }
 func (*Driver) Migrations() fs.FS               { return migrations.For("postgres") }
 func (*Driver) Strategies() []drivers.Strategy {
 	return []drivers.Strategy{drivers.Skip, drivers.NoWait, drivers.Wait, drivers.Lease, drivers.Rows}
 }
-
-func (*Driver) CriteriaQuery(src drivers.CriteriaSource) string { return criteriaQuery(src) }
 
 var _ drivers.RowLocker = (*Driver)(nil)
 
@@ -56,23 +56,17 @@ func (*Driver) MigrationStore(table string) (database.Store, error) {
 // Open connects with pgx. The DSN is handed to pgx as given (it is already a
 // libpq URL); loanq adds an application_name so a DBA can find its sessions in
 // pg_stat_activity.
-func (*Driver) Open(ctx context.Context, dsn drivers.DSN) (*sql.DB, error) {
-	cfg, err := pgconnParse(dsn)
+func (*Driver) Open(ctx context.Context, target dsn.DSN) (*sql.DB, error) {
+	cfg, err := pgconnParse(target)
 	if err != nil {
 		return nil, err
 	}
 	db := stdlib.OpenDB(*cfg)
 	if err := db.PingContext(ctx); err != nil {
 		db.Close()
-		return nil, classifyConnectError(dsn, err)
+		return nil, classifyConnectError(target, err)
 	}
 	return db, nil
-}
-
-func (*Driver) InsertReturningID(ctx context.Context, q drivers.Querier, query string, args ...any) (int64, error) {
-	var id int64
-	err := q.QueryRowContext(ctx, query, args...).Scan(&id)
-	return id, err
 }
 
 // IsLockBusy: 55P03 lock_not_available is what FOR UPDATE NOWAIT raises.
@@ -92,20 +86,14 @@ func sqlState(err error) string {
 	return ""
 }
 
-func classifyConnectError(dsn drivers.DSN, err error) error {
+func classifyConnectError(target dsn.DSN, err error) error {
 	switch sqlState(err) {
 	case "28P01", "28000": // invalid_password, invalid_authorization_specification
-		e := drivers.ConnectError(dsn, err, "check the user name and password in --db / LOANQ_DB").(*problem.Error)
-		e.Kind = problem.Usage
-		return e
+		return drivers.ConnectError(problem.Usage, target, err, "check the user name and password in --db / LOANQ_DB")
 	case "22023", "42704": // invalid_parameter_value, undefined_object: a bad ?name=value run-time parameter
-		e := drivers.ConnectError(dsn, err, "fix or remove the run-time parameter in the DSN's query (e.g. ?lock_timeout=5s)").(*problem.Error)
-		e.Kind = problem.Usage
-		return e
+		return drivers.ConnectError(problem.Usage, target, err, "fix or remove the run-time parameter in the DSN's query (e.g. ?lock_timeout=5s)")
 	case "3D000": // invalid_catalog_name
-		e := drivers.ConnectError(dsn, err, "create the database first, or fix its name in the DSN").(*problem.Error)
-		e.Kind = problem.Usage
-		return e
+		return drivers.ConnectError(problem.Usage, target, err, "create the database first, or fix its name in the DSN")
 	}
-	return drivers.ConnectError(dsn, err, "is the PostgreSQL server running and reachable? check host and port in --db / LOANQ_DB")
+	return drivers.ConnectError(problem.Failure, target, err, "is the PostgreSQL server running and reachable? check host and port in --db / LOANQ_DB")
 }

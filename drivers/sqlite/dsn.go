@@ -4,38 +4,38 @@ import (
 	"net/url"
 	"strings"
 
-	"github.com/loanq/loanq/drivers"
+	"github.com/loanq/loanq/dsn"
 	"github.com/loanq/loanq/problem"
 )
 
 // ParseDSN reads sqlite:PATH, sqlite://PATH, file:PATH (each with an optional
-// ?query) and a plain path ending in .db, .sqlite or .sqlite3.
-func (*Driver) ParseDSN(raw string) (drivers.DSN, error) {
+// ?query) and a plain path ending in .db, .sqlite or .sqlite3. Its scheme is
+// sqlite whatever was typed: that is how the DSN prints.
+func (*Driver) ParseDSN(raw string) (dsn.DSN, error) {
 	raw = strings.TrimSpace(raw)
 	rest := raw
-	scheme := "sqlite"
 	if i := strings.Index(raw, ":"); i > 1 && hasFileScheme(raw) {
-		scheme = strings.ToLower(raw[:i])
 		rest = strings.TrimPrefix(raw[i+1:], "//")
 	}
 	if strings.Contains(rest, "@") {
 		// sqlite://user:pass@host/x is not a file path: refuse it without
 		// echoing what may be a password.
-		return drivers.DSN{}, problem.Usagef("malformed SQLite DSN %s: an SQLite DSN names a file and has no user, password or host (e.g. sqlite:loanq.db); a file name with '@' is not supported", drivers.RedactLoose(raw))
+		return dsn.DSN{}, problem.Usagef("malformed SQLite DSN %s: an SQLite DSN names a file and has no user, password or host (e.g. sqlite:loanq.db); a file name with '@' is not supported", dsn.RedactLoose(raw))
 	}
 	q := url.Values{}
 	if i := strings.Index(rest, "?"); i >= 0 {
 		var err error
 		if q, err = url.ParseQuery(rest[i+1:]); err != nil {
-			return drivers.DSN{}, problem.Usagef("malformed SQLite DSN %q: %v", raw, err)
+			return dsn.DSN{}, problem.Usagef("malformed SQLite DSN %q: %v", raw, err)
 		}
 		rest = rest[:i]
 	}
 	rest = strings.TrimSpace(rest)
 	if rest == "" {
-		return drivers.DSN{}, problem.Usagef("malformed SQLite DSN %q: no file path (e.g. sqlite:loanq.db)", raw)
+		return dsn.DSN{}, problem.Usagef("malformed SQLite DSN %q: no file path (e.g. sqlite:loanq.db)", raw)
 	}
-	return drivers.DSN{Scheme: scheme, Raw: raw, Database: drivers.CleanPath(rest), Query: q, File: true}, nil
+	// Every form prints as sqlite:PATH (dsn.DSN.Redacted of a file DSN).
+	return dsn.DSN{Scheme: "sqlite", Raw: raw, Database: dsn.CleanPath(rest), Query: q, File: true}, nil
 }
 
 func hasFileScheme(raw string) bool {

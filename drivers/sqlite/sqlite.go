@@ -1,7 +1,7 @@
 // Package sqlite is loanq's embedded default (modernc.org/sqlite, pure Go).
 //
 // SQLite has no row locks: one writer holds the whole database at a time. The
-// task lock is therefore the lease row of seed 003 (strategy lease), the
+// task lock is therefore the lease of docs/algorithm.md (strategy lease), the
 // database runs in WAL mode so readers never wait for the writer, and every
 // write transaction is BEGIN IMMEDIATE so two writers queue on busy_timeout
 // instead of deadlocking on a read-to-write upgrade.
@@ -21,6 +21,7 @@ import (
 	sqlite3 "modernc.org/sqlite"
 
 	"github.com/loanq/loanq/drivers"
+	"github.com/loanq/loanq/dsn"
 	"github.com/loanq/loanq/migrations"
 	"github.com/loanq/loanq/problem"
 )
@@ -32,56 +33,56 @@ var _ drivers.Driver = (*Driver)(nil)
 
 func init() { drivers.Register(&Driver{}) }
 
-func (*Driver) Name() string                                    { return "sqlite" }
-func (*Driver) Schemes() []string                               { return []string{"sqlite", "file"} }
-func (*Driver) Statements() *drivers.Statements                 { return &statements }
-func (*Driver) Migrations() fs.FS                               { return migrations.For("sqlite") }
-func (*Driver) CriteriaQuery(src drivers.CriteriaSource) string { return criteriaQuery(src) }
-func (*Driver) Strategies() []drivers.Strategy                  { return []drivers.Strategy{drivers.Lease} }
+func (*Driver) Name() string                    { return "sqlite" }
+func (*Driver) Schemes() []string               { return []string{"sqlite", "file"} }
+func (*Driver) Statements() *drivers.Statements { return statements }
+func (*Driver) Dialect() drivers.Dialect        { return dialect{} }
+func (*Driver) Migrations() fs.FS               { return migrations.For("sqlite") }
+func (*Driver) Strategies() []drivers.Strategy  { return []drivers.Strategy{drivers.Lease} }
 
 // MigratesOnOpen: the embedded default migrates itself (see drivers.SelfMigrating).
 func (*Driver) MigratesOnOpen() bool { return true }
+
+// ReadTxOptions: none (see drivers.ReadTxOptioner). Asked for a read-only
+// transaction, the modernc driver enforces nothing and only replaces loanq's
+// BEGIN IMMEDIATE with a deferred BEGIN; loanq keeps one kind of transaction
+// on SQLite.
+func (*Driver) ReadTxOptions() *sql.TxOptions { return nil }
 
 func (*Driver) MigrationStore(table string) (database.Store, error) {
 	return database.NewStore(database.DialectSQLite3, table)
 }
 
 // ConnString is the modernc connection string for a loanq DSN.
-func ConnString(dsn drivers.DSN) string {
+func ConnString(target dsn.DSN) string {
 	q := url.Values{}
 	q.Add("_pragma", "busy_timeout(30000)")
 	q.Add("_pragma", "journal_mode(WAL)")
 	q.Add("_pragma", "foreign_keys(1)")
 	q.Add("_pragma", "synchronous(NORMAL)")
 	q.Set("_txlock", "immediate")
-	return "file:" + dsn.Database + "?" + q.Encode()
+	return "file:" + target.Database + "?" + q.Encode()
 }
 
-func (*Driver) Open(ctx context.Context, dsn drivers.DSN) (*sql.DB, error) {
-	if dir := filepath.Dir(dsn.Database); dsn.Database != ":memory:" {
+func (*Driver) Open(ctx context.Context, target dsn.DSN) (*sql.DB, error) {
+	if dir := filepath.Dir(target.Database); target.Database != ":memory:" {
 		if st, err := os.Stat(dir); err != nil || !st.IsDir() {
-			return nil, problem.Usagef("cannot open SQLite database %s: folder %s does not exist", dsn.Database, dir)
+			return nil, problem.Usagef("cannot open SQLite database %s: folder %s does not exist", target.Database, dir)
 		}
 	}
-	db, err := sql.Open("sqlite", ConnString(dsn))
+	db, err := sql.Open("sqlite", ConnString(target))
 	if err != nil {
-		return nil, problem.Usagef("cannot open SQLite database %s: %v", dsn.Database, err)
+		return nil, problem.Usagef("cannot open SQLite database %s: %v", target.Database, err)
 	}
 	if err := db.PingContext(ctx); err != nil {
 		db.Close()
-		if code(err)&0xff == sqliteFull || (code(err)&0xff == sqliteIOErr && lowOnSpace(filepath.Dir(dsn.Database))) {
-			return nil, drivers.ConnectError(dsn, fmt.Errorf("the filesystem holding %s is full: %w", filepath.Dir(dsn.Database), err),
+		if code(err)&0xff == sqliteFull || (code(err)&0xff == sqliteIOErr && lowOnSpace(filepath.Dir(target.Database))) {
+			return nil, drivers.ConnectError(problem.Failure, target, fmt.Errorf("the filesystem holding %s is full: %w", filepath.Dir(target.Database), err),
 				"free space there and run the command again: nothing was written")
 		}
-		return nil, drivers.ConnectError(dsn, err, "check that the file is an SQLite database and is writable")
+		return nil, drivers.ConnectError(problem.Failure, target, err, "check that the file is an SQLite database and is writable")
 	}
 	return db, nil
-}
-
-func (*Driver) InsertReturningID(ctx context.Context, q drivers.Querier, query string, args ...any) (int64, error) {
-	var id int64
-	err := q.QueryRowContext(ctx, query, args...).Scan(&id)
-	return id, err
 }
 
 // IsLockBusy: SQLITE_BUSY (5) once busy_timeout has run out.

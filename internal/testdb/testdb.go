@@ -222,11 +222,11 @@ type Loan struct {
 func CreateLoans(t testing.TB, d drivers.Driver, db *sql.DB, n int) {
 	t.Helper()
 	ctx := context.Background()
-	idType := "BIGINT"
-	if d.Name() == "oracle" {
-		idType = "NUMBER(19)"
+	tables, err := drivers.TablesOf(d)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if _, err := db.ExecContext(ctx, fmt.Sprintf("CREATE TABLE loan (id %s PRIMARY KEY, eligible INTEGER NOT NULL, priority INTEGER NOT NULL)", idType)); err != nil {
+	if _, err := db.ExecContext(ctx, fmt.Sprintf("CREATE TABLE loan (id %s PRIMARY KEY, eligible INTEGER NOT NULL, priority INTEGER NOT NULL)", tables.BigInt)); err != nil {
 		t.Fatalf("creating loan table: %v", err)
 	}
 	// The index a DBA adds for the tasks' criteria and order (eligible = 1,
@@ -239,10 +239,7 @@ func CreateLoans(t testing.TB, d drivers.Driver, db *sql.DB, n int) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ins := map[string]string{"postgres": "INSERT INTO loan VALUES ($1, 1, $2)", "oracle": "INSERT INTO loan VALUES (:1, 1, :2)"}[d.Name()]
-	if ins == "" {
-		ins = "INSERT INTO loan VALUES (?, 1, ?)"
-	}
+	ins := Rebind(d, "INSERT INTO loan VALUES (?, 1, ?)")
 	for i := 1; i <= n; i++ {
 		if _, err := tx.ExecContext(ctx, ins, i, i); err != nil {
 			t.Fatalf("filling loan table: %v", err)
@@ -261,8 +258,9 @@ func Exec(t testing.TB, d drivers.Driver, db *sql.DB, query string, args ...any)
 	}
 }
 
-// Rebind turns ? placeholders into the dialect's ($1 or :1).
-func Rebind(d drivers.Driver, query string) string { return drivers.Rebind(d, query) }
+// Rebind turns the ? placeholders of a test's own SQL into the dialect's
+// ($1 or :1). Test SQL holds no literal '?'.
+func Rebind(d drivers.Driver, query string) string { return drivers.Rebind(d.Dialect(), query) }
 
 // Int runs a single-value query written with ? placeholders.
 func Int(t testing.TB, d drivers.Driver, db *sql.DB, query string, args ...any) int64 {

@@ -1,4 +1,4 @@
--- The item table of `loanq bench` (SPEC §6, seed 001's MYTABLE). Nothing in
+-- The item table of `loanq bench` (figures in BENCHMARKS.md). Nothing in
 -- the work queue reads it; it is here so a DBA can measure how this server's
 -- row locks share a table between concurrent workers.
 --

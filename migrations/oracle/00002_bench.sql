@@ -1,4 +1,4 @@
--- The item table of `loanq bench` (SPEC §6, seed 001's MYTABLE) and the PL/SQL
+-- The item table of `loanq bench` (figures in BENCHMARKS.md) and the PL/SQL
 -- procedure that claims items from it. Nothing in the work queue reads them.
 -- Same rules as 00001_schema.sql: every statement is wrapped in
 -- StatementBegin/End without a trailing ';', the PL/SQL block keeps its END;
@@ -37,8 +37,8 @@ CREATE INDEX loanq_bench_item_status_ix ON loanq_bench_item (status, id)
 --   SELECT id FROM loanq_bench_item WHERE status = 'claimed' AND owner IS NULL
 -- which only its own transaction can see: the row-lock strategies never
 -- commit 'claimed' (they commit 'done' or roll back), and lease claims carry
--- an owner. Call it inside a transaction (autocommit off), like seed 001's
--- getmynext, or the locks end with the call.
+-- an owner. Call it inside a transaction (autocommit off), or the locks end
+-- with the call.
 --
 -- Why a cursor and not one SELECT: Oracle rejects FETCH FIRST together with
 -- FOR UPDATE (ORA-02014), and applies ROWNUM before it locks (COUNT STOPKEY
@@ -56,7 +56,7 @@ CREATE INDEX loanq_bench_item_status_ix ON loanq_bench_item (status, id)
 -- re-checks status = 'ready' on the current row, and only a row it changed
 -- (SQL%ROWCOUNT = 1) counts towards p_max.
 --
--- nowait and wait exist for the comparison with seed 001's NOSKIP run. A
+-- nowait and wait exist for the comparison with skip (BENCHMARKS.md). A
 -- cursor without SKIP LOCKED locks every row of its result when it is OPENed,
 -- before the first fetch: wait therefore queues behind whoever holds any
 -- ready row and then holds them all until commit (fully serialised), and

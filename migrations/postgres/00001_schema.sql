@@ -15,8 +15,9 @@ CREATE TABLE loanq_task (
     lock_strategy    VARCHAR(10)  NOT NULL,
     query_delay_ms   BIGINT       NOT NULL,
     lease_ttl_ms     BIGINT       NOT NULL,
-    -- lease strategy (seed 003): who holds it, until when, and a fencing token
-    -- that grows at every take-over so a stale holder cannot commit.
+    -- lease strategy (docs/algorithm.md): who holds it, until when, and a
+    -- fencing token that grows at every take-over so a stale holder cannot
+    -- commit.
     lease_owner      VARCHAR(200),
     lease_token      BIGINT       NOT NULL DEFAULT 0,
     lease_expires_at TIMESTAMPTZ,

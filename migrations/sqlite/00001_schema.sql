@@ -1,7 +1,8 @@
 -- loanq schema for SQLite (the embedded default).
 -- SQLite has one writer at a time and no row locks, so the only lock strategy
--- is the lease row (seed 003). Times are ISO-8601 UTC text with milliseconds,
--- written by strftime('%Y-%m-%dT%H:%M:%fZ', 'now'): fixed width, so text
+-- is the lease row (docs/algorithm.md, "The lease strategy"). Times are
+-- ISO-8601 UTC text with milliseconds, written by
+-- strftime('%Y-%m-%dT%H:%M:%fZ', 'now'): fixed width, so text
 -- comparison is time comparison.
 
 -- +goose Up

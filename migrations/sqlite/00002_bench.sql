@@ -1,4 +1,4 @@
--- The item table of `loanq bench` (SPEC §6, seed 001's MYTABLE). SQLite has no
+-- The item table of `loanq bench` (figures in BENCHMARKS.md). SQLite has no
 -- row locks, so only the lease strategy runs here: an item is claimed by an
 -- UPDATE in an immediate (write-locked) transaction that is committed at
 -- once, and finished by a second, fenced UPDATE. processed counts how often

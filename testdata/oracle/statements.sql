@@ -10,7 +10,8 @@ SELECT SYS_EXTRACT_UTC(SYSTIMESTAMP) FROM DUAL
 -- TaskInsert: create a task
 INSERT INTO loanq_task (name, source_table, key_column, criteria, order_by, max_active,
        lock_strategy, query_delay_ms, lease_ttl_ms, created_by, created_at, hold_limit_ms)
-VALUES (:1, :2, :3, :4, :5, :6, :7, :8, :9, :10, SYS_EXTRACT_UTC(SYSTIMESTAMP), :11)
+VALUES (:1, :2, :3, :4, :5, :6, :7, :8, :9,
+        :10, SYS_EXTRACT_UTC(SYSTIMESTAMP), :11)
 RETURNING id INTO :12
 /
 
@@ -48,7 +49,7 @@ WHERE r.id = :1
 /
 
 -- RequestsPending: pending requests of a task, oldest first
-SELECT id, user_name, requested FROM loanq_work_request
+SELECT id, user_name, requested, created_at FROM loanq_work_request
 WHERE task_id = :1 AND status = 'pending' ORDER BY created_at, id
 /
 
@@ -57,8 +58,12 @@ UPDATE loanq_work_request SET assigned = :1, status = :2, served_at = SYS_EXTRAC
 WHERE id = :3 AND status = 'pending'
 /
 
--- RequestLoans: loans assigned to a request
-SELECT loan_id FROM loanq_work WHERE request_id = :1 ORDER BY id
+-- RequestWithLoans: read a work request with its loans
+SELECT r.id, r.task_id, t.name, r.user_name, r.requested, r.assigned, r.status, r.created_at, w.loan_id
+FROM loanq_work_request r JOIN loanq_task t ON t.id = r.task_id
+LEFT JOIN loanq_work w ON w.request_id = r.id
+WHERE r.id = :1
+ORDER BY w.id
 /
 
 -- LockSkip: task lock, strategy skip
@@ -106,7 +111,7 @@ VALUES (:1, :2, :3, :4, SYS_EXTRACT_UTC(SYSTIMESTAMP))
 -- QueryRunInsert: log a criteria-query run
 INSERT INTO loanq_query_run (task_id, strategy, holder, started_at, duration_ms,
        rows_found, requests_served, loans_assigned)
-VALUES (:1, :2, :3, :4, :5, :6, :7, :8)
+VALUES (:1, :2, :3, SYS_EXTRACT_UTC(SYSTIMESTAMP) - NUMTODSINTERVAL(:4 / 1000, 'SECOND'), :5, :6, :7, :8)
 /
 
 -- ActiveWork: the active assignment of a loan in a task
@@ -115,15 +120,14 @@ SELECT id, user_name FROM loanq_work WHERE task_id = :1 AND loan_id = :2 AND dis
 
 -- LastWork: the latest assignment of a loan in a task
 SELECT disposition, user_name FROM loanq_work WHERE task_id = :1 AND loan_id = :2
-ORDER BY assigned_at DESC, id DESC
-FETCH FIRST 1 ROWS ONLY
+ORDER BY assigned_at DESC, id DESC FETCH FIRST 1 ROWS ONLY
 /
 
--- Dispose: end an assignment with a disposition
+-- DisposeLoan: end a user's active assignment of a loan with a disposition
 UPDATE loanq_work
 SET disposition = :1, disposed_at = SYS_EXTRACT_UTC(SYSTIMESTAMP),
     return_at = SYS_EXTRACT_UTC(SYSTIMESTAMP) + NUMTODSINTERVAL(:2 / 1000, 'SECOND')
-WHERE id = :3 AND user_name = :4 AND disposition IS NULL
+WHERE task_id = :3 AND loan_id = :4 AND user_name = :5 AND disposition IS NULL
 /
 
 -- Pipeline: a user's active work, oldest first
@@ -161,14 +165,18 @@ SELECT id FROM loanq_task WHERE id = :1 FOR UPDATE WAIT {wait_s}
 /
 
 -- RecentRuns: wake-up and coalescing: recent criteria-query time of a task
-SELECT COUNT(*), NVL(ROUND(AVG(duration_ms)), 0) FROM (
-  SELECT duration_ms FROM loanq_query_run WHERE task_id = :1 ORDER BY id DESC
-  FETCH FIRST 10 ROWS ONLY)
+SELECT COUNT(*), ROUND(COALESCE(AVG(duration_ms), 0)) FROM (
+  SELECT duration_ms FROM loanq_query_run WHERE task_id = :1 ORDER BY id DESC FETCH FIRST 10 ROWS ONLY) r
 /
 
--- RequestRate: coalescing: recent arrival rate of a task's requests
-SELECT COUNT(*), NVL(SUM(requested), 0) FROM loanq_work_request
-WHERE task_id = :1 AND created_at > SYS_EXTRACT_UTC(SYSTIMESTAMP) - NUMTODSINTERVAL(:2 / 1000, 'SECOND')
+-- TaskLoad: serving: pending need, arrival rate and recent criteria-query times of a task, one read
+SELECT p.requests, p.need, w.loans, r.runs, r.mean_ms, r.max_ms
+FROM (SELECT COUNT(*) AS requests, COALESCE(SUM(requested), 0) AS need FROM loanq_work_request
+      WHERE task_id = :1 AND status = 'pending') p
+CROSS JOIN (SELECT COALESCE(SUM(requested), 0) AS loans FROM loanq_work_request
+      WHERE task_id = :2 AND created_at > SYS_EXTRACT_UTC(SYSTIMESTAMP) - NUMTODSINTERVAL(:3 / 1000, 'SECOND')) w
+CROSS JOIN (SELECT COUNT(*) AS runs, ROUND(COALESCE(AVG(duration_ms), 0)) AS mean_ms, MAX(duration_ms) AS max_ms FROM (
+      SELECT duration_ms FROM loanq_query_run WHERE task_id = :4 ORDER BY id DESC FETCH FIRST 10 ROWS ONLY) recent) r
 /
 
 -- LeaseRenew: lease heartbeat: renew the lease while the criteria query runs
@@ -279,7 +287,7 @@ SELECT owner, COUNT(*) FROM loanq_bench_item WHERE status = 'done' GROUP BY owne
 
 -- HoldMeasured: hold limit: the task's recent criteria-query time
 SELECT MAX(duration_ms) FROM (
-  SELECT duration_ms FROM loanq_query_run WHERE task_id = :1 ORDER BY id DESC FETCH FIRST 10 ROWS ONLY)
+  SELECT duration_ms FROM loanq_query_run WHERE task_id = :1 ORDER BY id DESC FETCH FIRST 10 ROWS ONLY) recent
 /
 
 -- HoldLimitSet: hold limit: make the server end this session if it holds the task lock too long
@@ -386,15 +394,13 @@ FROM loanq_work WHERE id >= :1 AND disposition IS NOT NULL GROUP BY task_id, use
 
 -- DashRuns: dashboard: a task's latest criteria-query runs, with their age
 SELECT id, ROUND((CAST(SYS_EXTRACT_UTC(SYSTIMESTAMP) AS DATE) - CAST(started_at AS DATE)) * 86400), duration_ms, rows_found, requests_served, loans_assigned
-FROM loanq_query_run WHERE task_id = :1 ORDER BY id DESC
-FETCH FIRST :2 ROWS ONLY
+FROM loanq_query_run WHERE task_id = :1 ORDER BY id DESC FETCH FIRST :2 ROWS ONLY
 /
 
 -- DashDispositions: dashboard: a task's latest dispositions
 SELECT loan_id, user_name, disposition, ROUND((CAST(SYS_EXTRACT_UTC(SYSTIMESTAMP) AS DATE) - CAST(disposed_at AS DATE)) * 86400),
        ROUND((CAST(disposed_at AS DATE) - CAST(assigned_at AS DATE)) * 86400)
-FROM loanq_work WHERE task_id = :1 AND disposition IS NOT NULL ORDER BY id DESC
-FETCH FIRST :2 ROWS ONLY
+FROM loanq_work WHERE task_id = :1 AND disposition IS NOT NULL ORDER BY id DESC FETCH FIRST :2 ROWS ONLY
 /
 
 -- RequestPendingFor: a user's pending request of a task (attach instead of asking twice)
@@ -447,6 +453,114 @@ SET source_table = :1,
     hold_limit_ms = :9,
     max_hold_ms = :10
 WHERE id = :11
+/
+
+-- RequestsByUser: report: a task's requests by user and status
+SELECT user_name, status, COUNT(*) FROM loanq_work_request WHERE task_id = :1 GROUP BY user_name, status
+/
+
+-- WorkByUser: report: a task's assignments by user and disposition (NULL: active)
+SELECT user_name, disposition, COUNT(*) FROM loanq_work WHERE task_id = :1 GROUP BY user_name, disposition
+/
+
+-- QueryRunTotals: report: a task's criteria-query runs, requests served and loans assigned
+SELECT COUNT(*), COALESCE(SUM(requests_served), 0), COALESCE(SUM(loans_assigned), 0) FROM loanq_query_run WHERE task_id = :1
+/
+
+-- ActiveWorkCount: task delete: active assignments that deleting the task would drop
+SELECT COUNT(*) FROM loanq_work WHERE task_id = :1 AND disposition IS NULL
+/
+
+-- DeleteWork: task delete: the task's assignments and their history (children of requests, first)
+DELETE FROM loanq_work WHERE task_id = :1
+/
+
+-- DeleteRequests: task delete: the task's work requests
+DELETE FROM loanq_work_request WHERE task_id = :1
+/
+
+-- DeleteQueryRuns: task delete: the task's criteria-query log
+DELETE FROM loanq_query_run WHERE task_id = :1
+/
+
+-- DeleteTaskUsers: task delete: the task's per-user cap lock rows (strategy rows)
+DELETE FROM loanq_task_user WHERE task_id = :1
+/
+
+-- DeleteTaskRow: task delete: the task itself, last (the others reference it)
+DELETE FROM loanq_task WHERE id = :1
+/
+
+-- WorkDuplicates: bench --target engine: a task's work rows, and how many of them assign a loan a second time
+SELECT COUNT(*), COUNT(*) - COUNT(DISTINCT loan_id) FROM loanq_work WHERE task_id = :1
+/
+
+-- ActiveWorkAll: work list: everyone's active work, oldest first (task, loan, user, assigned_at)
+SELECT t.name, w.loan_id, w.user_name, w.assigned_at
+FROM loanq_work w JOIN loanq_task t ON t.id = w.task_id
+WHERE w.disposition IS NULL
+ORDER BY w.assigned_at, w.id
+/
+
+-- StatsPending: task stats: pending requests per task
+SELECT t.name, COUNT(*)
+FROM loanq_work_request r JOIN loanq_task t ON t.id = r.task_id
+WHERE r.status = 'pending'
+GROUP BY t.name
+/
+
+-- StatsActiveByUser: task stats: active work per task and user
+SELECT t.name, w.user_name, COUNT(*)
+FROM loanq_work w JOIN loanq_task t ON t.id = w.task_id
+WHERE w.disposition IS NULL
+GROUP BY t.name, w.user_name
+/
+
+-- AuditDuplicateActive: audit: (task, loan) pairs active in more than one pipeline (the invariant)
+SELECT COUNT(*) FROM (
+  SELECT task_id, loan_id FROM loanq_work WHERE disposition IS NULL
+  GROUP BY task_id, loan_id HAVING COUNT(*) > 1) d
+/
+
+-- AuditCountMismatch: audit: served requests whose assigned count differs from their work rows
+SELECT COUNT(*) FROM loanq_work_request r
+WHERE r.status <> 'pending'
+  AND r.assigned <> (SELECT COUNT(*) FROM loanq_work w WHERE w.request_id = r.id)
+/
+
+-- AuditBadStatus: audit: requests whose status does not match their counts
+SELECT COUNT(*) FROM loanq_work_request
+WHERE (status = 'assigned' AND assigned <> requested)
+   OR (status = 'partial' AND (assigned = 0 OR assigned >= requested))
+   OR (status = 'empty' AND assigned <> 0)
+   OR (status = 'pending' AND assigned <> 0)
+/
+
+-- AuditOverCap: audit: users holding more active work in a task than its max_active
+SELECT COUNT(*) FROM (
+  SELECT w.task_id, w.user_name FROM loanq_work w JOIN loanq_task t ON t.id = w.task_id
+  WHERE w.disposition IS NULL AND t.max_active IS NOT NULL
+  GROUP BY w.task_id, w.user_name, t.max_active HAVING COUNT(*) > t.max_active) c
+/
+
+-- AuditPending: audit: requests still pending (0 once every caller or a recheck has run)
+SELECT COUNT(*) FROM loanq_work_request WHERE status = 'pending'
+/
+
+-- DashRunHistogram: dashboard: criteria runs per task and duration bucket, from the floor id up
+SELECT task_id, CASE WHEN duration_ms <= 10 THEN 0 WHEN duration_ms <= 50 THEN 1 WHEN duration_ms <= 100 THEN 2 WHEN duration_ms <= 250 THEN 3 WHEN duration_ms <= 500 THEN 4 WHEN duration_ms <= 1000 THEN 5 WHEN duration_ms <= 2500 THEN 6 WHEN duration_ms <= 5000 THEN 7 WHEN duration_ms <= 10000 THEN 8 WHEN duration_ms <= 30000 THEN 9 WHEN duration_ms <= 60000 THEN 10 WHEN duration_ms <= 120000 THEN 11 ELSE 12 END, COUNT(*), SUM(duration_ms), SUM(requests_served), SUM(loans_assigned)
+FROM loanq_query_run WHERE id >= :1
+GROUP BY task_id, CASE WHEN duration_ms <= 10 THEN 0 WHEN duration_ms <= 50 THEN 1 WHEN duration_ms <= 100 THEN 2 WHEN duration_ms <= 250 THEN 3 WHEN duration_ms <= 500 THEN 4 WHEN duration_ms <= 1000 THEN 5 WHEN duration_ms <= 2500 THEN 6 WHEN duration_ms <= 5000 THEN 7 WHEN duration_ms <= 10000 THEN 8 WHEN duration_ms <= 30000 THEN 9 WHEN duration_ms <= 60000 THEN 10 WHEN duration_ms <= 120000 THEN 11 ELSE 12 END
+/
+
+-- DashRunHistogramBelow: dashboard: criteria runs per task and duration bucket, below the floor id (hourly)
+SELECT task_id, CASE WHEN duration_ms <= 10 THEN 0 WHEN duration_ms <= 50 THEN 1 WHEN duration_ms <= 100 THEN 2 WHEN duration_ms <= 250 THEN 3 WHEN duration_ms <= 500 THEN 4 WHEN duration_ms <= 1000 THEN 5 WHEN duration_ms <= 2500 THEN 6 WHEN duration_ms <= 5000 THEN 7 WHEN duration_ms <= 10000 THEN 8 WHEN duration_ms <= 30000 THEN 9 WHEN duration_ms <= 60000 THEN 10 WHEN duration_ms <= 120000 THEN 11 ELSE 12 END, COUNT(*), SUM(duration_ms), SUM(requests_served), SUM(loans_assigned)
+FROM loanq_query_run WHERE id < :1
+GROUP BY task_id, CASE WHEN duration_ms <= 10 THEN 0 WHEN duration_ms <= 50 THEN 1 WHEN duration_ms <= 100 THEN 2 WHEN duration_ms <= 250 THEN 3 WHEN duration_ms <= 500 THEN 4 WHEN duration_ms <= 1000 THEN 5 WHEN duration_ms <= 2500 THEN 6 WHEN duration_ms <= 5000 THEN 7 WHEN duration_ms <= 10000 THEN 8 WHEN duration_ms <= 30000 THEN 9 WHEN duration_ms <= 60000 THEN 10 WHEN duration_ms <= 120000 THEN 11 ELSE 12 END
+/
+
+-- DashRunMaxID: dashboard: the highest criteria-run id (the floor)
+SELECT MAX(id) FROM loanq_query_run
 /
 
 -- CriteriaQuery: the heavy criteria query (binds :1 task id, :2 row limit), for

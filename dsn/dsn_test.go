@@ -1,4 +1,4 @@
-package drivers_test
+package dsn_test
 
 import (
 	"strings"
@@ -24,14 +24,14 @@ func TestParseDSNForms(t *testing.T) {
 		{"oracle://scott:tiger@db:1521/XEPDB1", "oracle", "db:1521", "XEPDB1", "oracle://scott:***@db:1521/XEPDB1"},
 	}
 	for _, c := range cases {
-		d, err := drivers.ParseDSN(c.raw)
+		drv, d, err := drivers.ParseDSN(c.raw)
 		if err != nil {
 			t.Errorf("%q: %v", c.raw, err)
 			continue
 		}
-		if d.Driver.Name() != c.driver || d.Host != c.host || d.Database != c.database || d.Redacted() != c.redacted {
+		if drv.Name() != c.driver || d.Host != c.host || d.Database != c.database || d.Redacted() != c.redacted {
 			t.Errorf("%q: driver %q host %q database %q redacted %q; want %q %q %q %q",
-				c.raw, d.Driver.Name(), d.Host, d.Database, d.Redacted(), c.driver, c.host, c.database, c.redacted)
+				c.raw, drv.Name(), d.Host, d.Database, d.Redacted(), c.driver, c.host, c.database, c.redacted)
 		}
 	}
 }
@@ -49,7 +49,7 @@ func TestParseDSNPasswordAsTyped(t *testing.T) {
 		{"postgres://app@db/loans?password=pw%26x", "app", "pw&x", "db", "loans"},
 	}
 	for _, c := range cases {
-		d, err := drivers.ParseDSN(c.raw)
+		_, d, err := drivers.ParseDSN(c.raw)
 		if err != nil {
 			t.Errorf("%q: %v", c.raw, err)
 			continue
@@ -74,7 +74,7 @@ func TestDSNAliasesCheckedAlike(t *testing.T) {
 		{"postgres://u:p@h/db?connect_timeout=x", "postgresql://u:p@h/db?connect_timeout=x"},
 	} {
 		for _, raw := range pair {
-			_, err := drivers.ParseDSN(raw)
+			_, _, err := drivers.ParseDSN(raw)
 			if err == nil || problem.KindOf(err) != problem.Usage {
 				t.Errorf("%q: want bad input, got %v", raw, err)
 			}
@@ -90,7 +90,7 @@ func TestParseDSNRefusesAmbiguous(t *testing.T) {
 		{"mysql://u:50%off!@h:3306/db", "50%off!"},
 		{"sqlite://u:s3cretPW@h/x.db", "s3cretPW"},
 	} {
-		_, err := drivers.ParseDSN(c.raw)
+		_, _, err := drivers.ParseDSN(c.raw)
 		if err == nil {
 			t.Errorf("%q: accepted", c.raw)
 			continue

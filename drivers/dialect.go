@@ -1,0 +1,71 @@
+package drivers
+
+import (
+	"context"
+	"strings"
+)
+
+// Dialect is how one database writes what every database says differently:
+// the vocabulary the portable statements are written in ({{now}},
+// {{nowPlusMs ":ttl_ms"}}, {{limit "10"}} …) and the placeholder syntax
+// their :name binds become. Each driver implements it in its sql.go, beside
+// the statements it writes its own way.
+//
+// Expression arguments are SQL text (a bind such as ":ttl_ms", a column, a
+// literal), placed in the result as given.
+type Dialect interface {
+	// Placeholder is the n-th bind marker (from 1): $n, ? or :n.
+	Placeholder(n int) string
+	// Now is the database clock in UTC, in the form loanq stores times in.
+	Now() string
+	// NowPlusMillis is Now moved forward by ms milliseconds; NULL ms gives NULL.
+	NowPlusMillis(ms string) string
+	// NowMinusMillis is Now moved back by ms milliseconds.
+	NowMinusMillis(ms string) string
+	// SecondsSince is the whole seconds from the stored time ts to Now.
+	SecondsSince(ts string) string
+	// SecondsBetween is the whole seconds from the stored time from to to.
+	SecondsBetween(from, to string) string
+	// StartOfToday is midnight of the database clock's UTC day, comparable
+	// with stored times.
+	StartOfToday() string
+	// Limit is the clause ending a query after n rows (LIMIT n, FETCH FIRST
+	// n ROWS ONLY). Only for queries that lock nothing.
+	Limit(n string) string
+	// Integer casts a numeric expression to an integer the driver scans
+	// into an int64.
+	Integer(expr string) string
+	// IDsFromJSON is a subquery of the ids in ids, a JSON array text such as
+	// "[3,7,9]" (one bind for a whole batch).
+	IDsFromJSON(ids string) string
+	// ReturningID is what an INSERT ends with so that InsertID can read the
+	// new row's id ("RETURNING id", nothing, or "RETURNING id INTO
+	// :returned_id", whose value InsertID supplies).
+	ReturningID() string
+	// InsertID runs an INSERT ending with ReturningID and returns the id.
+	InsertID(ctx context.Context, q Querier, query string, args []any) (int64, error)
+}
+
+// ReturnedID is InsertID for dialects whose INSERT … RETURNING id returns
+// the id as a one-row result (PostgreSQL, SQLite).
+func ReturnedID(ctx context.Context, q Querier, query string, args []any) (int64, error) {
+	var id int64
+	err := q.QueryRowContext(ctx, query, args...).Scan(&id)
+	return id, err
+}
+
+// Rebind turns the ? placeholders of SQL that is not one of loanq's
+// statements (a test's fixture, which holds no literal '?') into d's.
+func Rebind(d Dialect, query string) string {
+	var b strings.Builder
+	n := 0
+	for _, r := range query {
+		if r == '?' {
+			n++
+			b.WriteString(d.Placeholder(n))
+			continue
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}

@@ -1,0 +1,298 @@
+package drivers
+
+import "database/sql"
+
+// The parameters of loanq's statements, one type per shape of input. A
+// field's bind tag is the name the statements write it as (:task_id); the
+// order of the binds is the statement's business, so swapping two values
+// of one type cannot happen by reordering arguments.
+
+// NoParams is the parameters of a statement that binds nothing.
+type NoParams struct{}
+
+// IDParams is a row's id: a task, a request, an assignment (work row).
+type IDParams struct {
+	ID int64 `bind:"id"`
+}
+
+// TaskParams is a task's id.
+type TaskParams struct {
+	TaskID int64 `bind:"task_id"`
+}
+
+// NameParams is a task's or a named lock's name.
+type NameParams struct {
+	Name string `bind:"name"`
+}
+
+// OwnerParams is a bench worker's owner name.
+type OwnerParams struct {
+	Owner string `bind:"owner"`
+}
+
+// LimitParams is a row count.
+type LimitParams struct {
+	Limit int `bind:"limit"`
+}
+
+// MillisParams is a duration in milliseconds.
+type MillisParams struct {
+	MS int64 `bind:"ms"`
+}
+
+// SettingParams is a session setting's value, as read before changing it.
+type SettingParams struct {
+	Value any `bind:"value"`
+}
+
+// WindowParams is a time window ending now, in milliseconds.
+type WindowParams struct {
+	WindowMS int64 `bind:"window_ms"`
+}
+
+// FloorParams is an id under or from which rows are counted.
+type FloorParams struct {
+	Floor int64 `bind:"floor"`
+}
+
+// TaskUserParams is a task and one of its users.
+type TaskUserParams struct {
+	TaskID int64  `bind:"task_id"`
+	User   string `bind:"user"`
+}
+
+// TaskLoanParams is a task and one of its loans.
+type TaskLoanParams struct {
+	TaskID int64 `bind:"task_id"`
+	LoanID int64 `bind:"loan_id"`
+}
+
+// TaskLimitParams is a task and a row count.
+type TaskLimitParams struct {
+	TaskID int64 `bind:"task_id"`
+	Limit  int   `bind:"limit"`
+}
+
+// TaskWindowParams is a task and a time window ending now.
+type TaskWindowParams struct {
+	TaskID   int64 `bind:"task_id"`
+	WindowMS int64 `bind:"window_ms"`
+}
+
+// IDUserParams is a row's id and the user it must belong to.
+type IDUserParams struct {
+	ID   int64  `bind:"id"`
+	User string `bind:"user"`
+}
+
+// TaskInsertParams is a new task's definition.
+type TaskInsertParams struct {
+	Name         string        `bind:"name"`
+	Source       string        `bind:"source"`
+	Key          string        `bind:"key"`
+	Criteria     string        `bind:"criteria"`
+	Order        string        `bind:"order"`
+	MaxActive    sql.NullInt64 `bind:"max_active"` // NULL: no cap
+	LockStrategy string        `bind:"lock_strategy"`
+	QueryDelayMS int64         `bind:"query_delay_ms"`
+	LeaseTTLMS   int64         `bind:"lease_ttl_ms"`
+	CreatedBy    string        `bind:"created_by"`
+	HoldLimitMS  sql.NullInt64 `bind:"hold_limit_ms"` // NULL: derived from measured runs
+}
+
+// TaskUpdateParams is a task's changed definition.
+type TaskUpdateParams struct {
+	ID           int64         `bind:"id"`
+	Source       string        `bind:"source"`
+	Key          string        `bind:"key"`
+	Criteria     string        `bind:"criteria"`
+	Order        string        `bind:"order"`
+	MaxActive    sql.NullInt64 `bind:"max_active"` // NULL: no cap
+	LockStrategy string        `bind:"lock_strategy"`
+	QueryDelayMS int64         `bind:"query_delay_ms"`
+	LeaseTTLMS   int64         `bind:"lease_ttl_ms"`
+	HoldLimitMS  sql.NullInt64 `bind:"hold_limit_ms"` // NULL: derived
+	MaxHoldMS    sql.NullInt64 `bind:"max_hold_ms"`   // NULL: never expires
+}
+
+// TaskMaxHoldParams sets a task's max hold.
+type TaskMaxHoldParams struct {
+	ID        int64         `bind:"id"`
+	MaxHoldMS sql.NullInt64 `bind:"max_hold_ms"` // NULL: never expires
+}
+
+// RequestInsertParams is a new work request.
+type RequestInsertParams struct {
+	TaskID    int64  `bind:"task_id"`
+	User      string `bind:"user"`
+	Requested int    `bind:"requested"`
+}
+
+// RequestFinishParams is a request's outcome.
+type RequestFinishParams struct {
+	ID       int64  `bind:"id"`
+	Assigned int    `bind:"assigned"`
+	Status   string `bind:"status"`
+}
+
+// LeaseTakeParams takes a task's lease for owner for ttl_ms.
+type LeaseTakeParams struct {
+	TaskID int64  `bind:"task_id"`
+	Owner  string `bind:"owner"`
+	TTLMS  int64  `bind:"ttl_ms"`
+}
+
+// LeaseOwnerParams is a task's lease holder.
+type LeaseOwnerParams struct {
+	TaskID int64  `bind:"task_id"`
+	Owner  string `bind:"owner"`
+}
+
+// LeaseFenceParams is a lease holder and the fencing token it took.
+type LeaseFenceParams struct {
+	TaskID int64  `bind:"task_id"`
+	Owner  string `bind:"owner"`
+	Token  int64  `bind:"token"`
+}
+
+// LeaseRenewParams renews a held lease for ttl_ms.
+type LeaseRenewParams struct {
+	TaskID int64  `bind:"task_id"`
+	Owner  string `bind:"owner"`
+	Token  int64  `bind:"token"`
+	TTLMS  int64  `bind:"ttl_ms"`
+}
+
+// LeaseTakeOverParams takes over the lease of a dead holder.
+type LeaseTakeOverParams struct {
+	TaskID    int64  `bind:"task_id"`
+	Owner     string `bind:"owner"`
+	TTLMS     int64  `bind:"ttl_ms"`
+	DeadOwner string `bind:"dead_owner"`
+}
+
+// WorkInsertParams assigns a loan to a user for a request.
+type WorkInsertParams struct {
+	TaskID    int64  `bind:"task_id"`
+	LoanID    int64  `bind:"loan_id"`
+	User      string `bind:"user"`
+	RequestID int64  `bind:"request_id"`
+}
+
+// QueryRunParams is one logged criteria-query run.
+type QueryRunParams struct {
+	TaskID         int64  `bind:"task_id"`
+	Strategy       string `bind:"strategy"`
+	Holder         string `bind:"holder"`
+	StartedAgoMS   int64  `bind:"started_ago_ms"` // the run started this long before the insert
+	DurationMS     int64  `bind:"duration_ms"`
+	RowsFound      int    `bind:"rows_found"`
+	RequestsServed int    `bind:"requests_served"`
+	LoansAssigned  int    `bind:"loans_assigned"`
+}
+
+// DisposeLoanParams ends a user's active assignment of a loan in a task.
+type DisposeLoanParams struct {
+	TaskID        int64         `bind:"task_id"`
+	LoanID        int64         `bind:"loan_id"`
+	User          string        `bind:"user"`
+	Disposition   string        `bind:"disposition"`
+	ReturnAfterMS sql.NullInt64 `bind:"return_after_ms"` // NULL unless return
+}
+
+// PipelineParams is a user's pipeline, of one task or ("") of all.
+type PipelineParams struct {
+	User string `bind:"user"`
+	Task string `bind:"task"`
+}
+
+// WorkExpireParams ends a task's work older than its max hold.
+type WorkExpireParams struct {
+	TaskID    int64 `bind:"task_id"`
+	MaxHoldMS int64 `bind:"max_hold_ms"`
+}
+
+// WorkOlderParams selects a task's active work older than age_ms, of one
+// user or ("") of all.
+type WorkOlderParams struct {
+	TaskID int64  `bind:"task_id"`
+	User   string `bind:"user"`
+	AgeMS  int64  `bind:"age_ms"`
+}
+
+// WorkReclaimParams ends one assignment on a supervisor's word.
+type WorkReclaimParams struct {
+	ID         int64  `bind:"id"`
+	Supervisor string `bind:"supervisor"`
+}
+
+// HoldLimitParams bounds how long a session may hold the task lock.
+type HoldLimitParams struct {
+	IdleMS      int64 `bind:"idle_ms"`
+	StatementMS int64 `bind:"statement_ms"`
+}
+
+// DashActiveParams is the age, in seconds, past which work counts as held long.
+type DashActiveParams struct {
+	HoldSeconds int64 `bind:"hold_s"`
+}
+
+// NamedLockTakeParams takes a named lock for holder for ttl_ms.
+type NamedLockTakeParams struct {
+	Name   string `bind:"name"`
+	Holder string `bind:"holder"`
+	TTLMS  int64  `bind:"ttl_ms"`
+}
+
+// NamedLockFenceParams is a named lock's holder and its token.
+type NamedLockFenceParams struct {
+	Name   string `bind:"name"`
+	Holder string `bind:"holder"`
+	Token  int64  `bind:"token"`
+}
+
+// NamedLockRenewParams renews a held named lock for ttl_ms.
+type NamedLockRenewParams struct {
+	Name   string `bind:"name"`
+	Holder string `bind:"holder"`
+	Token  int64  `bind:"token"`
+	TTLMS  int64  `bind:"ttl_ms"`
+}
+
+// BenchFillParams inserts count ready items from id first.
+type BenchFillParams struct {
+	First int64 `bind:"first"`
+	Count int64 `bind:"count"`
+}
+
+// BenchLeaseClaimParams leases up to limit items to owner for ttl_ms.
+type BenchLeaseClaimParams struct {
+	Owner string `bind:"owner"`
+	TTLMS int64  `bind:"ttl_ms"`
+	Limit int    `bind:"limit"`
+}
+
+// BenchItemParams is one bench item and the worker finishing it.
+type BenchItemParams struct {
+	ID    int64  `bind:"id"`
+	Owner string `bind:"owner"`
+}
+
+// BenchItemsParams is a batch of bench items (a JSON array text) and the
+// worker finishing them.
+type BenchItemsParams struct {
+	IDs   string `bind:"ids"`
+	Owner string `bind:"owner"`
+}
+
+// BenchClaimDoneParams claims and finishes up to limit items for owner.
+type BenchClaimDoneParams struct {
+	Owner string `bind:"owner"`
+	Limit int    `bind:"limit"`
+}
+
+// CriteriaParams are the binds of a task's criteria query.
+type CriteriaParams struct {
+	TaskID int64 `bind:"task_id"`
+	Limit  int   `bind:"limit"`
+}

@@ -1,0 +1,325 @@
+package drivers
+
+import (
+	"fmt"
+	"strings"
+)
+
+// taskColumns are the columns every task read selects, in the order the
+// engine scans them.
+const taskColumns = `id, name, source_table, key_column, criteria, order_by, max_active,
+       lock_strategy, query_delay_ms, lease_ttl_ms, created_by, created_at, hold_limit_ms, max_hold_ms`
+
+// RunDurationBucketsMS are the upper bounds, in milliseconds, of the buckets
+// of the criteria-run duration histogram (`loanq serve`'s /metrics): from a
+// fast indexed query to the 30 s-and-more queries loanq is built for.
+var RunDurationBucketsMS = []int64{10, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000, 60000, 120000}
+
+// Portable returns the statements as every database says them, in the
+// dialect vocabulary of Dialect. Statements no portable form fits are left
+// empty here and written by each driver; a driver's sql.go overrides the
+// others only where its database differs (see Build).
+func Portable() *Statements {
+	return &Statements{
+		Now: Stmt[NoParams]{SQL: `SELECT {{now}}`},
+
+		TaskInsert: Stmt[TaskInsertParams]{SQL: `INSERT INTO loanq_task (name, source_table, key_column, criteria, order_by, max_active,
+       lock_strategy, query_delay_ms, lease_ttl_ms, created_by, created_at, hold_limit_ms)
+VALUES (:name, :source, :key, :criteria, :order, :max_active, :lock_strategy, :query_delay_ms, :lease_ttl_ms,
+        :created_by, {{now}}, :hold_limit_ms){{returningID}}`},
+		TaskByName: Stmt[NameParams]{SQL: `SELECT ` + taskColumns + ` FROM loanq_task WHERE name = :name`},
+		TaskByID:   Stmt[IDParams]{SQL: `SELECT ` + taskColumns + ` FROM loanq_task WHERE id = :id`},
+		TaskList:   Stmt[NoParams]{SQL: `SELECT ` + taskColumns + ` FROM loanq_task ORDER BY name`},
+		TaskRuns: Stmt[TaskParams]{SQL: `SELECT id, strategy, holder, started_at, duration_ms, rows_found, requests_served, loans_assigned
+FROM loanq_query_run WHERE task_id = :task_id ORDER BY id DESC {{limit "10"}}`},
+
+		RequestInsert: Stmt[RequestInsertParams]{SQL: `INSERT INTO loanq_work_request (task_id, user_name, requested, assigned, status, created_at)
+VALUES (:task_id, :user, :requested, 0, 'pending', {{now}}){{returningID}}`},
+		RequestByID: Stmt[IDParams]{SQL: `SELECT r.id, r.task_id, t.name, r.user_name, r.requested, r.assigned, r.status, r.created_at, r.served_at
+FROM loanq_work_request r JOIN loanq_task t ON t.id = r.task_id
+WHERE r.id = :id`},
+		RequestsPending: Stmt[TaskParams]{SQL: `SELECT id, user_name, requested, created_at FROM loanq_work_request
+WHERE task_id = :task_id AND status = 'pending' ORDER BY created_at, id`},
+		RequestFinish: Stmt[RequestFinishParams]{SQL: `UPDATE loanq_work_request SET assigned = :assigned, status = :status, served_at = {{now}}
+WHERE id = :id AND status = 'pending'`},
+		RequestWithLoans: Stmt[IDParams]{SQL: `SELECT r.id, r.task_id, t.name, r.user_name, r.requested, r.assigned, r.status, r.created_at, w.loan_id
+FROM loanq_work_request r JOIN loanq_task t ON t.id = r.task_id
+LEFT JOIN loanq_work w ON w.request_id = r.id
+WHERE r.id = :id
+ORDER BY w.id`},
+
+		// The task row is found by its primary key, so the lock covers that
+		// one row (InnoDB: that one index record, no gap lock).
+		LockSkip:   Stmt[TaskParams]{SQL: `SELECT id FROM loanq_task WHERE id = :task_id FOR UPDATE SKIP LOCKED`},
+		LockNoWait: Stmt[TaskParams]{SQL: `SELECT id FROM loanq_task WHERE id = :task_id FOR UPDATE NOWAIT`},
+		LockWait:   Stmt[TaskParams]{SQL: `SELECT id FROM loanq_task WHERE id = :task_id FOR UPDATE`},
+		LeaseAcquire: Stmt[LeaseTakeParams]{SQL: `UPDATE loanq_task
+SET lease_owner = :owner, lease_token = lease_token + 1,
+    lease_expires_at = {{nowPlusMs ":ttl_ms"}}
+WHERE id = :task_id AND (lease_owner IS NULL OR lease_expires_at <= {{now}})`},
+		LeaseToken: Stmt[LeaseOwnerParams]{SQL: `SELECT lease_token FROM loanq_task WHERE id = :task_id AND lease_owner = :owner`},
+		LeaseFenceRelease: Stmt[LeaseFenceParams]{SQL: `UPDATE loanq_task SET lease_owner = NULL, lease_expires_at = NULL
+WHERE id = :task_id AND lease_owner = :owner AND lease_token = :token AND lease_expires_at > {{now}}`},
+		LeaseRelease: Stmt[LeaseFenceParams]{SQL: `UPDATE loanq_task SET lease_owner = NULL, lease_expires_at = NULL
+WHERE id = :task_id AND lease_owner = :owner AND lease_token = :token`},
+
+		ActiveCountForUser: Stmt[TaskUserParams]{SQL: `SELECT COUNT(*) FROM loanq_work WHERE task_id = :task_id AND user_name = :user AND disposition IS NULL`},
+		WorkInsert: Stmt[WorkInsertParams]{SQL: `INSERT INTO loanq_work (task_id, loan_id, user_name, request_id, assigned_at)
+VALUES (:task_id, :loan_id, :user, :request_id, {{now}})`},
+		QueryRunInsert: Stmt[QueryRunParams]{SQL: `INSERT INTO loanq_query_run (task_id, strategy, holder, started_at, duration_ms,
+       rows_found, requests_served, loans_assigned)
+VALUES (:task_id, :strategy, :holder, {{nowMinusMs ":started_ago_ms"}}, :duration_ms, :rows_found, :requests_served, :loans_assigned)`},
+
+		ActiveWork: Stmt[TaskLoanParams]{SQL: `SELECT id, user_name FROM loanq_work WHERE task_id = :task_id AND loan_id = :loan_id AND disposition IS NULL`},
+		LastWork: Stmt[TaskLoanParams]{SQL: `SELECT disposition, user_name FROM loanq_work WHERE task_id = :task_id AND loan_id = :loan_id
+ORDER BY assigned_at DESC, id DESC {{limit "1"}}`},
+		DisposeLoan: Stmt[DisposeLoanParams]{SQL: `UPDATE loanq_work
+SET disposition = :disposition, disposed_at = {{now}},
+    return_at = {{nowPlusMs ":return_after_ms"}}
+WHERE task_id = :task_id AND loan_id = :loan_id AND user_name = :user AND disposition IS NULL`},
+
+		Pipeline: Stmt[PipelineParams]{SQL: `SELECT t.name, w.loan_id, w.assigned_at, {{age "w.assigned_at"}}
+FROM loanq_work w JOIN loanq_task t ON t.id = w.task_id
+WHERE w.user_name = :user AND w.disposition IS NULL AND (:task = '' OR t.name = :task)
+ORDER BY w.assigned_at, w.id`},
+
+		RequestWake: Stmt[IDParams]{SQL: `SELECT r.status, t.lease_owner,
+       CASE WHEN t.lease_owner IS NULL OR t.lease_expires_at <= {{now}} THEN 1 ELSE 0 END
+FROM loanq_work_request r JOIN loanq_task t ON t.id = r.task_id
+WHERE r.id = :id`},
+		// A queued FOR UPDATE; how its wait is bounded is the dialect's
+		// (a session setting around it, or WAIT n in the statement).
+		LockWaitBounded: Stmt[TaskParams]{SQL: `SELECT id FROM loanq_task WHERE id = :task_id FOR UPDATE`},
+		RecentRuns: Stmt[TaskParams]{SQL: `SELECT COUNT(*), {{integer "COALESCE(AVG(duration_ms), 0)"}} FROM (
+  SELECT duration_ms FROM loanq_query_run WHERE task_id = :task_id ORDER BY id DESC {{limit "10"}}) r`},
+		// Three one-row reads, each an index range, in one round trip.
+		TaskLoad: Stmt[TaskWindowParams]{SQL: `SELECT p.requests, p.need, w.loans, r.runs, r.mean_ms, r.max_ms
+FROM (SELECT COUNT(*) AS requests, COALESCE(SUM(requested), 0) AS need FROM loanq_work_request
+      WHERE task_id = :task_id AND status = 'pending') p
+CROSS JOIN (SELECT COALESCE(SUM(requested), 0) AS loans FROM loanq_work_request
+      WHERE task_id = :task_id AND created_at > {{nowMinusMs ":window_ms"}}) w
+CROSS JOIN (SELECT COUNT(*) AS runs, {{integer "COALESCE(AVG(duration_ms), 0)"}} AS mean_ms, MAX(duration_ms) AS max_ms FROM (
+      SELECT duration_ms FROM loanq_query_run WHERE task_id = :task_id ORDER BY id DESC {{limit "10"}}) recent) r`},
+		LeaseRenew: Stmt[LeaseRenewParams]{SQL: `UPDATE loanq_task SET lease_expires_at = {{nowPlusMs ":ttl_ms"}}
+WHERE id = :task_id AND lease_owner = :owner AND lease_token = :token AND lease_expires_at > {{now}}`},
+		LeaseHolder: Stmt[TaskParams]{SQL: `SELECT lease_owner FROM loanq_task WHERE id = :task_id AND lease_owner IS NOT NULL AND lease_expires_at > {{now}}`},
+		LeaseTakeOver: Stmt[LeaseTakeOverParams]{SQL: `UPDATE loanq_task
+SET lease_owner = :owner, lease_token = lease_token + 1,
+    lease_expires_at = {{nowPlusMs ":ttl_ms"}}
+WHERE id = :task_id AND lease_owner = :dead_owner`},
+		// A plain insert whose duplicate-key error the engine ignores (INSERT
+		// IGNORE or MERGE would hide other errors, or still race).
+		UserLockEnsure: Stmt[TaskUserParams]{SQL: `INSERT INTO loanq_task_user (task_id, user_name) VALUES (:task_id, :user)`},
+		UserLock:       Stmt[TaskUserParams]{SQL: `SELECT task_id FROM loanq_task_user WHERE task_id = :task_id AND user_name = :user FOR UPDATE`},
+		// A duplicate-key error rolls back this statement only (the
+		// transaction and its locks stay): the engine skips the loan.
+		WorkInsertRows: Stmt[WorkInsertParams]{SQL: `INSERT INTO loanq_work (task_id, loan_id, user_name, request_id, assigned_at)
+VALUES (:task_id, :loan_id, :user, :request_id, {{now}})`},
+
+		// The bench's item table. The claims read the (status, id) index in
+		// claim order; the row limit stops the locking read after K rows.
+		BenchReset:       Stmt[NoParams]{SQL: `DELETE FROM loanq_bench_item`},
+		BenchClaimSkip:   Stmt[LimitParams]{SQL: `SELECT id FROM loanq_bench_item WHERE status = 'ready' ORDER BY id LIMIT :limit FOR UPDATE SKIP LOCKED`},
+		BenchClaimNoWait: Stmt[LimitParams]{SQL: `SELECT id FROM loanq_bench_item WHERE status = 'ready' ORDER BY id LIMIT :limit FOR UPDATE NOWAIT`},
+		BenchClaimWait:   Stmt[LimitParams]{SQL: `SELECT id FROM loanq_bench_item WHERE status = 'ready' ORDER BY id LIMIT :limit FOR UPDATE`},
+		BenchDone: Stmt[BenchItemParams]{SQL: `UPDATE loanq_bench_item
+SET status = 'done', owner = :owner, processed = processed + 1, processed_at = {{now}}
+WHERE id = :id`},
+		BenchLeaseDone: Stmt[BenchItemParams]{SQL: `UPDATE loanq_bench_item
+SET status = 'done', processed = processed + 1, processed_at = {{now}}
+WHERE id = :id AND owner = :owner AND status = 'claimed' AND lease_expires_at > {{now}}`},
+		BenchLeaseExpire: Stmt[NoParams]{SQL: `UPDATE loanq_bench_item
+SET status = 'ready', owner = NULL, claimed_at = NULL, lease_expires_at = NULL
+WHERE status = 'claimed' AND lease_expires_at <= {{now}}`},
+		BenchReady: Stmt[NoParams]{SQL: `SELECT COUNT(*) FROM loanq_bench_item WHERE status = 'ready'`},
+		BenchSummary: Stmt[NoParams]{SQL: `SELECT COUNT(*),
+       COALESCE(SUM(CASE WHEN status = 'done' THEN 1 ELSE 0 END), 0),
+       COALESCE(SUM(CASE WHEN processed > 1 THEN 1 ELSE 0 END), 0),
+       COALESCE(SUM(processed), 0),
+       COALESCE(SUM(CASE WHEN processed = 0 THEN 1 ELSE 0 END), 0)
+FROM loanq_bench_item`},
+		BenchByOwner: Stmt[NoParams]{SQL: `SELECT owner, COUNT(*) FROM loanq_bench_item WHERE status = 'done' GROUP BY owner ORDER BY owner`},
+		// One bind for the whole batch, whatever its size: no placeholder
+		// list to build, one round trip.
+		BenchDoneMany: Stmt[BenchItemsParams]{SQL: `UPDATE loanq_bench_item
+SET status = 'done', owner = :owner, processed = processed + 1, processed_at = {{now}}
+WHERE id IN ({{idsFromJSON ":ids"}})`},
+		BenchLeaseDoneMany: Stmt[BenchItemsParams]{SQL: `UPDATE loanq_bench_item
+SET status = 'done', processed = processed + 1, processed_at = {{now}}
+WHERE owner = :owner AND id IN ({{idsFromJSON ":ids"}})
+  AND status = 'claimed' AND lease_expires_at > {{now}}`},
+
+		HoldMeasured: Stmt[TaskParams]{SQL: `SELECT MAX(duration_ms) FROM (
+  SELECT duration_ms FROM loanq_query_run WHERE task_id = :task_id ORDER BY id DESC {{limit "10"}}) recent`},
+
+		// Named locks: the row is created on first use and then only updated.
+		// The UPDATE's row lock (SQLite: the write lock) serialises racing
+		// takers; one that waited re-reads the committed row and finds it taken.
+		NamedLockEnsure: Stmt[NameParams]{SQL: `INSERT INTO loanq_lock (name, token) VALUES (:name, 0) ON CONFLICT (name) DO NOTHING`},
+		NamedLockTake: Stmt[NamedLockTakeParams]{SQL: `UPDATE loanq_lock
+SET holder = :holder, token = token + 1, taken_at = {{now}},
+    expires_at = {{nowPlusMs ":ttl_ms"}}
+WHERE name = :name AND (holder IS NULL OR expires_at <= {{now}})`},
+		NamedLockRead: Stmt[NameParams]{SQL: `SELECT holder, token, taken_at, expires_at, {{now}} FROM loanq_lock WHERE name = :name`},
+		NamedLockRenew: Stmt[NamedLockRenewParams]{SQL: `UPDATE loanq_lock SET expires_at = {{nowPlusMs ":ttl_ms"}}
+WHERE name = :name AND holder = :holder AND token = :token AND expires_at > {{now}}`},
+		NamedLockRelease: Stmt[NamedLockFenceParams]{SQL: `UPDATE loanq_lock SET holder = NULL, expires_at = NULL
+WHERE name = :name AND holder = :holder AND token = :token`},
+		NamedLockList: Stmt[NoParams]{SQL: `SELECT name, holder, token, taken_at, expires_at, {{now}} FROM loanq_lock ORDER BY name`},
+
+		StatsDispositions: Stmt[WindowParams]{SQL: `SELECT t.name, w.disposition, COUNT(*)
+FROM loanq_work w JOIN loanq_task t ON t.id = w.task_id
+WHERE w.disposition IS NOT NULL AND w.disposed_at > {{nowMinusMs ":window_ms"}}
+GROUP BY t.name, w.disposition`},
+		StatsRuns: Stmt[WindowParams]{SQL: `SELECT t.name, r.duration_ms, r.requests_served
+FROM loanq_query_run r JOIN loanq_task t ON t.id = r.task_id
+WHERE r.started_at > {{nowMinusMs ":window_ms"}}
+ORDER BY r.started_at DESC, r.id DESC`},
+
+		// The dashboard. Active rows and pending requests are found through
+		// the partial indexes that hold only them where the database has
+		// partial indexes. The work history has no index on disposed_at, so
+		// dispositions are counted in two parts split at a "floor" id: rows
+		// below it had all ended before today when the floor was read and
+		// never change again, so they are counted once an hour; rows from the
+		// floor up are a primary-key range, counted at every refresh.
+		DashPending: Stmt[NoParams]{SQL: `SELECT task_id, COUNT(*), {{age "MIN(created_at)"}}
+FROM loanq_work_request WHERE status = 'pending' GROUP BY task_id`},
+		DashActive: Stmt[DashActiveParams]{SQL: `SELECT task_id, user_name, COUNT(*), {{age "MIN(assigned_at)"}},
+       COUNT(CASE WHEN {{age "assigned_at"}} >= :hold_s THEN 1 END)
+FROM loanq_work WHERE disposition IS NULL GROUP BY task_id, user_name`},
+		DashDoneFloor: Stmt[NoParams]{SQL: `SELECT MIN(CASE WHEN disposition IS NULL THEN id END),
+       MIN(CASE WHEN disposed_at >= {{startOfToday}} THEN id END), MAX(id)
+FROM loanq_work`},
+		DashDoneBefore: Stmt[FloorParams]{SQL: `SELECT task_id, user_name, disposition, COUNT(*)
+FROM loanq_work WHERE id < :floor AND disposition IS NOT NULL GROUP BY task_id, user_name, disposition`},
+		DashDone: Stmt[FloorParams]{SQL: `SELECT task_id, user_name, disposition, COUNT(*),
+       COUNT(CASE WHEN disposed_at >= {{startOfToday}} THEN 1 END)
+FROM loanq_work WHERE id >= :floor AND disposition IS NOT NULL GROUP BY task_id, user_name, disposition`},
+		DashRuns: Stmt[TaskLimitParams]{SQL: `SELECT id, {{age "started_at"}}, duration_ms, rows_found, requests_served, loans_assigned
+FROM loanq_query_run WHERE task_id = :task_id ORDER BY id DESC {{limit ":limit"}}`},
+		DashDispositions: Stmt[TaskLimitParams]{SQL: `SELECT loan_id, user_name, disposition, {{age "disposed_at"}},
+       {{secondsBetween "assigned_at" "disposed_at"}}
+FROM loanq_work WHERE task_id = :task_id AND disposition IS NOT NULL ORDER BY id DESC {{limit ":limit"}}`},
+
+		RequestPendingFor: Stmt[TaskUserParams]{SQL: `SELECT id FROM loanq_work_request WHERE task_id = :task_id AND user_name = :user AND status = 'pending'`},
+		RequestCancel: Stmt[IDUserParams]{SQL: `UPDATE loanq_work_request SET status = 'cancelled', served_at = {{now}}
+WHERE id = :id AND user_name = :user AND status = 'pending'`},
+
+		TaskSetMaxHold: Stmt[TaskMaxHoldParams]{SQL: `UPDATE loanq_task SET max_hold_ms = :max_hold_ms WHERE id = :id`},
+		WorkExpire: Stmt[WorkExpireParams]{SQL: `UPDATE loanq_work SET disposition = 'expired', disposed_at = {{now}}
+WHERE task_id = :task_id AND disposition IS NULL AND assigned_at <= {{nowMinusMs ":max_hold_ms"}}`},
+		WorkOlder: Stmt[WorkOlderParams]{SQL: `SELECT id, loan_id, user_name, assigned_at, {{age "assigned_at"}}
+FROM loanq_work
+WHERE task_id = :task_id AND disposition IS NULL AND (:user = '' OR user_name = :user)
+  AND assigned_at <= {{nowMinusMs ":age_ms"}}
+ORDER BY assigned_at, id`},
+		WorkReclaim: Stmt[WorkReclaimParams]{SQL: `UPDATE loanq_work SET disposition = 'reclaimed', disposed_at = {{now}}, disposed_by = :supervisor
+WHERE id = :id AND disposition IS NULL`},
+
+		TaskUpdate: Stmt[TaskUpdateParams]{SQL: `UPDATE loanq_task
+SET source_table = :source,
+    key_column = :key,
+    criteria = :criteria,
+    order_by = :order,
+    max_active = :max_active,
+    lock_strategy = :lock_strategy,
+    query_delay_ms = :query_delay_ms,
+    lease_ttl_ms = :lease_ttl_ms,
+    hold_limit_ms = :hold_limit_ms,
+    max_hold_ms = :max_hold_ms
+WHERE id = :id`},
+
+		RequestsByUser:  Stmt[TaskParams]{SQL: `SELECT user_name, status, COUNT(*) FROM loanq_work_request WHERE task_id = :task_id GROUP BY user_name, status`},
+		WorkByUser:      Stmt[TaskParams]{SQL: `SELECT user_name, disposition, COUNT(*) FROM loanq_work WHERE task_id = :task_id GROUP BY user_name, disposition`},
+		QueryRunTotals:  Stmt[TaskParams]{SQL: `SELECT COUNT(*), COALESCE(SUM(requests_served), 0), COALESCE(SUM(loans_assigned), 0) FROM loanq_query_run WHERE task_id = :task_id`},
+		ActiveWorkCount: Stmt[TaskParams]{SQL: `SELECT COUNT(*) FROM loanq_work WHERE task_id = :task_id AND disposition IS NULL`},
+		DeleteWork:      Stmt[TaskParams]{SQL: `DELETE FROM loanq_work WHERE task_id = :task_id`},
+		DeleteRequests:  Stmt[TaskParams]{SQL: `DELETE FROM loanq_work_request WHERE task_id = :task_id`},
+		DeleteQueryRuns: Stmt[TaskParams]{SQL: `DELETE FROM loanq_query_run WHERE task_id = :task_id`},
+		DeleteTaskUsers: Stmt[TaskParams]{SQL: `DELETE FROM loanq_task_user WHERE task_id = :task_id`},
+		DeleteTaskRow:   Stmt[TaskParams]{SQL: `DELETE FROM loanq_task WHERE id = :task_id`},
+		WorkDuplicates:  Stmt[TaskParams]{SQL: `SELECT COUNT(*), COUNT(*) - COUNT(DISTINCT loan_id) FROM loanq_work WHERE task_id = :task_id`},
+
+		ActiveWorkAll: Stmt[NoParams]{SQL: `SELECT t.name, w.loan_id, w.user_name, w.assigned_at
+FROM loanq_work w JOIN loanq_task t ON t.id = w.task_id
+WHERE w.disposition IS NULL
+ORDER BY w.assigned_at, w.id`},
+		StatsPending: Stmt[NoParams]{SQL: `SELECT t.name, COUNT(*)
+FROM loanq_work_request r JOIN loanq_task t ON t.id = r.task_id
+WHERE r.status = 'pending'
+GROUP BY t.name`},
+		StatsActiveByUser: Stmt[NoParams]{SQL: `SELECT t.name, w.user_name, COUNT(*)
+FROM loanq_work w JOIN loanq_task t ON t.id = w.task_id
+WHERE w.disposition IS NULL
+GROUP BY t.name, w.user_name`},
+
+		AuditDuplicateActive: Stmt[NoParams]{SQL: `SELECT COUNT(*) FROM (
+  SELECT task_id, loan_id FROM loanq_work WHERE disposition IS NULL
+  GROUP BY task_id, loan_id HAVING COUNT(*) > 1) d`},
+		AuditCountMismatch: Stmt[NoParams]{SQL: `SELECT COUNT(*) FROM loanq_work_request r
+WHERE r.status <> 'pending'
+  AND r.assigned <> (SELECT COUNT(*) FROM loanq_work w WHERE w.request_id = r.id)`},
+		AuditBadStatus: Stmt[NoParams]{SQL: `SELECT COUNT(*) FROM loanq_work_request
+WHERE (status = 'assigned' AND assigned <> requested)
+   OR (status = 'partial' AND (assigned = 0 OR assigned >= requested))
+   OR (status = 'empty' AND assigned <> 0)
+   OR (status = 'pending' AND assigned <> 0)`},
+		AuditOverCap: Stmt[NoParams]{SQL: `SELECT COUNT(*) FROM (
+  SELECT w.task_id, w.user_name FROM loanq_work w JOIN loanq_task t ON t.id = w.task_id
+  WHERE w.disposition IS NULL AND t.max_active IS NOT NULL
+  GROUP BY w.task_id, w.user_name, t.max_active HAVING COUNT(*) > t.max_active) c`},
+		AuditPending: Stmt[NoParams]{SQL: `SELECT COUNT(*) FROM loanq_work_request WHERE status = 'pending'`},
+
+		DashRunHistogram:      Stmt[FloorParams]{SQL: runHistogram(">=")},
+		DashRunHistogramBelow: Stmt[FloorParams]{SQL: runHistogram("<")},
+		DashRunMaxID:          Stmt[NoParams]{SQL: `SELECT MAX(id) FROM loanq_query_run`},
+	}
+}
+
+// runHistogram sums the query-run log per task and duration bucket, for ids
+// op the floor.
+func runHistogram(op string) string {
+	var b strings.Builder
+	b.WriteString("CASE")
+	for i, le := range RunDurationBucketsMS {
+		fmt.Fprintf(&b, " WHEN duration_ms <= %d THEN %d", le, i)
+	}
+	fmt.Fprintf(&b, " ELSE %d END", len(RunDurationBucketsMS))
+	bucket := b.String()
+	return `SELECT task_id, ` + bucket + `, COUNT(*), SUM(duration_ms), SUM(requests_served), SUM(loans_assigned)
+FROM loanq_query_run WHERE id ` + op + ` :floor
+GROUP BY task_id, ` + bucket
+}
+
+// CriteriaSelect is a task's criteria query up to its ORDER BY, the same on
+// every database: the task's criteria, minus the loans not eligible for the
+// task (active in some pipeline, dispositioned never, or returned until
+// their return time; docs/algorithm.md), in priority order with the key
+// breaking ties. Its one bind, the task id, is d's first placeholder.
+// Drivers end it with a row limit, or a lock clause for the rows strategy.
+func CriteriaSelect(d Dialect, src CriteriaSource) string {
+	order := "src." + src.Key
+	if strings.TrimSpace(src.Order) != "" {
+		order = src.Order + ", src." + src.Key
+	}
+	return fmt.Sprintf(`SELECT src.%[1]s FROM %[2]s src
+WHERE (%[3]s)
+  AND NOT EXISTS (
+    SELECT 1 FROM loanq_work w
+    WHERE w.task_id = %[5]s AND w.loan_id = src.%[1]s
+      AND (w.disposition IS NULL
+           OR w.disposition = 'never'
+           OR (w.disposition = 'return' AND w.return_at > %[6]s)))
+ORDER BY %[4]s`, src.Key, src.Source, src.Where, order, d.Placeholder(1), d.Now())
+}
+
+// CriteriaQuery is the criteria query that locks nothing (the task lock
+// serialises its callers), limited by d: binds task id, limit.
+func CriteriaQuery(d Dialect, src CriteriaSource) *Stmt[CriteriaParams] {
+	s, err := Compile[CriteriaParams](d, "CriteriaQuery", CriteriaSelect(d, src)+"\n"+d.Limit(d.Placeholder(2)), "task_id", "limit")
+	if err != nil {
+		panic("drivers: " + err.Error()) // CriteriaParams has both fields
+	}
+	return s
+}

@@ -1,0 +1,247 @@
+// Package dsn reads and prints loanq's connection strings (DSNs). It knows
+// the URL syntax every server driver shares and how to keep a password out
+// of everything loanq prints; which database a DSN names, and the forms and
+// aliases each database accepts, are the drivers' business (package drivers
+// picks the driver by scheme; each driver's ParseDSN checks its own forms).
+package dsn
+
+import (
+	"net/url"
+	"path/filepath"
+	"regexp"
+	"strings"
+
+	"github.com/loanq/loanq/problem"
+)
+
+// Default is the zero-set-up database: an SQLite file in the current directory.
+const Default = "sqlite:loanq.db"
+
+// DSN is a parsed connection string. Password is kept apart so that nothing
+// printed (errors, `migrate status`, logs) can contain it.
+type DSN struct {
+	// Scheme is the scheme as written, lower-cased (postgres, postgresql,
+	// mysql, mariadb, oracle). A file DSN's is the name it prints as
+	// (file:x.db prints as sqlite:x.db).
+	Scheme   string
+	Raw      string // as given; never print it, use Redacted
+	User     string
+	Password string
+	Host     string // host:port
+	Database string // database name, Oracle service, or SQLite file path
+	Query    url.Values
+	File     bool // a file database (SQLite): printed as SCHEME:PATH
+}
+
+// SchemeOf returns the lower-cased scheme of raw ("postgres" in
+// postgres://…, "sqlite" in sqlite:x.db). One letter is a Windows drive.
+func SchemeOf(raw string) (string, bool) {
+	i := strings.Index(raw, ":")
+	if i < 2 {
+		return "", false
+	}
+	for j, r := range raw[:i] {
+		letter := (r >= 'a' && r <= 'z') || (r >= 'A' && r <= 'Z')
+		if !letter && (j == 0 || !(r >= '0' && r <= '9' || r == '+' || r == '-' || r == '.')) {
+			return "", false
+		}
+	}
+	return strings.ToLower(raw[:i]), true
+}
+
+// ParseURL splits a SCHEME://user:password@host:port/path?query DSN the way
+// users mean it when they type a password as it is: the LAST '@' before the
+// host ends the user information, so a password may hold '/', '#', '?', ':',
+// '&', spaces and '@' (as libpq and go-sql-driver/mysql read their own
+// formats). The user is everything up to the first ':'. A password may also be
+// percent-encoded. Forms that cannot be read one way only are refused with a
+// message that shows no part of the password.
+func ParseURL(raw string) (DSN, error) {
+	raw = strings.TrimSpace(raw)
+	i := strings.Index(raw, "://")
+	if i <= 0 {
+		return DSN{}, problem.Usagef("malformed database DSN %s: expected SCHEME://user:pass@host:port/name, e.g. postgres://app@127.0.0.1:5432/loans", RedactLoose(raw))
+	}
+	scheme := strings.ToLower(raw[:i])
+	rest := raw[i+3:]
+	d := DSN{Scheme: scheme, Raw: raw}
+	if at := strings.LastIndex(rest, "@"); at >= 0 {
+		userinfo := rest[:at]
+		rest = rest[at+1:]
+		user, pass, hasPass := strings.Cut(userinfo, ":")
+		if first := strings.Index(pass, "@"); first >= 0 && strings.ContainsAny(pass[first:], "/?#") {
+			// "u:p@h/db?x=a@b": either a password holding "@h/db?x=a" or a
+			// query holding an '@'; refuse rather than guess.
+			return DSN{}, problem.Usagef("ambiguous database DSN %s: the part before the last '@' holds another '@' followed by '/', '?' or '#'; percent-encode the password (e.g. '@' as %%40, '/' as %%2F) or any '@' after the host", scheme+"://***@…")
+		}
+		var err error
+		if d.User, err = url.PathUnescape(user); err != nil || strings.ContainsAny(user, "/?#") {
+			return DSN{}, problem.Usagef("malformed database DSN %s: the user name holds a '%%', '/', '?' or '#' that is not percent-encoded", scheme+"://***@…")
+		}
+		if hasPass {
+			if d.Password, err = url.PathUnescape(pass); err != nil {
+				return DSN{}, problem.Usagef("malformed database DSN %s: the password holds a '%%' that does not start a percent-escape; write '%%' as %%25 (percent-encode the password)", redactUser(scheme, d.User, rest))
+			}
+			if d.Password == "" {
+				hasPass = false
+			}
+		}
+	}
+	u, err := url.Parse(scheme + "://" + rest)
+	if err != nil {
+		return DSN{}, problem.Usagef("malformed database DSN %s: %s", redactUser(scheme, d.User, "…"), urlErrorText(err))
+	}
+	d.Host = u.Host
+	d.Database = strings.TrimPrefix(u.Path, "/")
+	d.Query = u.Query()
+	// A password given as a parameter (libpq's ?password=) is a password too:
+	// kept apart like the other, never printed.
+	if pw := d.Query.Get("password"); pw != "" {
+		if d.Password == "" {
+			d.Password = pw
+		}
+		d.Query.Del("password")
+	}
+	return d, nil
+}
+
+// redactUser prints scheme://user:***@rest for messages about a DSN whose
+// password was already split off.
+func redactUser(scheme, user, rest string) string {
+	if user == "" {
+		return scheme + "://***@" + rest
+	}
+	return scheme + "://" + url.User(user).String() + ":***@" + rest
+}
+
+func urlErrorText(err error) string {
+	if ue, ok := err.(*url.Error); ok {
+		return ue.Err.Error()
+	}
+	return err.Error()
+}
+
+// CheckHostDB is the check shared by the server drivers whose DSN must name
+// a host, a numeric port if any, and one path segment (database or service).
+func CheckHostDB(d DSN, dbName, example string) error {
+	if d.Host == "" {
+		return problem.Usagef("malformed DSN %s: no host (e.g. %s)", d.Redacted(), example)
+	}
+	hostPort := d.Host[strings.LastIndex(d.Host, "]")+1:] // after an IPv6 literal
+	if c := strings.LastIndex(hostPort, ":"); c >= 0 && !allDigits(hostPort[c+1:]) {
+		port := hostPort[c+1:]
+		return problem.Usagef("malformed DSN %s: port %q is not a number (e.g. %s)", d.Redacted(), port, example)
+	}
+	if d.Database == "" || strings.Contains(d.Database, "/") {
+		return problem.Usagef("malformed DSN %s: the path must be the %s (e.g. %s)", d.Redacted(), dbName, example)
+	}
+	return nil
+}
+
+// CleanPath cleans and trims a file path until it is stable, so that the
+// printed (Redacted) form of a file DSN parses back to the same file.
+func CleanPath(p string) string {
+	for p != ":memory:" {
+		clean := strings.TrimSpace(filepath.Clean(p))
+		if clean == p {
+			break
+		}
+		p = clean
+	}
+	return p
+}
+
+func allDigits(s string) bool {
+	for _, r := range s {
+		if r < '0' || r > '9' {
+			return false
+		}
+	}
+	return s != ""
+}
+
+var (
+	plainOption = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,40}$`)
+	plainValue  = regexp.MustCompile(`^[A-Za-z0-9_./,:-]{1,80}$`) // host=/var/run/postgresql
+)
+
+// Redacted is the DSN as it may be printed: the password replaced by ***.
+// A file DSN (no host) prints as SCHEME:PATH.
+func (d DSN) Redacted() string {
+	if d.File {
+		return d.Scheme + ":" + d.Database
+	}
+	u := url.URL{Scheme: d.Scheme, Host: d.Host, Path: "/" + d.Database}
+	if d.User != "" {
+		if d.Password != "" {
+			u.User = url.UserPassword(d.User, "xxx")
+		} else {
+			u.User = url.User(d.User)
+		}
+	}
+	// Only plain options (sslmode=disable, connect_timeout=5) are shown: a
+	// password may hide in a parameter.
+	q := url.Values{}
+	for k, v := range d.Query {
+		if strings.Contains(strings.ToLower(k), "pass") || !plainOption.MatchString(k) {
+			continue
+		}
+		for _, x := range v {
+			if plainValue.MatchString(x) {
+				q.Add(k, x)
+			}
+		}
+	}
+	u.RawQuery = q.Encode()
+	out := strings.Replace(u.String(), ":xxx@", ":***@", 1)
+	if len(d.Password) < 4 {
+		return out // too short to tell from the host or database name
+	}
+	// A password that shares a piece with a host name: the host loses it.
+	// The scheme is fixed text, not the user's: it stays whole, so the
+	// redacted form still names its driver ("stgr" must not eat "postgres").
+	prefix := d.Scheme + "://"
+	if strings.HasPrefix(out, prefix) {
+		return prefix + d.Scrub(out[len(prefix):])
+	}
+	return d.Scrub(out)
+}
+
+// Scrub removes the password from a message a driver or server produced: the
+// password itself, its escaped forms, and then any 4-character piece of it
+// still there (a driver may quote a part of a DSN it split differently).
+func (d DSN) Scrub(msg string) string {
+	if d.Password == "" {
+		return msg
+	}
+	for _, form := range []string{d.Password, url.QueryEscape(d.Password), url.PathEscape(d.Password), url.UserPassword("", d.Password).String()[1:]} {
+		if len(form) > 0 {
+			msg = strings.ReplaceAll(msg, form, "***")
+		}
+	}
+	const piece = 4
+	for i := 0; i+piece <= len(d.Password); i++ {
+		if s := d.Password[i : i+piece]; strings.Contains(msg, s) {
+			msg = strings.ReplaceAll(msg, s, "***")
+		}
+	}
+	return msg
+}
+
+// RedactLoose hides everything between "://" and the last '@' of a string
+// that did not parse, so even a malformed DSN's password is never echoed.
+func RedactLoose(raw string) string {
+	i := strings.Index(raw, "://")
+	if i < 0 {
+		if at := strings.LastIndex(raw, "@"); at >= 0 {
+			return "***" + raw[at:]
+		}
+		return raw
+	}
+	rest := raw[i+3:]
+	at := strings.LastIndex(rest, "@")
+	if at < 0 {
+		return raw
+	}
+	return raw[:i+3] + "***" + rest[at:]
+}
