@@ -18,15 +18,19 @@ import (
 // pending after a busy answer does not sleep a fixed delay: it waits for the
 // holder's commit and then looks at once.
 //
-//   - Row-lock strategies: it queues on the task row with a plain FOR UPDATE
+//   - Row-lock strategies: it queues on the task row with a locking read
 //     whose wait is bounded by `bound` (the smaller of the recheck step and
-//     the caller's remaining timeout). The database grants the lock the moment
-//     the holder commits or dies; the waiter then reads its request and rolls
-//     back at once. So a waiter never holds a transaction longer than the
-//     holder holds the lock. Served: it rolls back at once (it held the lock
-//     for one primary-key read). Still pending: the holder is gone and this
-//     caller holds the lock: it serves the pending requests in that same
-//     transaction, as a holder would.
+//     the caller's remaining timeout): in share mode where the dialect has
+//     one (PostgreSQL FOR SHARE, MySQL/MariaDB LOCK IN SHARE MODE), so all
+//     waiters are granted together, else a plain FOR UPDATE. The database
+//     grants the lock the moment the holder commits or dies; the waiter then
+//     reads its request and rolls back at once. So a waiter never holds a
+//     transaction longer than the holder holds the lock. Served: it rolls
+//     back at once (it held the lock for one primary-key read). Still
+//     pending: the holder is gone or committed before this request was
+//     logged; the waiter queues exclusively (at once if it already holds the
+//     exclusive lock) and serves the pending requests in that transaction,
+//     as a holder would.
 //   - Lease (and SQLite, which has only lease): there is no lock to queue on,
 //     so it polls its request row (one primary-key read joined to the task
 //     row) at an interval adapted to the task's recent criteria-query time,
@@ -48,8 +52,15 @@ func (e *Engine) await(ctx context.Context, task *Task, strategy drivers.Strateg
 }
 
 // awaitLock queues on the task row, bounded, then reads the request.
+//
+// Where the dialect has a share row lock, the caller first queues in share
+// mode: every waiter is granted at the holder's commit at once, reads its
+// request and rolls back (the holder serves up to ~10 requests a round: with
+// exclusive waits they would take the lock one after the other, and no round
+// could start meanwhile). Only a waiter whose request is still pending then
+// queues exclusively, as on a dialect without share locks, to serve.
 func (e *Engine) awaitLock(ctx context.Context, task *Task, strategy drivers.Strategy, own *ownRequest, bound time.Duration) (served bool, err error) {
-	id := own.id
+	end := time.Now().Add(bound)
 	// A dedicated connection: a session setting changed for the wait must
 	// be put back on this very connection before the pool hands it out.
 	conn, err := e.DB.Conn(ctx)
@@ -72,34 +83,27 @@ func (e *Engine) awaitLock(ctx context.Context, task *Task, strategy drivers.Str
 			}
 		}()
 	}
+	if share := &e.sql().LockShareBounded; !share.Empty() {
+		served, granted, err := e.waitShared(ctx, conn, task, own.id, share, bound)
+		if err != nil || served || !granted {
+			return served, err
+		}
+		// Granted and still pending: the holder committed before this
+		// request was logged (or died). Queue exclusively for what is left
+		// of the bound; the first waiter granted serves every pending
+		// request, the later ones find theirs served.
+		if bound = time.Until(end); bound <= 0 {
+			return false, nil
+		}
+	}
 	tx, err := conn.BeginTx(ctx, nil)
 	if err != nil {
 		return false, fmt.Errorf("waiting for the lock of task %s: %w", task.Name, err)
 	}
 	defer tx.Rollback() // no-op after serveLocked's commit
-	if !e.sql().WaitLockSet.Empty() {
-		if _, err := e.sql().WaitLockSet.Exec(ctx, tx, drivers.MillisParams{MS: bound.Milliseconds()}); err != nil {
-			return false, fmt.Errorf("bounding the lock wait: %w", err)
-		}
-	}
-	// The database bounds the wait; the context is only a safety net in case
-	// it does not (a limit rounded up to whole seconds, a lost setting).
-	seconds := max(1, int((bound+time.Second-1)/time.Second))
-	lockCtx, cancel := context.WithTimeout(ctx, time.Duration(seconds)*time.Second+2*time.Second)
-	defer cancel()
-	var locked int64
-	err = e.sql().BoundedLock(seconds).QueryRow(lockCtx, tx, drivers.TaskParams{TaskID: task.ID}).Scan(&locked)
-	switch {
-	case err == nil:
-	case e.Driver.IsLockBusy(err), errors.Is(err, sql.ErrNoRows):
-		return false, nil // the bound passed: the caller looks again
-	case lockCtx.Err() != nil && ctx.Err() == nil:
-		return false, nil
-	default:
-		if ctx.Err() != nil {
-			return false, ctx.Err()
-		}
-		return false, fmt.Errorf("waiting for the lock of task %s: %w", task.Name, err)
+	granted, err := e.queueOnTask(ctx, tx, task, e.sql().BoundedLock(boundSeconds(bound)), bound)
+	if err != nil || !granted {
+		return false, err
 	}
 	// Granted: the holder committed (or died). The bound was for the queue
 	// only: serving statements wait as long as the session normally allows.
@@ -108,14 +112,8 @@ func (e *Engine) awaitLock(ctx context.Context, task *Task, strategy drivers.Str
 			return false, fmt.Errorf("restoring the session lock wait limit: %w", err)
 		}
 	}
-	var status string
-	var owner sql.NullString
-	var free int
-	if err := e.sql().RequestWake.QueryRow(ctx, tx, drivers.IDParams{ID: id}).Scan(&status, &owner, &free); err != nil {
-		return false, fmt.Errorf("reading request %d: %w", id, err)
-	}
-	if status != StatusPending {
-		return true, nil // served: give the lock back at once (deferred rollback)
+	if served, err := e.readWake(ctx, tx, own.id); err != nil || served {
+		return served, err // served: give the lock back at once (deferred rollback)
 	}
 	// Still pending, and this caller holds the task lock: it is the holder
 	// now and serves. (Releasing it to take it again with the task's own
@@ -123,6 +121,67 @@ func (e *Engine) awaitLock(ctx context.Context, task *Task, strategy drivers.Str
 	// many waiters the lock would pass from waiter to waiter while nobody
 	// serves.) The caller's next serve looks for what arrived meanwhile.
 	return false, e.serveLocked(ctx, tx, task, strategy, own)
+}
+
+// waitShared is the share-mode queue of awaitLock, in a transaction of its
+// own that it rolls back before returning: granted says the lock was granted
+// (the holder committed or died), served that the request was then served.
+func (e *Engine) waitShared(ctx context.Context, conn *sql.Conn, task *Task, id int64, share *drivers.Stmt[drivers.TaskParams], bound time.Duration) (served, granted bool, err error) {
+	tx, err := conn.BeginTx(ctx, nil)
+	if err != nil {
+		return false, false, fmt.Errorf("waiting for the lock of task %s: %w", task.Name, err)
+	}
+	defer tx.Rollback() // a share lock, a read: nothing to commit
+	if granted, err = e.queueOnTask(ctx, tx, task, share, bound); err != nil || !granted {
+		return false, false, err
+	}
+	served, err = e.readWake(ctx, tx, id)
+	return served, true, err
+}
+
+// boundSeconds is a wait bound in whole seconds, rounded up, at least 1.
+func boundSeconds(bound time.Duration) int {
+	return max(1, int((bound+time.Second-1)/time.Second))
+}
+
+// queueOnTask bounds the lock wait of tx (WaitLockSet) and queues on the task
+// row with lock. It returns false, and no error, when the bound passed first.
+func (e *Engine) queueOnTask(ctx context.Context, tx *sql.Tx, task *Task, lock *drivers.Stmt[drivers.TaskParams], bound time.Duration) (bool, error) {
+	if !e.sql().WaitLockSet.Empty() {
+		if _, err := e.sql().WaitLockSet.Exec(ctx, tx, drivers.MillisParams{MS: bound.Milliseconds()}); err != nil {
+			return false, fmt.Errorf("bounding the lock wait: %w", err)
+		}
+	}
+	// The database bounds the wait; the context is only a safety net in case
+	// it does not (a limit rounded up to whole seconds, a lost setting).
+	lockCtx, cancel := context.WithTimeout(ctx, time.Duration(boundSeconds(bound))*time.Second+2*time.Second)
+	defer cancel()
+	var locked int64
+	err := lock.QueryRow(lockCtx, tx, drivers.TaskParams{TaskID: task.ID}).Scan(&locked)
+	switch {
+	case err == nil:
+		return true, nil
+	case e.Driver.IsLockBusy(err), errors.Is(err, sql.ErrNoRows):
+		return false, nil // the bound passed: the caller looks again
+	case lockCtx.Err() != nil && ctx.Err() == nil:
+		return false, nil
+	case ctx.Err() != nil:
+		return false, ctx.Err()
+	default:
+		return false, fmt.Errorf("waiting for the lock of task %s: %w", task.Name, err)
+	}
+}
+
+// readWake reads the request after a granted wait: true when it is no longer
+// pending.
+func (e *Engine) readWake(ctx context.Context, q drivers.Querier, id int64) (bool, error) {
+	var status string
+	var owner sql.NullString
+	var free int
+	if err := e.sql().RequestWake.QueryRow(ctx, q, drivers.IDParams{ID: id}).Scan(&status, &owner, &free); err != nil {
+		return false, fmt.Errorf("reading request %d: %w", id, err)
+	}
+	return status != StatusPending, nil
 }
 
 // pollRequest polls the request row until it is served, the lease is free or

@@ -128,6 +128,13 @@ type Statements struct {
 	// row; {wait_s} is replaced by the bound in whole seconds (Oracle's
 	// FOR UPDATE WAIT n takes a literal).
 	LockWaitBounded Stmt[TaskParams] `purpose:"wake-up: queue on the task lock, bounded" empty:"no row locks: waiters poll RequestWake"`
+	// LockShareBounded takes: task id. A queued share lock on the task row,
+	// bounded like LockWaitBounded (WaitLockSet before it): it conflicts with
+	// the holder's lock, so it is granted when the holder commits, but not
+	// with the other waiters' share locks, so every waiter is granted at that
+	// same moment and reads its request at once, instead of one after the
+	// other as exclusive waiters are.
+	LockShareBounded Stmt[TaskParams] `purpose:"wake-up: queue on the task lock in share mode, bounded" empty:"no share row lock: waiters queue with LockWaitBounded"`
 	// RecentRuns takes: task id. Columns: number of runs, mean duration_ms of
 	// the task's ten latest criteria-query runs.
 	RecentRuns Stmt[TaskParams] `purpose:"wake-up and coalescing: recent criteria-query time of a task"`

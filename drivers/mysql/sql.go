@@ -56,6 +56,10 @@ var statements = drivers.Build(dialect{}, func(s *drivers.Statements) {
 	s.WaitLockSave.SQL = `SELECT @@SESSION.innodb_lock_wait_timeout`
 	s.WaitLockSet.SQL = `SET SESSION innodb_lock_wait_timeout = GREATEST(1, CEIL(:ms / 1000))`
 	s.WaitLockRestore.SQL = `SET SESSION innodb_lock_wait_timeout = :value`
+	// An S lock on the task's index record: it waits for the holder's X
+	// lock and is granted together with the other waiters' S locks.
+	// LOCK IN SHARE MODE, not FOR SHARE: MariaDB has only this spelling.
+	s.LockShareBounded.SQL = `SELECT id FROM loanq_task WHERE id = :task_id LOCK IN SHARE MODE`
 
 	// The bench. InnoDB locks every index record a locking read scans: the
 	// claims go through the (status, id) index, in claim order, so the read

@@ -61,6 +61,9 @@ var statements = drivers.Build(dialect{}, func(s *drivers.Statements) {
 	s.WaitLockSet.SQL = `SELECT set_config('lock_timeout', :ms::bigint || 'ms', true)`
 	s.WaitLockRestore.SQL = `SELECT set_config('lock_timeout', :value, true)`
 	s.LockWaitBounded.SQL = `SELECT id FROM loanq_task WHERE id = :task_id FOR NO KEY UPDATE`
+	// FOR SHARE conflicts with the holder's FOR NO KEY UPDATE (so it waits
+	// for its commit) and not with other FOR SHARE waiters.
+	s.LockShareBounded.SQL = `SELECT id FROM loanq_task WHERE id = :task_id FOR SHARE`
 
 	s.UserLockEnsure.SQL = `INSERT INTO loanq_task_user (task_id, user_name) VALUES (:task_id, :user) ON CONFLICT DO NOTHING`
 	s.UserLock.SQL = `SELECT task_id FROM loanq_task_user WHERE task_id = :task_id AND user_name = :user FOR NO KEY UPDATE`

@@ -164,6 +164,10 @@ WHERE r.id = :1
 SELECT id FROM loanq_task WHERE id = :1 FOR UPDATE WAIT {wait_s}
 /
 
+-- LockShareBounded: wake-up: queue on the task lock in share mode, bounded
+
+/
+
 -- RecentRuns: wake-up and coalescing: recent criteria-query time of a task
 SELECT COUNT(*), ROUND(COALESCE(AVG(duration_ms), 0)) FROM (
   SELECT duration_ms FROM loanq_query_run WHERE task_id = :1 ORDER BY id DESC FETCH FIRST 10 ROWS ONLY) r
