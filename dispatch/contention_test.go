@@ -64,6 +64,71 @@ func TestWaiterWokenByHolderCommit(t *testing.T) {
 	})
 }
 
+// A waiter whose request the holder did not serve (it was logged after the
+// holder read the pending requests, and the holder does not look again) is
+// granted the lock at the holder's commit, finds its request still pending
+// and serves it itself, still long before its 60 s timer: on PostgreSQL and
+// MySQL/MariaDB it first waits in share mode, then queues exclusively.
+func TestWaiterServesWhatTheHolderLeft(t *testing.T) {
+	testdb.Each(t, func(t *testing.T, dsn string) {
+		f := setup(t, dsn, 20)
+		ctx := context.Background()
+		for _, s := range f.d.Strategies() {
+			if s == drivers.Rows {
+				continue // no task lock, nobody waits
+			}
+			t.Run(string(s), func(t *testing.T) {
+				if f.d.Name() == "sqlite" {
+					t.Skip("SQLite has one writer at a time: no request can be logged while the holder's assignment transaction is open")
+				}
+				task := f.task(t, dispatch.TaskSpec{Name: "left-" + string(s), Lock: s})
+				holder, waiter := f.engine(t), f.engine(t)
+				holder.MaxRounds = 1 // no second look after the commit
+				slow := dispatch.GetOptions{Backoff: []time.Duration{60 * time.Second}, Timeout: 2 * time.Minute}
+				type answer struct {
+					r    *dispatch.Request
+					err  error
+					took time.Duration
+				}
+				done := make(chan answer, 1)
+				var once sync.Once
+				holder.SetBeforeCommit(func() {
+					once.Do(func() {
+						// The waiter logs its request now, finds the lock
+						// held and queues; the holder commits a little later.
+						go func() {
+							t0 := time.Now()
+							r, err := waiter.Get(ctx, task.Name, "waiter", 1, slow)
+							done <- answer{r, err, time.Since(t0)}
+						}()
+						deadline := time.Now().Add(time.Minute)
+						for f.count(t, "SELECT COUNT(*) FROM loanq_work_request WHERE task_id = ? AND user_name = 'waiter'", task.ID) == 0 && time.Now().Before(deadline) {
+							time.Sleep(10 * time.Millisecond)
+						}
+						time.Sleep(500 * time.Millisecond)
+					})
+				})
+				r, err := holder.Get(ctx, task.Name, "holder", 1, slow)
+				if err != nil || r.Status != dispatch.StatusAssigned {
+					t.Fatalf("holder: %+v, %v", r, err)
+				}
+				a := <-done
+				if a.err != nil || a.r.Status != dispatch.StatusAssigned || len(a.r.Loans) != 1 {
+					t.Fatalf("waiter: %+v, %v", a.r, a.err)
+				}
+				if a.took > 30*time.Second {
+					t.Fatalf("the waiter returned after %s: it slept on its 60 s timer", a.took)
+				}
+				runs := f.count(t, "SELECT COUNT(*) FROM loanq_query_run WHERE task_id = ?", task.ID)
+				if runs != 2 {
+					t.Fatalf("%d criteria runs; want 2 (the holder's, then the waiter's for its own request)", runs)
+				}
+				f.audit(t)
+			})
+		}
+	})
+}
+
 // Heartbeat: a lease holder whose criteria query outlasts several TTLs keeps
 // its lease (nobody else gets it meanwhile) and commits.
 func TestLeaseHeartbeatOutlastsTTL(t *testing.T) {
