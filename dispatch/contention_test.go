@@ -334,7 +334,7 @@ func TestRowsConflictIsSkippedAndReplaced(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer rival.Rollback()
-		if _, err := f.d.Statements().WorkInsert.Exec(ctx, rival, drivers.WorkInsertParams{TaskID: task.ID, LoanID: int64(1), User: "rival", RequestID: otherReq}); err != nil {
+		if _, err := f.d.Statements().WorkInsertMany.Exec(ctx, rival, drivers.WorkInsertManyParams{TaskID: task.ID, Assignments: fmt.Sprintf(`[[1,%d,"rival"]]`, otherReq)}); err != nil {
 			t.Fatal(err)
 		}
 		f.e.SetAfterQuery(func() {

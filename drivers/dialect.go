@@ -38,6 +38,11 @@ type Dialect interface {
 	// IDsFromJSON is a subquery of the ids in ids, a JSON array text such as
 	// "[3,7,9]" (one bind for a whole batch).
 	IDsFromJSON(ids string) string
+	// AssignmentsFromJSON is a subquery of the assignments in list, a JSON
+	// array text of [loan id, request id, user name] arrays such as
+	// `[[3,17,"ann"],[7,18,"bob"]]`, with columns n (the position, for
+	// ORDER BY), loan_id, request_id and user_name.
+	AssignmentsFromJSON(list string) string
 	// ReturningID is what an INSERT ends with so that InsertID can read the
 	// new row's id ("RETURNING id", nothing, or "RETURNING id INTO
 	// :returned_id", whose value InsertID supplies).

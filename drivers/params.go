@@ -179,6 +179,14 @@ type WorkInsertParams struct {
 	RequestID int64  `bind:"request_id"`
 }
 
+// WorkInsertManyParams assigns a batch of loans of one task: Assignments is
+// a JSON array of [loan id, request id, user name] arrays, in assignment
+// order.
+type WorkInsertManyParams struct {
+	TaskID      int64  `bind:"task_id"`
+	Assignments string `bind:"assignments"`
+}
+
 // QueryRunParams is one logged criteria-query run.
 type QueryRunParams struct {
 	TaskID         int64  `bind:"task_id"`

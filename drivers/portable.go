@@ -64,8 +64,14 @@ WHERE id = :task_id AND lease_owner = :owner AND lease_token = :token AND lease_
 WHERE id = :task_id AND lease_owner = :owner AND lease_token = :token`},
 
 		ActiveCountForUser: Stmt[TaskUserParams]{SQL: `SELECT COUNT(*) FROM loanq_work WHERE task_id = :task_id AND user_name = :user AND disposition IS NULL`},
-		WorkInsert: Stmt[WorkInsertParams]{SQL: `INSERT INTO loanq_work (task_id, loan_id, user_name, request_id, assigned_at)
-VALUES (:task_id, :loan_id, :user, :request_id, {{now}})`},
+		// The list's order is the work rows' id order, the order a request's
+		// loans are read back in. Every value comes from the list: no table
+		// is read (in InnoDB an INSERT … SELECT would take shared next-key
+		// locks on what it reads, and block requests being logged).
+		WorkInsertMany: Stmt[WorkInsertManyParams]{SQL: `INSERT INTO loanq_work (task_id, loan_id, user_name, request_id, assigned_at)
+SELECT {{integer ":task_id"}}, a.loan_id, a.user_name, a.request_id, {{now}}
+FROM ({{assignmentsFromJSON ":assignments"}}) a
+ORDER BY a.n`},
 		QueryRunInsert: Stmt[QueryRunParams]{SQL: `INSERT INTO loanq_query_run (task_id, strategy, holder, started_at, duration_ms,
        rows_found, requests_served, loans_assigned)
 VALUES (:task_id, :strategy, :holder, {{nowMinusMs ":started_ago_ms"}}, :duration_ms, :rows_found, :requests_served, :loans_assigned)`},

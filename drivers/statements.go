@@ -79,8 +79,9 @@ type Statements struct {
 
 	// ActiveCountForUser takes: task id, user. Read after the lock (max_active).
 	ActiveCountForUser Stmt[TaskUserParams] `purpose:"a user's active work in a task (per-user cap)"`
-	// WorkInsert takes: task id, loan id, user, request id.
-	WorkInsert Stmt[WorkInsertParams] `purpose:"assign a loan"`
+	// WorkInsertMany takes: task id, [loan, request] pairs as JSON text. A
+	// serving round's loans, every request's, in one statement.
+	WorkInsertMany Stmt[WorkInsertManyParams] `purpose:"assign a round's loans, one statement"`
 	// QueryRunInsert takes: task id, strategy, holder, how many ms ago the run
 	// started, duration_ms, rows_found, requests_served, loans_assigned. The
 	// start is the database clock minus that age: no clock read of its own.
@@ -162,7 +163,7 @@ type Statements struct {
 	// UserLock takes: task id, user. The first statement of a rows claim on a
 	// capped task: serialises the cap check of one (task, user).
 	UserLock Stmt[TaskUserParams] `purpose:"rows: lock the per-user cap row" empty:"no rows strategy"`
-	// WorkInsertRows binds as WorkInsert. A loan another caller assigned
+	// WorkInsertRows takes: task id, loan id, user, request id. A loan another caller assigned
 	// after this caller's snapshot is skipped: no row inserted (PostgreSQL's
 	// ON CONFLICT DO NOTHING) or a unique violation that rolls back only the
 	// statement (MySQL/MariaDB and Oracle).

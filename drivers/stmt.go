@@ -201,16 +201,17 @@ func renderTemplate(d Dialect, name, written string) (string, error) {
 		return written, nil
 	}
 	tmpl, err := template.New(name).Option("missingkey=error").Funcs(template.FuncMap{
-		"now":            d.Now,
-		"nowPlusMs":      d.NowPlusMillis,
-		"nowMinusMs":     d.NowMinusMillis,
-		"age":            d.SecondsSince,
-		"secondsBetween": d.SecondsBetween,
-		"startOfToday":   d.StartOfToday,
-		"limit":          d.Limit,
-		"integer":        d.Integer,
-		"idsFromJSON":    d.IDsFromJSON,
-		"returningID":    d.ReturningID,
+		"now":                 d.Now,
+		"nowPlusMs":           d.NowPlusMillis,
+		"nowMinusMs":          d.NowMinusMillis,
+		"age":                 d.SecondsSince,
+		"secondsBetween":      d.SecondsBetween,
+		"startOfToday":        d.StartOfToday,
+		"limit":               d.Limit,
+		"integer":             d.Integer,
+		"idsFromJSON":         d.IDsFromJSON,
+		"assignmentsFromJSON": d.AssignmentsFromJSON,
+		"returningID":         d.ReturningID,
 	}).Parse(written)
 	if err != nil {
 		return "", fmt.Errorf("statement %s: %w", name, err)

@@ -7,6 +7,7 @@ package drivertest
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -34,6 +35,7 @@ func Exercise(t *testing.T, d drivers.Driver, dsn string) {
 	t.Run("statements", func(t *testing.T) { statements(t, d) })
 	t.Run("migrations", func(t *testing.T) { migrations(t, ctx, d, db) })
 	t.Run("one active row per task and loan", func(t *testing.T) { oneActive(t, ctx, d, db) })
+	t.Run("a round's loans in one statement", func(t *testing.T) { workInsertMany(t, ctx, d, db) })
 	t.Run("database clock", func(t *testing.T) { clock(t, ctx, d, db) })
 	t.Run("application tables", func(t *testing.T) { tables(t, ctx, d, db) })
 	for _, s := range d.Strategies() {
@@ -177,10 +179,19 @@ func fixture(t *testing.T, ctx context.Context, d drivers.Driver, db *sql.DB, na
 func oneActive(t *testing.T, ctx context.Context, d drivers.Driver, db *sql.DB) {
 	st := d.Statements()
 	taskID, reqID := fixture(t, ctx, d, db, "suite-active")
-	if _, err := st.WorkInsert.Exec(ctx, db, drivers.WorkInsertParams{TaskID: taskID, LoanID: int64(1) << 40, User: "alice", RequestID: reqID}); err != nil {
+	const loan = int64(1) << 40
+	assign := func(taskID, reqID int64, user string) error {
+		_, err := st.WorkInsertMany.Exec(ctx, db, drivers.WorkInsertManyParams{TaskID: taskID, Assignments: fmt.Sprintf(`[[%d,%d,%q]]`, loan, reqID, user)})
+		return err
+	}
+	bobReq, err := st.RequestInsert.InsertID(ctx, db, drivers.RequestInsertParams{TaskID: taskID, User: "bob", Requested: 1})
+	if err != nil {
+		t.Fatalf("RequestInsert: %v", err)
+	}
+	if err := assign(taskID, reqID, "alice"); err != nil {
 		t.Fatalf("first active row: %v", err)
 	}
-	_, err := st.WorkInsert.Exec(ctx, db, drivers.WorkInsertParams{TaskID: taskID, LoanID: int64(1) << 40, User: "bob", RequestID: reqID})
+	err = assign(taskID, bobReq, "bob")
 	if err == nil {
 		t.Fatal("the schema accepted a second active row for the same task and loan")
 	}
@@ -191,14 +202,14 @@ func oneActive(t *testing.T, ctx context.Context, d drivers.Driver, db *sql.DB) 
 	// longer collides.
 	var workID int64
 	var who string
-	if err := st.ActiveWork.QueryRow(ctx, db, drivers.TaskLoanParams{TaskID: taskID, LoanID: int64(1) << 40}).Scan(&workID, &who); err != nil || who != "alice" {
+	if err := st.ActiveWork.QueryRow(ctx, db, drivers.TaskLoanParams{TaskID: taskID, LoanID: loan}).Scan(&workID, &who); err != nil || who != "alice" {
 		t.Fatalf("ActiveWork: %v, %q", err, who)
 	}
 	for _, try := range []struct {
 		user string
 		want int64
 	}{{"bob", 0}, {"alice", 1}, {"alice", 0}} {
-		res, err := st.DisposeLoan.Exec(ctx, db, drivers.DisposeLoanParams{Disposition: "complete", TaskID: taskID, LoanID: int64(1) << 40, User: try.user})
+		res, err := st.DisposeLoan.Exec(ctx, db, drivers.DisposeLoanParams{Disposition: "complete", TaskID: taskID, LoanID: loan, User: try.user})
 		if err != nil {
 			t.Fatalf("DisposeLoan by %s: %v", try.user, err)
 		}
@@ -206,13 +217,59 @@ func oneActive(t *testing.T, ctx context.Context, d drivers.Driver, db *sql.DB) 
 			t.Fatalf("DisposeLoan by %s: %d rows (%v), want %d", try.user, n, err, try.want)
 		}
 	}
-	if _, err := st.WorkInsert.Exec(ctx, db, drivers.WorkInsertParams{TaskID: taskID, LoanID: int64(1) << 40, User: "bob", RequestID: reqID}); err != nil {
+	if err := assign(taskID, bobReq, "bob"); err != nil {
 		t.Fatalf("active row after the first was dispositioned: %v", err)
 	}
 	// The same loan in another task is independent.
 	task2, req2 := fixture(t, ctx, d, db, "suite-active-2")
-	if _, err := st.WorkInsert.Exec(ctx, db, drivers.WorkInsertParams{TaskID: task2, LoanID: int64(1) << 40, User: "carol", RequestID: req2}); err != nil {
+	if err := assign(task2, req2, "carol"); err != nil {
 		t.Fatalf("same loan in another task: %v", err)
+	}
+}
+
+// workInsertMany: a round's loans, several requests', in one statement: the
+// rows' ids follow the list's order (a request's loans are read back in id
+// order), user names round-trip whatever their characters.
+func workInsertMany(t *testing.T, ctx context.Context, d drivers.Driver, db *sql.DB) {
+	st := d.Statements()
+	taskID, aliceReq := fixture(t, ctx, d, db, "suite-many")
+	bob := `Bob "the <builder>" Ünal`
+	bobReq, err := st.RequestInsert.InsertID(ctx, db, drivers.RequestInsertParams{TaskID: taskID, User: bob, Requested: 2})
+	if err != nil {
+		t.Fatalf("RequestInsert: %v", err)
+	}
+	type row struct {
+		Loan, Req int64
+		User      string
+	}
+	want := []row{{907, aliceReq, "alice"}, {3, aliceReq, "alice"}, {512, bobReq, bob}, {44, bobReq, bob}}
+	var list []string
+	for _, w := range want {
+		user, _ := json.Marshal(w.User)
+		list = append(list, fmt.Sprintf("[%d,%d,%s]", w.Loan, w.Req, user))
+	}
+	res, err := st.WorkInsertMany.Exec(ctx, db, drivers.WorkInsertManyParams{TaskID: taskID, Assignments: "[" + strings.Join(list, ",") + "]"})
+	if err != nil {
+		t.Fatalf("WorkInsertMany: %v", err)
+	}
+	if n, err := res.RowsAffected(); err != nil || n != 4 {
+		t.Fatalf("WorkInsertMany: %d rows (%v), want 4", n, err)
+	}
+	rows, err := db.QueryContext(ctx, drivers.Rebind(d.Dialect(), `SELECT loan_id, request_id, user_name FROM loanq_work WHERE task_id = ? ORDER BY id`), taskID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var got []row
+	for rows.Next() {
+		var r row
+		if err := rows.Scan(&r.Loan, &r.Req, &r.User); err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, r)
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("work rows in id order: %v, want %v", got, want)
 	}
 }
 

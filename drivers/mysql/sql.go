@@ -36,6 +36,12 @@ func (dialect) IDsFromJSON(ids string) string {
 	return `SELECT j.id FROM JSON_TABLE(` + ids + `, '$[*]' COLUMNS (id BIGINT PATH '$')) AS j`
 }
 
+// AssignmentsFromJSON: JSON_TABLE with an ordinality column.
+func (dialect) AssignmentsFromJSON(list string) string {
+	return `SELECT j.n, j.loan_id, j.request_id, j.user_name FROM JSON_TABLE(` + list + `, '$[*]' COLUMNS (
+    n FOR ORDINALITY, loan_id BIGINT PATH '$[0]', request_id BIGINT PATH '$[1]', user_name VARCHAR(100) PATH '$[2]')) AS j`
+}
+
 // ReturningID: MySQL 8 has no INSERT … RETURNING; the id comes back in the
 // OK packet of the same statement.
 func (dialect) ReturningID() string { return "" }

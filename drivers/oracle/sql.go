@@ -56,6 +56,12 @@ func (dialect) Integer(expr string) string { return `ROUND(` + expr + `)` }
 func (dialect) IDsFromJSON(ids string) string {
 	return `SELECT j.id FROM JSON_TABLE(` + ids + `, '$[*]' COLUMNS (id NUMBER(19) PATH '$')) j`
 }
+
+// AssignmentsFromJSON: JSON_TABLE with an ordinality column (12.1.0.2).
+func (dialect) AssignmentsFromJSON(list string) string {
+	return `SELECT j.n, j.loan_id, j.request_id, j.user_name FROM JSON_TABLE(` + list + `, '$[*]' COLUMNS (
+    n FOR ORDINALITY, loan_id NUMBER(19) PATH '$[0]', request_id NUMBER(19) PATH '$[1]', user_name VARCHAR2(100 CHAR) PATH '$[2]')) j`
+}
 func (dialect) ReturningID() string { return "\nRETURNING id INTO :returned_id" }
 
 // InsertID: Oracle has no INSERT that returns a result set; the id comes

@@ -36,6 +36,12 @@ func (dialect) Integer(expr string) string { return `(` + expr + `)::bigint` }
 func (dialect) IDsFromJSON(ids string) string {
 	return `SELECT jsonb_array_elements_text(` + ids + `::jsonb)::bigint`
 }
+
+// AssignmentsFromJSON: the array's elements with their position.
+func (dialect) AssignmentsFromJSON(list string) string {
+	return `SELECT e.n, (e.v->>0)::bigint AS loan_id, (e.v->>1)::bigint AS request_id, e.v->>2 AS user_name
+  FROM jsonb_array_elements(` + list + `::jsonb) WITH ORDINALITY AS e (v, n)`
+}
 func (dialect) ReturningID() string { return "\nRETURNING id" }
 func (dialect) InsertID(ctx context.Context, q drivers.Querier, query string, args []any) (int64, error) {
 	return drivers.ReturnedID(ctx, q, query, args)

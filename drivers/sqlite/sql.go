@@ -36,7 +36,13 @@ func (dialect) StartOfToday() string          { return `date('now') || 'T00:00:0
 func (dialect) Limit(n string) string         { return `LIMIT ` + n }
 func (dialect) Integer(expr string) string    { return `CAST(` + expr + ` AS INTEGER)` }
 func (dialect) IDsFromJSON(ids string) string { return `SELECT value FROM json_each(` + ids + `)` }
-func (dialect) ReturningID() string           { return "\nRETURNING id" }
+
+// AssignmentsFromJSON: json_each's key is the element's position.
+func (dialect) AssignmentsFromJSON(list string) string {
+	return `SELECT key AS n, json_extract(value, '$[0]') AS loan_id, json_extract(value, '$[1]') AS request_id,
+       json_extract(value, '$[2]') AS user_name FROM json_each(` + list + `)`
+}
+func (dialect) ReturningID() string { return "\nRETURNING id" }
 func (dialect) InsertID(ctx context.Context, q drivers.Querier, query string, args []any) (int64, error) {
 	return drivers.ReturnedID(ctx, q, query, args)
 }

@@ -103,9 +103,12 @@ WHERE id = :1 AND lease_owner = :2 AND lease_token = :3
 SELECT COUNT(*) FROM loanq_work WHERE task_id = :1 AND user_name = :2 AND disposition IS NULL
 /
 
--- WorkInsert: assign a loan
+-- WorkInsertMany: assign a round's loans, one statement
 INSERT INTO loanq_work (task_id, loan_id, user_name, request_id, assigned_at)
-VALUES (:1, :2, :3, :4, SYS_EXTRACT_UTC(SYSTIMESTAMP))
+SELECT ROUND(:1), a.loan_id, a.user_name, a.request_id, SYS_EXTRACT_UTC(SYSTIMESTAMP)
+FROM (SELECT j.n, j.loan_id, j.request_id, j.user_name FROM JSON_TABLE(:2, '$[*]' COLUMNS (
+    n FOR ORDINALITY, loan_id NUMBER(19) PATH '$[0]', request_id NUMBER(19) PATH '$[1]', user_name VARCHAR2(100 CHAR) PATH '$[2]')) j) a
+ORDER BY a.n
 /
 
 -- QueryRunInsert: log a criteria-query run
