@@ -88,6 +88,60 @@ func TestCancelRacesWithHolder(t *testing.T) {
 	})
 }
 
+// A request cancelled after the holder read it for assignment, before the
+// holder finished it: its loan goes to the next request, the cancelled one
+// gets nothing, and no request is answered empty while a loan was there for
+// it (where the round's requests are finished in one statement the round is
+// rolled back and run again; otherwise the cancelled one is skipped).
+func TestCancelBetweenReadAndFinish(t *testing.T) {
+	testdb.Each(t, func(t *testing.T, dsn string) {
+		// Two loans: each task below sees both (work is per task), one for
+		// each of its requests not cancelled.
+		f := setup(t, dsn, 2)
+		ctx := context.Background()
+		if f.d.Name() == "sqlite" {
+			t.Skip("SQLite has one writer at a time: a cancel cannot commit while the holder's assignment transaction is open")
+		}
+		for _, s := range f.d.Strategies() {
+			if s == drivers.Rows {
+				continue // each caller serves its own request only
+			}
+			t.Run(string(s), func(t *testing.T) {
+				task := f.task(t, dispatch.TaskSpec{Name: "between-" + string(s), Lock: s})
+				ins := func(user string) int64 {
+					id, err := f.d.Statements().RequestInsert.InsertID(ctx, f.db, drivers.RequestInsertParams{TaskID: task.ID, User: user, Requested: 1})
+					if err != nil {
+						t.Fatal(err)
+					}
+					return id
+				}
+				b, c := ins("b"), ins("c")
+				holder := f.engine(t)
+				holder.SetAfterPending(func() {
+					holder.SetAfterPending(nil)
+					if req, err := f.e.Cancel(ctx, b, "b"); err != nil || req.Status != dispatch.StatusCancelled {
+						t.Errorf("cancel between read and finish: %+v, %v", req, err)
+					}
+				})
+				h, err := holder.Get(ctx, task.Name, "h", 1, fast)
+				if err != nil || h.Status != dispatch.StatusAssigned || len(h.Loans) != 1 {
+					t.Fatalf("holder: %+v, %v; want its own request assigned the loan b gave up", h, err)
+				}
+				for id, want := range map[int64]string{b: dispatch.StatusCancelled, c: dispatch.StatusAssigned} {
+					r, err := f.e.Request(ctx, id)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if r.Status != want || (want == dispatch.StatusCancelled) != (len(r.Loans) == 0) {
+						t.Fatalf("request of %s: %s %v; want %s", r.User, r.Status, r.Loans, want)
+					}
+				}
+				f.audit(t)
+			})
+		}
+	})
+}
+
 // A user has at most one pending request per task: asking while one is
 // pending attaches to it (same id, its count stands, OnAttach is told), a
 // caller that must not share an answer (OwnRequest) gets it served and then

@@ -60,6 +60,9 @@ type Engine struct {
 	// afterQuery, when set (tests only), runs right after the criteria query,
 	// before the pending requests are re-read and served.
 	afterQuery func()
+	// afterPending, when set (tests only), runs in a serving round right
+	// after the pending requests were read for assignment.
+	afterPending func()
 	// renewed, when set (tests only), runs after each lease renewal.
 	renewed func()
 }

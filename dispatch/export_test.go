@@ -14,6 +14,10 @@ func (e *Engine) SetBeforeCommit(f func()) { e.beforeCommit = f }
 // (docs/algorithm.md, step 5: such a request is served from that same run).
 func (e *Engine) SetAfterQuery(f func()) { e.afterQuery = f }
 
+// SetAfterPending lets tests act between a serving round's read of the
+// pending requests and their finish (a cancel in that window).
+func (e *Engine) SetAfterPending(f func()) { e.afterPending = f }
+
 // SetRenewed lets tests count lease renewals (the heartbeat).
 func (e *Engine) SetRenewed(f func()) { e.renewed = f }
 

@@ -273,6 +273,9 @@ func (e *Engine) serve(ctx context.Context, task *Task, strategy drivers.Strateg
 		} else {
 			err = e.serveRoundRowLock(ctx, task, strategy, lockDeadline, own)
 		}
+		if errors.Is(err, errRoundRaced) {
+			continue // rolled back: serve the requests still pending afresh
+		}
 		if err != nil {
 			return err
 		}
@@ -633,9 +636,14 @@ func (e *Engine) assign(ctx context.Context, tx *sql.Tx, task *Task, found crite
 	if err != nil {
 		return err
 	}
+	if e.afterPending != nil {
+		e.afterPending()
+	}
 	loans := found.loans
 	active := map[string]int{} // per-user active work, for max_active
 	var work []assignment      // the work rows, inserted at the end
+	batch := !e.sql().RequestFinishMany.Empty()
+	var outcomes [][]any // batch: [request id, assigned, status] of each request served
 	for _, r := range pending {
 		allow := r.requested
 		if task.MaxActive > 0 {
@@ -665,15 +673,21 @@ func (e *Engine) assign(ctx context.Context, tx *sql.Tx, task *Task, found crite
 		// for the next request (docs/algorithm.md, "Cancelling and
 		// attaching"). The row lock the finish takes makes a concurrent
 		// cancel wait for this commit and then find the request served.
-		res, err := e.sql().RequestFinish.Exec(ctx, tx, drivers.RequestFinishParams{Assigned: take, Status: status, ID: r.id})
-		if err != nil {
-			return fmt.Errorf("finishing request %d: %w", r.id, err)
-		}
-		if n, _ := res.RowsAffected(); n != 1 {
-			if e.cancelled(ctx, r.id) {
-				continue
+		// Where the dialect finishes a round's requests in one statement,
+		// the outcome is only noted here (see finishRequests).
+		if batch {
+			outcomes = append(outcomes, []any{r.id, take, status})
+		} else {
+			res, err := e.sql().RequestFinish.Exec(ctx, tx, drivers.RequestFinishParams{Assigned: take, Status: status, ID: r.id})
+			if err != nil {
+				return fmt.Errorf("finishing request %d: %w", r.id, err)
 			}
-			return fmt.Errorf("request %d was finished by someone else while this caller held the task lock", r.id)
+			if n, _ := res.RowsAffected(); n != 1 {
+				if e.cancelled(ctx, r.id) {
+					continue
+				}
+				return fmt.Errorf("request %d was finished by someone else while this caller held the task lock", r.id)
+			}
 		}
 		if own != nil && r.id == own.id {
 			own.served = &Request{ID: r.id, TaskID: task.ID, Task: task.Name, User: r.user, Requested: r.requested,
@@ -687,6 +701,9 @@ func (e *Engine) assign(ctx context.Context, tx *sql.Tx, task *Task, found crite
 		run.RequestsServed++
 		run.LoansAssigned += take
 	}
+	if err := e.finishRequests(ctx, tx, outcomes); err != nil {
+		return err
+	}
 	if err := e.insertWork(ctx, tx, task, work); err != nil {
 		return err
 	}
@@ -694,6 +711,32 @@ func (e *Engine) assign(ctx context.Context, tx *sql.Tx, task *Task, found crite
 		Holder: truncate(run.Holder, 100), StartedAgoMS: time.Since(run.started).Milliseconds(), DurationMS: run.DurationMS,
 		RowsFound: run.RowsFound, RequestsServed: run.RequestsServed, LoansAssigned: run.LoansAssigned}); err != nil {
 		return fmt.Errorf("logging the criteria-query run: %w", err)
+	}
+	return nil
+}
+
+// errRoundRaced: a request the round meant to serve was no longer pending when
+// its batched finish ran (its requester cancelled it between the round's read
+// and the finish). The round is rolled back whole and run again: its loans
+// were shared out counting that request, and must go to the next ones.
+var errRoundRaced = errors.New("a request of the round was cancelled while it was served: the round runs again")
+
+// finishRequests sets the outcome of every request a round served in one
+// statement (RequestFinishMany), only while each is still pending.
+func (e *Engine) finishRequests(ctx context.Context, tx *sql.Tx, outcomes [][]any) error {
+	if len(outcomes) == 0 {
+		return nil
+	}
+	text, err := json.Marshal(outcomes)
+	if err != nil {
+		return fmt.Errorf("finishing the round's requests: %w", err)
+	}
+	res, err := e.sql().RequestFinishMany.Exec(ctx, tx, drivers.RequestFinishManyParams{Outcomes: string(text)})
+	if err != nil {
+		return fmt.Errorf("finishing the round's requests: %w", err)
+	}
+	if n, err := res.RowsAffected(); err != nil || n != int64(len(outcomes)) {
+		return errRoundRaced
 	}
 	return nil
 }

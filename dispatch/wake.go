@@ -120,7 +120,10 @@ func (e *Engine) awaitLock(ctx context.Context, task *Task, strategy drivers.Str
 	// strategy would let the next queued waiter grab it, and so on: with
 	// many waiters the lock would pass from waiter to waiter while nobody
 	// serves.) The caller's next serve looks for what arrived meanwhile.
-	return false, e.serveLocked(ctx, tx, task, strategy, own)
+	if err := e.serveLocked(ctx, tx, task, strategy, own); !errors.Is(err, errRoundRaced) {
+		return false, err
+	}
+	return false, nil // rolled back: the caller serves again at once
 }
 
 // waitShared is the share-mode queue of awaitLock, in a transaction of its

@@ -179,6 +179,12 @@ type WorkInsertParams struct {
 	RequestID int64  `bind:"request_id"`
 }
 
+// RequestFinishManyParams is the outcome of a round's requests: a JSON array
+// of [request id, assigned, status] arrays.
+type RequestFinishManyParams struct {
+	Outcomes string `bind:"outcomes"`
+}
+
 // WorkInsertManyParams assigns a batch of loans of one task: Assignments is
 // a JSON array of [loan id, request id, user name] arrays, in assignment
 // order.

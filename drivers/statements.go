@@ -50,6 +50,9 @@ type Statements struct {
 	RequestsPending Stmt[TaskParams] `purpose:"pending requests of a task, oldest first"`
 	// RequestFinish takes: assigned, status, id. Only a pending request changes.
 	RequestFinish Stmt[RequestFinishParams] `purpose:"set a request's outcome"`
+	// RequestFinishMany takes: [id, assigned, status] outcomes as JSON text.
+	// Only pending requests change; a serving round checks that all did.
+	RequestFinishMany Stmt[RequestFinishManyParams] `purpose:"set the outcome of a round's requests, one statement" empty:"each request is finished by its own RequestFinish"`
 	// RequestWithLoans takes: id. A request and the loans assigned to it, one
 	// row per loan in assignment order, or one row with a NULL loan when it
 	// has none. Columns: id, task id, task name, user, requested, assigned,

@@ -67,6 +67,12 @@ var statements = drivers.Build(dialect{}, func(s *drivers.Statements) {
 	s.WaitLockSet.SQL = `SELECT set_config('lock_timeout', :ms::bigint || 'ms', true)`
 	s.WaitLockRestore.SQL = `SELECT set_config('lock_timeout', :value, true)`
 	s.LockWaitBounded.SQL = `SELECT id FROM loanq_task WHERE id = :task_id FOR NO KEY UPDATE`
+	// A serving round's requests, finished in one statement.
+	s.RequestFinishMany.SQL = `UPDATE loanq_work_request r
+SET assigned = f.assigned, status = f.status, served_at = clock_timestamp()
+FROM (SELECT (e->>0)::bigint AS id, (e->>1)::int AS assigned, e->>2 AS status
+      FROM jsonb_array_elements(:outcomes::jsonb) e) f
+WHERE r.id = f.id AND r.status = 'pending'`
 	// FOR SHARE conflicts with the holder's FOR NO KEY UPDATE (so it waits
 	// for its commit) and not with other FOR SHARE waiters.
 	s.LockShareBounded.SQL = `SELECT id FROM loanq_task WHERE id = :task_id FOR SHARE`

@@ -58,6 +58,10 @@ UPDATE loanq_work_request SET assigned = :1, status = :2, served_at = SYS_EXTRAC
 WHERE id = :3 AND status = 'pending'
 /
 
+-- RequestFinishMany: set the outcome of a round's requests, one statement
+
+/
+
 -- RequestWithLoans: read a work request with its loans
 SELECT r.id, r.task_id, t.name, r.user_name, r.requested, r.assigned, r.status, r.created_at, w.loan_id
 FROM loanq_work_request r JOIN loanq_task t ON t.id = r.task_id
