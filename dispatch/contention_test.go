@@ -310,6 +310,69 @@ func TestRowsLateRequestServedByItsCaller(t *testing.T) {
 	})
 }
 
+// rows: a loan another caller was assigned and set to never AFTER the claim's
+// snapshot was taken, but BEFORE the claim reached and locked its row (the
+// other caller holds no lock on it by then), is not assigned by the claim:
+// the claim's NOT EXISTS saw the old snapshot; the recheck after the lock
+// sees the commit. The criteria sleeps in the claim's scan, before it locks
+// the row, to hold that window open.
+func TestRowsClaimRechecksAfterLock(t *testing.T) {
+	testdb.Each(t, func(t *testing.T, dsn string) {
+		f := setup(t, dsn, 1)
+		if !drivers.Supports(f.d, drivers.Rows) {
+			t.Skipf("%s has no row locks: no rows strategy", f.d.Name())
+		}
+		ctx := context.Background()
+		slow := map[string]string{"postgres": "(SELECT 1 FROM pg_sleep(1.5)) = 1", "mysql": "SLEEP(1.5) = 0"}[f.d.Name()]
+		if slow == "" {
+			t.Fatalf("no sleep function known for %s", f.d.Name())
+		}
+		task := f.task(t, dispatch.TaskSpec{Name: "recheck", Lock: drivers.Rows, Where: "eligible = 1 AND " + slow})
+		type answer struct {
+			r   *dispatch.Request
+			err error
+		}
+		done := make(chan answer, 1)
+		go func() {
+			r, err := f.engine(t).Get(ctx, task.Name, "late", 1, fast)
+			done <- answer{r, err}
+		}()
+		// The claim has logged its request and is in its scan, sleeping on
+		// the only loan's row; another caller gets that loan and sets it to
+		// never, each committed at once.
+		deadline := time.Now().Add(time.Minute)
+		for f.count(t, "SELECT COUNT(*) FROM loanq_work_request WHERE task_id = ? AND user_name = 'late'", task.ID) == 0 && time.Now().Before(deadline) {
+			time.Sleep(10 * time.Millisecond)
+		}
+		time.Sleep(400 * time.Millisecond)
+		st := f.d.Statements()
+		early, err := st.RequestInsert.InsertID(ctx, f.db, drivers.RequestInsertParams{TaskID: task.ID, User: "early", Requested: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.WorkInsertMany.Exec(ctx, f.db, drivers.WorkInsertManyParams{TaskID: task.ID, Assignments: fmt.Sprintf(`[[1,%d,"early"]]`, early)}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.RequestFinish.Exec(ctx, f.db, drivers.RequestFinishParams{Assigned: 1, Status: dispatch.StatusAssigned, ID: early}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.e.Dispose(ctx, task.Name, 1, "early", dispatch.Never, 0, false); err != nil {
+			t.Fatal(err)
+		}
+		a := <-done
+		if a.err != nil {
+			t.Fatal(a.err)
+		}
+		if a.r.Status != dispatch.StatusEmpty || len(a.r.Loans) != 0 {
+			t.Fatalf("the claim answered %s %v: it assigned a loan set to never after its snapshot", a.r.Status, a.r.Loans)
+		}
+		if n := f.count(t, "SELECT COUNT(*) FROM loanq_work WHERE task_id = ? AND loan_id = 1", task.ID); n != 1 {
+			t.Fatalf("loan 1 has %d work rows in the task; want 1 (the never)", n)
+		}
+		f.audit(t)
+	})
+}
+
 // rows: a loan another caller assigned after this claim's snapshot (its work
 // row commits while the claim holds the loan's row lock) is skipped and
 // replaced by the next one, never an error.

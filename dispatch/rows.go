@@ -3,6 +3,7 @@ package dispatch
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"fmt"
 	"time"
 
@@ -100,9 +101,13 @@ func (e *Engine) claimRows(ctx context.Context, rl drivers.RowLocker, task *Task
 	var assigned []int64
 	for round := 0; len(assigned) < allow && round < maxClaimRounds; round++ {
 		want := allow - len(assigned)
-		keys, err := rl.LockRows(ctx, tx, task.criteria(), task.ID, want)
+		locked, err := rl.LockRows(ctx, tx, task.criteria(), task.ID, want)
 		if err != nil {
 			return fmt.Errorf("claiming rows of task %s: %w", task.Name, err)
+		}
+		keys, err := e.recheck(ctx, tx, task, locked)
+		if err != nil {
+			return err
 		}
 		if round == 0 {
 			// --query-delay stands for a heavy criteria query; here the
@@ -126,7 +131,7 @@ func (e *Engine) claimRows(ctx context.Context, rl drivers.RowLocker, task *Task
 				assigned = append(assigned, loan)
 			}
 		}
-		if len(keys) < want {
+		if len(locked) < want {
 			break // nothing more to lock: the rest is assigned or held by others
 		}
 	}
@@ -159,6 +164,27 @@ func (e *Engine) claimRows(ctx context.Context, rl drivers.RowLocker, task *Task
 		return fmt.Errorf("committing the claim of task %s: %w", task.Name, err)
 	}
 	return nil
+}
+
+// recheck runs the criteria again over the keys the claim locked, in a
+// statement of its own (drivers.CriteriaRecheck): a row another caller
+// assigned — and perhaps completed, returned or set to never — and committed
+// after the claim's snapshot was taken, then let go of, may have been locked
+// by the claim all the same; the recheck sees that commit and leaves the row
+// out. The keys keep the claim's order.
+func (e *Engine) recheck(ctx context.Context, tx *sql.Tx, task *Task, locked []int64) ([]int64, error) {
+	if len(locked) == 0 {
+		return nil, nil
+	}
+	ids, err := json.Marshal(locked)
+	if err != nil {
+		return nil, fmt.Errorf("checking the claimed rows of task %s: %w", task.Name, err)
+	}
+	keys, err := drivers.ScanIDs(drivers.CriteriaRecheck(e.Driver.Dialect(), task.criteria()).Query(ctx, tx, drivers.RecheckParams{TaskID: task.ID, IDs: string(ids)}))
+	if err != nil {
+		return nil, fmt.Errorf("checking the claimed rows of task %s again: %w", task.Name, err)
+	}
+	return keys, nil
 }
 
 // insertClaimed assigns one locked loan; false when another caller assigned

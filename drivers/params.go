@@ -310,3 +310,10 @@ type CriteriaParams struct {
 	TaskID int64 `bind:"task_id"`
 	Limit  int   `bind:"limit"`
 }
+
+// RecheckParams binds the criteria query over given keys: the task id and
+// the keys as a JSON array text ("[3,7,9]").
+type RecheckParams struct {
+	TaskID int64  `bind:"task_id"`
+	IDs    string `bind:"ids"`
+}

@@ -305,6 +305,13 @@ GROUP BY task_id, ` + bucket
 // breaking ties. Its one bind, the task id, is d's first placeholder.
 // Drivers end it with a row limit, or a lock clause for the rows strategy.
 func CriteriaSelect(d Dialect, src CriteriaSource) string {
+	return criteriaSelect(d, src, "")
+}
+
+// criteriaSelect is CriteriaSelect with an extra condition, after the task
+// id's bind (MySQL's ? and Oracle's positional binds are bound in order of
+// appearance).
+func criteriaSelect(d Dialect, src CriteriaSource, and string) string {
 	order := "src." + src.Key
 	if strings.TrimSpace(src.Order) != "" {
 		order = src.Order + ", src." + src.Key
@@ -316,8 +323,24 @@ WHERE (%[3]s)
     WHERE w.task_id = %[5]s AND w.loan_id = src.%[1]s
       AND (w.disposition IS NULL
            OR w.disposition = 'never'
-           OR (w.disposition = 'return' AND w.return_at > %[6]s)))
-ORDER BY %[4]s`, src.Key, src.Source, src.Where, order, d.Placeholder(1), d.Now())
+           OR (w.disposition = 'return' AND w.return_at > %[6]s)))%[7]s
+ORDER BY %[4]s`, src.Key, src.Source, src.Where, order, d.Placeholder(1), d.Now(), and)
+}
+
+// CriteriaRecheck is the criteria query over the given keys only, locking
+// nothing: binds task id, the keys as a JSON array text. The rows strategy
+// runs it right after its locking claim. The claim's own snapshot may date
+// from before another caller committed the assignment (and maybe the
+// disposition) of a row the claim then locked, once that caller let go of it:
+// a later statement sees that commit, so what it still returns is eligible
+// now, and stays so while this caller holds the row locks.
+func CriteriaRecheck(d Dialect, src CriteriaSource) *Stmt[RecheckParams] {
+	in := fmt.Sprintf("\n  AND src.%s IN (%s)", src.Key, d.IDsFromJSON(d.Placeholder(2)))
+	s, err := Compile[RecheckParams](d, "CriteriaRecheck", criteriaSelect(d, src, in), "task_id", "ids")
+	if err != nil {
+		panic("drivers: " + err.Error()) // RecheckParams has both fields
+	}
+	return s
 }
 
 // CriteriaQuery is the criteria query that locks nothing (the task lock

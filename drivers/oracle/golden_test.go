@@ -67,6 +67,9 @@ func TestGoldenStatements(t *testing.T) {
 		"-- a task with --source %s --key %s --where %q --order %q\n%s\n/\n",
 		sampleCriteria.Source, sampleCriteria.Key, sampleCriteria.Where, sampleCriteria.Order,
 		drivers.CriteriaQuery((&Driver{}).Dialect(), sampleCriteria).Text())
+	fmt.Fprintf(&b, "\n-- CriteriaRecheck: the rows strategy's recheck of the keys its claim locked\n"+
+		"-- (binds :1 task id, :2 the keys as a JSON array), same task\n%s\n/\n",
+		drivers.CriteriaRecheck((&Driver{}).Dialect(), sampleCriteria).Text())
 	golden(t, "statements.sql", b.String())
 }
 
@@ -266,6 +269,13 @@ func TestStatementRules(t *testing.T) {
 		if strings.Contains(n.SQL, "FOR UPDATE") && strings.Contains(n.SQL, "FETCH") {
 			t.Errorf("%s combines FOR UPDATE with FETCH FIRST:\n%s", n.Field, n.SQL)
 		}
+	}
+
+	r := drivers.CriteriaRecheck(d.Dialect(), sampleCriteria).Text()
+	checkTerminator(t, "CriteriaRecheck", r)
+	checkBinds(t, "CriteriaRecheck", r)
+	if got := binds(r); !reflect.DeepEqual(got, []int{1, 2}) {
+		t.Errorf("criteria recheck binds %v, want [1 2] (task id, keys)", got)
 	}
 
 	q := drivers.CriteriaQuery(d.Dialect(), sampleCriteria).Text()

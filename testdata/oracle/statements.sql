@@ -587,3 +587,17 @@ WHERE (eligible = 1)
 ORDER BY priority DESC, src.id
 FETCH FIRST :2 ROWS ONLY
 /
+
+-- CriteriaRecheck: the rows strategy's recheck of the keys its claim locked
+-- (binds :1 task id, :2 the keys as a JSON array), same task
+SELECT src.id FROM loan src
+WHERE (eligible = 1)
+  AND NOT EXISTS (
+    SELECT 1 FROM loanq_work w
+    WHERE w.task_id = :1 AND w.loan_id = src.id
+      AND (w.disposition IS NULL
+           OR w.disposition = 'never'
+           OR (w.disposition = 'return' AND w.return_at > SYS_EXTRACT_UTC(SYSTIMESTAMP))))
+  AND src.id IN (SELECT j.id FROM JSON_TABLE(:2, '$[*]' COLUMNS (id NUMBER(19) PATH '$')) j)
+ORDER BY priority DESC, src.id
+/
