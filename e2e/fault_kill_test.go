@@ -264,12 +264,13 @@ WHERE application_name = $1 AND xact_start IS NOT NULL ORDER BY xact_start LIMIT
 		if err == nil {
 			st := d.Statements()
 			src := drivers.CriteriaSource{Source: task.Source, Key: task.Key, Where: task.Where, Order: task.Order}
-			criteria := []string{st.Now.Text(), st.RequestsPending.Text(), drivers.CriteriaQuery(d.Dialect(), src).Text()}
+			criteria := []string{st.Now.Text(), st.RequestsPending.Text(), drivers.CriteriaQuery(d.Dialect(), src).Text(),
+				drivers.CriteriaRecheck(d.Dialect(), src).Text()}
 			if rl, ok := d.(drivers.RowLocker); ok {
 				criteria = append(criteria, rl.RowsClaimSQL(src))
 			}
 			switch {
-			case sentOneOf(query, st.WorkInsertMany.Text(), st.WorkInsertRows.Text(), st.RequestFinish.Text(), st.QueryRunInsert.Text(),
+			case sentOneOf(query, st.WorkInsertMany.Text(), st.WorkInsertRows.Text(), st.RequestFinish.Text(), st.RequestFinishMany.Text(), st.QueryRunInsert.Text(),
 				st.LeaseFenceRelease.Text(), st.LeaseRelease.Text(), st.ActiveCountForUser.Text()):
 				return "holding the lock: assigning, not committed"
 			case s != drivers.Lease && (sentOneOf(query, criteria...) ||
