@@ -48,8 +48,10 @@ func (e *Engine) logRequest(ctx context.Context, taskID int64, user string, coun
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), requestLogTimeout)
 	defer cancel()
 	deadlocks := 0
+	var lastInsert error
 	for tries := 0; tries < maxAttach; {
 		id, err = e.sql().RequestInsert.InsertID(ctx, e.DB, drivers.RequestInsertParams{TaskID: taskID, User: user, Requested: count})
+		lastInsert = err
 		if err == nil {
 			return id, false, nil
 		}
@@ -81,7 +83,7 @@ func (e *Engine) logRequest(ctx context.Context, taskID int64, user string, coun
 		// The pending request the insert collided with was served or
 		// cancelled before it could be read: insert again.
 	}
-	return 0, false, fmt.Errorf("recording the work request: the pending request of %s kept changing (%d tries)", user, maxAttach)
+	return 0, false, fmt.Errorf("recording the work request: the pending request of %s kept changing (%d tries, %d deadlocks; the last insert: %w)", user, maxAttach, deadlocks, lastInsert)
 }
 
 // deadlockPause is the pause before the nth retry of a deadlock victim:
