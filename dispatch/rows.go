@@ -22,9 +22,10 @@ import (
 //     of other users never meet it;
 //  2. run the criteria query locking up to n source rows, skipping rows other
 //     callers hold (drivers.RowLocker);
-//  3. insert a work row per locked loan; a loan another caller assigned after
-//     this statement's snapshot is skipped (the one-active-row constraint, see
-//     WorkInsertRows) and replaced by running the claim again;
+//  3. insert a work row per locked loan that is still eligible, in one
+//     statement that runs the criteria again over the locked keys
+//     (assignLocked); a loan another caller assigned after the locking
+//     read's snapshot is left out and replaced by running the claim again;
 //  4. finish the request, log the run (requests_served 1), commit.
 //
 // A caller killed anywhere before its commit loses nothing: its transaction
@@ -98,16 +99,12 @@ func (e *Engine) claimRows(ctx context.Context, rl drivers.RowLocker, task *Task
 		allow = max(0, min(allow, task.MaxActive-active))
 	}
 	run := QueryRun{Holder: e.Holder, Strategy: string(drivers.Rows), started: time.Now()}
-	var assigned []int64
-	for round := 0; len(assigned) < allow && round < maxClaimRounds; round++ {
-		want := allow - len(assigned)
+	take := 0
+	for round := 0; take < allow && round < maxClaimRounds; round++ {
+		want := allow - take
 		locked, err := rl.LockRows(ctx, tx, task.criteria(), task.ID, want)
 		if err != nil {
 			return fmt.Errorf("claiming rows of task %s: %w", task.Name, err)
-		}
-		keys, err := e.recheck(ctx, tx, task, locked)
-		if err != nil {
-			return err
 		}
 		if round == 0 {
 			// --query-delay stands for a heavy criteria query; here the
@@ -121,22 +118,17 @@ func (e *Engine) claimRows(ctx context.Context, rl drivers.RowLocker, task *Task
 				e.afterQuery()
 			}
 		}
-		run.RowsFound += len(keys)
-		for _, loan := range keys {
-			ok, err := e.insertClaimed(ctx, tx, task, loan, req)
-			if err != nil {
-				return err
-			}
-			if ok {
-				assigned = append(assigned, loan)
-			}
+		run.RowsFound += len(locked)
+		n, err := e.assignLocked(ctx, tx, task, locked, req)
+		if err != nil {
+			return err
 		}
+		take += n
 		if len(locked) < want {
 			break // nothing more to lock: the rest is assigned or held by others
 		}
 	}
 	run.DurationMS = time.Since(run.started).Milliseconds()
-	take := len(assigned)
 	status := StatusAssigned
 	switch {
 	case take == 0:
@@ -166,25 +158,55 @@ func (e *Engine) claimRows(ctx context.Context, rl drivers.RowLocker, task *Task
 	return nil
 }
 
-// recheck runs the criteria again over the keys the claim locked, in a
-// statement of its own (drivers.CriteriaRecheck): a row another caller
+// assignLocked assigns those of the locked keys that are eligible still, in
+// one statement (drivers.CriteriaClaim) whose SELECT runs the criteria again
+// over them with a snapshot newer than the claim's: a row another caller
 // assigned — and perhaps completed, returned or set to never — and committed
 // after the claim's snapshot was taken, then let go of, may have been locked
-// by the claim all the same; the recheck sees that commit and leaves the row
-// out. The keys keep the claim's order.
-func (e *Engine) recheck(ctx context.Context, tx *sql.Tx, task *Task, locked []int64) ([]int64, error) {
+// by the claim all the same; that statement sees the commit and leaves the
+// row out. It returns how many it assigned.
+//
+// Rows claimers never collide on the one-active-row index (each holds the
+// row locks of what it assigns), but a caller serving the task with another
+// strategy (--lock) does not lock source rows. Where the dialect cannot skip
+// such a row in the statement, the duplicate key undoes the statement only,
+// and the keys are assigned one by one instead.
+func (e *Engine) assignLocked(ctx context.Context, tx *sql.Tx, task *Task, locked []int64, req *Request) (int, error) {
 	if len(locked) == 0 {
-		return nil, nil
+		return 0, nil
 	}
 	ids, err := json.Marshal(locked)
 	if err != nil {
-		return nil, fmt.Errorf("checking the claimed rows of task %s: %w", task.Name, err)
+		return 0, fmt.Errorf("assigning the claimed rows of task %s: %w", task.Name, err)
 	}
-	keys, err := drivers.ScanIDs(drivers.CriteriaRecheck(e.Driver.Dialect(), task.criteria()).Query(ctx, tx, drivers.RecheckParams{TaskID: task.ID, IDs: string(ids)}))
+	res, err := drivers.CriteriaClaim(e.Driver.Dialect(), task.criteria()).Exec(ctx, tx,
+		drivers.ClaimParams{TaskID: task.ID, User: req.User, RequestID: req.ID, IDs: string(ids)})
+	if err == nil {
+		n, err := res.RowsAffected()
+		if err != nil {
+			return 0, fmt.Errorf("assigning the claimed rows of task %s to %s: %w", task.Name, req.User, err)
+		}
+		return int(n), nil
+	}
+	if !e.Driver.IsUniqueViolation(err) {
+		return 0, fmt.Errorf("assigning the claimed rows of task %s to %s: %w", task.Name, req.User, err)
+	}
+	keys, err := drivers.ScanIDs(drivers.CriteriaRecheck(e.Driver.Dialect(), task.criteria()).Query(ctx, tx,
+		drivers.RecheckParams{TaskID: task.ID, IDs: string(ids)}))
 	if err != nil {
-		return nil, fmt.Errorf("checking the claimed rows of task %s again: %w", task.Name, err)
+		return 0, fmt.Errorf("checking the claimed rows of task %s again: %w", task.Name, err)
 	}
-	return keys, nil
+	n := 0
+	for _, loan := range keys {
+		ok, err := e.insertClaimed(ctx, tx, task, loan, req)
+		if err != nil {
+			return 0, err
+		}
+		if ok {
+			n++
+		}
+	}
+	return n, nil
 }
 
 // insertClaimed assigns one locked loan; false when another caller assigned

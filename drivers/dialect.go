@@ -43,6 +43,12 @@ type Dialect interface {
 	// `[[3,17,"ann"],[7,18,"bob"]]`, with columns n (the position, for
 	// ORDER BY), loan_id, request_id and user_name.
 	AssignmentsFromJSON(list string) string
+	// SkipActiveConflict ends an INSERT INTO loanq_work so that a row the
+	// one-active-row index refuses is skipped instead of failing the
+	// statement (PostgreSQL: ON CONFLICT … DO NOTHING, which the partial
+	// index needs named). "" where a duplicate-key error undoes the failing
+	// statement only, and the engine takes it as "assigned meanwhile".
+	SkipActiveConflict() string
 	// ReturningID is what an INSERT ends with so that InsertID can read the
 	// new row's id ("RETURNING id", nothing, or "RETURNING id INTO
 	// :returned_id", whose value InsertID supplies).

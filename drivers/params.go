@@ -311,6 +311,15 @@ type CriteriaParams struct {
 	Limit  int   `bind:"limit"`
 }
 
+// ClaimParams binds the rows claim's insert of the keys it locked: the task,
+// who gets them for which request, and the keys as a JSON array text.
+type ClaimParams struct {
+	TaskID    int64  `bind:"task_id"`
+	User      string `bind:"user"`
+	RequestID int64  `bind:"request_id"`
+	IDs       string `bind:"ids"`
+}
+
 // RecheckParams binds the criteria query over given keys: the task id and
 // the keys as a JSON array text ("[3,7,9]").
 type RecheckParams struct {

@@ -117,10 +117,12 @@ WHERE id = :task_id AND lease_owner = :dead_owner`},
 		// IGNORE or MERGE would hide other errors, or still race).
 		UserLockEnsure: Stmt[TaskUserParams]{SQL: `INSERT INTO loanq_task_user (task_id, user_name) VALUES (:task_id, :user)`},
 		UserLock:       Stmt[TaskUserParams]{SQL: `SELECT task_id FROM loanq_task_user WHERE task_id = :task_id AND user_name = :user FOR UPDATE`},
-		// A duplicate-key error rolls back this statement only (the
-		// transaction and its locks stay): the engine skips the loan.
+		// A loan active for the task already is not inserted: skipped by the
+		// index where the dialect can (SkipActiveConflict), else a
+		// duplicate-key error that rolls back this statement only (the
+		// transaction and its locks stay). Either way the engine skips it.
 		WorkInsertRows: Stmt[WorkInsertParams]{SQL: `INSERT INTO loanq_work (task_id, loan_id, user_name, request_id, assigned_at)
-VALUES (:task_id, :loan_id, :user, :request_id, {{now}})`},
+VALUES (:task_id, :loan_id, :user, :request_id, {{now}}){{skipActiveConflict}}`},
 
 		// The bench's item table. The claims read the (status, id) index in
 		// claim order; the row limit stops the locking read after K rows.
@@ -305,18 +307,19 @@ GROUP BY task_id, ` + bucket
 // breaking ties. Its one bind, the task id, is d's first placeholder.
 // Drivers end it with a row limit, or a lock clause for the rows strategy.
 func CriteriaSelect(d Dialect, src CriteriaSource) string {
-	return criteriaSelect(d, src, "")
+	return criteriaSelect(d, src, "src."+src.Key, 1, "")
 }
 
-// criteriaSelect is CriteriaSelect with an extra condition, after the task
-// id's bind (MySQL's ? and Oracle's positional binds are bound in order of
-// appearance).
-func criteriaSelect(d Dialect, src CriteriaSource, and string) string {
+// criteriaSelect is CriteriaSelect selecting list, with the task id as the
+// taskBind-th placeholder and an extra condition after it (MySQL's ? and
+// Oracle's positional binds are bound in order of appearance: list's binds
+// come first, then the task id, then and's).
+func criteriaSelect(d Dialect, src CriteriaSource, list string, taskBind int, and string) string {
 	order := "src." + src.Key
 	if strings.TrimSpace(src.Order) != "" {
 		order = src.Order + ", src." + src.Key
 	}
-	return fmt.Sprintf(`SELECT src.%[1]s FROM %[2]s src
+	return fmt.Sprintf(`SELECT %[8]s FROM %[2]s src
 WHERE (%[3]s)
   AND NOT EXISTS (
     SELECT 1 FROM loanq_work w
@@ -324,21 +327,41 @@ WHERE (%[3]s)
       AND (w.disposition IS NULL
            OR w.disposition = 'never'
            OR (w.disposition = 'return' AND w.return_at > %[6]s)))%[7]s
-ORDER BY %[4]s`, src.Key, src.Source, src.Where, order, d.Placeholder(1), d.Now(), and)
+ORDER BY %[4]s`, src.Key, src.Source, src.Where, order, d.Placeholder(taskBind), d.Now(), and, list)
 }
 
 // CriteriaRecheck is the criteria query over the given keys only, locking
 // nothing: binds task id, the keys as a JSON array text. The rows strategy
-// runs it right after its locking claim. The claim's own snapshot may date
-// from before another caller committed the assignment (and maybe the
-// disposition) of a row the claim then locked, once that caller let go of it:
-// a later statement sees that commit, so what it still returns is eligible
-// now, and stays so while this caller holds the row locks.
+// runs it when CriteriaClaim failed on a duplicate key, to assign the keys
+// one by one. Like CriteriaClaim's, its snapshot is newer than the claim's.
 func CriteriaRecheck(d Dialect, src CriteriaSource) *Stmt[RecheckParams] {
 	in := fmt.Sprintf("\n  AND src.%s IN (%s)", src.Key, d.IDsFromJSON(d.Placeholder(2)))
-	s, err := Compile[RecheckParams](d, "CriteriaRecheck", criteriaSelect(d, src, in), "task_id", "ids")
+	s, err := Compile[RecheckParams](d, "CriteriaRecheck", criteriaSelect(d, src, "src."+src.Key, 1, in), "task_id", "ids")
 	if err != nil {
 		panic("drivers: " + err.Error()) // RecheckParams has both fields
+	}
+	return s
+}
+
+// CriteriaClaim assigns, in one statement, those of the keys a rows claim
+// locked that are eligible still: binds task id, user, request id, the keys
+// as a JSON array text. The claim's locking read may date from before
+// another caller committed the assignment (and maybe the disposition) of a
+// row the claim then locked, once that caller let go of it; this statement
+// is the criteria query again over the locked keys, with a snapshot of its
+// own that sees that commit, so what it inserts is eligible now, and stays
+// so while this caller holds the row locks. In priority order, so the work
+// ids follow it. Where the dialect has no SkipActiveConflict, a key another
+// strategy's holder assigned meanwhile fails the statement with a duplicate
+// key, undoing this statement only.
+func CriteriaClaim(d Dialect, src CriteriaSource) *Stmt[ClaimParams] {
+	list := fmt.Sprintf("%s, src.%s, %s, %s, %s", d.Placeholder(1), src.Key, d.Placeholder(2), d.Placeholder(3), d.Now())
+	in := fmt.Sprintf("\n  AND src.%s IN (%s)", src.Key, d.IDsFromJSON(d.Placeholder(5)))
+	text := "INSERT INTO loanq_work (task_id, loan_id, user_name, request_id, assigned_at)\n" +
+		criteriaSelect(d, src, list, 4, in) + d.SkipActiveConflict()
+	s, err := Compile[ClaimParams](d, "CriteriaClaim", text, "task_id", "user", "request_id", "task_id", "ids")
+	if err != nil {
+		panic("drivers: " + err.Error()) // ClaimParams has every field
 	}
 	return s
 }

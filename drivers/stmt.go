@@ -212,6 +212,7 @@ func renderTemplate(d Dialect, name, written string) (string, error) {
 		"idsFromJSON":         d.IDsFromJSON,
 		"assignmentsFromJSON": d.AssignmentsFromJSON,
 		"returningID":         d.ReturningID,
+		"skipActiveConflict":  d.SkipActiveConflict,
 	}).Parse(written)
 	if err != nil {
 		return "", fmt.Errorf("statement %s: %w", name, err)

@@ -30,6 +30,7 @@ func (fakeDialect) Limit(n string) string               { return "LIMIT " + n }
 func (fakeDialect) Integer(expr string) string          { return "INT(" + expr + ")" }
 func (fakeDialect) IDsFromJSON(ids string) string       { return "IDS(" + ids + ")" }
 func (fakeDialect) AssignmentsFromJSON(l string) string { return "ASSIGNMENTS(" + l + ")" }
+func (fakeDialect) SkipActiveConflict() string          { return "" }
 func (fakeDialect) ReturningID() string                 { return " RETURNING id INTO :returned_id" }
 func (fakeDialect) InsertID(context.Context, Querier, string, []any) (int64, error) {
 	return 0, errors.New("fakeDialect runs nothing")

@@ -270,7 +270,7 @@ WHERE application_name = $1 AND xact_start IS NOT NULL ORDER BY xact_start LIMIT
 				criteria = append(criteria, rl.RowsClaimSQL(src))
 			}
 			switch {
-			case sentOneOf(query, st.WorkInsertMany.Text(), st.WorkInsertRows.Text(), st.RequestFinish.Text(), st.RequestFinishMany.Text(), st.QueryRunInsert.Text(),
+			case sentOneOf(query, st.WorkInsertMany.Text(), st.WorkInsertRows.Text(), drivers.CriteriaClaim(d.Dialect(), src).Text(), st.RequestFinish.Text(), st.RequestFinishMany.Text(), st.QueryRunInsert.Text(),
 				st.LeaseFenceRelease.Text(), st.LeaseRelease.Text(), st.ActiveCountForUser.Text()):
 				return "holding the lock: assigning, not committed"
 			case s != drivers.Lease && (sentOneOf(query, criteria...) ||

@@ -45,6 +45,11 @@ func (dialect) AssignmentsFromJSON(list string) string {
 // ReturningID: MySQL 8 has no INSERT … RETURNING; the id comes back in the
 // OK packet of the same statement.
 func (dialect) ReturningID() string { return "" }
+
+// SkipActiveConflict: none; a duplicate key undoes the failing statement
+// only (INSERT IGNORE would turn other errors into warnings too).
+func (dialect) SkipActiveConflict() string { return "" }
+
 func (dialect) InsertID(ctx context.Context, q drivers.Querier, query string, args []any) (int64, error) {
 	res, err := q.ExecContext(ctx, query, args...)
 	if err != nil {

@@ -67,8 +67,13 @@ func TestGoldenStatements(t *testing.T) {
 		"-- a task with --source %s --key %s --where %q --order %q\n%s\n/\n",
 		sampleCriteria.Source, sampleCriteria.Key, sampleCriteria.Where, sampleCriteria.Order,
 		drivers.CriteriaQuery((&Driver{}).Dialect(), sampleCriteria).Text())
-	fmt.Fprintf(&b, "\n-- CriteriaRecheck: the rows strategy's recheck of the keys its claim locked\n"+
-		"-- (binds :1 task id, :2 the keys as a JSON array), same task\n%s\n/\n",
+	fmt.Fprintf(&b, "\n-- CriteriaClaim: the rows strategy's insert of the keys its claim locked that\n"+
+		"-- are eligible still (binds :1 task id, :2 user, :3 request id, :4 task id,\n"+
+		"-- :5 the keys as a JSON array), same task\n%s\n/\n",
+		drivers.CriteriaClaim((&Driver{}).Dialect(), sampleCriteria).Text())
+	fmt.Fprintf(&b, "\n-- CriteriaRecheck: the rows strategy's recheck of the keys its claim locked,\n"+
+		"-- when CriteriaClaim met a duplicate key (binds :1 task id, :2 the keys as a\n"+
+		"-- JSON array), same task\n%s\n/\n",
 		drivers.CriteriaRecheck((&Driver{}).Dialect(), sampleCriteria).Text())
 	golden(t, "statements.sql", b.String())
 }
@@ -276,6 +281,13 @@ func TestStatementRules(t *testing.T) {
 	checkBinds(t, "CriteriaRecheck", r)
 	if got := binds(r); !reflect.DeepEqual(got, []int{1, 2}) {
 		t.Errorf("criteria recheck binds %v, want [1 2] (task id, keys)", got)
+	}
+
+	c := drivers.CriteriaClaim(d.Dialect(), sampleCriteria).Text()
+	checkTerminator(t, "CriteriaClaim", c)
+	checkBinds(t, "CriteriaClaim", c)
+	if got := binds(c); !reflect.DeepEqual(got, []int{1, 2, 3, 4, 5}) {
+		t.Errorf("criteria claim binds %v, want [1 2 3 4 5] (task id, user, request id, task id, keys)", got)
 	}
 
 	q := drivers.CriteriaQuery(d.Dialect(), sampleCriteria).Text()

@@ -64,6 +64,9 @@ func (dialect) AssignmentsFromJSON(list string) string {
 }
 func (dialect) ReturningID() string { return "\nRETURNING id INTO :returned_id" }
 
+// SkipActiveConflict: none; a duplicate key undoes the failing statement only.
+func (dialect) SkipActiveConflict() string { return "" }
+
 // InsertID: Oracle has no INSERT that returns a result set; the id comes
 // back through an out bind, appended as the statement's last argument.
 func (dialect) InsertID(ctx context.Context, q drivers.Querier, query string, args []any) (int64, error) {

@@ -43,6 +43,14 @@ func (dialect) AssignmentsFromJSON(list string) string {
   FROM jsonb_array_elements(` + list + `::jsonb) WITH ORDINALITY AS e (v, n)`
 }
 func (dialect) ReturningID() string { return "\nRETURNING id" }
+
+// SkipActiveConflict: the arbiter is the partial unique index of the
+// invariant, named by its columns and predicate; a loan active for the task
+// already is not inserted, and the transaction goes on (a duplicate-key
+// error would abort it).
+func (dialect) SkipActiveConflict() string {
+	return "\nON CONFLICT (task_id, loan_id) WHERE disposition IS NULL DO NOTHING"
+}
 func (dialect) InsertID(ctx context.Context, q drivers.Querier, query string, args []any) (int64, error) {
 	return drivers.ReturnedID(ctx, q, query, args)
 }
@@ -79,12 +87,6 @@ WHERE r.id = f.id AND r.status = 'pending'`
 
 	s.UserLockEnsure.SQL = `INSERT INTO loanq_task_user (task_id, user_name) VALUES (:task_id, :user) ON CONFLICT DO NOTHING`
 	s.UserLock.SQL = `SELECT task_id FROM loanq_task_user WHERE task_id = :task_id AND user_name = :user FOR NO KEY UPDATE`
-	// The arbiter is the partial unique index of the invariant: a loan active
-	// for the task already is not inserted, and the transaction goes on.
-	s.WorkInsertRows.SQL = `INSERT INTO loanq_work (task_id, loan_id, user_name, request_id, assigned_at)
-VALUES (:task_id, :loan_id, :user, :request_id, clock_timestamp())
-ON CONFLICT (task_id, loan_id) WHERE disposition IS NULL DO NOTHING`
-
 	s.BenchFill.SQL = `INSERT INTO loanq_bench_item (id, status, processed)
 SELECT g, 'ready', 0 FROM generate_series(:first::bigint, :first::bigint + :count::bigint - 1) AS g`
 	// The subselect's SKIP LOCKED only lasts for the claim's own short

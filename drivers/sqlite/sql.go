@@ -43,6 +43,10 @@ func (dialect) AssignmentsFromJSON(list string) string {
        json_extract(value, '$[2]') AS user_name FROM json_each(` + list + `)`
 }
 func (dialect) ReturningID() string { return "\nRETURNING id" }
+
+// SkipActiveConflict: none; no rows strategy, which is what needs it.
+func (dialect) SkipActiveConflict() string { return "" }
+
 func (dialect) InsertID(ctx context.Context, q drivers.Querier, query string, args []any) (int64, error) {
 	return drivers.ReturnedID(ctx, q, query, args)
 }

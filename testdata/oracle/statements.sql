@@ -588,8 +588,25 @@ ORDER BY priority DESC, src.id
 FETCH FIRST :2 ROWS ONLY
 /
 
--- CriteriaRecheck: the rows strategy's recheck of the keys its claim locked
--- (binds :1 task id, :2 the keys as a JSON array), same task
+-- CriteriaClaim: the rows strategy's insert of the keys its claim locked that
+-- are eligible still (binds :1 task id, :2 user, :3 request id, :4 task id,
+-- :5 the keys as a JSON array), same task
+INSERT INTO loanq_work (task_id, loan_id, user_name, request_id, assigned_at)
+SELECT :1, src.id, :2, :3, SYS_EXTRACT_UTC(SYSTIMESTAMP) FROM loan src
+WHERE (eligible = 1)
+  AND NOT EXISTS (
+    SELECT 1 FROM loanq_work w
+    WHERE w.task_id = :4 AND w.loan_id = src.id
+      AND (w.disposition IS NULL
+           OR w.disposition = 'never'
+           OR (w.disposition = 'return' AND w.return_at > SYS_EXTRACT_UTC(SYSTIMESTAMP))))
+  AND src.id IN (SELECT j.id FROM JSON_TABLE(:5, '$[*]' COLUMNS (id NUMBER(19) PATH '$')) j)
+ORDER BY priority DESC, src.id
+/
+
+-- CriteriaRecheck: the rows strategy's recheck of the keys its claim locked,
+-- when CriteriaClaim met a duplicate key (binds :1 task id, :2 the keys as a
+-- JSON array), same task
 SELECT src.id FROM loan src
 WHERE (eligible = 1)
   AND NOT EXISTS (
