@@ -35,9 +35,11 @@ type Dialect interface {
 	// Integer casts a numeric expression to an integer the driver scans
 	// into an int64.
 	Integer(expr string) string
-	// IDsFromJSON is a subquery of the ids in ids, a JSON array text such as
-	// "[3,7,9]" (one bind for a whole batch).
-	IDsFromJSON(ids string) string
+	// InIDs is the condition "expr is one of the ids in ids", a JSON array
+	// text such as "[3,7,9]" (one bind for a whole batch). Written so the
+	// planner looks expr up by its index whatever its statistics say: a
+	// freshly filled table must not be scanned whole for a handful of keys.
+	InIDs(expr, ids string) string
 	// AssignmentsFromJSON is a subquery of the assignments in list, a JSON
 	// array text of [loan id, request id, user name] arrays such as
 	// `[[3,17,"ann"],[7,18,"bob"]]`, with columns n (the position, for

@@ -151,10 +151,10 @@ FROM loanq_bench_item`},
 		// list to build, one round trip.
 		BenchDoneMany: Stmt[BenchItemsParams]{SQL: `UPDATE loanq_bench_item
 SET status = 'done', owner = :owner, processed = processed + 1, processed_at = {{now}}
-WHERE id IN ({{idsFromJSON ":ids"}})`},
+WHERE {{inIDs "id" ":ids"}}`},
 		BenchLeaseDoneMany: Stmt[BenchItemsParams]{SQL: `UPDATE loanq_bench_item
 SET status = 'done', processed = processed + 1, processed_at = {{now}}
-WHERE owner = :owner AND id IN ({{idsFromJSON ":ids"}})
+WHERE owner = :owner AND {{inIDs "id" ":ids"}}
   AND status = 'claimed' AND lease_expires_at > {{now}}`},
 
 		HoldMeasured: Stmt[TaskParams]{SQL: `SELECT MAX(duration_ms) FROM (
@@ -335,7 +335,7 @@ ORDER BY %[4]s`, src.Key, src.Source, src.Where, order, d.Placeholder(taskBind),
 // runs it when CriteriaClaim failed on a duplicate key, to assign the keys
 // one by one. Like CriteriaClaim's, its snapshot is newer than the claim's.
 func CriteriaRecheck(d Dialect, src CriteriaSource) *Stmt[RecheckParams] {
-	in := fmt.Sprintf("\n  AND src.%s IN (%s)", src.Key, d.IDsFromJSON(d.Placeholder(2)))
+	in := "\n  AND " + d.InIDs("src."+src.Key, d.Placeholder(2))
 	s, err := Compile[RecheckParams](d, "CriteriaRecheck", criteriaSelect(d, src, "src."+src.Key, 1, in), "task_id", "ids")
 	if err != nil {
 		panic("drivers: " + err.Error()) // RecheckParams has both fields
@@ -356,7 +356,7 @@ func CriteriaRecheck(d Dialect, src CriteriaSource) *Stmt[RecheckParams] {
 // key, undoing this statement only.
 func CriteriaClaim(d Dialect, src CriteriaSource) *Stmt[ClaimParams] {
 	list := fmt.Sprintf("%s, src.%s, %s, %s, %s", d.Placeholder(1), src.Key, d.Placeholder(2), d.Placeholder(3), d.Now())
-	in := fmt.Sprintf("\n  AND src.%s IN (%s)", src.Key, d.IDsFromJSON(d.Placeholder(5)))
+	in := "\n  AND " + d.InIDs("src."+src.Key, d.Placeholder(5))
 	text := "INSERT INTO loanq_work (task_id, loan_id, user_name, request_id, assigned_at)\n" +
 		criteriaSelect(d, src, list, 4, in) + d.SkipActiveConflict()
 	s, err := Compile[ClaimParams](d, "CriteriaClaim", text, "task_id", "user", "request_id", "task_id", "ids")

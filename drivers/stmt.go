@@ -209,7 +209,7 @@ func renderTemplate(d Dialect, name, written string) (string, error) {
 		"startOfToday":        d.StartOfToday,
 		"limit":               d.Limit,
 		"integer":             d.Integer,
-		"idsFromJSON":         d.IDsFromJSON,
+		"inIDs":               d.InIDs,
 		"assignmentsFromJSON": d.AssignmentsFromJSON,
 		"returningID":         d.ReturningID,
 		"skipActiveConflict":  d.SkipActiveConflict,

@@ -28,7 +28,7 @@ func (fakeDialect) SecondsBetween(a, b string) string   { return "BETWEEN(" + a 
 func (fakeDialect) StartOfToday() string                { return "TODAY()" }
 func (fakeDialect) Limit(n string) string               { return "LIMIT " + n }
 func (fakeDialect) Integer(expr string) string          { return "INT(" + expr + ")" }
-func (fakeDialect) IDsFromJSON(ids string) string       { return "IDS(" + ids + ")" }
+func (fakeDialect) InIDs(e, ids string) string          { return e + " IN IDS(" + ids + ")" }
 func (fakeDialect) AssignmentsFromJSON(l string) string { return "ASSIGNMENTS(" + l + ")" }
 func (fakeDialect) SkipActiveConflict() string          { return "" }
 func (fakeDialect) ReturningID() string                 { return " RETURNING id INTO :returned_id" }
@@ -147,10 +147,10 @@ type templateParams struct {
 func TestTemplateFunctions(t *testing.T) {
 	s := compiled[templateParams](t, dollar, `SELECT {{now}}, {{nowPlusMs ":ms"}}, {{nowMinusMs "5"}}, {{age "a.t"}},
   {{secondsBetween "a.t" "b.t"}}, {{startOfToday}}, {{integer "AVG(x)"}}
-FROM t WHERE id IN ({{idsFromJSON ":ids"}}) {{limit ":n"}}`)
+FROM t WHERE {{inIDs "id" ":ids"}} {{limit ":n"}}`)
 	want := `SELECT NOW(), PLUS($1), MINUS(5), AGE(a.t),
   BETWEEN(a.t,b.t), TODAY(), INT(AVG(x))
-FROM t WHERE id IN (IDS($2)) LIMIT $3`
+FROM t WHERE id IN IDS($2) LIMIT $3`
 	if s.Text() != want {
 		t.Errorf("rendered\n%s\nwant\n%s", s.Text(), want)
 	}

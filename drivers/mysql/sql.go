@@ -31,9 +31,9 @@ func (dialect) StartOfToday() string       { return `UTC_DATE()` }
 func (dialect) Limit(n string) string      { return `LIMIT ` + n }
 func (dialect) Integer(expr string) string { return `CAST(` + expr + ` AS SIGNED)` }
 
-// IDsFromJSON: JSON_TABLE (MySQL 8.0.4, MariaDB 10.6), looked up by primary key.
-func (dialect) IDsFromJSON(ids string) string {
-	return `SELECT j.id FROM JSON_TABLE(` + ids + `, '$[*]' COLUMNS (id BIGINT PATH '$')) AS j`
+// InIDs: JSON_TABLE (MySQL 8.0.4, MariaDB 10.6), looked up by primary key.
+func (dialect) InIDs(expr, ids string) string {
+	return expr + ` IN (SELECT j.id FROM JSON_TABLE(` + ids + `, '$[*]' COLUMNS (id BIGINT PATH '$')) AS j)`
 }
 
 // AssignmentsFromJSON: JSON_TABLE with an ordinality column.

@@ -52,9 +52,9 @@ func (dialect) StartOfToday() string { return `CAST(TRUNC(` + now + `) AS TIMEST
 func (dialect) Limit(n string) string      { return `FETCH FIRST ` + n + ` ROWS ONLY` }
 func (dialect) Integer(expr string) string { return `ROUND(` + expr + `)` }
 
-// IDsFromJSON: JSON_TABLE (12.1.0.2).
-func (dialect) IDsFromJSON(ids string) string {
-	return `SELECT j.id FROM JSON_TABLE(` + ids + `, '$[*]' COLUMNS (id NUMBER(19) PATH '$')) j`
+// InIDs: JSON_TABLE (12.1.0.2).
+func (dialect) InIDs(expr, ids string) string {
+	return expr + ` IN (SELECT j.id FROM JSON_TABLE(` + ids + `, '$[*]' COLUMNS (id NUMBER(19) PATH '$')) j)`
 }
 
 // AssignmentsFromJSON: JSON_TABLE with an ordinality column (12.1.0.2).

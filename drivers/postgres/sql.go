@@ -32,9 +32,14 @@ func (dialect) StartOfToday() string {
 func (dialect) Limit(n string) string      { return `LIMIT ` + n }
 func (dialect) Integer(expr string) string { return `(` + expr + `)::bigint` }
 
-// IDsFromJSON: a hashed semi-join onto the primary key.
-func (dialect) IDsFromJSON(ids string) string {
-	return `SELECT jsonb_array_elements_text(` + ids + `::jsonb)::bigint`
+// InIDs: = ANY of an array is an index condition on expr. The form
+// expr IN (SELECT jsonb_array_elements_text(…)) is a semi-join whose plan
+// follows the statistics: on a table filled since its last ANALYZE (a new
+// task's source, the bench's item table) the planner took the other
+// condition's index, filtered every matching row and hashed the few ids —
+// 0.6 s per rows claim over 100,000 loans instead of 0.1 ms.
+func (dialect) InIDs(expr, ids string) string {
+	return expr + ` = ANY (ARRAY(SELECT jsonb_array_elements_text(` + ids + `::jsonb)::bigint))`
 }
 
 // AssignmentsFromJSON: the array's elements with their position.

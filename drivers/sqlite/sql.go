@@ -32,10 +32,12 @@ func (dialect) SecondsBetween(from, to string) string {
 }
 
 // StartOfToday: midnight UTC in the stored text form.
-func (dialect) StartOfToday() string          { return `date('now') || 'T00:00:00.000Z'` }
-func (dialect) Limit(n string) string         { return `LIMIT ` + n }
-func (dialect) Integer(expr string) string    { return `CAST(` + expr + ` AS INTEGER)` }
-func (dialect) IDsFromJSON(ids string) string { return `SELECT value FROM json_each(` + ids + `)` }
+func (dialect) StartOfToday() string       { return `date('now') || 'T00:00:00.000Z'` }
+func (dialect) Limit(n string) string      { return `LIMIT ` + n }
+func (dialect) Integer(expr string) string { return `CAST(` + expr + ` AS INTEGER)` }
+func (dialect) InIDs(expr, ids string) string {
+	return expr + ` IN (SELECT value FROM json_each(` + ids + `))`
+}
 
 // AssignmentsFromJSON: json_each's key is the element's position.
 func (dialect) AssignmentsFromJSON(list string) string {
