@@ -398,6 +398,9 @@ func fill(ctx context.Context, db *sql.DB, st *drivers.Statements, rows int) err
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("filling the bench table: %w", err)
 	}
+	if _, err := st.BenchAnalyze.Exec(ctx, db, drivers.NoParams{}); err != nil {
+		return fmt.Errorf("gathering the statistics of the bench table: %w", err)
+	}
 	return nil
 }
 

@@ -701,7 +701,7 @@ func (e *Engine) assign(ctx context.Context, tx *sql.Tx, task *Task, found crite
 		run.RequestsServed++
 		run.LoansAssigned += take
 	}
-	if err := e.finishRequests(ctx, tx, outcomes); err != nil {
+	if err := e.finishRequests(ctx, tx, task.ID, outcomes); err != nil {
 		return err
 	}
 	if err := e.insertWork(ctx, tx, task, work); err != nil {
@@ -723,7 +723,7 @@ var errRoundRaced = errors.New("a request of the round was cancelled while it wa
 
 // finishRequests sets the outcome of every request a round served in one
 // statement (RequestFinishMany), only while each is still pending.
-func (e *Engine) finishRequests(ctx context.Context, tx *sql.Tx, outcomes [][]any) error {
+func (e *Engine) finishRequests(ctx context.Context, tx *sql.Tx, taskID int64, outcomes [][]any) error {
 	if len(outcomes) == 0 {
 		return nil
 	}
@@ -731,7 +731,7 @@ func (e *Engine) finishRequests(ctx context.Context, tx *sql.Tx, outcomes [][]an
 	if err != nil {
 		return fmt.Errorf("finishing the round's requests: %w", err)
 	}
-	res, err := e.sql().RequestFinishMany.Exec(ctx, tx, drivers.RequestFinishManyParams{Outcomes: string(text)})
+	res, err := e.sql().RequestFinishMany.Exec(ctx, tx, drivers.RequestFinishManyParams{TaskID: taskID, Outcomes: string(text)})
 	if err != nil {
 		return fmt.Errorf("finishing the round's requests: %w", err)
 	}

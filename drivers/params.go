@@ -182,6 +182,7 @@ type WorkInsertParams struct {
 // RequestFinishManyParams is the outcome of a round's requests: a JSON array
 // of [request id, assigned, status] arrays.
 type RequestFinishManyParams struct {
+	TaskID   int64  `bind:"task_id"`
 	Outcomes string `bind:"outcomes"`
 }
 

@@ -127,6 +127,7 @@ VALUES (:task_id, :loan_id, :user, :request_id, {{now}}){{skipActiveConflict}}`}
 		// The bench's item table. The claims read the (status, id) index in
 		// claim order; the row limit stops the locking read after K rows.
 		BenchReset:       Stmt[NoParams]{SQL: `DELETE FROM loanq_bench_item`},
+		BenchAnalyze:     Stmt[NoParams]{SQL: `ANALYZE loanq_bench_item`},
 		BenchClaimSkip:   Stmt[LimitParams]{SQL: `SELECT id FROM loanq_bench_item WHERE status = 'ready' ORDER BY id LIMIT :limit FOR UPDATE SKIP LOCKED`},
 		BenchClaimNoWait: Stmt[LimitParams]{SQL: `SELECT id FROM loanq_bench_item WHERE status = 'ready' ORDER BY id LIMIT :limit FOR UPDATE NOWAIT`},
 		BenchClaimWait:   Stmt[LimitParams]{SQL: `SELECT id FROM loanq_bench_item WHERE status = 'ready' ORDER BY id LIMIT :limit FOR UPDATE`},

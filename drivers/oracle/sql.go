@@ -125,6 +125,7 @@ ORDER BY assigned_at, id`
 	// exactly the rows it fetches and marks them 'claimed' inside the
 	// caller's transaction; BenchClaimRead then reads them back — only this
 	// transaction sees its own uncommitted 'claimed' rows with no owner.
+	s.BenchAnalyze.SQL = `BEGIN DBMS_STATS.GATHER_TABLE_STATS(USER, 'LOANQ_BENCH_ITEM'); END;`
 	s.BenchFill.SQL = `INSERT INTO loanq_bench_item (id, status, processed)
 SELECT :first + LEVEL - 1, 'ready', 0 FROM DUAL CONNECT BY LEVEL <= :count`
 	s.BenchClaimSkip.SQL = `BEGIN loanq_bench_claim(:limit, 'skip'); END;`

@@ -17,8 +17,16 @@ func (dialect) Now() string              { return `clock_timestamp()` }
 func (dialect) NowPlusMillis(ms string) string {
 	return `clock_timestamp() + ` + ms + `::bigint * INTERVAL '1 millisecond'`
 }
+
+// NowMinusMillis is a scalar subquery, which PostgreSQL runs once per
+// statement (an InitPlan) and then compares as a constant: the windows and
+// ages it bounds ("created in the last 10 s", "assigned before the max
+// hold") are index ranges. Bare, clock_timestamp() is volatile, so
+// `created_at > clock_timestamp() - …` could only filter: every serving
+// round read every request the task ever had (3.5 ms after 36,000
+// requests, growing without bound).
 func (dialect) NowMinusMillis(ms string) string {
-	return `clock_timestamp() - ` + ms + `::bigint * INTERVAL '1 millisecond'`
+	return `(SELECT clock_timestamp() - ` + ms + `::bigint * INTERVAL '1 millisecond')`
 }
 func (dialect) SecondsSince(ts string) string {
 	return `EXTRACT(EPOCH FROM clock_timestamp() - ` + ts + `)::BIGINT`
@@ -80,12 +88,17 @@ var statements = drivers.Build(dialect{}, func(s *drivers.Statements) {
 	s.WaitLockSet.SQL = `SELECT set_config('lock_timeout', :ms::bigint || 'ms', true)`
 	s.WaitLockRestore.SQL = `SELECT set_config('lock_timeout', :value, true)`
 	s.LockWaitBounded.SQL = `SELECT id FROM loanq_task WHERE id = :task_id FOR NO KEY UPDATE`
-	// A serving round's requests, finished in one statement.
+	// A serving round's requests, finished in one statement. The task id
+	// steers the planner to the task's pending entries: with r.status =
+	// 'pending' alone it took a bitmap scan of the partial pending index,
+	// which visits every entry of a request served since the last VACUUM
+	// (a bitmap scan never marks them dead): 1.7 ms per round after 40,000
+	// requests instead of 0.06.
 	s.RequestFinishMany.SQL = `UPDATE loanq_work_request r
 SET assigned = f.assigned, status = f.status, served_at = clock_timestamp()
 FROM (SELECT (e->>0)::bigint AS id, (e->>1)::int AS assigned, e->>2 AS status
       FROM jsonb_array_elements(:outcomes::jsonb) e) f
-WHERE r.id = f.id AND r.status = 'pending'`
+WHERE r.id = f.id AND r.task_id = :task_id AND r.status = 'pending'`
 	// FOR SHARE conflicts with the holder's FOR NO KEY UPDATE (so it waits
 	// for its commit) and not with other FOR SHARE waiters.
 	s.LockShareBounded.SQL = `SELECT id FROM loanq_task WHERE id = :task_id FOR SHARE`

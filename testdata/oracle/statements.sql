@@ -228,6 +228,10 @@ INSERT INTO loanq_bench_item (id, status, processed)
 SELECT :1 + LEVEL - 1, 'ready', 0 FROM DUAL CONNECT BY LEVEL <= :2
 /
 
+-- BenchAnalyze: bench: refresh the planner's statistics of the filled item table
+BEGIN DBMS_STATS.GATHER_TABLE_STATS(USER, 'LOANQ_BENCH_ITEM'); END;
+/
+
 -- BenchBegin: bench: before each claim transaction
 
 /
