@@ -40,7 +40,10 @@ type MillisParams struct {
 	MS int64 `bind:"ms"`
 }
 
-// SettingParams is a session setting's value, as read before changing it.
+// SettingParams is a session setting's value, as read before changing it;
+// nil where the dialect reads none (WaitLockSave empty): then the statement
+// puts back the session's own value (PostgreSQL: set_config(…, NULL, true)
+// is SET LOCAL … TO DEFAULT).
 type SettingParams struct {
 	Value any `bind:"value"`
 }

@@ -120,13 +120,16 @@ type Statements struct {
 	RequestWake Stmt[IDParams] `purpose:"wake-up: a waiting caller reads its request and the task's lease"`
 	// WaitLockSave binds nothing: the session's lock wait limit, read on the
 	// waiter's connection before its transaction, to restore afterwards.
-	WaitLockSave Stmt[NoParams] `purpose:"wake-up: read the session lock wait limit" empty:"the bounded wait needs no session setting restored"`
+	// Only where the wait's setting outlives the transaction (MySQL's
+	// SESSION variable).
+	WaitLockSave Stmt[NoParams] `purpose:"wake-up: read the session lock wait limit" empty:"nothing outlives the waiter's transaction: no session setting to put back"`
 	// WaitLockSet takes: milliseconds. Sent in the waiter's transaction just
 	// before LockWaitBounded: it bounds how long the queued lock waits.
 	WaitLockSet Stmt[MillisParams] `purpose:"wake-up: bound the waiter's lock wait" empty:"the bound is written in LockWaitBounded"`
-	// WaitLockRestore takes: the value WaitLockSave read. Sent in the
-	// waiter's transaction as soon as the lock is granted (the waiter may go
-	// on to serve), and on the same connection after the transaction.
+	// WaitLockRestore takes: the value WaitLockSave read (nil where it is
+	// empty). Sent in the waiter's transaction as soon as the lock is
+	// granted (the waiter may go on to serve), and, where WaitLockSave read
+	// the value, on the same connection after the transaction.
 	WaitLockRestore Stmt[SettingParams] `purpose:"wake-up: restore the session lock wait limit" empty:"the bounded wait needs no session setting restored"`
 	// LockWaitBounded takes: task id. A plain queued FOR UPDATE on the task
 	// row; {wait_s} is replaced by the bound in whole seconds (Oracle's

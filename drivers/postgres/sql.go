@@ -83,10 +83,13 @@ var statements = drivers.Build(dialect{}, func(s *drivers.Statements) {
 	// Wake-ups (docs/algorithm.md, "Waiting"): a waiter queues on the task
 	// row with the wait lock, bounded by lock_timeout for this transaction
 	// only (set_config(…, true) is SET LOCAL), and puts the setting back once
-	// the lock is granted, for the serving statements.
-	s.WaitLockSave.SQL = `SELECT current_setting('lock_timeout')`
-	s.WaitLockSet.SQL = `SELECT set_config('lock_timeout', :ms::bigint || 'ms', true)`
+	// the lock is granted, for the serving statements. Transaction-local, it
+	// ends with the transaction: nothing to save before or restore after
+	// (WaitLockSave empty), and the restore is to the session's own value
+	// (:value is NULL: SET LOCAL lock_timeout TO DEFAULT, which is also the
+	// value a DSN's options=-c lock_timeout=… gave the connection).
 	s.WaitLockRestore.SQL = `SELECT set_config('lock_timeout', :value, true)`
+	s.WaitLockSet.SQL = `SELECT set_config('lock_timeout', :ms::bigint || 'ms', true)`
 	s.LockWaitBounded.SQL = `SELECT id FROM loanq_task WHERE id = :task_id FOR NO KEY UPDATE`
 	// A serving round's requests, finished in one statement. The task id
 	// steers the planner to the task's pending entries: with r.status =

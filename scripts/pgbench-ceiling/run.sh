@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# The SQL ceiling of the engine benchmark on PostgreSQL (BENCHMARKS.md, (c4)):
+# pgbench runs, with no Go and no loanq process in the way, (1) the raw
+# single-row claim of the item table, (2) one loop of the rows strategy as
+# loanq sends it, (3) the same records written in the fewest statements, each
+# on a fresh database, alternating, and prints each one's rate and ratio to
+# the raw claim of its round. What (2)/(1) is here, loanq's engine cannot beat
+# on this server; (3)/(1) is what no statement layout could.
+#
+#   scripts/pgbench-ceiling/run.sh [ROUNDS] [SECONDS] [CLIENTS]
+#
+# Needs pgbench and psql, a PostgreSQL reachable as PGHOST/PGPORT/PGUSER
+# (default 127.0.0.1:5432, postgres) that may create and drop the database
+# loanq_ceiling, and a loanq binary ($LOANQ, default: go run .).
+set -euo pipefail
+cd "$(dirname "$0")"
+rounds=${1:-3} seconds=${2:-10} clients=${3:-32}
+export PGHOST=${PGHOST:-127.0.0.1} PGPORT=${PGPORT:-5432} PGUSER=${PGUSER:-postgres}
+export PGOPTIONS="-c client_min_messages=warning"
+db=loanq_ceiling
+dsn="postgres://$PGUSER@$PGHOST:$PGPORT/$db?sslmode=disable"
+loanq=${LOANQ:-}
+if [ -z "$loanq" ]; then
+	loanq=$(mktemp -d)/loanq
+	(cd ../.. && go build -o "$loanq" .)
+fi
+for tool in pgbench psql; do
+	command -v "$tool" >/dev/null || { echo "run.sh: $tool not found: apt-get install postgresql-client" >&2; exit 1; }
+done
+
+fresh() {
+	psql -qX -d postgres -c "DROP DATABASE IF EXISTS $db" -c "CREATE DATABASE $db" >/dev/null
+	"$loanq" --db "$dsn" migrate up >/dev/null
+	psql -qX -d "$db" -c "INSERT INTO loanq_bench_item (id, status, processed) SELECT g, 'ready', 0 FROM generate_series(1, 400000) g" \
+		-c "VACUUM ANALYZE loanq_bench_item"
+	"$loanq" --db "$dsn" task create ceiling --source loanq_bench_item --where "status = 'ready'" --lock rows >/dev/null
+	psql -qXAt -d "$db" -c "SELECT id FROM loanq_task WHERE name = 'ceiling'"
+}
+
+tps() { # script task
+	pgbench -n -M prepared -c "$clients" -j 2 -T "$seconds" -D task="$2" -f "$1" "$db" 2>&1 |
+		awk '/aborted/ {bad=1} /^tps/ {print $3} END {if (bad) print "pgbench: a client aborted" > "/dev/stderr"}'
+}
+
+audit() { # duplicates must be 0: an item done twice, or a loan with two active rows
+	psql -qXAt -d "$db" -c "SELECT (SELECT COUNT(*) FROM loanq_bench_item WHERE processed > 1)
+	  + (SELECT COUNT(*) FROM (SELECT loan_id FROM loanq_work WHERE disposition IS NULL GROUP BY task_id, loan_id HAVING COUNT(*) > 1) d)"
+}
+
+echo "PostgreSQL $(psql -qXAt -d postgres -c 'SHOW server_version'), $clients clients, ${seconds}s each, $(nproc) CPUs"
+printf '%-6s %10s %14s %8s %14s %8s  %s\n' round raw engine-rows ratio one-statement ratio duplicates
+for r in $(seq "$rounds"); do
+	task=$(fresh); raw=$(tps raw.sql "$task"); d1=$(audit)
+	task=$(fresh); eng=$(tps engine-rows.sql "$task"); d2=$(audit)
+	task=$(fresh); one=$(tps one-statement.sql "$task"); d3=$(audit)
+	printf '%-6s %10.0f %14.0f %7.1f%% %14.0f %7.1f%%  %s\n' "$r" "$raw" "$eng" "$(echo "100*$eng/$raw" | bc -l)" \
+		"$one" "$(echo "100*$one/$raw" | bc -l)" "$d1/$d2/$d3"
+done
+psql -qX -d postgres -c "DROP DATABASE IF EXISTS $db" >/dev/null
