@@ -403,13 +403,10 @@ func (w *engineCaller) run(ctx context.Context, deadline time.Time) error {
 // statement is rolled back whole, so it is run again, as an application
 // would.
 func (w *engineCaller) work(ctx context.Context, loan int64, owner string) error {
-	for attempt := 0; ; attempt++ {
+	return drivers.RetryDeadlock(ctx, w.e.Driver, 6, func() error {
 		_, err := w.st.BenchDone.Exec(ctx, w.db, drivers.BenchItemParams{ID: loan, Owner: owner})
-		if attempt < 5 && drivers.IsDeadlock(w.e.Driver, err) {
-			continue
-		}
 		return err
-	}
+	})
 }
 
 // addMark records a request for the chart (only when one was asked for: a

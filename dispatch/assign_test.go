@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
-	"time"
 )
 
 // The work rows of a round are sent as JSON lists under Oracle's 4,000-byte
@@ -47,20 +46,5 @@ func TestAssignmentsJSONChunks(t *testing.T) {
 		if got[i] != work[i] {
 			t.Fatalf("assignment %d sent as %+v, want %+v", i, got[i], work[i])
 		}
-	}
-}
-
-// A deadlock victim's retries pause a little, more each time, never long.
-func TestDeadlockPause(t *testing.T) {
-	prev := time.Duration(0)
-	for n := 1; n <= 20; n++ {
-		d := deadlockPause(n)
-		if d < 5*time.Millisecond || d > 300*time.Millisecond {
-			t.Fatalf("pause %d is %s; want 5 ms to 300 ms", n, d)
-		}
-		if n <= 6 && d < prev/2 {
-			t.Fatalf("pause %d is %s after %s: it should grow", n, d, prev)
-		}
-		prev = d
 	}
 }

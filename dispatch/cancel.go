@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"time"
 
 	"github.com/loanq/loanq/drivers"
@@ -64,7 +63,7 @@ func (e *Engine) logRequest(ctx context.Context, taskID int64, user string, coun
 			// nothing about a pending request: try again after a short,
 			// growing pause, for as long as requestLogTimeout allows.
 			deadlocks++
-			if perr := pause.For(ctx, deadlockPause(deadlocks)); perr != nil {
+			if perr := pause.For(ctx, drivers.DeadlockPause(deadlocks)); perr != nil {
 				return 0, false, fmt.Errorf("recording the work request: %d deadlocks in a row, the last: %w", deadlocks, err)
 			}
 			continue
@@ -84,14 +83,6 @@ func (e *Engine) logRequest(ctx context.Context, taskID int64, user string, coun
 		// cancelled before it could be read: insert again.
 	}
 	return 0, false, fmt.Errorf("recording the work request: the pending request of %s kept changing (%d tries, %d deadlocks; the last insert: %w)", user, maxAttach, deadlocks, lastInsert)
-}
-
-// deadlockPause is the pause before the nth retry of a deadlock victim:
-// 5 ms, doubling, at most 200 ms, with up to half of it again at random so
-// that the victims of one deadlock do not meet again.
-func deadlockPause(n int) time.Duration {
-	d := min(5*time.Millisecond<<min(n-1, 6), 200*time.Millisecond)
-	return d + time.Duration(rand.Int64N(int64(d/2)+1))
 }
 
 // Cancel is `work cancel`: it cancels the pending request id of user. A

@@ -62,13 +62,7 @@ func (e *Engine) serveRows(ctx context.Context, task *Task, own *ownRequest) err
 			return fmt.Errorf("preparing the per-user lock of %s: %w", req.User, err)
 		}
 	}
-	for attempt := 0; ; attempt++ {
-		err := e.claimRows(ctx, rl, task, req)
-		if attempt < 5 && drivers.IsDeadlock(e.Driver, err) {
-			continue
-		}
-		return err
-	}
+	return drivers.RetryDeadlock(ctx, e.Driver, 6, func() error { return e.claimRows(ctx, rl, task, req) })
 }
 
 func (e *Engine) claimRows(ctx context.Context, rl drivers.RowLocker, task *Task, req *Request) error {

@@ -128,16 +128,16 @@ func (s *Store) Take(ctx context.Context, name, holder string, ttl time.Duration
 // both succeed: the statement ignores a duplicate where the dialect can say
 // so, and a unique violation (Oracle's plain INSERT) is the same answer.
 func (s *Store) ensure(ctx context.Context, name string) error {
-	for attempt := 0; ; attempt++ {
+	// InnoDB may pick a racing upsert as a deadlock victim; nothing was
+	// written, so it runs again.
+	err := drivers.RetryDeadlock(ctx, s.Driver, 4, func() error {
 		_, err := s.sql().NamedLockEnsure.Exec(ctx, s.DB, drivers.NameParams{Name: name})
-		switch {
-		case err == nil || s.Driver.IsUniqueViolation(err):
-			return nil
-		case drivers.IsDeadlock(s.Driver, err) && attempt < 3:
-			continue // InnoDB may pick a racing upsert as a deadlock victim; nothing was written
-		}
-		return fmt.Errorf("lock %s: create its row: %w", name, err)
+		return err
+	})
+	if err == nil || s.Driver.IsUniqueViolation(err) {
+		return nil
 	}
+	return fmt.Errorf("lock %s: create its row: %w", name, err)
 }
 
 // Renew extends the lease by ttl from now (database clock). false means the
