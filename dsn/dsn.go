@@ -171,12 +171,32 @@ func (d DSN) Redacted() string {
 	if d.File {
 		return d.Scheme + ":" + d.Database
 	}
-	u := url.URL{Scheme: d.Scheme, Host: d.Host, Path: "/" + d.Database}
+	// Each public part is scrubbed on its own, before it is encoded: a
+	// password that shares a piece with the user, host or database name hides
+	// that piece there, and the printed form still parses (scrubbing the
+	// assembled text could cut a user's %20 escape or the ':' before ***).
+	// A part whose encoded form still holds a piece (the user " 000" prints
+	// as %20000) is shown as *** whole.
+	clean := func(s string, encode func(string) string) string {
+		if len(d.Password) < 4 {
+			return s // too short to tell from the host or database name
+		}
+		s = d.Scrub(s)
+		if e := encode(s); d.Scrub(e) != e {
+			return "***"
+		}
+		return s
+	}
+	asUser := func(s string) string { return url.User(s).String() }
+	asHost := func(s string) string { return (&url.URL{Host: s}).String() }
+	asPath := func(s string) string { return (&url.URL{Path: "/" + s}).EscapedPath() }
+	asQuery := url.QueryEscape
+	u := url.URL{Scheme: d.Scheme, Host: clean(d.Host, asHost), Path: "/" + clean(d.Database, asPath)}
 	if d.User != "" {
 		if d.Password != "" {
-			u.User = url.UserPassword(d.User, "xxx")
+			u.User = url.UserPassword(clean(d.User, asUser), "xxx")
 		} else {
-			u.User = url.User(d.User)
+			u.User = url.User(clean(d.User, asUser))
 		}
 	}
 	// Only plain options (sslmode=disable, connect_timeout=5) are shown: a
@@ -187,24 +207,13 @@ func (d DSN) Redacted() string {
 			continue
 		}
 		for _, x := range v {
-			if plainValue.MatchString(x) {
+			if plainValue.MatchString(x) && clean(x, asQuery) == x && clean(k, asQuery) == k {
 				q.Add(k, x)
 			}
 		}
 	}
 	u.RawQuery = q.Encode()
-	out := strings.Replace(u.String(), ":xxx@", ":***@", 1)
-	if len(d.Password) < 4 {
-		return out // too short to tell from the host or database name
-	}
-	// A password that shares a piece with a host name: the host loses it.
-	// The scheme is fixed text, not the user's: it stays whole, so the
-	// redacted form still names its driver ("stgr" must not eat "postgres").
-	prefix := d.Scheme + "://"
-	if strings.HasPrefix(out, prefix) {
-		return prefix + d.Scrub(out[len(prefix):])
-	}
-	return d.Scrub(out)
+	return strings.Replace(u.String(), ":xxx@", ":***@", 1)
 }
 
 // Scrub removes the password from a message a driver or server produced: the

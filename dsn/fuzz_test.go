@@ -20,6 +20,8 @@ func FuzzParseDSN(f *testing.F) {
 		"oracle://scott:tiger@db:1521/XEPDB1", "sqlite:loanq.db", "sqlite://tmp/x.db?_txlock=immediate", "loanq.db", "",
 		"ftp://u:pw@h/x", "postgres://u:pw@[::1/x", "mysql://u:pw@h:port/db", "sqlite:", "://", "postgres://h/db?password=pw",
 		"mariadb://u:p@/", "postgres://app:Sup3r/S3cret#Long@127.0.0.1:5432/loans",
+		// Found by fuzzing: a user whose escape (%20) runs into the password's piece.
+		"postgres:// 00:000:0@0", "postgres:// 000:0000@0",
 	} {
 		f.Add(s)
 	}
