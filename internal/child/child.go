@@ -1,15 +1,20 @@
 // Package child runs the command of `loanq lock run` and `loanq work run`:
 // in its own process group, so that a signal loanq passes on reaches the
-// whole tree the command started (a shell and its children), and with the
-// exit status read the way a shell reports it.
+// whole tree the command started (a shell and its children); stopped with
+// that tree when loanq dies (the guard, guard.go, and on Linux the
+// parent-death signal); with an environment that holds none of loanq's
+// secrets (Environ); and with the exit status read the way a shell reports it.
 package child
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
+	"strings"
 	"syscall"
+	"time"
 
 	"github.com/loanq/loanq/problem"
 )
@@ -31,18 +36,72 @@ type Proc struct {
 	err  error
 }
 
-// Start runs path with args (args[0] is the name it sees) and the extra
-// environment variables on top of loanq's own environment.
-func Start(path string, args []string, extraEnv []string, stdin io.Reader, stdout, stderr io.Writer) (*Proc, error) {
-	cmd := &exec.Cmd{Path: path, Args: args, Env: append(os.Environ(), extraEnv...),
-		Stdin: stdin, Stdout: stdout, Stderr: stderr}
-	cmd.SysProcAttr = sysProcAttr()
-	if err := cmd.Start(); err != nil {
+// Environ is the environment of a command loanq runs: the caller's (base,
+// os.Environ()) without loanq's own variables, plus the variables the
+// command's contract names (vars, "NAME=value"). Removed: every LOANQ_*
+// variable (LOANQ_DB may hold a password, LOANQ_SERVE_TOKEN is a token; the
+// contract's own are set from vars), and DATABASE_URL when it holds the DSN
+// loanq uses (dsnInUse): it is loanq's secret then. A DATABASE_URL that names
+// another database is the command's own business and stays.
+func Environ(base []string, dsnInUse string, vars ...string) []string {
+	env := make([]string, 0, len(base)+len(vars))
+	for _, kv := range base {
+		name, value, _ := strings.Cut(kv, "=")
+		if strings.HasPrefix(name, "LOANQ_") || (name == "DATABASE_URL" && value == dsnInUse) {
+			continue
+		}
+		env = append(env, kv)
+	}
+	return append(env, vars...)
+}
+
+// Start runs path with args (args[0] is the name it sees) and exactly the
+// environment env (see Environ). If loanq dies while the command runs, the
+// command's process group gets SIGTERM and, killAfter later, SIGKILL.
+//
+// The command must not run before the guard watches its process group:
+// killed in between, loanq would leave it running unwatched. So loanq first
+// starts itself as a gate (gate.go) in the command's process group, with its
+// pid; once the group is registered with the guard, the gate replaces itself
+// with the command (exec: same pid and group). If loanq dies before that,
+// the gate runs nothing.
+func Start(path string, args, env []string, killAfter time.Duration, stdin io.Reader, stdout, stderr io.Writer) (*Proc, error) {
+	if err := supported(); err != nil {
 		return nil, err
+	}
+	exe, err := selfExe()
+	if err != nil {
+		return nil, err
+	}
+	gateR, gateW, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	defer gateW.Close()
+	cmd := &exec.Cmd{Path: exe, Args: append([]string{"loanq-exec", path}, args...), Env: append(env[:len(env):len(env)], gateEnv+"=1"),
+		Stdin: stdin, Stdout: stdout, Stderr: stderr, ExtraFiles: []*os.File{gateR}}
+	cmd.SysProcAttr = sysProcAttr()
+	onForkThread(func() { err = cmd.Start() })
+	gateR.Close()
+	if err != nil {
+		return nil, err
+	}
+	pgid := cmd.Process.Pid // Setpgid: the command leads its own group
+	if err := guard.watch(pgid, killAfter); err != nil {
+		gateW.Close() // the gate exits without running the command
+		_ = cmd.Wait()
+		return nil, fmt.Errorf("cannot start the guard that stops the command if loanq dies: %w", err)
+	}
+	if _, err := gateW.Write([]byte{1}); err != nil {
+		guard.forget(pgid)
+		_ = killGroup(pgid, syscall.SIGKILL)
+		_ = cmd.Wait()
+		return nil, fmt.Errorf("starting the command: %w", err)
 	}
 	p := &Proc{cmd: cmd, done: make(chan struct{})}
 	go func() {
 		p.err = cmd.Wait()
+		guard.forget(pgid)
 		close(p.done)
 	}()
 	return p, nil
@@ -54,7 +113,7 @@ func (p *Proc) Done() <-chan struct{} { return p.done }
 // Signal sends sig to the command's process group (the command and whatever
 // it started), or to the command alone if the group is gone.
 func (p *Proc) Signal(sig syscall.Signal) {
-	if err := syscall.Kill(-p.cmd.Process.Pid, sig); err != nil {
+	if err := killGroup(p.cmd.Process.Pid, sig); err != nil {
 		_ = p.cmd.Process.Signal(sig)
 	}
 }

@@ -1,7 +1,8 @@
 // Package testdb gives each test its own database on every server under test:
 // SQLite always, PostgreSQL and MariaDB/MySQL from LOANQ_TEST_POSTGRES_DSN and
 // LOANQ_TEST_MYSQL_DSN (else the local defaults), Oracle from
-// LOANQ_TEST_ORACLE_DSN. LOANQ_TEST_REQUIRE (set by `make test`) lists the
+// LOANQ_TEST_ORACLE_DSN, and PostgreSQL through PgBouncer from
+// LOANQ_TEST_PGBOUNCER_DSN (PgBouncer, EachPooled). LOANQ_TEST_REQUIRE (set by `make test`) lists the
 // dialects whose absence fails the run instead of skipping.
 package testdb
 
@@ -81,6 +82,9 @@ func Fresh(t testing.TB, dialect string) string {
 	if dialect == "sqlite" {
 		return "sqlite:" + filepath.Join(t.TempDir(), "loanq.db")
 	}
+	if dialect == PgBouncer {
+		return freshPgBouncer(t)
+	}
 	base := BaseDSN(dialect)
 	if base == "" {
 		unavailable(t, dialect, fmt.Errorf("%s not set", envVar(dialect)))
@@ -119,6 +123,48 @@ func Fresh(t testing.TB, dialect string) string {
 	}
 	u.Path = "/" + name
 	return u.String()
+}
+
+// PgBouncer is the pseudo-dialect of Fresh and EachPooled: a fresh
+// PostgreSQL database reached through the PgBouncer of
+// LOANQ_TEST_PGBOUNCER_DSN, which `make test` starts in transaction pooling
+// mode in front of the test PostgreSQL (scripts/test-servers.sh). Its
+// driver is postgres. LOANQ_TEST_REQUIRE=…,pgbouncer fails a run without it.
+const PgBouncer = "pgbouncer"
+
+// freshPgBouncer creates the database on the server directly (PgBouncer's
+// fallback entry `*` reaches any database there) and returns its DSN
+// through PgBouncer: host, port, user and options of
+// LOANQ_TEST_PGBOUNCER_DSN, the new database's name.
+func freshPgBouncer(t testing.TB) string {
+	t.Helper()
+	pooled := os.Getenv(envVar(PgBouncer))
+	if pooled == "" {
+		unavailable(t, PgBouncer, fmt.Errorf("%s not set", envVar(PgBouncer)))
+	}
+	if err := reachable(PgBouncer, pooled); err != nil {
+		unavailable(t, PgBouncer, err)
+	}
+	direct, err := url.Parse(Fresh(t, "postgres"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, err := url.Parse(pooled)
+	if err != nil {
+		t.Fatalf("parsing %s: %v", envVar(PgBouncer), err)
+	}
+	u.Path = direct.Path
+	return u.String()
+}
+
+// EachPooled is Each, then once more on PostgreSQL through PgBouncer in
+// transaction pooling mode (a subtest named pgbouncer): for the engine's
+// tests that must also hold behind a connection pooler.
+func EachPooled(t *testing.T, fn func(t *testing.T, dsn string)) {
+	Each(t, fn)
+	t.Run(PgBouncer, func(t *testing.T) {
+		fn(t, Fresh(t, PgBouncer))
+	})
 }
 
 // freshOracle: an Oracle database cannot be created per test (a database is
