@@ -24,47 +24,10 @@ SELECT version_id, is_applied FROM loanq_schema_version ORDER BY tstamp DESC, id
 -- (begin)
 
 -- 5, in transaction
-DROP INDEX loanq_work_active_age_ix
+DROP TABLE loanq_api_token PURGE
 /
 
--- 6, in transaction
-UPDATE loanq_work SET disposition = 'return' WHERE disposition IN ('expired', 'reclaimed')
-/
-
--- 7, in transaction
-ALTER TABLE loanq_work DROP CONSTRAINT loanq_work_disposition_ck
-/
-
--- 8, in transaction
-ALTER TABLE loanq_work ADD CONSTRAINT loanq_work_disposition_ck CHECK (disposition IN ('complete', 'return', 'never'))
-/
-
--- 9, in transaction
-ALTER TABLE loanq_work DROP (disposed_by)
-/
-
--- 10, in transaction
-ALTER TABLE loanq_task DROP (max_hold_ms)
-/
-
--- 11, in transaction
-DROP INDEX loanq_request_one_pending_uq
-/
-
--- 12, in transaction
-UPDATE loanq_work_request SET status = 'empty' WHERE status = 'cancelled'
-/
-
--- 13, in transaction
-ALTER TABLE loanq_work_request DROP CONSTRAINT loanq_work_request_status_ck
-/
-
--- 14, in transaction
-ALTER TABLE loanq_work_request ADD CONSTRAINT loanq_work_request_status_ck
-    CHECK (status IN ('pending', 'assigned', 'partial', 'empty'))
-/
-
--- 15, in transaction; binds :1 = 6
+-- 6, in transaction; binds :1 = 12
 DELETE FROM loanq_schema_version WHERE version_id = :1
 /
 

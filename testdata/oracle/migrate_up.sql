@@ -363,7 +363,247 @@ INSERT INTO loanq_schema_version (version_id, is_applied) VALUES (:1, 1)
 
 -- (commit)
 
--- 44, autocommit
+-- (begin)
+
+-- 44, in transaction
+CREATE TABLE loanq_account (
+    account    VARCHAR2(128 CHAR) NOT NULL,
+    user_name  VARCHAR2(100 CHAR),
+    trusted    NUMBER(1)          DEFAULT 0 NOT NULL,
+    granted_by VARCHAR2(128 CHAR) NOT NULL,
+    granted_at TIMESTAMP(6)       NOT NULL,
+    CONSTRAINT loanq_account_pk PRIMARY KEY (account),
+    CONSTRAINT loanq_account_trusted_ck CHECK (trusted IN (0, 1))
+)
+/
+
+-- 45, in transaction
+INSERT INTO loanq_account (account, trusted, granted_by, granted_at)
+VALUES (SYS_CONTEXT('USERENV', 'SESSION_USER'), 1, SYS_CONTEXT('USERENV', 'SESSION_USER'), SYS_EXTRACT_UTC(SYSTIMESTAMP))
+/
+
+-- 46, in transaction
+ALTER TABLE loanq_task ADD (updated_by VARCHAR2(100 CHAR), updated_at TIMESTAMP(6))
+/
+
+-- 47, in transaction
+CREATE OR REPLACE FUNCTION loanq_may_act_as(acting IN VARCHAR2) RETURN NUMBER
+AUTHID DEFINER IS
+    n NUMBER;
+BEGIN
+    IF acting = SYS_CONTEXT('USERENV', 'SESSION_USER') THEN
+        RETURN 1;
+    END IF;
+    SELECT COUNT(*) INTO n FROM loanq_account a
+    WHERE a.account = SYS_CONTEXT('USERENV', 'SESSION_USER') AND (a.trusted = 1 OR a.user_name = acting);
+    RETURN CASE WHEN n > 0 THEN 1 ELSE 0 END;
+END;
+/
+
+-- 48, in transaction
+CREATE OR REPLACE FUNCTION loanq_trusted RETURN NUMBER
+AUTHID DEFINER IS
+    n NUMBER;
+BEGIN
+    SELECT COUNT(*) INTO n FROM loanq_account a
+    WHERE a.account = SYS_CONTEXT('USERENV', 'SESSION_USER') AND a.trusted = 1;
+    RETURN CASE WHEN n > 0 THEN 1 ELSE 0 END;
+END;
+/
+
+-- 49, in transaction
+CREATE OR REPLACE TRIGGER loanq_work_request_log
+BEFORE INSERT ON loanq_work_request FOR EACH ROW
+BEGIN
+    IF loanq_trusted() = 1 THEN
+        RETURN;
+    END IF;
+    IF :NEW.status <> 'pending' OR :NEW.assigned <> 0 OR loanq_may_act_as(:NEW.user_name) = 0 THEN
+        RAISE_APPLICATION_ERROR(-20401, 'loanq: this database account may not log a request for that user (docs/security.md)');
+    END IF;
+END;
+/
+
+-- 50, in transaction
+CREATE OR REPLACE TRIGGER loanq_work_request_finish
+BEFORE UPDATE ON loanq_work_request FOR EACH ROW
+BEGIN
+    IF loanq_trusted() = 1 THEN
+        RETURN;
+    END IF;
+    IF :NEW.user_name <> :OLD.user_name OR :NEW.task_id <> :OLD.task_id OR :NEW.requested <> :OLD.requested
+       OR NOT ((:NEW.status = 'cancelled' AND loanq_may_act_as(:OLD.user_name) = 1)
+               OR (:OLD.status = 'pending' AND :NEW.status IN ('assigned', 'partial', 'empty'))) THEN
+        RAISE_APPLICATION_ERROR(-20401, 'loanq: this database account may not change that request (docs/security.md)');
+    END IF;
+END;
+/
+
+-- 51, in transaction
+CREATE OR REPLACE TRIGGER loanq_work_assign
+BEFORE INSERT ON loanq_work FOR EACH ROW
+DECLARE
+    n NUMBER;
+BEGIN
+    IF loanq_trusted() = 1 THEN
+        RETURN;
+    END IF;
+    SELECT COUNT(*) INTO n FROM loanq_work_request r
+    WHERE r.id = :NEW.request_id AND r.task_id = :NEW.task_id AND r.user_name = :NEW.user_name;
+    IF :NEW.disposition IS NOT NULL OR n = 0 THEN
+        RAISE_APPLICATION_ERROR(-20401, 'loanq: a work row must serve a request of its user in its task (docs/security.md)');
+    END IF;
+END;
+/
+
+-- 52, in transaction
+CREATE OR REPLACE TRIGGER loanq_work_dispose
+BEFORE UPDATE ON loanq_work FOR EACH ROW
+DECLARE
+    n NUMBER := 0;
+BEGIN
+    IF loanq_trusted() = 1 THEN
+        RETURN;
+    END IF;
+    IF :NEW.user_name <> :OLD.user_name OR :NEW.task_id <> :OLD.task_id
+       OR :NEW.loan_id <> :OLD.loan_id OR :NEW.request_id <> :OLD.request_id THEN
+        RAISE_APPLICATION_ERROR(-20401, 'loanq: this database account may not end that assignment (docs/security.md)');
+    END IF;
+    IF loanq_may_act_as(:OLD.user_name) = 1 AND (:NEW.disposed_by IS NULL OR loanq_may_act_as(:NEW.disposed_by) = 1) THEN
+        RETURN;
+    END IF;
+    IF :NEW.disposition = 'expired' AND :NEW.disposed_by IS NULL THEN
+        SELECT COUNT(*) INTO n FROM loanq_task t
+        WHERE t.id = :OLD.task_id AND t.max_hold_ms IS NOT NULL
+          AND :OLD.assigned_at <= SYS_EXTRACT_UTC(SYSTIMESTAMP) - NUMTODSINTERVAL(t.max_hold_ms / 1000, 'SECOND');
+    END IF;
+    IF n = 0 THEN
+        RAISE_APPLICATION_ERROR(-20401, 'loanq: this database account may not end that assignment (docs/security.md)');
+    END IF;
+END;
+/
+
+-- 53, in transaction
+CREATE OR REPLACE TRIGGER loanq_task_user_own
+BEFORE INSERT ON loanq_task_user FOR EACH ROW
+BEGIN
+    IF loanq_trusted() = 1 THEN
+        RETURN;
+    END IF;
+    IF loanq_may_act_as(:NEW.user_name) = 0 THEN
+        RAISE_APPLICATION_ERROR(-20401, 'loanq: this database account may not act as that user (docs/security.md)');
+    END IF;
+END;
+/
+
+-- 54, in transaction
+CREATE OR REPLACE TRIGGER loanq_task_user_fixed
+BEFORE UPDATE ON loanq_task_user FOR EACH ROW
+BEGIN
+    IF loanq_trusted() = 1 THEN
+        RETURN;
+    END IF;
+    RAISE_APPLICATION_ERROR(-20401, 'loanq: cap lock rows are not changed (docs/security.md)');
+END;
+/
+
+-- 55, in transaction; binds :1 = 8
+INSERT INTO loanq_schema_version (version_id, is_applied) VALUES (:1, 1)
+/
+
+-- (commit)
+
+-- (begin)
+
+-- 56, in transaction
+CREATE INDEX loanq_work_request_served_ix ON loanq_work_request (served_at, id)
+/
+
+-- 57, in transaction
+CREATE INDEX loanq_query_run_started_ix ON loanq_query_run (task_id, started_at, id)
+/
+
+-- 58, in transaction; binds :1 = 9
+INSERT INTO loanq_schema_version (version_id, is_applied) VALUES (:1, 1)
+/
+
+-- (commit)
+
+-- (begin)
+
+-- 59, in transaction
+ALTER TABLE loanq_task ADD (prefetch NUMBER(10), prefetch_ttl_ms NUMBER(19), prefetch_low NUMBER(10),
+    CONSTRAINT loanq_task_prefetch_ck
+    CHECK ((prefetch IS NULL OR prefetch > 0) AND (prefetch_ttl_ms IS NULL OR prefetch_ttl_ms > 0) AND (prefetch_low IS NULL OR prefetch_low >= 0)))
+/
+
+-- 60, in transaction
+ALTER TABLE loanq_work_request ADD (pooled NUMBER(1))
+/
+
+-- 61, in transaction
+ALTER TABLE loanq_query_run ADD (pooled NUMBER(10))
+/
+
+-- 62, in transaction
+CREATE TABLE loanq_pool (
+    task_id   NUMBER(19)   NOT NULL,
+    loan_id   NUMBER(19)   NOT NULL,
+    pos       NUMBER(10)   NOT NULL,
+    filled_at TIMESTAMP(6) NOT NULL,
+    CONSTRAINT loanq_pool_pk PRIMARY KEY (task_id, loan_id),
+    CONSTRAINT loanq_pool_task_fk FOREIGN KEY (task_id) REFERENCES loanq_task (id)
+)
+/
+
+-- 63, in transaction
+CREATE INDEX loanq_pool_order_ix ON loanq_pool (task_id, pos)
+/
+
+-- 64, in transaction; binds :1 = 10
+INSERT INTO loanq_schema_version (version_id, is_applied) VALUES (:1, 1)
+/
+
+-- (commit)
+
+-- (begin)
+
+-- 65, in transaction
+ALTER TABLE loanq_task ADD (lock_verdict VARCHAR2(1000 CHAR))
+/
+
+-- 66, in transaction; binds :1 = 11
+INSERT INTO loanq_schema_version (version_id, is_applied) VALUES (:1, 1)
+/
+
+-- (commit)
+
+-- (begin)
+
+-- 67, in transaction
+CREATE TABLE loanq_api_token (
+    id         NUMBER(19)         GENERATED BY DEFAULT AS IDENTITY,
+    user_name  VARCHAR2(100 CHAR) NOT NULL,
+    role       VARCHAR2(20 CHAR)  NOT NULL,
+    token_hash CHAR(64)           NOT NULL,
+    created_by VARCHAR2(100 CHAR) NOT NULL,
+    created_at TIMESTAMP(6)       NOT NULL,
+    expires_at TIMESTAMP(6),
+    revoked_at TIMESTAMP(6),
+    revoked_by VARCHAR2(100 CHAR),
+    CONSTRAINT loanq_api_token_pk PRIMARY KEY (id),
+    CONSTRAINT loanq_api_token_role_ck CHECK (role IN ('processor', 'supervisor')),
+    CONSTRAINT loanq_api_token_hash_uq UNIQUE (token_hash)
+)
+/
+
+-- 68, in transaction; binds :1 = 12
+INSERT INTO loanq_schema_version (version_id, is_applied) VALUES (:1, 1)
+/
+
+-- (commit)
+
+-- 69, autocommit
 SELECT MAX(version_id) FROM loanq_schema_version
 /
 

@@ -17,17 +17,20 @@ RETURNING id INTO :12
 
 -- TaskByName: read a task by name
 SELECT id, name, source_table, key_column, criteria, order_by, max_active,
-       lock_strategy, query_delay_ms, lease_ttl_ms, created_by, created_at, hold_limit_ms, max_hold_ms FROM loanq_task WHERE name = :1
+       lock_strategy, query_delay_ms, lease_ttl_ms, created_by, created_at, hold_limit_ms, max_hold_ms,
+       prefetch, prefetch_ttl_ms, prefetch_low FROM loanq_task WHERE name = :1
 /
 
 -- TaskByID: read a task by id
 SELECT id, name, source_table, key_column, criteria, order_by, max_active,
-       lock_strategy, query_delay_ms, lease_ttl_ms, created_by, created_at, hold_limit_ms, max_hold_ms FROM loanq_task WHERE id = :1
+       lock_strategy, query_delay_ms, lease_ttl_ms, created_by, created_at, hold_limit_ms, max_hold_ms,
+       prefetch, prefetch_ttl_ms, prefetch_low FROM loanq_task WHERE id = :1
 /
 
 -- TaskList: list tasks
 SELECT id, name, source_table, key_column, criteria, order_by, max_active,
-       lock_strategy, query_delay_ms, lease_ttl_ms, created_by, created_at, hold_limit_ms, max_hold_ms FROM loanq_task ORDER BY name
+       lock_strategy, query_delay_ms, lease_ttl_ms, created_by, created_at, hold_limit_ms, max_hold_ms,
+       prefetch, prefetch_ttl_ms, prefetch_low FROM loanq_task ORDER BY name
 /
 
 -- TaskRuns: recent criteria-query runs of a task
@@ -117,8 +120,8 @@ ORDER BY a.n
 
 -- QueryRunInsert: log a criteria-query run
 INSERT INTO loanq_query_run (task_id, strategy, holder, started_at, duration_ms,
-       rows_found, requests_served, loans_assigned)
-VALUES (:1, :2, :3, SYS_EXTRACT_UTC(SYSTIMESTAMP) - NUMTODSINTERVAL(:4 / 1000, 'SECOND'), :5, :6, :7, :8)
+       rows_found, requests_served, loans_assigned, pooled)
+VALUES (:1, :2, :3, SYS_EXTRACT_UTC(SYSTIMESTAMP) - NUMTODSINTERVAL(:4 / 1000, 'SECOND'), :5, :6, :7, :8, :9)
 /
 
 -- ActiveWork: the active assignment of a loan in a task
@@ -433,6 +436,14 @@ WHERE id = :1 AND user_name = :2 AND status = 'pending'
 UPDATE loanq_task SET max_hold_ms = :1 WHERE id = :2
 /
 
+-- TaskVerdictSet: keep the rows lock probe's verdict of a task
+UPDATE loanq_task SET lock_verdict = :1 WHERE id = :2
+/
+
+-- TaskVerdictGet: read the rows lock probe's verdict of a task (task show)
+SELECT lock_verdict FROM loanq_task WHERE id = :1
+/
+
 -- WorkExpire: expire a task's active work older than its max hold
 UPDATE loanq_work SET disposition = 'expired', disposed_at = SYS_EXTRACT_UTC(SYSTIMESTAMP)
 WHERE task_id = :1 AND disposition IS NULL AND assigned_at <= SYS_EXTRACT_UTC(SYSTIMESTAMP) - NUMTODSINTERVAL(:2 / 1000, 'SECOND')
@@ -466,8 +477,10 @@ SET source_table = :1,
     query_delay_ms = :7,
     lease_ttl_ms = :8,
     hold_limit_ms = :9,
-    max_hold_ms = :10
-WHERE id = :11
+    max_hold_ms = :10,
+    updated_by = :11,
+    updated_at = SYS_EXTRACT_UTC(SYSTIMESTAMP)
+WHERE id = :12
 /
 
 -- RequestsByUser: report: a task's requests by user and status
@@ -576,6 +589,137 @@ GROUP BY task_id, CASE WHEN duration_ms <= 10 THEN 0 WHEN duration_ms <= 50 THEN
 
 -- DashRunMaxID: dashboard: the highest criteria-run id (the floor)
 SELECT MAX(id) FROM loanq_query_run
+/
+
+-- TaskSetPrefetch: set a task's candidate pool (--prefetch, --prefetch-ttl, --prefetch-low)
+UPDATE loanq_task SET prefetch = :1, prefetch_ttl_ms = :2, prefetch_low = :3 WHERE id = :4
+/
+
+-- PoolClaim: pool: lock the first fresh candidates nobody else is claiming
+
+/
+
+-- PoolDrop: pool: remove claimed candidates, assigned or stale
+DELETE FROM loanq_pool WHERE task_id = :1 AND loan_id IN (SELECT j.id FROM JSON_TABLE(:2, '$[*]' COLUMNS (id NUMBER(19) PATH '$')) j)
+/
+
+-- PoolClear: pool: empty a task's pool before a refill (and at task delete)
+DELETE FROM loanq_pool WHERE task_id = :1
+/
+
+-- PoolFill: pool: put a criteria run's leftover candidates in the pool, in order
+INSERT INTO loanq_pool (task_id, loan_id, pos, filled_at)
+SELECT ROUND(:1), a.loan_id, a.n + :2, SYS_EXTRACT_UTC(SYSTIMESTAMP)
+FROM (SELECT j.n, j.loan_id, j.request_id, j.user_name FROM JSON_TABLE(:3, '$[*]' COLUMNS (
+    n FOR ORDINALITY, loan_id NUMBER(19) PATH '$[0]', request_id NUMBER(19) PATH '$[1]', user_name VARCHAR2(100 CHAR) PATH '$[2]')) j) a
+/
+
+-- PoolStats: pool: size, age, hits and refills of a task's pool
+SELECT
+  (SELECT COUNT(*) FROM loanq_pool WHERE task_id = :1 AND filled_at > SYS_EXTRACT_UTC(SYSTIMESTAMP) - NUMTODSINTERVAL(:2 / 1000, 'SECOND')),
+  (SELECT ROUND((CAST(SYS_EXTRACT_UTC(SYSTIMESTAMP) AS DATE) - CAST(MIN(filled_at) AS DATE)) * 86400) FROM loanq_pool WHERE task_id = :3 AND filled_at > SYS_EXTRACT_UTC(SYSTIMESTAMP) - NUMTODSINTERVAL(:4 / 1000, 'SECOND')),
+  (SELECT COUNT(*) FROM loanq_work_request WHERE task_id = :5 AND pooled = 1),
+  (SELECT COUNT(*) FROM loanq_query_run WHERE task_id = :6 AND pooled > 0)
+FROM dual
+/
+
+-- RequestFinishPooled: pool: set the outcome of a request served from the pool
+UPDATE loanq_work_request SET assigned = :1, status = :2, served_at = SYS_EXTRACT_UTC(SYSTIMESTAMP), pooled = 1
+WHERE id = :3 AND status = 'pending'
+/
+
+-- ActiveAmong: pool: which of a round's loans were assigned from the pool while its query ran
+SELECT loan_id FROM loanq_work WHERE task_id = :1 AND disposition IS NULL AND loan_id IN (SELECT j.id FROM JSON_TABLE(:2, '$[*]' COLUMNS (id NUMBER(19) PATH '$')) j)
+/
+
+-- PoolKeys: pool: every candidate key of a task's pool (a round reads those claims hold)
+SELECT loan_id FROM loanq_pool WHERE task_id = :1
+/
+
+-- Identity: who this connection's account is and whether it may act as a user
+SELECT SYS_CONTEXT('USERENV', 'SESSION_USER'), loanq_may_act_as(:1),
+       (SELECT user_name FROM loanq_account WHERE account = SYS_CONTEXT('USERENV', 'SESSION_USER'))
+FROM dual
+/
+
+-- PruneRequestBounds: prune: id range of the requests closed before the cutoff
+SELECT MIN(id), MAX(id) FROM loanq_work_request
+WHERE served_at < SYS_EXTRACT_UTC(SYSTIMESTAMP) - NUMTODSINTERVAL(:1 / 1000, 'SECOND') AND (:2 = 0 OR task_id = :3)
+/
+
+-- PruneRequestBatch: prune: the next batch of requests that can go with all their work rows
+SELECT r.id FROM loanq_work_request r
+WHERE r.id > :1 AND r.id <= :2 AND r.served_at < SYS_EXTRACT_UTC(SYSTIMESTAMP) - NUMTODSINTERVAL(:3 / 1000, 'SECOND')
+  AND (:4 = 0 OR r.task_id = :5)
+  AND NOT EXISTS (
+    SELECT 1 FROM loanq_work w
+    WHERE w.request_id = r.id
+      AND (w.disposition IS NULL
+           OR w.disposition = 'never'
+           OR (w.disposition = 'return' AND w.return_at > SYS_EXTRACT_UTC(SYSTIMESTAMP))
+           OR w.disposed_at >= SYS_EXTRACT_UTC(SYSTIMESTAMP) - NUMTODSINTERVAL(:6 / 1000, 'SECOND')))
+ORDER BY r.id FETCH FIRST :7 ROWS ONLY
+/
+
+-- PruneWorkCount: prune --dry-run: work rows of a batch of requests
+SELECT COUNT(*) FROM loanq_work WHERE request_id IN (SELECT j.id FROM JSON_TABLE(:1, '$[*]' COLUMNS (id NUMBER(19) PATH '$')) j)
+/
+
+-- PruneWork: prune: delete the work rows of a batch of requests
+DELETE FROM loanq_work
+WHERE request_id IN (SELECT j.id FROM JSON_TABLE(:1, '$[*]' COLUMNS (id NUMBER(19) PATH '$')) j)
+  AND disposition IS NOT NULL AND disposition <> 'never'
+  AND (return_at IS NULL OR return_at <= SYS_EXTRACT_UTC(SYSTIMESTAMP))
+  AND disposed_at < SYS_EXTRACT_UTC(SYSTIMESTAMP) - NUMTODSINTERVAL(:2 / 1000, 'SECOND')
+/
+
+-- PruneRequests: prune: delete a batch of closed requests left without work rows
+DELETE FROM loanq_work_request
+WHERE id IN (SELECT j.id FROM JSON_TABLE(:1, '$[*]' COLUMNS (id NUMBER(19) PATH '$')) j) AND status <> 'pending'
+  AND NOT EXISTS (SELECT 1 FROM loanq_work w WHERE w.request_id = loanq_work_request.id)
+/
+
+-- PruneRunBounds: prune: id range of a task's old criteria-query runs, its latest ones left out
+SELECT MIN(id), MAX(id) FROM loanq_query_run
+WHERE task_id = :1 AND started_at < SYS_EXTRACT_UTC(SYSTIMESTAMP) - NUMTODSINTERVAL(:2 / 1000, 'SECOND')
+  AND id < (SELECT MIN(id) FROM (
+    SELECT id FROM loanq_query_run WHERE task_id = :3 ORDER BY id DESC FETCH FIRST 40 ROWS ONLY) k)
+/
+
+-- PruneRunBatch: prune: the next batch of a task's old criteria-query runs
+SELECT id FROM loanq_query_run
+WHERE task_id = :1 AND id > :2 AND id <= :3 AND started_at < SYS_EXTRACT_UTC(SYSTIMESTAMP) - NUMTODSINTERVAL(:4 / 1000, 'SECOND')
+ORDER BY id FETCH FIRST :5 ROWS ONLY
+/
+
+-- PruneRuns: prune: delete a batch of criteria-query runs
+DELETE FROM loanq_query_run
+WHERE id IN (SELECT j.id FROM JSON_TABLE(:1, '$[*]' COLUMNS (id NUMBER(19) PATH '$')) j) AND started_at < SYS_EXTRACT_UTC(SYSTIMESTAMP) - NUMTODSINTERVAL(:2 / 1000, 'SECOND')
+/
+
+-- TokenInsert: api: issue a token (only its hash is kept)
+INSERT INTO loanq_api_token (user_name, role, token_hash, created_by, created_at, expires_at)
+VALUES (:1, :2, :3, :4, SYS_EXTRACT_UTC(SYSTIMESTAMP), SYS_EXTRACT_UTC(SYSTIMESTAMP) + NUMTODSINTERVAL(:5 / 1000, 'SECOND'))
+RETURNING id INTO :6
+/
+
+-- TokenAuth: api: authenticate a call by its token's hash
+SELECT id, user_name, role FROM loanq_api_token
+WHERE token_hash = :1 AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > SYS_EXTRACT_UTC(SYSTIMESTAMP))
+/
+
+-- TokenList: api: list tokens (never the tokens themselves)
+SELECT id, user_name, role, created_by, ROUND((CAST(SYS_EXTRACT_UTC(SYSTIMESTAMP) AS DATE) - CAST(created_at AS DATE)) * 86400),
+       CASE WHEN revoked_at IS NOT NULL THEN 'revoked'
+            WHEN expires_at IS NOT NULL AND expires_at <= SYS_EXTRACT_UTC(SYSTIMESTAMP) THEN 'expired' ELSE 'active' END,
+       CASE WHEN revoked_at IS NULL AND expires_at > SYS_EXTRACT_UTC(SYSTIMESTAMP) THEN -(ROUND((CAST(SYS_EXTRACT_UTC(SYSTIMESTAMP) AS DATE) - CAST(expires_at AS DATE)) * 86400)) END,
+       revoked_by
+FROM loanq_api_token ORDER BY id
+/
+
+-- TokenRevoke: api: revoke a token
+UPDATE loanq_api_token SET revoked_at = SYS_EXTRACT_UTC(SYSTIMESTAMP), revoked_by = :1
+WHERE id = :2 AND revoked_at IS NULL
 /
 
 -- CriteriaQuery: the heavy criteria query (binds :1 task id, :2 row limit), for

@@ -1,0 +1,204 @@
+-- loanq grants for Oracle, every role (go test ./drivers/oracle -run Golden -update).
+
+-- role admin
+-- loanq grants: role admin for account LOANQ_ADMIN (Oracle); run as the owner of loanq's tables
+-- privileges given before stay: REVOKE them first (Oracle refuses to REVOKE what was never granted,
+-- so the script does not); USER_TAB_PRIVS_MADE lists them
+-- every command checks the schema version first
+GRANT SELECT ON loanq_schema_version TO LOANQ_ADMIN
+-- who may act as whom (read by the identity check)
+GRANT SELECT ON loanq_account TO LOANQ_ADMIN
+-- define, change and delete tasks
+GRANT SELECT, INSERT, UPDATE, DELETE ON loanq_task TO LOANQ_ADMIN
+-- task delete and prune remove history
+GRANT SELECT, INSERT, UPDATE, DELETE ON loanq_work_request TO LOANQ_ADMIN
+-- task delete and prune remove history
+GRANT SELECT, INSERT, UPDATE, DELETE ON loanq_work TO LOANQ_ADMIN
+-- task delete and prune remove history
+GRANT SELECT, INSERT, DELETE ON loanq_query_run TO LOANQ_ADMIN
+-- task delete removes the cap's lock rows
+GRANT SELECT, INSERT, UPDATE, DELETE ON loanq_task_user TO LOANQ_ADMIN
+-- candidate pools
+GRANT SELECT, INSERT, UPDATE, DELETE ON loanq_pool TO LOANQ_ADMIN
+-- lock run: named leases
+GRANT SELECT, INSERT, UPDATE ON loanq_lock TO LOANQ_ADMIN
+-- token create, list and revoke (serve --api)
+GRANT SELECT, INSERT, UPDATE ON loanq_api_token TO LOANQ_ADMIN
+-- who the account may act as (docs/security.md)
+GRANT EXECUTE ON loanq_may_act_as TO LOANQ_ADMIN
+MERGE INTO loanq_account a
+USING (SELECT 'LOANQ_ADMIN' AS account, NULL AS user_name, 1 AS trusted FROM dual) s ON (a.account = s.account)
+WHEN MATCHED THEN UPDATE SET a.user_name = s.user_name, a.trusted = s.trusted,
+    a.granted_by = SYS_CONTEXT('USERENV', 'SESSION_USER'), a.granted_at = SYS_EXTRACT_UTC(SYSTIMESTAMP)
+WHEN NOT MATCHED THEN INSERT (account, user_name, trusted, granted_by, granted_at)
+    VALUES (s.account, s.user_name, s.trusted, SYS_CONTEXT('USERENV', 'SESSION_USER'), SYS_EXTRACT_UTC(SYSTIMESTAMP))
+-- strategy rows: the claim calls the owner's cursor procedure and reads the keys it locked
+GRANT EXECUTE ON loanq_lock_rows TO LOANQ_ADMIN
+GRANT SELECT ON loanq_rows_locked TO LOANQ_ADMIN
+-- source acc_loan (key loan_no): SELECT lets Oracle lock rows (FOR UPDATE SKIP LOCKED); READ would not
+GRANT SELECT ON acc_loan TO LOANQ_ADMIN
+
+-- role processor
+-- loanq grants: role processor for account LOANQ_PROCESSOR (Oracle); run as the owner of loanq's tables
+-- privileges given before stay: REVOKE them first (Oracle refuses to REVOKE what was never granted,
+-- so the script does not); USER_TAB_PRIVS_MADE lists them
+-- every command checks the schema version first
+GRANT SELECT ON loanq_schema_version TO LOANQ_PROCESSOR
+-- who may act as whom (read by the identity check)
+GRANT SELECT ON loanq_account TO LOANQ_PROCESSOR
+-- read tasks; take the task lock or lease (not change a definition)
+GRANT SELECT, UPDATE (lease_owner, lease_token, lease_expires_at) ON loanq_task TO LOANQ_PROCESSOR
+-- log, serve and cancel requests
+GRANT SELECT, INSERT, UPDATE (assigned, status, served_at, pooled) ON loanq_work_request TO LOANQ_PROCESSOR
+-- assign loans; dispose of them
+GRANT SELECT, INSERT, UPDATE (disposition, disposed_at, return_at, disposed_by) ON loanq_work TO LOANQ_PROCESSOR
+-- log criteria-query runs
+GRANT SELECT, INSERT ON loanq_query_run TO LOANQ_PROCESSOR
+-- the per-user cap's lock rows (strategy rows); UPDATE only to lock them
+GRANT SELECT, INSERT, UPDATE (task_id) ON loanq_task_user TO LOANQ_PROCESSOR
+-- candidate pools: claim, drop and refill candidates (nothing in a pool is trusted: each is rechecked by key)
+GRANT SELECT, INSERT, UPDATE, DELETE ON loanq_pool TO LOANQ_PROCESSOR
+-- lock run: named leases (MySQL names the key column in its insert-or-keep)
+GRANT SELECT, INSERT, UPDATE (name, holder, token, taken_at, expires_at) ON loanq_lock TO LOANQ_PROCESSOR
+-- who the account may act as (docs/security.md)
+GRANT EXECUTE ON loanq_may_act_as TO LOANQ_PROCESSOR
+MERGE INTO loanq_account a
+USING (SELECT 'LOANQ_PROCESSOR' AS account, 'ana' AS user_name, 0 AS trusted FROM dual) s ON (a.account = s.account)
+WHEN MATCHED THEN UPDATE SET a.user_name = s.user_name, a.trusted = s.trusted,
+    a.granted_by = SYS_CONTEXT('USERENV', 'SESSION_USER'), a.granted_at = SYS_EXTRACT_UTC(SYSTIMESTAMP)
+WHEN NOT MATCHED THEN INSERT (account, user_name, trusted, granted_by, granted_at)
+    VALUES (s.account, s.user_name, s.trusted, SYS_CONTEXT('USERENV', 'SESSION_USER'), SYS_EXTRACT_UTC(SYSTIMESTAMP))
+-- strategy rows: the claim calls the owner's cursor procedure and reads the keys it locked
+GRANT EXECUTE ON loanq_lock_rows TO LOANQ_PROCESSOR
+GRANT SELECT ON loanq_rows_locked TO LOANQ_PROCESSOR
+-- source acc_loan (key loan_no): SELECT lets Oracle lock rows (FOR UPDATE SKIP LOCKED); READ would not
+GRANT SELECT ON acc_loan TO LOANQ_PROCESSOR
+
+-- role supervisor
+-- loanq grants: role supervisor for account LOANQ_SUPERVISOR (Oracle); run as the owner of loanq's tables
+-- privileges given before stay: REVOKE them first (Oracle refuses to REVOKE what was never granted,
+-- so the script does not); USER_TAB_PRIVS_MADE lists them
+-- every command checks the schema version first
+GRANT SELECT ON loanq_schema_version TO LOANQ_SUPERVISOR
+-- who may act as whom (read by the identity check)
+GRANT SELECT ON loanq_account TO LOANQ_SUPERVISOR
+-- read tasks; take the task lock or lease (not change a definition)
+GRANT SELECT, UPDATE (lease_owner, lease_token, lease_expires_at) ON loanq_task TO LOANQ_SUPERVISOR
+-- log, serve and cancel requests
+GRANT SELECT, INSERT, UPDATE (assigned, status, served_at, pooled) ON loanq_work_request TO LOANQ_SUPERVISOR
+-- assign loans; dispose of them
+GRANT SELECT, INSERT, UPDATE (disposition, disposed_at, return_at, disposed_by) ON loanq_work TO LOANQ_SUPERVISOR
+-- log criteria-query runs
+GRANT SELECT, INSERT ON loanq_query_run TO LOANQ_SUPERVISOR
+-- the per-user cap's lock rows (strategy rows); UPDATE only to lock them
+GRANT SELECT, INSERT, UPDATE (task_id) ON loanq_task_user TO LOANQ_SUPERVISOR
+-- candidate pools: claim, drop and refill candidates (nothing in a pool is trusted: each is rechecked by key)
+GRANT SELECT, INSERT, UPDATE, DELETE ON loanq_pool TO LOANQ_SUPERVISOR
+-- lock run: named leases (MySQL names the key column in its insert-or-keep)
+GRANT SELECT, INSERT, UPDATE (name, holder, token, taken_at, expires_at) ON loanq_lock TO LOANQ_SUPERVISOR
+-- who the account may act as (docs/security.md)
+GRANT EXECUTE ON loanq_may_act_as TO LOANQ_SUPERVISOR
+MERGE INTO loanq_account a
+USING (SELECT 'LOANQ_SUPERVISOR' AS account, NULL AS user_name, 1 AS trusted FROM dual) s ON (a.account = s.account)
+WHEN MATCHED THEN UPDATE SET a.user_name = s.user_name, a.trusted = s.trusted,
+    a.granted_by = SYS_CONTEXT('USERENV', 'SESSION_USER'), a.granted_at = SYS_EXTRACT_UTC(SYSTIMESTAMP)
+WHEN NOT MATCHED THEN INSERT (account, user_name, trusted, granted_by, granted_at)
+    VALUES (s.account, s.user_name, s.trusted, SYS_CONTEXT('USERENV', 'SESSION_USER'), SYS_EXTRACT_UTC(SYSTIMESTAMP))
+-- strategy rows: the claim calls the owner's cursor procedure and reads the keys it locked
+GRANT EXECUTE ON loanq_lock_rows TO LOANQ_SUPERVISOR
+GRANT SELECT ON loanq_rows_locked TO LOANQ_SUPERVISOR
+-- source acc_loan (key loan_no): SELECT lets Oracle lock rows (FOR UPDATE SKIP LOCKED); READ would not
+GRANT SELECT ON acc_loan TO LOANQ_SUPERVISOR
+
+-- role dashboard
+-- loanq grants: role dashboard for account LOANQ_DASHBOARD (Oracle); run as the owner of loanq's tables
+-- privileges given before stay: REVOKE them first (Oracle refuses to REVOKE what was never granted,
+-- so the script does not); USER_TAB_PRIVS_MADE lists them
+-- every command checks the schema version first
+GRANT SELECT ON loanq_schema_version TO LOANQ_DASHBOARD
+-- who may act as whom (read by the identity check)
+GRANT SELECT ON loanq_account TO LOANQ_DASHBOARD
+-- tasks
+GRANT SELECT ON loanq_task TO LOANQ_DASHBOARD
+-- pending requests
+GRANT SELECT ON loanq_work_request TO LOANQ_DASHBOARD
+-- active work and dispositions
+GRANT SELECT ON loanq_work TO LOANQ_DASHBOARD
+-- criteria-query runs
+GRANT SELECT ON loanq_query_run TO LOANQ_DASHBOARD
+-- lock list
+GRANT SELECT ON loanq_lock TO LOANQ_DASHBOARD
+-- candidate pools
+GRANT SELECT ON loanq_pool TO LOANQ_DASHBOARD
+-- who the account may act as (docs/security.md)
+GRANT EXECUTE ON loanq_may_act_as TO LOANQ_DASHBOARD
+DELETE FROM loanq_account WHERE account = 'LOANQ_DASHBOARD'
+
+-- role refresher
+-- loanq grants: role refresher for account LOANQ_REFRESHER (Oracle); run as the owner of loanq's tables
+-- privileges given before stay: REVOKE them first (Oracle refuses to REVOKE what was never granted,
+-- so the script does not); USER_TAB_PRIVS_MADE lists them
+-- every command checks the schema version first
+GRANT SELECT ON loanq_schema_version TO LOANQ_REFRESHER
+-- who may act as whom (read by the identity check)
+GRANT SELECT ON loanq_account TO LOANQ_REFRESHER
+-- read tasks; take the task lock or lease (not change a definition)
+GRANT SELECT, UPDATE (lease_owner, lease_token, lease_expires_at) ON loanq_task TO LOANQ_REFRESHER
+-- log, serve and cancel requests
+GRANT SELECT, INSERT, UPDATE (assigned, status, served_at, pooled) ON loanq_work_request TO LOANQ_REFRESHER
+-- assign loans; dispose of them
+GRANT SELECT, INSERT, UPDATE (disposition, disposed_at, return_at, disposed_by) ON loanq_work TO LOANQ_REFRESHER
+-- log criteria-query runs
+GRANT SELECT, INSERT ON loanq_query_run TO LOANQ_REFRESHER
+-- the per-user cap's lock rows (strategy rows); UPDATE only to lock them
+GRANT SELECT, INSERT, UPDATE (task_id) ON loanq_task_user TO LOANQ_REFRESHER
+-- candidate pools: claim, drop and refill candidates (nothing in a pool is trusted: each is rechecked by key)
+GRANT SELECT, INSERT, UPDATE, DELETE ON loanq_pool TO LOANQ_REFRESHER
+-- lock run: named leases (MySQL names the key column in its insert-or-keep)
+GRANT SELECT, INSERT, UPDATE (name, holder, token, taken_at, expires_at) ON loanq_lock TO LOANQ_REFRESHER
+-- who the account may act as (docs/security.md)
+GRANT EXECUTE ON loanq_may_act_as TO LOANQ_REFRESHER
+DELETE FROM loanq_account WHERE account = 'LOANQ_REFRESHER'
+-- strategy rows: the claim calls the owner's cursor procedure and reads the keys it locked
+GRANT EXECUTE ON loanq_lock_rows TO LOANQ_REFRESHER
+GRANT SELECT ON loanq_rows_locked TO LOANQ_REFRESHER
+-- source acc_loan (key loan_no): SELECT lets Oracle lock rows (FOR UPDATE SKIP LOCKED); READ would not
+GRANT SELECT ON acc_loan TO LOANQ_REFRESHER
+
+-- role serve
+-- loanq grants: role serve for account LOANQ_SERVE (Oracle); run as the owner of loanq's tables
+-- privileges given before stay: REVOKE them first (Oracle refuses to REVOKE what was never granted,
+-- so the script does not); USER_TAB_PRIVS_MADE lists them
+-- every command checks the schema version first
+GRANT SELECT ON loanq_schema_version TO LOANQ_SERVE
+-- who may act as whom (read by the identity check)
+GRANT SELECT ON loanq_account TO LOANQ_SERVE
+-- read tasks; take the task lock or lease (not change a definition)
+GRANT SELECT, UPDATE (lease_owner, lease_token, lease_expires_at) ON loanq_task TO LOANQ_SERVE
+-- log, serve and cancel requests
+GRANT SELECT, INSERT, UPDATE (assigned, status, served_at, pooled) ON loanq_work_request TO LOANQ_SERVE
+-- assign loans; dispose of them
+GRANT SELECT, INSERT, UPDATE (disposition, disposed_at, return_at, disposed_by) ON loanq_work TO LOANQ_SERVE
+-- log criteria-query runs
+GRANT SELECT, INSERT ON loanq_query_run TO LOANQ_SERVE
+-- the per-user cap's lock rows (strategy rows); UPDATE only to lock them
+GRANT SELECT, INSERT, UPDATE (task_id) ON loanq_task_user TO LOANQ_SERVE
+-- candidate pools: claim, drop and refill candidates (nothing in a pool is trusted: each is rechecked by key)
+GRANT SELECT, INSERT, UPDATE, DELETE ON loanq_pool TO LOANQ_SERVE
+-- lock run: named leases (MySQL names the key column in its insert-or-keep)
+GRANT SELECT, INSERT, UPDATE (name, holder, token, taken_at, expires_at) ON loanq_lock TO LOANQ_SERVE
+-- authenticate API calls by token hash
+GRANT SELECT ON loanq_api_token TO LOANQ_SERVE
+-- who the account may act as (docs/security.md)
+GRANT EXECUTE ON loanq_may_act_as TO LOANQ_SERVE
+MERGE INTO loanq_account a
+USING (SELECT 'LOANQ_SERVE' AS account, NULL AS user_name, 1 AS trusted FROM dual) s ON (a.account = s.account)
+WHEN MATCHED THEN UPDATE SET a.user_name = s.user_name, a.trusted = s.trusted,
+    a.granted_by = SYS_CONTEXT('USERENV', 'SESSION_USER'), a.granted_at = SYS_EXTRACT_UTC(SYSTIMESTAMP)
+WHEN NOT MATCHED THEN INSERT (account, user_name, trusted, granted_by, granted_at)
+    VALUES (s.account, s.user_name, s.trusted, SYS_CONTEXT('USERENV', 'SESSION_USER'), SYS_EXTRACT_UTC(SYSTIMESTAMP))
+-- strategy rows: the claim calls the owner's cursor procedure and reads the keys it locked
+GRANT EXECUTE ON loanq_lock_rows TO LOANQ_SERVE
+GRANT SELECT ON loanq_rows_locked TO LOANQ_SERVE
+-- source acc_loan (key loan_no): SELECT lets Oracle lock rows (FOR UPDATE SKIP LOCKED); READ would not
+GRANT SELECT ON acc_loan TO LOANQ_SERVE
