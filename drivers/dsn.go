@@ -36,8 +36,15 @@ func ParseDSN(raw string) (Driver, dsn.DSN, error) {
 			}
 		}
 	}
-	if ok && strings.Contains(raw, "://") {
-		return nil, dsn.DSN{}, problem.Usagef("unknown database scheme %q in %s: use one of %s", scheme, dsn.RedactLoose(raw), strings.Join(KnownSchemes(), ", "))
+	if ok {
+		// A scheme loanq does not take ("jdbc:oracle:thin:@db:1521/ORCL",
+		// "pg://…"). Only the scheme is shown: in a foreign format, where
+		// the password is (userinfo, ?password=, "user/pass@") cannot be told.
+		err := problem.Usagef("unknown database scheme %q in %s:…: loanq takes %s, or a path ending in .db", scheme, scheme, strings.Join(KnownSchemes(), ", "))
+		if scheme == "jdbc" {
+			err = problem.WithHint(err, "loanq reads no JDBC URLs: write jdbc:oracle:thin:@HOST:PORT/SERVICE as oracle://USER:PASS@HOST:PORT/SERVICE, jdbc:postgresql://HOST/DB as postgres://USER@HOST/DB, jdbc:mysql://HOST/DB as mysql://USER:PASS@HOST/DB; README.md, \"Connecting to a server\"")
+		}
+		return nil, dsn.DSN{}, err
 	}
 	return nil, dsn.DSN{}, problem.Usagef("malformed database DSN %q: expected %s, or a path ending in .db", dsn.RedactLoose(raw), strings.Join(KnownSchemes(), ", "))
 }

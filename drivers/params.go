@@ -58,6 +58,11 @@ type FloorParams struct {
 	Floor int64 `bind:"floor"`
 }
 
+// UserParams is a user name.
+type UserParams struct {
+	User string `bind:"user"`
+}
+
 // TaskUserParams is a task and one of its users.
 type TaskUserParams struct {
 	TaskID int64  `bind:"task_id"`
@@ -116,6 +121,7 @@ type TaskUpdateParams struct {
 	LeaseTTLMS   int64         `bind:"lease_ttl_ms"`
 	HoldLimitMS  sql.NullInt64 `bind:"hold_limit_ms"` // NULL: derived
 	MaxHoldMS    sql.NullInt64 `bind:"max_hold_ms"`   // NULL: never expires
+	UpdatedBy    string        `bind:"updated_by"`
 }
 
 // TaskMaxHoldParams sets a task's max hold.
@@ -207,6 +213,7 @@ type QueryRunParams struct {
 	RowsFound      int    `bind:"rows_found"`
 	RequestsServed int    `bind:"requests_served"`
 	LoansAssigned  int    `bind:"loans_assigned"`
+	Pooled         int    `bind:"pooled"` // candidates the run put in the task's pool (0: none)
 }
 
 // DisposeLoanParams ends a user's active assignment of a loan in a task.
@@ -329,4 +336,69 @@ type ClaimParams struct {
 type RecheckParams struct {
 	TaskID int64  `bind:"task_id"`
 	IDs    string `bind:"ids"`
+}
+
+// TaskPrefetchParams sets a task's candidate pool (NULLs: no pool).
+type TaskPrefetchParams struct {
+	ID       int64         `bind:"id"`
+	Prefetch sql.NullInt64 `bind:"prefetch"`
+	TTLMS    sql.NullInt64 `bind:"ttl_ms"`
+	Low      sql.NullInt64 `bind:"low"`
+}
+
+// PoolClaimParams claims up to Limit fresh candidates of a task's pool.
+type PoolClaimParams struct {
+	TaskID int64 `bind:"task_id"`
+	TTLMS  int64 `bind:"ttl_ms"`
+	Limit  int   `bind:"limit"`
+}
+
+// PoolIDsParams names candidates of a task's pool by key (a JSON array).
+type PoolIDsParams struct {
+	TaskID int64  `bind:"task_id"`
+	IDs    string `bind:"ids"`
+}
+
+// PoolFillParams puts candidates in a task's pool: a JSON array of
+// [loan_id, 0, ""] in criteria order, placed after Offset.
+type PoolFillParams struct {
+	TaskID     int64  `bind:"task_id"`
+	Offset     int    `bind:"offset"`
+	Candidates string `bind:"candidates"`
+}
+
+// TaskTTLParams is a task and its pool's time to live.
+type TaskTTLParams struct {
+	TaskID int64 `bind:"task_id"`
+	TTLMS  int64 `bind:"ttl_ms"`
+}
+
+// PruneBoundsParams is the history a prune looks at: rows older than age_ms
+// (by the database clock), of one task or of every task (task_id 0).
+type PruneBoundsParams struct {
+	TaskID int64 `bind:"task_id"`
+	AgeMS  int64 `bind:"age_ms"`
+}
+
+// PruneBatchParams is one batch of a prune: up to limit ids after after and
+// up to upto (a primary-key range), of rows older than age_ms, of one task
+// or of every task (task_id 0).
+type PruneBatchParams struct {
+	TaskID int64 `bind:"task_id"`
+	AgeMS  int64 `bind:"age_ms"`
+	After  int64 `bind:"after"`
+	Upto   int64 `bind:"upto"`
+	Limit  int   `bind:"limit"`
+}
+
+// PruneIDsParams is a batch of ids as a JSON array text ("[3,7,9]") and the
+// prune's age in milliseconds.
+type PruneIDsParams struct {
+	IDs   string `bind:"ids"`
+	AgeMS int64  `bind:"age_ms"`
+}
+
+// IDListParams is a batch of ids as a JSON array text ("[3,7,9]").
+type IDListParams struct {
+	IDs string `bind:"ids"`
 }

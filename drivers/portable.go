@@ -8,12 +8,19 @@ import (
 // taskColumns are the columns every task read selects, in the order the
 // engine scans them.
 const taskColumns = `id, name, source_table, key_column, criteria, order_by, max_active,
-       lock_strategy, query_delay_ms, lease_ttl_ms, created_by, created_at, hold_limit_ms, max_hold_ms`
+       lock_strategy, query_delay_ms, lease_ttl_ms, created_by, created_at, hold_limit_ms, max_hold_ms,
+       prefetch, prefetch_ttl_ms, prefetch_low`
 
 // RunDurationBucketsMS are the upper bounds, in milliseconds, of the buckets
 // of the criteria-run duration histogram (`loanq serve`'s /metrics): from a
 // fast indexed query to the 30 s-and-more queries loanq is built for.
 var RunDurationBucketsMS = []int64{10, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000, 60000, 120000}
+
+// PruneKeepRuns is how many of a task's latest criteria-query runs a prune
+// always keeps, however old: the engine sizes its hold limit and coalescing
+// from the latest 10, and the dashboard charts the latest 40. Written as a
+// literal in PruneRunBounds (statements are fixed text; a test compares).
+const PruneKeepRuns = 40
 
 // Portable returns the statements as every database says them, in the
 // dialect vocabulary of Dialect. Statements no portable form fits are left
@@ -73,8 +80,8 @@ SELECT {{integer ":task_id"}}, a.loan_id, a.user_name, a.request_id, {{now}}
 FROM ({{assignmentsFromJSON ":assignments"}}) a
 ORDER BY a.n`},
 		QueryRunInsert: Stmt[QueryRunParams]{SQL: `INSERT INTO loanq_query_run (task_id, strategy, holder, started_at, duration_ms,
-       rows_found, requests_served, loans_assigned)
-VALUES (:task_id, :strategy, :holder, {{nowMinusMs ":started_ago_ms"}}, :duration_ms, :rows_found, :requests_served, :loans_assigned)`},
+       rows_found, requests_served, loans_assigned, pooled)
+VALUES (:task_id, :strategy, :holder, {{nowMinusMs ":started_ago_ms"}}, :duration_ms, :rows_found, :requests_served, :loans_assigned, :pooled)`},
 
 		ActiveWork: Stmt[TaskLoanParams]{SQL: `SELECT id, user_name FROM loanq_work WHERE task_id = :task_id AND loan_id = :loan_id AND disposition IS NULL`},
 		LastWork: Stmt[TaskLoanParams]{SQL: `SELECT disposition, user_name FROM loanq_work WHERE task_id = :task_id AND loan_id = :loan_id
@@ -216,6 +223,8 @@ FROM loanq_work WHERE task_id = :task_id AND disposition IS NOT NULL ORDER BY id
 WHERE id = :id AND user_name = :user AND status = 'pending'`},
 
 		TaskSetMaxHold: Stmt[TaskMaxHoldParams]{SQL: `UPDATE loanq_task SET max_hold_ms = :max_hold_ms WHERE id = :id`},
+		TaskVerdictSet: Stmt[TaskVerdictParams]{SQL: `UPDATE loanq_task SET lock_verdict = :verdict WHERE id = :id`},
+		TaskVerdictGet: Stmt[IDParams]{SQL: `SELECT lock_verdict FROM loanq_task WHERE id = :id`},
 		WorkExpire: Stmt[WorkExpireParams]{SQL: `UPDATE loanq_work SET disposition = 'expired', disposed_at = {{now}}
 WHERE task_id = :task_id AND disposition IS NULL AND assigned_at <= {{nowMinusMs ":max_hold_ms"}}`},
 		WorkOlder: Stmt[WorkOlderParams]{SQL: `SELECT id, loan_id, user_name, assigned_at, {{age "assigned_at"}}
@@ -225,6 +234,28 @@ WHERE task_id = :task_id AND disposition IS NULL AND (:user = '' OR user_name = 
 ORDER BY assigned_at, id`},
 		WorkReclaim: Stmt[WorkReclaimParams]{SQL: `UPDATE loanq_work SET disposition = 'reclaimed', disposed_at = {{now}}, disposed_by = :supervisor
 WHERE id = :id AND disposition IS NULL`},
+
+		TaskSetPrefetch: Stmt[TaskPrefetchParams]{SQL: `UPDATE loanq_task SET prefetch = :prefetch, prefetch_ttl_ms = :ttl_ms, prefetch_low = :low WHERE id = :id`},
+		// The order index (task_id, pos) gives the pool in order; the row
+		// limit stops the locking read after :limit rows it could lock.
+		PoolClaim: Stmt[PoolClaimParams]{SQL: `SELECT loan_id FROM loanq_pool
+WHERE task_id = :task_id AND filled_at > {{nowMinusMs ":ttl_ms"}}
+ORDER BY pos {{limit ":limit"}}
+FOR UPDATE SKIP LOCKED`},
+		PoolDrop:  Stmt[PoolIDsParams]{SQL: `DELETE FROM loanq_pool WHERE task_id = :task_id AND {{inIDs "loan_id" ":ids"}}`},
+		PoolClear: Stmt[TaskParams]{SQL: `DELETE FROM loanq_pool WHERE task_id = :task_id`},
+		PoolFill: Stmt[PoolFillParams]{SQL: `INSERT INTO loanq_pool (task_id, loan_id, pos, filled_at)
+SELECT {{integer ":task_id"}}, a.loan_id, a.n + :offset, {{now}}
+FROM ({{assignmentsFromJSON ":candidates"}}) a`},
+		PoolStats: Stmt[TaskTTLParams]{SQL: `SELECT
+  (SELECT COUNT(*) FROM loanq_pool WHERE task_id = :task_id AND filled_at > {{nowMinusMs ":ttl_ms"}}),
+  (SELECT {{age "MIN(filled_at)"}} FROM loanq_pool WHERE task_id = :task_id AND filled_at > {{nowMinusMs ":ttl_ms"}}),
+  (SELECT COUNT(*) FROM loanq_work_request WHERE task_id = :task_id AND pooled = 1),
+  (SELECT COUNT(*) FROM loanq_query_run WHERE task_id = :task_id AND pooled > 0)`},
+		PoolKeys:    Stmt[TaskParams]{SQL: `SELECT loan_id FROM loanq_pool WHERE task_id = :task_id`},
+		ActiveAmong: Stmt[PoolIDsParams]{SQL: `SELECT loan_id FROM loanq_work WHERE task_id = :task_id AND disposition IS NULL AND {{inIDs "loan_id" ":ids"}}`},
+		RequestFinishPooled: Stmt[RequestFinishParams]{SQL: `UPDATE loanq_work_request SET assigned = :assigned, status = :status, served_at = {{now}}, pooled = 1
+WHERE id = :id AND status = 'pending'`},
 
 		TaskUpdate: Stmt[TaskUpdateParams]{SQL: `UPDATE loanq_task
 SET source_table = :source,
@@ -236,7 +267,9 @@ SET source_table = :source,
     query_delay_ms = :query_delay_ms,
     lease_ttl_ms = :lease_ttl_ms,
     hold_limit_ms = :hold_limit_ms,
-    max_hold_ms = :max_hold_ms
+    max_hold_ms = :max_hold_ms,
+    updated_by = :updated_by,
+    updated_at = {{now}}
 WHERE id = :id`},
 
 		RequestsByUser:  Stmt[TaskParams]{SQL: `SELECT user_name, status, COUNT(*) FROM loanq_work_request WHERE task_id = :task_id GROUP BY user_name, status`},
@@ -283,6 +316,53 @@ WHERE (status = 'assigned' AND assigned <> requested)
 		DashRunHistogram:      Stmt[FloorParams]{SQL: runHistogram(">=")},
 		DashRunHistogramBelow: Stmt[FloorParams]{SQL: runHistogram("<")},
 		DashRunMaxID:          Stmt[NoParams]{SQL: `SELECT MAX(id) FROM loanq_query_run`},
+
+		// Retention. The bounds are ranges of the indexes of migration 00009;
+		// the batches are primary-key ranges; the deletes go by id.
+		PruneRequestBounds: Stmt[PruneBoundsParams]{SQL: `SELECT MIN(id), MAX(id) FROM loanq_work_request
+WHERE served_at < {{nowMinusMs ":age_ms"}} AND (:task_id = 0 OR task_id = :task_id)`},
+		PruneRequestBatch: Stmt[PruneBatchParams]{SQL: `SELECT r.id FROM loanq_work_request r
+WHERE r.id > :after AND r.id <= :upto AND r.served_at < {{nowMinusMs ":age_ms"}}
+  AND (:task_id = 0 OR r.task_id = :task_id)
+  AND NOT EXISTS (
+    SELECT 1 FROM loanq_work w
+    WHERE w.request_id = r.id
+      AND (w.disposition IS NULL
+           OR w.disposition = 'never'
+           OR (w.disposition = 'return' AND w.return_at > {{now}})
+           OR w.disposed_at >= {{nowMinusMs ":age_ms"}}))
+ORDER BY r.id {{limit ":limit"}}`},
+		PruneWorkCount: Stmt[IDListParams]{SQL: `SELECT COUNT(*) FROM loanq_work WHERE {{inIDs "request_id" ":ids"}}`},
+		PruneWork: Stmt[PruneIDsParams]{SQL: `DELETE FROM loanq_work
+WHERE {{inIDs "request_id" ":ids"}}
+  AND disposition IS NOT NULL AND disposition <> 'never'
+  AND (return_at IS NULL OR return_at <= {{now}})
+  AND disposed_at < {{nowMinusMs ":age_ms"}}`},
+		PruneRequests: Stmt[IDListParams]{SQL: `DELETE FROM loanq_work_request
+WHERE {{inIDs "id" ":ids"}} AND status <> 'pending'
+  AND NOT EXISTS (SELECT 1 FROM loanq_work w WHERE w.request_id = loanq_work_request.id)`},
+		PruneRunBounds: Stmt[PruneBoundsParams]{SQL: `SELECT MIN(id), MAX(id) FROM loanq_query_run
+WHERE task_id = :task_id AND started_at < {{nowMinusMs ":age_ms"}}
+  AND id < (SELECT MIN(id) FROM (
+    SELECT id FROM loanq_query_run WHERE task_id = :task_id ORDER BY id DESC {{limit "40"}}) k)`},
+		PruneRunBatch: Stmt[PruneBatchParams]{SQL: `SELECT id FROM loanq_query_run
+WHERE task_id = :task_id AND id > :after AND id <= :upto AND started_at < {{nowMinusMs ":age_ms"}}
+ORDER BY id {{limit ":limit"}}`},
+		PruneRuns: Stmt[PruneIDsParams]{SQL: `DELETE FROM loanq_query_run
+WHERE {{inIDs "id" ":ids"}} AND started_at < {{nowMinusMs ":age_ms"}}`},
+
+		TokenInsert: Stmt[TokenInsertParams]{SQL: `INSERT INTO loanq_api_token (user_name, role, token_hash, created_by, created_at, expires_at)
+VALUES (:user, :role, :hash, :created_by, {{now}}, {{nowPlusMs ":expires_ms"}}){{returningID}}`},
+		TokenAuth: Stmt[HashParams]{SQL: `SELECT id, user_name, role FROM loanq_api_token
+WHERE token_hash = :hash AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > {{now}})`},
+		TokenList: Stmt[NoParams]{SQL: `SELECT id, user_name, role, created_by, {{age "created_at"}},
+       CASE WHEN revoked_at IS NOT NULL THEN 'revoked'
+            WHEN expires_at IS NOT NULL AND expires_at <= {{now}} THEN 'expired' ELSE 'active' END,
+       CASE WHEN revoked_at IS NULL AND expires_at > {{now}} THEN -({{age "expires_at"}}) END,
+       revoked_by
+FROM loanq_api_token ORDER BY id`},
+		TokenRevoke: Stmt[TokenRevokeParams]{SQL: `UPDATE loanq_api_token SET revoked_at = {{now}}, revoked_by = :by
+WHERE id = :id AND revoked_at IS NULL`},
 	}
 }
 

@@ -373,6 +373,10 @@ type Statements struct {
 
 	// TaskSetMaxHold takes: max_hold_ms (NULL: none), task id.
 	TaskSetMaxHold Stmt[TaskMaxHoldParams] `purpose:"set a task's max hold (age past which active work expires)"`
+	// TaskVerdictSet takes: the lock probe's verdict (`task create|update
+	// --lock rows`; docs/algorithm.md), task id. TaskVerdictGet takes: task id.
+	TaskVerdictSet Stmt[TaskVerdictParams] `purpose:"keep the rows lock probe's verdict of a task"`
+	TaskVerdictGet Stmt[IDParams]          `purpose:"read the rows lock probe's verdict of a task (task show)"`
 	// WorkExpire takes: task id, max hold in ms. Ends the task's active work
 	// assigned at least that long ago (database clock) as 'expired'; run by
 	// the engine inside its serving transaction, under the task lock.
@@ -389,7 +393,7 @@ type Statements struct {
 
 	// TaskUpdate takes: source, key, criteria, order, max_active (NULL: no
 	// cap), lock strategy, query_delay_ms, lease_ttl_ms, hold_limit_ms (NULL:
-	// derived), max_hold_ms (NULL: never), task id. A row-lock holder keeps
+	// derived), max_hold_ms (NULL: never), who updates it, task id. A row-lock holder keeps
 	// the task row locked while it serves, so the update waits for it.
 	TaskUpdate Stmt[TaskUpdateParams] `purpose:"change a task's definition (task update)"`
 
@@ -434,6 +438,86 @@ type Statements struct {
 	DashRunHistogram      Stmt[FloorParams] `purpose:"dashboard: criteria runs per task and duration bucket, from the floor id up"`
 	DashRunHistogramBelow Stmt[FloorParams] `purpose:"dashboard: criteria runs per task and duration bucket, below the floor id (hourly)"`
 	DashRunMaxID          Stmt[NoParams]    `purpose:"dashboard: the highest criteria-run id (the floor)"`
+
+	// --- the candidate pool (docs/algorithm.md, "The candidate pool") ---
+
+	TaskSetPrefetch Stmt[TaskPrefetchParams] `purpose:"set a task's candidate pool (--prefetch, --prefetch-ttl, --prefetch-low)"`
+	// PoolClaim locks the first fresh candidates of the task's pool in
+	// order, passing over those other claimers hold. Answers loan_id.
+	PoolClaim Stmt[PoolClaimParams] `purpose:"pool: lock the first fresh candidates nobody else is claiming" empty:"the driver claims pool rows through its cursor procedure (drivers.PoolLocker)"`
+	PoolDrop  Stmt[PoolIDsParams]   `purpose:"pool: remove claimed candidates, assigned or stale"`
+	PoolClear Stmt[TaskParams]      `purpose:"pool: empty a task's pool before a refill (and at task delete)"`
+	PoolFill  Stmt[PoolFillParams]  `purpose:"pool: put a criteria run's leftover candidates in the pool, in order"`
+	// PoolStats answers: fresh candidates, seconds since the oldest fresh
+	// one was found (NULL: none), requests served from the pool, runs that
+	// refilled it.
+	PoolStats           Stmt[TaskTTLParams]       `purpose:"pool: size, age, hits and refills of a task's pool"`
+	RequestFinishPooled Stmt[RequestFinishParams] `purpose:"pool: set the outcome of a request served from the pool"`
+	// ActiveAmong answers which of the keys are active in the task now.
+	ActiveAmong Stmt[PoolIDsParams] `purpose:"pool: which of a round's loans were assigned from the pool while its query ran"`
+	PoolKeys    Stmt[TaskParams]    `purpose:"pool: every candidate key of a task's pool (a round reads those claims hold)"`
+
+	// --- who may act as whom (docs/security.md) ---
+
+	// Identity answers one row: the connection's account, 1 when it may act
+	// as :user (0 otherwise), and the user name an admin mapped to the
+	// account (NULL when none). The database's own rule, loanq_may_act_as, is
+	// the one its policies or triggers apply to every write.
+	Identity Stmt[UserParams] `purpose:"who this connection's account is and whether it may act as a user" empty:"no database accounts (SQLite): the file's permissions are the boundary"`
+
+	// --- history retention: `loanq prune` (docs/retention.md) ---
+	//
+	// A request goes with all its work rows or stays whole (so a closed
+	// request's assigned count still matches its rows: AuditCountMismatch).
+	// It goes when it was closed more than age_ms ago and none of its rows
+	// still decides eligibility or is recent: active, 'never', a return whose
+	// time is still ahead, or ended less than age_ms ago. Each batch's ids
+	// are read first (a read that locks nothing), then deleted by id in
+	// short transactions (the work rows, then the requests: dispatch/prune.go
+	// says why two); ended rows never change again, so what the read found
+	// prunable still is at the delete, which checks it again anyway.
+
+	// PruneRequestBounds takes: task id (0: all), age ms. Columns: the lowest
+	// and highest id of the requests closed more than age ms ago (NULL when
+	// none): the batches walk the primary key between them.
+	PruneRequestBounds Stmt[PruneBoundsParams] `purpose:"prune: id range of the requests closed before the cutoff"`
+	// PruneRequestBatch takes: task id (0: all), age ms, after, upto, limit.
+	// Columns: id; the next prunable requests after the id after, in id order.
+	PruneRequestBatch Stmt[PruneBatchParams] `purpose:"prune: the next batch of requests that can go with all their work rows"`
+	// PruneWorkCount takes: ids. Columns: how many work rows those requests
+	// have (--dry-run).
+	PruneWorkCount Stmt[IDListParams] `purpose:"prune --dry-run: work rows of a batch of requests"`
+	// PruneWork takes: ids, age ms. Deletes the ended, no longer deciding
+	// work rows of those requests.
+	PruneWork Stmt[PruneIDsParams] `purpose:"prune: delete the work rows of a batch of requests"`
+	// PruneRequests takes: ids. Deletes those closed requests that have no
+	// work row left. Sent after PruneWork's transaction has committed.
+	PruneRequests Stmt[IDListParams] `purpose:"prune: delete a batch of closed requests left without work rows"`
+	// PruneRunBounds takes: task id, age ms. Columns: the lowest and highest
+	// id of the task's criteria-query runs started more than age ms ago,
+	// leaving out its PruneKeepRuns latest runs (NULL when none).
+	PruneRunBounds Stmt[PruneBoundsParams] `purpose:"prune: id range of a task's old criteria-query runs, its latest ones left out"`
+	// PruneRunBatch takes: task id, age ms, after, upto, limit. Columns: id.
+	PruneRunBatch Stmt[PruneBatchParams] `purpose:"prune: the next batch of a task's old criteria-query runs"`
+	// PruneRuns takes: ids, age ms. Deletes those criteria-query runs.
+	PruneRuns Stmt[PruneIDsParams] `purpose:"prune: delete a batch of criteria-query runs"`
+
+	// --- API tokens of `loanq serve --api --auth token` (docs/api.md) ---
+
+	// TokenInsert takes: user, role, the token's SHA-256 (hex), who issues
+	// it, validity in ms (NULL: no expiry); returns the new id. The token
+	// itself is never stored.
+	TokenInsert Stmt[TokenInsertParams] `purpose:"api: issue a token (only its hash is kept)"`
+	// TokenAuth takes: hash. The token's id, user and role when it is
+	// neither revoked nor expired (database clock); no row otherwise.
+	TokenAuth Stmt[HashParams] `purpose:"api: authenticate a call by its token's hash"`
+	// TokenList takes nothing. Columns: id, user, role, created_by, age in
+	// seconds, state ('active', 'expired', 'revoked'), seconds left before
+	// expiry (NULL: none or past), revoked_by.
+	TokenList Stmt[NoParams] `purpose:"api: list tokens (never the tokens themselves)"`
+	// TokenRevoke takes: who revokes it, id. 0 rows: no such token, or
+	// already revoked.
+	TokenRevoke Stmt[TokenRevokeParams] `purpose:"api: revoke a token"`
 }
 
 // Named is one statement with its purpose.

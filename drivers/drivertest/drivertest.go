@@ -222,7 +222,7 @@ func oneActive(t *testing.T, ctx context.Context, d drivers.Driver, db *sql.DB) 
 	}
 	// The same loan in another task is independent.
 	task2, req2 := fixture(t, ctx, d, db, "suite-active-2")
-	if err := assign(task2, req2, "carol"); err != nil {
+	if err := assign(task2, req2, "alice"); err != nil { // req2 is alice's: a work row serves its user's request
 		t.Fatalf("same loan in another task: %v", err)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"database/sql"
 	"errors"
 	"io/fs"
+	"strings"
 
 	gomysql "github.com/go-sql-driver/mysql"
 	"github.com/pressly/goose/v3/database"
@@ -109,6 +110,21 @@ func (*Driver) IsDeadlock(err error) bool { return errNumber(err) == 1213 }
 
 // IsUniqueViolation: 1062 ER_DUP_ENTRY.
 func (*Driver) IsUniqueViolation(err error) bool { return errNumber(err) == 1062 }
+
+// IsPermissionDenied: 1142 ER_TABLEACCESS_DENIED_ERROR, 1143
+// ER_COLUMNACCESS_DENIED_ERROR, 1370 ER_PROCACCESS_DENIED_ERROR, and 1644
+// ER_SIGNAL_EXCEPTION raised by loanq's identity triggers (their message
+// starts with "loanq:"; migration 00008).
+func (*Driver) IsPermissionDenied(err error) bool {
+	switch errNumber(err) {
+	case 1142, 1143, 1370:
+		return true
+	case 1644:
+		var me *gomysql.MySQLError
+		return errors.As(err, &me) && strings.HasPrefix(me.Message, "loanq:")
+	}
+	return false
+}
 
 func errNumber(err error) uint16 {
 	var me *gomysql.MySQLError

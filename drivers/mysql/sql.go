@@ -58,9 +58,23 @@ func (dialect) InsertID(ctx context.Context, q drivers.Querier, query string, ar
 	return res.LastInsertId()
 }
 
+// pruneIDs is a prune batch's id list as a table j(id).
+const pruneIDs = "JSON_TABLE(:ids, '$[*]' COLUMNS (id BIGINT PATH '$')) AS j"
+
 // The statements MySQL and MariaDB say their own way; every other one is
 // the portable form of drivers.Portable.
 var statements = drivers.Build(dialect{}, func(s *drivers.Statements) {
+	// A join that looks each key up by primary key: a DELETE with an IN
+	// subquery may scan the task's pool rows instead, and wait for rows
+	// other claims hold (a lock cycle with a refilling round).
+	s.PoolDrop.SQL = `DELETE p FROM JSON_TABLE(:ids, '$[*]' COLUMNS (id BIGINT PATH '$')) AS j
+JOIN loanq_pool p ON p.task_id = :task_id AND p.loan_id = j.id`
+	// Who may act as whom: loanq_may_act_as is migration 00008's rule, the
+	// one its triggers apply to every write. The account is USER()'s user
+	// part: the account as the client logged in, not the definer.
+	s.Identity.SQL = `SELECT SUBSTRING_INDEX(USER(), '@', 1), CASE WHEN loanq_may_act_as(:user) THEN 1 ELSE 0 END,
+       (SELECT user_name FROM loanq_account WHERE account = SUBSTRING_INDEX(USER(), '@', 1))`
+
 	// Wake-ups (docs/algorithm.md, "Waiting"). innodb_lock_wait_timeout is
 	// a session variable in whole seconds: the waiter sets it on its own
 	// connection and puts the saved value back after its transaction.
@@ -124,6 +138,29 @@ GROUP BY r.task_id`
        COUNT(CASE WHEN {{age "w.assigned_at"}} >= :hold_s THEN 1 END)
 FROM loanq_task t JOIN loanq_work w ON w.task_id = t.id AND w.active_loan_id IS NOT NULL
 GROUP BY w.task_id, w.user_name`
+
+	// Retention (`loanq prune`). A single-table DELETE … WHERE x IN
+	// (SELECT … FROM JSON_TABLE(…)) is not turned into a join by MariaDB
+	// 10.11: it scanned the whole table, locking every row it passed, and
+	// waited for the processors' locks on their active rows. A multi-table
+	// DELETE joining the id list reaches each row through its index; the
+	// join order and the index are forced, as on a freshly filled table the
+	// planner's statistics may say a scan is cheaper, and a scan locks (and
+	// waits for) the processors' active rows it passes.
+	s.PruneWorkCount.SQL = `SELECT COUNT(*) FROM ` + pruneIDs + `
+STRAIGHT_JOIN loanq_work w FORCE INDEX (loanq_work_request_ix) ON w.request_id = j.id`
+	s.PruneWork.SQL = `DELETE w FROM ` + pruneIDs + `
+STRAIGHT_JOIN loanq_work w FORCE INDEX (loanq_work_request_ix) ON w.request_id = j.id
+WHERE w.disposition IS NOT NULL AND w.disposition <> 'never'
+  AND (w.return_at IS NULL OR w.return_at <= {{now}})
+  AND w.disposed_at < {{nowMinusMs ":age_ms"}}`
+	s.PruneRequests.SQL = `DELETE r FROM ` + pruneIDs + `
+STRAIGHT_JOIN loanq_work_request r FORCE INDEX (PRIMARY) ON r.id = j.id
+WHERE r.status <> 'pending'
+  AND NOT EXISTS (SELECT 1 FROM loanq_work w WHERE w.request_id = r.id)`
+	s.PruneRuns.SQL = `DELETE r FROM ` + pruneIDs + `
+STRAIGHT_JOIN loanq_query_run r FORCE INDEX (PRIMARY) ON r.id = j.id
+WHERE r.started_at < {{nowMinusMs ":age_ms"}}`
 
 	// The one-active-row unique index (task_id, active_loan_id) finds the
 	// row: an equality on a unique index locks that one record, where the

@@ -368,3 +368,30 @@ func TestMigrationIdentifierLength(t *testing.T) {
 		}
 	}
 }
+
+// TestGoldenGrants pins the exact text `loanq grants --dialect oracle`
+// prints for each role (a processor mapped to a user name, with a source).
+func TestGoldenGrants(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("-- loanq grants for Oracle, every role (go test ./drivers/oracle -run Golden -update).\n")
+	for _, role := range drivers.Roles {
+		req := drivers.GrantRequest{Role: role, Account: "loanq_" + string(role), Sources: []drivers.Source{{Table: "acc_loan", Key: "loan_no"}}}
+		if role == drivers.RoleProcessor {
+			req.ActsAs = "ana"
+		}
+		p, err := drivers.PlanGrants(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stmts, err := drivers.GrantSQL(&Driver{}, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(&b, "\n-- role %s\n", role)
+		for _, s := range stmts {
+			b.WriteString(s)
+			b.WriteString("\n")
+		}
+	}
+	golden(t, "grants.sql", b.String())
+}

@@ -20,6 +20,7 @@ import (
 	"errors"
 	"io/fs"
 	"net/url"
+	"strconv"
 	"time"
 
 	godsn "github.com/godror/godror/dsn"
@@ -93,6 +94,18 @@ func (*Driver) IsDeadlock(err error) bool { return OraCode(err) == oraDeadlock }
 // IsUniqueViolation: ORA-00001.
 func (*Driver) IsUniqueViolation(err error) bool { return isUniqueCode(OraCode(err)) }
 
+// IsPermissionDenied: ORA-01031 insufficient privileges and ORA-20401
+// raised by loanq's identity triggers (migration 00008). (A table the
+// account may not read answers ORA-00942 "does not exist", which is left a
+// failure: it is also what a missing table says.)
+func (*Driver) IsPermissionDenied(err error) bool {
+	switch OraCode(err) {
+	case 1031, 20401:
+		return true
+	}
+	return false
+}
+
 func isLockBusyCode(code int) bool { return code == oraResourceBusy || code == oraWaitTimeout }
 func isUniqueCode(code int) bool   { return code == oraUniqueViolation }
 
@@ -133,4 +146,30 @@ func ConnectParams(target dsn.DSN) (godsn.ConnectionParams, error) {
 	P.Timezone = time.UTC
 	P.AlterSession = append(P.AlterSession, [2]string{"TIME_ZONE", "UTC"})
 	return P, nil
+}
+
+var _ drivers.PoolLocker = (*Driver)(nil)
+
+// poolCursor is the pool claim for loanq_lock_rows: the task's fresh
+// candidates in order, locked as they are fetched. Its one bind, :1, is the
+// task id; the time to live is the task's setting, a number written in.
+func poolCursor(ttlMS int64) string {
+	return `SELECT p.loan_id FROM loanq_pool p
+WHERE p.task_id = :1 AND p.filled_at > SYS_EXTRACT_UTC(SYSTIMESTAMP) - NUMTODSINTERVAL(` + strconv.FormatInt(ttlMS, 10) + ` / 1000, 'SECOND')
+ORDER BY p.pos
+FOR UPDATE SKIP LOCKED`
+}
+
+// PoolClaimSQL is the pool claim as sent (a ten-minute time to live shown).
+func (*Driver) PoolClaimSQL() string {
+	return rowsClaimCall + "\n-- cursor (bind 3):\n" + poolCursor(600000) + "\n-- then:\n" + rowsClaimRead
+}
+
+// LockPool calls loanq_lock_rows with the pool's cursor: it locks up to
+// limit candidates as it fetches them and records their keys.
+func (*Driver) LockPool(ctx context.Context, tx drivers.Querier, taskID, ttlMS int64, limit int) ([]int64, error) {
+	if _, err := tx.ExecContext(ctx, rowsClaimCall, taskID, limit, poolCursor(ttlMS)); err != nil {
+		return nil, err
+	}
+	return drivers.QueryIDs(ctx, tx, rowsClaimRead)
 }

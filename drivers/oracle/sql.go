@@ -81,6 +81,21 @@ func (dialect) InsertID(ctx context.Context, q drivers.Querier, query string, ar
 // The statements Oracle says its own way; every other one is the portable
 // form of drivers.Portable.
 var statements = drivers.Build(dialect{}, func(s *drivers.Statements) {
+	// A row limit cannot go with FOR UPDATE: the pool is claimed through
+	// loanq_lock_rows (Driver.ClaimPool).
+	s.PoolClaim.SQL = ""
+	s.PoolStats.SQL = `SELECT
+  (SELECT COUNT(*) FROM loanq_pool WHERE task_id = :task_id AND filled_at > {{nowMinusMs ":ttl_ms"}}),
+  (SELECT {{age "MIN(filled_at)"}} FROM loanq_pool WHERE task_id = :task_id AND filled_at > {{nowMinusMs ":ttl_ms"}}),
+  (SELECT COUNT(*) FROM loanq_work_request WHERE task_id = :task_id AND pooled = 1),
+  (SELECT COUNT(*) FROM loanq_query_run WHERE task_id = :task_id AND pooled > 0)
+FROM dual`
+	// Who may act as whom: loanq_may_act_as is migration 00008's rule, the
+	// one its triggers apply to every write.
+	s.Identity.SQL = `SELECT SYS_CONTEXT('USERENV', 'SESSION_USER'), loanq_may_act_as(:user),
+       (SELECT user_name FROM loanq_account WHERE account = SYS_CONTEXT('USERENV', 'SESSION_USER'))
+FROM dual`
+
 	s.Now.SQL = `SELECT {{now}} FROM DUAL`
 
 	// Newest by start time, not by id: identity columns are NOORDER, so on

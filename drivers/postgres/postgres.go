@@ -13,7 +13,6 @@ import (
 	"io/fs"
 
 	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/pressly/goose/v3/database"
 
 	"github.com/loanq/loanq/drivers"
@@ -55,13 +54,14 @@ func (*Driver) MigrationStore(table string) (database.Store, error) {
 
 // Open connects with pgx. The DSN is handed to pgx as given (it is already a
 // libpq URL); loanq adds an application_name so a DBA can find its sessions in
-// pg_stat_activity.
+// pg_stat_activity, and server-side TCP keepalives, which it drops when a
+// connection pooler refuses them (connector).
 func (*Driver) Open(ctx context.Context, target dsn.DSN) (*sql.DB, error) {
-	cfg, err := pgconnParse(target)
+	cfg, added, err := pgconnParse(target)
 	if err != nil {
 		return nil, err
 	}
-	db := stdlib.OpenDB(*cfg)
+	db := sql.OpenDB(newConnector(cfg, added, !target.Query.Has("default_query_exec_mode")))
 	if err := db.PingContext(ctx); err != nil {
 		db.Close()
 		return nil, classifyConnectError(target, err)
@@ -78,6 +78,10 @@ func (*Driver) IsDeadlock(err error) bool { return sqlState(err) == "40P01" }
 // IsUniqueViolation: 23505 unique_violation.
 func (*Driver) IsUniqueViolation(err error) bool { return sqlState(err) == "23505" }
 
+// IsPermissionDenied: 42501 insufficient_privilege, which is also what a
+// row-level security policy raises for a row it refuses.
+func (*Driver) IsPermissionDenied(err error) bool { return sqlState(err) == "42501" }
+
 func sqlState(err error) string {
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) {
@@ -92,6 +96,11 @@ func classifyConnectError(target dsn.DSN, err error) error {
 		return drivers.ConnectError(problem.Usage, target, err, "check the user name and password in --db / LOANQ_DB")
 	case "22023", "42704": // invalid_parameter_value, undefined_object: a bad ?name=value run-time parameter
 		return drivers.ConnectError(problem.Usage, target, err, "fix or remove the run-time parameter in the DSN's query (e.g. ?lock_timeout=5s)")
+	case "08P01": // protocol_violation: PgBouncer refusing a run-time parameter of the DSN
+		if name := refusedParameter(err, nil); name != "" {
+			return drivers.ConnectError(problem.Usage, target, err, "a connection pooler (PgBouncer) refuses the DSN's run-time parameter "+name+
+				": remove it from the DSN and set it on loanq's role instead (ALTER ROLE … SET "+name+" = …), which every server connection of the pool gets; see docs/postgres.md, \"Behind PgBouncer\"")
+		}
 	case "3D000": // invalid_catalog_name
 		return drivers.ConnectError(problem.Usage, target, err, "create the database first, or fix its name in the DSN")
 	}

@@ -71,6 +71,11 @@ func (dialect) InsertID(ctx context.Context, q drivers.Querier, query string, ar
 // The statements PostgreSQL says its own way; every other one is the
 // portable form of drivers.Portable.
 var statements = drivers.Build(dialect{}, func(s *drivers.Statements) {
+	// Who may act as whom: loanq_may_act_as is migration 00008's rule, the
+	// one the row-level security policies apply to every write.
+	s.Identity.SQL = `SELECT current_user::text, CASE WHEN loanq_may_act_as(:user) THEN 1 ELSE 0 END,
+       (SELECT user_name FROM loanq_account WHERE account = current_user)`
+
 	// FOR NO KEY UPDATE, not FOR UPDATE: a new work request references its
 	// task by foreign key, and the FK check takes FOR KEY SHARE on the task
 	// row. FOR UPDATE would conflict with it and make every request insert

@@ -61,6 +61,11 @@ func (dialect) InsertID(ctx context.Context, q drivers.Querier, query string, ar
 // row; the row-lock strategies (skip, nowait, wait, rows) are not available,
 // nor their statements.
 var statements = drivers.Build(dialect{}, func(s *drivers.Statements) {
+	// One writer at a time: the claim's transaction holds the write lock
+	// (BEGIN IMMEDIATE), so the first candidates are its own.
+	s.PoolClaim.SQL = `SELECT loan_id FROM loanq_pool
+WHERE task_id = :task_id AND filled_at > {{nowMinusMs ":ttl_ms"}}
+ORDER BY pos LIMIT :limit`
 	for _, rowLock := range []*string{&s.LockSkip.SQL, &s.LockNoWait.SQL, &s.LockWait.SQL,
 		&s.LockWaitBounded.SQL, &s.UserLockEnsure.SQL, &s.UserLock.SQL, &s.WorkInsertRows.SQL,
 		&s.BenchClaimSkip.SQL, &s.BenchClaimNoWait.SQL, &s.BenchClaimWait.SQL} {

@@ -53,11 +53,12 @@ func (*Driver) MigrationStore(table string) (database.Store, error) {
 	return database.NewStore(database.DialectSQLite3, table)
 }
 
-// ConnString is the modernc connection string for a loanq DSN.
+// ConnString is the modernc connection string for a loanq DSN. WAL mode is
+// not in it: it is a lasting change to the file, made by Open (walMode) only
+// to a database that is loanq's or empty.
 func ConnString(target dsn.DSN) string {
 	q := url.Values{}
 	q.Add("_pragma", "busy_timeout(30000)")
-	q.Add("_pragma", "journal_mode(WAL)")
 	q.Add("_pragma", "foreign_keys(1)")
 	q.Add("_pragma", "synchronous(NORMAL)")
 	q.Set("_txlock", "immediate")
@@ -70,6 +71,10 @@ func (*Driver) Open(ctx context.Context, target dsn.DSN) (*sql.DB, error) {
 			return nil, problem.Usagef("cannot open SQLite database %s: folder %s does not exist", target.Database, dir)
 		}
 	}
+	if st, err := os.Stat(target.Database); err == nil && st.IsDir() {
+		return nil, problem.Usagef("cannot open SQLite database %s: it is a folder; give the path of a database file in it (e.g. %s)",
+			target.Database, filepath.Join(target.Database, "loanq.db"))
+	}
 	db, err := sql.Open("sqlite", ConnString(target))
 	if err != nil {
 		return nil, problem.Usagef("cannot open SQLite database %s: %v", target.Database, err)
@@ -80,7 +85,14 @@ func (*Driver) Open(ctx context.Context, target dsn.DSN) (*sql.DB, error) {
 			return nil, drivers.ConnectError(problem.Failure, target, fmt.Errorf("the filesystem holding %s is full: %w", filepath.Dir(target.Database), err),
 				"free space there and run the command again: nothing was written")
 		}
+		if code(err)&0xff == sqliteNotADB {
+			return nil, problem.Usagef("cannot open %s: the file is not an SQLite database (nothing was written to it); check the path in --db / LOANQ_DB", target.Database)
+		}
 		return nil, drivers.ConnectError(problem.Failure, target, err, "check that the file is an SQLite database and is writable")
+	}
+	if err := walMode(ctx, db, target); err != nil {
+		db.Close()
+		return nil, drivers.ConnectError(problem.Failure, target, err, "check that the file is writable")
 	}
 	return db, nil
 }
@@ -98,6 +110,9 @@ func (*Driver) IsUniqueViolation(err error) bool {
 const (
 	sqliteIOErr = 10 // SQLITE_IOERR: a write failed (ENOSPC among others)
 	sqliteFull  = 13 // SQLITE_FULL: "database or disk is full"
+	// SQLITE_NOTADB: "file is not a database", the header is not SQLite's
+	// (a text file given as --db).
+	sqliteNotADB = 26
 )
 
 func code(err error) int {

@@ -1,0 +1,23 @@
+package drivers
+
+import "database/sql"
+
+// TokenInsertParams binds TokenInsert: an API token's owner, role and hash.
+type TokenInsertParams struct {
+	User      string        `bind:"user"`
+	Role      string        `bind:"role"`
+	Hash      string        `bind:"hash"`
+	CreatedBy string        `bind:"created_by"`
+	ExpiresMs sql.NullInt64 `bind:"expires_ms"` // NULL: no expiry
+}
+
+// HashParams binds an API token's SHA-256 (hex).
+type HashParams struct {
+	Hash string `bind:"hash"`
+}
+
+// TokenRevokeParams binds TokenRevoke.
+type TokenRevokeParams struct {
+	ID int64  `bind:"id"`
+	By string `bind:"by"`
+}

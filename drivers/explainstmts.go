@@ -1,0 +1,58 @@
+package drivers
+
+import "fmt"
+
+// ShownStatement is one statement of a get as `loanq explain` shows it: its
+// purpose, its text as the database receives it, and its binds in order
+// (USER, HOLDER, [KEYS] stand for values known only at run time).
+type ShownStatement struct {
+	Purpose string
+	SQL     string
+	Binds   []any
+}
+
+// GetShape is what of a task decides the statements of one get.
+type GetShape struct {
+	TaskID     int64
+	Count      int
+	Capped     bool // --max-active
+	LeaseTTLMS int64
+}
+
+// GetStatements lists the statements one get of a task sends that decide
+// its locks — the task lock, and the criteria query or the rows claim — and
+// the index of the one that reads the source (the one to EXPLAIN), or -1.
+func GetStatements(d Driver, strategy Strategy, src CriteriaSource, g GetShape) ([]ShownStatement, int) {
+	st := d.Statements()
+	crit := CriteriaQuery(d.Dialect(), src)
+	critStmt := ShownStatement{Purpose: "criteria query: the eligible loans in priority order, locking nothing (the task lock serialises its callers)",
+		SQL: crit.Text(), Binds: crit.Args(CriteriaParams{TaskID: g.TaskID, Limit: g.Count})}
+	switch strategy {
+	case Rows:
+		rl, ok := d.(RowLocker)
+		if !ok {
+			return []ShownStatement{critStmt}, 0
+		}
+		var out []ShownStatement
+		if g.Capped {
+			out = append(out, ShownStatement{Purpose: "per-user cap: lock the caller's (task, user) row first",
+				SQL: st.UserLock.Text(), Binds: st.UserLock.Args(TaskUserParams{TaskID: g.TaskID, User: "USER"})})
+		}
+		out = append(out, ShownStatement{Purpose: fmt.Sprintf("claim: lock up to %d eligible rows of %s, skipping rows other claimers hold", g.Count, src.Source),
+			SQL: rl.RowsClaimSQL(src), Binds: []any{g.TaskID, g.Count}})
+		claim := CriteriaClaim(d.Dialect(), src)
+		out = append(out, ShownStatement{Purpose: "assign: insert the locked rows that are still eligible",
+			SQL: claim.Text(), Binds: claim.Args(ClaimParams{TaskID: g.TaskID, User: "USER", RequestID: 0, IDs: "[KEYS]"})})
+		return out, len(out) - 2
+	case Lease:
+		return []ShownStatement{{Purpose: "task lock: take the lease (an UPDATE of the task's lease row; no transaction is held while the query runs)",
+			SQL: st.LeaseAcquire.Text(), Binds: st.LeaseAcquire.Args(LeaseTakeParams{TaskID: g.TaskID, Owner: "HOLDER", TTLMS: g.LeaseTTLMS})}, critStmt}, 1
+	default:
+		s := st.Lock(strategy)
+		if s == nil || s.Empty() {
+			return []ShownStatement{critStmt}, 0
+		}
+		return []ShownStatement{{Purpose: "task lock: lock the task's row in loanq_task (" + string(strategy) + ")",
+			SQL: s.Text(), Binds: s.Args(TaskParams{TaskID: g.TaskID})}, critStmt}, 1
+	}
+}

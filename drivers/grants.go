@@ -1,0 +1,216 @@
+package drivers
+
+import (
+	"fmt"
+	"regexp"
+	"strings"
+
+	"github.com/loanq/loanq/problem"
+)
+
+// Role is one of the kinds of database account loanq is used through
+// (docs/security.md, `loanq grants`).
+type Role string
+
+const (
+	// RoleAdmin defines tasks (task create, update, delete) and may act for
+	// anyone. It does not run migrations: the tables' owner does.
+	RoleAdmin Role = "admin"
+	// RoleProcessor gets, waits for, cancels, disposes of and lists its own
+	// work, on every strategy, and runs `lock run`. It acts only as itself.
+	RoleProcessor Role = "processor"
+	// RoleSupervisor is a processor that may also act for others: work
+	// reclaim, and a processor's work on someone's behalf.
+	RoleSupervisor Role = "supervisor"
+	// RoleDashboard only reads loanq's own tables (`loanq serve` without
+	// the API; task list, show and stats; work list; lock list).
+	RoleDashboard Role = "dashboard"
+	// RoleRefresher refills candidate pools (task refill, serve --refill):
+	// criteria queries under the task lock or lease, which serve the
+	// requests pending at that moment as any round does.
+	RoleRefresher Role = "refresher"
+	// RoleServe is the account of `loanq serve` when it serves processors
+	// who have no database account: a supervisor's rights, trusted to act
+	// as the users it authenticates.
+	RoleServe Role = "serve"
+)
+
+// Roles lists the roles in the order `loanq grants --help` gives them.
+var Roles = []Role{RoleAdmin, RoleProcessor, RoleSupervisor, RoleDashboard, RoleRefresher, RoleServe}
+
+// ParseRole checks a --role value.
+func ParseRole(s string) (Role, error) {
+	for _, r := range Roles {
+		if string(r) == strings.ToLower(strings.TrimSpace(s)) {
+			return r, nil
+		}
+	}
+	names := make([]string, len(Roles))
+	for i, r := range Roles {
+		names[i] = string(r)
+	}
+	return "", problem.Usagef("unknown role %q: use one of %s", s, strings.Join(names, ", "))
+}
+
+// Trusted reports whether accounts of the role may act as any user.
+func (r Role) Trusted() bool { return r == RoleAdmin || r == RoleSupervisor || r == RoleServe }
+
+// Source is a table or view of loans a role reads, with the task's key
+// column (the one PostgreSQL's row locks need an UPDATE privilege on).
+type Source struct {
+	Table string
+	Key   string
+}
+
+// GrantRequest is what `loanq grants` was asked for.
+type GrantRequest struct {
+	Role    Role
+	Account string   // the database account (MySQL: user or user@host)
+	ActsAs  string   // a user name the account acts as, mapped by an admin ("": its own name)
+	Sources []Source // the loan tables or views its tasks read
+}
+
+// TableGrant is one table's privileges for a role. Columns, when set, limit
+// the UPDATE privilege to them.
+type TableGrant struct {
+	Table   string
+	Privs   []string // SELECT, INSERT, UPDATE, DELETE
+	Columns []string // for UPDATE: only these columns ("" all)
+	Why     string   // one line: what the role does with it
+}
+
+// PrivilegeList is the table's privileges as one GRANT lists them, UPDATE
+// limited to its columns: "SELECT, INSERT, UPDATE (a, b)".
+func (t TableGrant) PrivilegeList() string {
+	privs := make([]string, len(t.Privs))
+	for i, pr := range t.Privs {
+		if pr == "UPDATE" && len(t.Columns) > 0 {
+			pr = "UPDATE (" + strings.Join(t.Columns, ", ") + ")"
+		}
+		privs[i] = pr
+	}
+	return strings.Join(privs, ", ")
+}
+
+// Plan is what a role needs, said once for every dialect; each driver's
+// GrantWriter renders it in its own SQL.
+type Plan struct {
+	GrantRequest
+	Tables   []TableGrant
+	Function bool // may call loanq_may_act_as (the identity check)
+	// LockSources: the role locks source rows (strategy rows) and must not
+	// change them.
+	LockSources bool
+}
+
+var (
+	accountRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_$.\-]{0,127}(@[A-Za-z0-9_.%:\-]{1,255})?$`)
+	tableRe   = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_$]{0,127}(\.[A-Za-z_][A-Za-z0-9_$]{0,127})?$`)
+	columnRe  = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_$]{0,127}$`)
+)
+
+// ParseSource reads a --source value: TABLE or TABLE:KEY (key default id).
+func ParseSource(s string) (Source, error) {
+	table, key, ok := strings.Cut(strings.TrimSpace(s), ":")
+	if !ok {
+		key = "id"
+	}
+	if !tableRe.MatchString(table) || !columnRe.MatchString(key) {
+		return Source{}, problem.Usagef("invalid --source %q: give TABLE or TABLE:KEY_COLUMN with plain identifiers (schema.table allowed), e.g. --source loan or --source acc_loan:loan_no", s)
+	}
+	return Source{Table: table, Key: key}, nil
+}
+
+// PlanGrants checks a request and lists what its role needs.
+func PlanGrants(req GrantRequest) (*Plan, error) {
+	if !accountRe.MatchString(req.Account) {
+		return nil, problem.Usagef("invalid --to %q: give the database account's name (letters, digits, _ $ . -; MySQL may add @HOST)", req.Account)
+	}
+	if req.ActsAs != "" && !columnRe.MatchString(req.ActsAs) && !accountRe.MatchString(req.ActsAs) {
+		return nil, problem.Usagef("invalid --as %q: give the loanq user name the account acts as (letters, digits, _ $ . -)", req.ActsAs)
+	}
+	if req.ActsAs != "" && req.Role.Trusted() {
+		return nil, problem.Usagef("--as is for accounts that act as one user: a %s account may act as anyone", req.Role)
+	}
+	p := &Plan{GrantRequest: req, Function: true}
+	version := TableGrant{Table: "loanq_schema_version", Privs: []string{"SELECT"}, Why: "every command checks the schema version first"}
+	account := TableGrant{Table: "loanq_account", Privs: []string{"SELECT"}, Why: "who may act as whom (read by the identity check)"}
+	read := func(t, why string) TableGrant { return TableGrant{Table: t, Privs: []string{"SELECT"}, Why: why} }
+	processor := []TableGrant{
+		version, account,
+		{Table: "loanq_task", Privs: []string{"SELECT", "UPDATE"}, Columns: []string{"lease_owner", "lease_token", "lease_expires_at"},
+			Why: "read tasks; take the task lock or lease (not change a definition)"},
+		{Table: "loanq_work_request", Privs: []string{"SELECT", "INSERT", "UPDATE"}, Columns: []string{"assigned", "status", "served_at", "pooled"},
+			Why: "log, serve and cancel requests"},
+		{Table: "loanq_work", Privs: []string{"SELECT", "INSERT", "UPDATE"}, Columns: []string{"disposition", "disposed_at", "return_at", "disposed_by"},
+			Why: "assign loans; dispose of them"},
+		{Table: "loanq_query_run", Privs: []string{"SELECT", "INSERT"}, Why: "log criteria-query runs"},
+		{Table: "loanq_task_user", Privs: []string{"SELECT", "INSERT", "UPDATE"}, Columns: []string{"task_id"},
+			Why: "the per-user cap's lock rows (strategy rows); UPDATE only to lock them"},
+		{Table: "loanq_pool", Privs: []string{"SELECT", "INSERT", "UPDATE", "DELETE"},
+			Why: "candidate pools: claim, drop and refill candidates (nothing in a pool is trusted: each is rechecked by key)"},
+		{Table: "loanq_lock", Privs: []string{"SELECT", "INSERT", "UPDATE"}, Columns: []string{"name", "holder", "token", "taken_at", "expires_at"},
+			Why: "lock run: named leases (MySQL names the key column in its insert-or-keep)"},
+	}
+	switch req.Role {
+	case RoleProcessor, RoleSupervisor:
+		p.Tables = processor
+		p.LockSources = true
+	case RoleServe:
+		// Also reads the API tokens (serve --api --auth token): only their
+		// hashes, never a way to issue or revoke one.
+		p.Tables = append(processor[:len(processor):len(processor)], read("loanq_api_token", "authenticate API calls by token hash"))
+		p.LockSources = true
+	case RoleAdmin:
+		p.Tables = []TableGrant{version, account,
+			{Table: "loanq_task", Privs: []string{"SELECT", "INSERT", "UPDATE", "DELETE"}, Why: "define, change and delete tasks"},
+			{Table: "loanq_work_request", Privs: []string{"SELECT", "INSERT", "UPDATE", "DELETE"}, Why: "task delete and prune remove history"},
+			{Table: "loanq_work", Privs: []string{"SELECT", "INSERT", "UPDATE", "DELETE"}, Why: "task delete and prune remove history"},
+			{Table: "loanq_query_run", Privs: []string{"SELECT", "INSERT", "DELETE"}, Why: "task delete and prune remove history"},
+			{Table: "loanq_task_user", Privs: []string{"SELECT", "INSERT", "UPDATE", "DELETE"}, Why: "task delete removes the cap's lock rows"},
+			{Table: "loanq_pool", Privs: []string{"SELECT", "INSERT", "UPDATE", "DELETE"}, Why: "candidate pools"},
+			{Table: "loanq_lock", Privs: []string{"SELECT", "INSERT", "UPDATE"}, Why: "lock run: named leases"},
+			{Table: "loanq_api_token", Privs: []string{"SELECT", "INSERT", "UPDATE"}, Why: "token create, list and revoke (serve --api)"},
+		}
+		p.LockSources = true
+	case RoleDashboard:
+		p.Tables = []TableGrant{version, account,
+			read("loanq_task", "tasks"), read("loanq_work_request", "pending requests"), read("loanq_work", "active work and dispositions"),
+			read("loanq_query_run", "criteria-query runs"), read("loanq_lock", "lock list"), read("loanq_pool", "candidate pools"),
+		}
+		p.Sources = nil // the dashboard never reads the loans
+	case RoleRefresher:
+		// A refill is a serving round: it serves the requests pending at
+		// that moment, as any round does, so it writes what a processor's
+		// round writes (for nobody in particular: it never logs requests).
+		p.Tables = processor
+		p.LockSources = true
+	default:
+		return nil, problem.Usagef("unknown role %q", req.Role)
+	}
+	for _, s := range req.Sources {
+		if !tableRe.MatchString(s.Table) || !columnRe.MatchString(s.Key) {
+			return nil, problem.Usagef("invalid source %s:%s", s.Table, s.Key)
+		}
+	}
+	return p, nil
+}
+
+// GrantWriter is implemented by the drivers of databases with accounts: it
+// renders a Plan as the statements an admin runs (GRANTs, the
+// loanq_account row, and what the dialect needs besides).
+type GrantWriter interface {
+	GrantSQL(p *Plan) []string
+}
+
+// GrantSQL renders p for d, or says why d has no accounts.
+func GrantSQL(d Driver, p *Plan) ([]string, error) {
+	w, ok := d.(GrantWriter)
+	if !ok {
+		return nil, problem.Usagef("%s has no database accounts: whoever can write the file can do anything loanq does; protect it with the file's permissions (docs/security.md)", d.Name())
+	}
+	return w.GrantSQL(p), nil
+}
+
+// Comment is a one-line SQL comment for a grant script.
+func Comment(format string, args ...any) string { return "-- " + fmt.Sprintf(format, args...) }

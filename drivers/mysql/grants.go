@@ -1,0 +1,57 @@
+package mysql
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/loanq/loanq/drivers"
+)
+
+// GrantSQL renders a role's plan for MySQL/MariaDB. Run it as the account
+// that ran `loanq migrate up`, in loanq's database (the tables are not
+// qualified). An account is user@host; without @host it is user@'%'.
+// MySQL's REVOKE fails on a privilege that was never granted, so the script
+// only grants: SHOW GRANTS FOR the account lists what it had before.
+func (*Driver) GrantSQL(p *drivers.Plan) []string {
+	user, host, ok := strings.Cut(p.Account, "@")
+	if !ok {
+		host = "%"
+	}
+	acct := quote(user) + "@" + quote(host)
+	out := []string{
+		drivers.Comment("loanq grants: role %s for account %s (MySQL/MariaDB); run in loanq's database as the account that migrated it", p.Role, acct),
+		drivers.Comment("only grants: check SHOW GRANTS FOR %s for privileges given before, and REVOKE those", acct),
+		drivers.Comment("never grant CREATE TEMPORARY TABLES on this database to it: a temporary loanq_account would shadow the real one"),
+	}
+	for _, t := range p.Tables {
+		out = append(out, drivers.Comment("%s", t.Why))
+		out = append(out, fmt.Sprintf("GRANT %s ON %s TO %s;", t.PrivilegeList(), t.Table, acct))
+	}
+	out = append(out, drivers.Comment("who the account may act as (docs/security.md)"),
+		fmt.Sprintf("GRANT EXECUTE ON FUNCTION loanq_may_act_as TO %s;", acct))
+	if p.Role == drivers.RoleDashboard || p.Role == drivers.RoleRefresher {
+		out = append(out, fmt.Sprintf("DELETE FROM loanq_account WHERE account = %s;", quote(user)))
+	} else {
+		out = append(out, fmt.Sprintf(`INSERT INTO loanq_account (account, user_name, trusted, granted_by, granted_at)
+VALUES (%s, %s, %t, SUBSTRING_INDEX(USER(), '@', 1), UTC_TIMESTAMP(6))
+ON DUPLICATE KEY UPDATE user_name = VALUES(user_name), trusted = VALUES(trusted),
+    granted_by = VALUES(granted_by), granted_at = VALUES(granted_at);`, quote(user), literalOrNull(p.ActsAs), p.Role.Trusted()))
+	}
+	for _, s := range p.Sources {
+		out = append(out, drivers.Comment("source %s (key %s): InnoDB locks rows (FOR UPDATE SKIP LOCKED) with SELECT alone", s.Table, s.Key),
+			fmt.Sprintf("GRANT SELECT ON %s TO %s;", s.Table, acct))
+	}
+	if p.LockSources {
+		out = append(out, drivers.Comment("MySQL 8.0 may refuse a locking read (FOR UPDATE) to an account with SELECT alone; if it does, add"),
+			drivers.Comment("GRANT LOCK TABLES ON <database>.* TO %s;  (not run here: no MySQL 8 server runs loanq's tests)", acct))
+	}
+	return out
+}
+
+func quote(s string) string { return `'` + strings.ReplaceAll(s, `'`, `''`) + `'` }
+func literalOrNull(s string) string {
+	if s == "" {
+		return "NULL"
+	}
+	return quote(s)
+}

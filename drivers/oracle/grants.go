@@ -1,0 +1,62 @@
+package oracle
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/loanq/loanq/drivers"
+)
+
+// GrantSQL renders a role's plan for Oracle. Run it as the owner of loanq's
+// tables (the schema that ran `loanq migrate up`); the grantee's sessions
+// find the tables through CURRENT_SCHEMA or synonyms (docs/oracle.md).
+// Names are upper case, as Oracle stores unquoted names. Statements carry
+// no trailing ';' (each line is sent as it is; '/' runs it in SQL*Plus).
+// Only the exact text is tested: no Oracle server runs loanq's tests.
+func (*Driver) GrantSQL(p *drivers.Plan) []string {
+	acct := strings.ToUpper(p.Account)
+	out := []string{
+		drivers.Comment("loanq grants: role %s for account %s (Oracle); run as the owner of loanq's tables", p.Role, acct),
+	}
+	out = append(out, drivers.Comment("privileges given before stay: REVOKE them first (Oracle refuses to REVOKE what was never granted,"),
+		drivers.Comment("so the script does not); USER_TAB_PRIVS_MADE lists them"))
+	for _, t := range p.Tables {
+		out = append(out, drivers.Comment("%s", t.Why))
+		out = append(out, fmt.Sprintf("GRANT %s ON %s TO %s", t.PrivilegeList(), t.Table, acct))
+	}
+	out = append(out, drivers.Comment("who the account may act as (docs/security.md)"),
+		fmt.Sprintf("GRANT EXECUTE ON loanq_may_act_as TO %s", acct))
+	if p.Role == drivers.RoleDashboard || p.Role == drivers.RoleRefresher {
+		out = append(out, fmt.Sprintf("DELETE FROM loanq_account WHERE account = %s", quote(acct)))
+	} else {
+		trusted := 0
+		if p.Role.Trusted() {
+			trusted = 1
+		}
+		out = append(out, fmt.Sprintf(`MERGE INTO loanq_account a
+USING (SELECT %s AS account, %s AS user_name, %d AS trusted FROM dual) s ON (a.account = s.account)
+WHEN MATCHED THEN UPDATE SET a.user_name = s.user_name, a.trusted = s.trusted,
+    a.granted_by = SYS_CONTEXT('USERENV', 'SESSION_USER'), a.granted_at = SYS_EXTRACT_UTC(SYSTIMESTAMP)
+WHEN NOT MATCHED THEN INSERT (account, user_name, trusted, granted_by, granted_at)
+    VALUES (s.account, s.user_name, s.trusted, SYS_CONTEXT('USERENV', 'SESSION_USER'), SYS_EXTRACT_UTC(SYSTIMESTAMP))`,
+			quote(acct), literalOrNull(p.ActsAs), trusted))
+	}
+	if p.LockSources {
+		out = append(out, drivers.Comment("strategy rows: the claim calls the owner's cursor procedure and reads the keys it locked"),
+			fmt.Sprintf("GRANT EXECUTE ON loanq_lock_rows TO %s", acct),
+			fmt.Sprintf("GRANT SELECT ON loanq_rows_locked TO %s", acct))
+	}
+	for _, s := range p.Sources {
+		out = append(out, drivers.Comment("source %s (key %s): SELECT lets Oracle lock rows (FOR UPDATE SKIP LOCKED); READ would not", s.Table, s.Key),
+			fmt.Sprintf("GRANT SELECT ON %s TO %s", s.Table, acct))
+	}
+	return out
+}
+
+func quote(s string) string { return `'` + strings.ReplaceAll(s, `'`, `''`) + `'` }
+func literalOrNull(s string) string {
+	if s == "" {
+		return "NULL"
+	}
+	return quote(s)
+}

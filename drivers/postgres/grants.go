@@ -1,0 +1,82 @@
+package postgres
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/loanq/loanq/drivers"
+)
+
+// GrantSQL renders a role's plan for PostgreSQL. Run it as the owner of
+// loanq's tables. REVOKE first, so that running it again for another role
+// leaves exactly that role's privileges. Identifiers are quoted: give the
+// account's name as PostgreSQL stores it (lower case unless it was quoted).
+func (*Driver) GrantSQL(p *drivers.Plan) []string {
+	acct := quoteIdent(p.Account)
+	out := []string{
+		drivers.Comment("loanq grants: role %s for account %s (PostgreSQL); run as the owner of loanq's tables", p.Role, p.Account),
+		drivers.Comment("tables in a schema other than public also need: GRANT USAGE ON SCHEMA <schema> TO %s;", acct),
+	}
+	for _, t := range grantTables {
+		out = append(out, fmt.Sprintf("REVOKE ALL ON %s FROM %s;", t, acct))
+	}
+	for _, t := range p.Tables {
+		out = append(out, drivers.Comment("%s", t.Why))
+		var whole, cols []string
+		for _, pr := range t.Privs {
+			if pr == "UPDATE" && len(t.Columns) > 0 {
+				cols = append(cols, pr)
+				continue
+			}
+			whole = append(whole, pr)
+		}
+		if len(whole) > 0 {
+			out = append(out, fmt.Sprintf("GRANT %s ON %s TO %s;", strings.Join(whole, ", "), t.Table, acct))
+		}
+		if len(cols) > 0 {
+			out = append(out, fmt.Sprintf("GRANT UPDATE (%s) ON %s TO %s;", strings.Join(t.Columns, ", "), t.Table, acct))
+		}
+	}
+	out = append(out, drivers.Comment("who the account may act as (docs/security.md)"))
+	if p.Role == drivers.RoleDashboard || p.Role == drivers.RoleRefresher {
+		out = append(out, fmt.Sprintf("DELETE FROM loanq_account WHERE account = %s;", quoteLiteral(p.Account)))
+	} else {
+		out = append(out, fmt.Sprintf(`INSERT INTO loanq_account (account, user_name, trusted) VALUES (%s, %s, %t)
+ON CONFLICT (account) DO UPDATE SET user_name = EXCLUDED.user_name, trusted = EXCLUDED.trusted,
+    granted_by = current_user, granted_at = clock_timestamp();`, quoteLiteral(p.Account), literalOrNull(p.ActsAs), p.Role.Trusted()))
+	}
+	for _, s := range p.Sources {
+		out = append(out, drivers.Comment("source %s (key %s)", s.Table, s.Key),
+			fmt.Sprintf("GRANT SELECT ON %s TO %s;", s.Table, acct))
+		if p.LockSources {
+			trig := quoteIdent(truncate("loanq_guard_"+s.Key, 63))
+			out = append(out,
+				drivers.Comment("PostgreSQL locks a row (the rows strategy's FOR NO KEY UPDATE) only for an account with an UPDATE"),
+				drivers.Comment("privilege on its table: UPDATE of the key column only, and the trigger refuses that update"),
+				drivers.Comment("from untrusted loanq accounts (a view cannot carry the trigger: grant on its base table)"),
+				fmt.Sprintf("GRANT UPDATE (%s) ON %s TO %s;", s.Key, s.Table, acct),
+				fmt.Sprintf("DROP TRIGGER IF EXISTS %s ON %s;", trig, s.Table),
+				fmt.Sprintf("CREATE TRIGGER %s BEFORE UPDATE OF %s ON %s FOR EACH ROW EXECUTE FUNCTION loanq_guard_source_update();", trig, s.Key, s.Table))
+		}
+	}
+	return out
+}
+
+// grantTables are loanq's tables that a REVOKE resets.
+var grantTables = []string{"loanq_schema_version", "loanq_account", "loanq_task", "loanq_work_request", "loanq_work",
+	"loanq_query_run", "loanq_task_user", "loanq_pool", "loanq_lock"}
+
+func quoteIdent(s string) string   { return `"` + strings.ReplaceAll(s, `"`, `""`) + `"` }
+func quoteLiteral(s string) string { return `'` + strings.ReplaceAll(s, `'`, `''`) + `'` }
+func literalOrNull(s string) string {
+	if s == "" {
+		return "NULL"
+	}
+	return quoteLiteral(s)
+}
+func truncate(s string, n int) string {
+	if len(s) > n {
+		return s[:n]
+	}
+	return s
+}
