@@ -22,7 +22,7 @@ import (
 // recheck step, a caller that arrives while the holder runs its ~1 s query
 // returns assigned long before 60 s, on every strategy with a task lock.
 func TestWaiterWokenByHolderCommit(t *testing.T) {
-	testdb.Each(t, func(t *testing.T, dsn string) {
+	testdb.EachPooled(t, func(t *testing.T, dsn string) {
 		f := setup(t, dsn, 20)
 		ctx := context.Background()
 		for _, s := range f.d.Strategies() {
@@ -70,7 +70,7 @@ func TestWaiterWokenByHolderCommit(t *testing.T) {
 // and serves it itself, still long before its 60 s timer: on PostgreSQL and
 // MySQL/MariaDB it first waits in share mode, then queues exclusively.
 func TestWaiterServesWhatTheHolderLeft(t *testing.T) {
-	testdb.Each(t, func(t *testing.T, dsn string) {
+	testdb.EachPooled(t, func(t *testing.T, dsn string) {
 		f := setup(t, dsn, 20)
 		ctx := context.Background()
 		for _, s := range f.d.Strategies() {

@@ -156,7 +156,7 @@ func TestPendingServedInArrivalOrder(t *testing.T) {
 // Many goroutines, each with its own connection pool (as separate nodes),
 // ask for work at once, for every lock strategy of the dialect.
 func TestConcurrentGetsNeverShareALoan(t *testing.T) {
-	testdb.Each(t, func(t *testing.T, dsn string) {
+	testdb.EachPooled(t, func(t *testing.T, dsn string) {
 		f := setup(t, dsn, 150)
 		ctx := context.Background()
 		for _, s := range f.d.Strategies() {
@@ -318,7 +318,7 @@ func TestRequestArrivingDuringQueryIsServedByTheSameRun(t *testing.T) {
 
 // The per-task cap holds when one user asks from many connections at once.
 func TestMaxActiveUnderConcurrency(t *testing.T) {
-	testdb.Each(t, func(t *testing.T, dsn string) {
+	testdb.EachPooled(t, func(t *testing.T, dsn string) {
 		f := setup(t, dsn, 100)
 		ctx := context.Background()
 		for _, s := range f.d.Strategies() {
@@ -513,7 +513,7 @@ func snapshot(t *testing.T, f *fixture) string {
 // busy, its request still pending, not blocked for as long as the holder holds
 // the lock (PostgreSQL has no lock timeout by default).
 func TestWaitStrategyHonoursTimeout(t *testing.T) {
-	testdb.Each(t, func(t *testing.T, dsn string) {
+	testdb.EachPooled(t, func(t *testing.T, dsn string) {
 		f := setup(t, dsn, 5)
 		if !drivers.Supports(f.d, drivers.Wait) {
 			t.Skipf("%s has no row locks: the wait strategy does not exist there", f.d.Name())

@@ -76,7 +76,16 @@ func (e *Engine) Dispose(ctx context.Context, taskName string, loan int64, user,
 	// One UPDATE that ends the loan's active assignment only if it is the
 	// user's; only when it changes nothing is there a read, to say why.
 	for try := 0; ; try++ {
-		res, err := e.sql().DisposeLoan.Exec(ctx, e.DB, drivers.DisposeLoanParams{Disposition: action, ReturnAfterMS: afterMS, TaskID: taskID.(int64), LoanID: loan, User: user})
+		// One statement, its own transaction: a deadlock victim (InnoDB,
+		// against a round inserting work rows of the task: measured 2 in
+		// 10,620 dispositions beside processors on one task) changed
+		// nothing and is simply sent again.
+		var res sql.Result
+		err := drivers.RetryDeadlock(ctx, e.Driver, 4, func() error {
+			var err error
+			res, err = e.sql().DisposeLoan.Exec(ctx, e.DB, drivers.DisposeLoanParams{Disposition: action, ReturnAfterMS: afterMS, TaskID: taskID.(int64), LoanID: loan, User: user})
+			return err
+		})
 		if err != nil {
 			return nil, fmt.Errorf("recording disposition %s of loan %d: %w", action, loan, err)
 		}

@@ -38,8 +38,12 @@ type Request struct {
 	// Attached is set when `work get` found the user's pending request of
 	// the task and attached to it instead of logging another.
 	Attached bool `json:"-"`
-	// Notice, when set, is said on stderr: why a cancel did not cancel.
+	// Notice, when set, is said on stderr: why a cancel did not cancel, or
+	// that the per-user cap cut the request short (capnotice.go).
 	Notice string `json:"-"`
+	// CappedAt is the task's per-user cap (--max-active) when that cap is
+	// why the request got fewer loans than it asked for; otherwise absent.
+	CappedAt int `json:"capped_at,omitempty"`
 }
 
 // GetOptions tune one `work get` or `work status --wait`.
@@ -82,6 +86,16 @@ func (e *Engine) Get(ctx context.Context, taskName, user string, count int, opt 
 	if err != nil {
 		return nil, err
 	}
+	// A task with a candidate pool serves from it when it can (pool.go):
+	// one short transaction, no query. Otherwise the usual way below.
+	if task.Prefetch > 0 {
+		if req, err := e.servePool(ctx, task, user, count); err != nil || req != nil {
+			return e.noteCap(ctx, task, req), e.claimInterrupted(ctx, task, err)
+		}
+		if strategy == drivers.Rows {
+			defer e.refillIfLow(context.WithoutCancel(ctx), task)
+		}
+	}
 	// Step 1: the request is committed on its own, before any lock is tried,
 	// so that whoever holds the lock can see and serve it.
 	// A user has at most one pending request per task: asking again
@@ -110,7 +124,17 @@ func (e *Engine) Get(ctx context.Context, taskName, user string, count int, opt 
 	if req != nil {
 		req.Attached = attached
 	}
-	return req, err
+	return e.noteCap(ctx, task, req), err
+}
+
+// claimInterrupted says what a signal during a pool claim did: the claim's
+// transaction rolled back, and no request was left behind (exit 130/143).
+func (e *Engine) claimInterrupted(ctx context.Context, task *Task, err error) error {
+	if err == nil || ctx.Err() == nil {
+		return err
+	}
+	return &problem.Error{Kind: problem.Interrupted, Err: context.Cause(ctx),
+		Msg: fmt.Sprintf("interrupted while claiming from the pool of task %s: the claim rolled back, nothing was assigned and no request is left pending", task.Name)}
 }
 
 // ownRequest is the request a call of Get or Status serves or waits for, as
@@ -172,6 +196,9 @@ func (e *Engine) Status(ctx context.Context, id int64, wait bool, opt GetOptions
 }
 
 func (e *Engine) strategyFor(t *Task, override drivers.Strategy) (drivers.Strategy, error) {
+	if err := e.runnable(t); err != nil {
+		return "", err
+	}
 	s := t.Lock
 	if override != "" {
 		s = override
@@ -233,8 +260,12 @@ func (e *Engine) serveUntilDone(ctx context.Context, task *Task, strategy driver
 			wait = min(wait, time.Until(deadline))
 		}
 		if opt.NoWait || wait <= 0 {
+			why := "another caller holds the task lock"
+			if strategy == drivers.Rows {
+				why = "other callers hold eligible loans (rows strategy): it is not served until they let go of them"
+			}
 			return req, &problem.Error{Kind: problem.Busy,
-				Msg:  fmt.Sprintf("request %d for task %s is still pending: another caller holds the task lock", id, task.Name),
+				Msg:  fmt.Sprintf("request %d for task %s is still pending: %s", id, task.Name, why),
 				Hint: fmt.Sprintf("check again with `loanq work status %d --wait`", id)}
 		}
 		if opt.OnWait != nil {
@@ -276,6 +307,12 @@ func (e *Engine) serve(ctx context.Context, task *Task, strategy drivers.Strateg
 		if errors.Is(err, errRoundRaced) {
 			continue // rolled back: serve the requests still pending afresh
 		}
+		if drivers.IsDeadlock(e.Driver, err) {
+			// Chosen as a deadlock victim (InnoDB, with pool claims or
+			// requests being logged beside the round): rolled back whole,
+			// so the next round serves the same requests afresh.
+			continue
+		}
 		if err != nil {
 			return err
 		}
@@ -299,7 +336,7 @@ var errBusy = &problem.Error{Kind: problem.Busy, Msg: "the task lock is held by 
 // and the per-user counts it reads are never older than the previous holder's
 // commit.
 func (e *Engine) serveRoundRowLock(ctx context.Context, task *Task, strategy drivers.Strategy, lockDeadline time.Time, own *ownRequest) error {
-	tx, err := e.DB.BeginTx(ctx, nil)
+	tx, err := e.DB.BeginTx(ctx, e.roundTxOptions(task))
 	if err != nil {
 		return fmt.Errorf("beginning the assignment transaction: %w", err)
 	}
@@ -335,7 +372,13 @@ func (e *Engine) serveRoundRowLock(ctx context.Context, task *Task, strategy dri
 // row lock (taken by serveRoundRowLock, or by a waiter in awaitLock), and
 // commits. own, when not nil, is the caller's request: its answer is kept
 // if this commit served it.
-func (e *Engine) serveLocked(ctx context.Context, tx *sql.Tx, task *Task, strategy drivers.Strategy, own *ownRequest) (err error) {
+func (e *Engine) serveLocked(ctx context.Context, tx *sql.Tx, task *Task, strategy drivers.Strategy, own *ownRequest) error {
+	return e.serveLockedMode(ctx, tx, task, strategy, own, false)
+}
+
+// serveLockedMode is serveLocked; refill runs the criteria query even with
+// no request pending, to refill the task's candidate pool (Refill).
+func (e *Engine) serveLockedMode(ctx context.Context, tx *sql.Tx, task *Task, strategy drivers.Strategy, own *ownRequest, refill bool) (err error) {
 	// What is pending, and the task's recent runs (for the hold limit and
 	// the criteria query's room), in one read right after the lock.
 	load, err := e.load(ctx, tx, task)
@@ -351,7 +394,7 @@ func (e *Engine) serveLocked(ctx context.Context, tx *sql.Tx, task *Task, strate
 		return err
 	}
 	defer hold.explain(&err)
-	if load.requests == 0 {
+	if load.requests == 0 && !refill {
 		return nil
 	}
 	// Abandoned work first, under the lock: it is eligible again in this
@@ -386,6 +429,12 @@ func (e *Engine) serveLocked(ctx context.Context, tx *sql.Tx, task *Task, strate
 // that stalled past its lease (its heartbeat stalled too) and was taken over
 // therefore cannot commit assignments.
 func (e *Engine) serveRoundLease(ctx context.Context, task *Task, own *ownRequest) error {
+	return e.serveRoundLeaseMode(ctx, task, own, false)
+}
+
+// serveRoundLeaseMode is serveRoundLease; refill runs the criteria query
+// even with no request pending (Refill).
+func (e *Engine) serveRoundLeaseMode(ctx context.Context, task *Task, own *ownRequest, refill bool) error {
 	token, err := e.acquireLease(ctx, task)
 	if err != nil {
 		return err
@@ -402,7 +451,7 @@ func (e *Engine) serveRoundLease(ctx context.Context, task *Task, own *ownReques
 	}()
 
 	load, err := e.load(ctx, e.DB, task)
-	if err != nil || load.requests == 0 {
+	if err != nil || (load.requests == 0 && !refill) {
 		return err
 	}
 	// Abandoned work first, while this caller holds the lease (its own
@@ -418,7 +467,7 @@ func (e *Engine) serveRoundLease(ctx context.Context, task *Task, own *ownReques
 	// The fence decides from here: a renewal racing with it changes nothing.
 	stopHeartbeat()
 
-	tx, err := e.DB.BeginTx(ctx, nil)
+	tx, err := e.DB.BeginTx(ctx, e.roundTxOptions(task))
 	if err != nil {
 		return fmt.Errorf("beginning the assignment transaction: %w", err)
 	}
@@ -551,7 +600,9 @@ func (e *Engine) load(ctx context.Context, q drivers.Querier, task *Task) (taskL
 // next round.
 func criteriaLimit(task *Task, l taskLoad) int {
 	need := int(l.need)
-	return need + min(maxRoom, max(need, lateArrivalRoom, arrivalRoom(task, l)))
+	// A task with a candidate pool fetches its pool's size besides: what
+	// the round does not assign refills the pool.
+	return need + min(maxRoom, max(need, lateArrivalRoom, arrivalRoom(task, l))) + max(task.Prefetch, 0)
 }
 
 // arrivalRoom estimates the loans requested while one criteria query runs:
@@ -640,6 +691,21 @@ func (e *Engine) assign(ctx context.Context, tx *sql.Tx, task *Task, found crite
 		e.afterPending()
 	}
 	loans := found.loans
+	var pool *roundPool
+	if task.Prefetch > 0 {
+		// Pool claims run beside this round: take the pool rows nobody is
+		// claiming, and leave out the loans claims hold or assigned.
+		if pool, err = e.takePool(ctx, tx, task, loans); err != nil {
+			return err
+		}
+		loans = pool.loans
+		if len(pool.held) > 0 {
+			// A claim under way may still give its loans back: a request
+			// this round cannot fill waits for the next round rather than
+			// being told partial or empty.
+			found.exhausted = false
+		}
+	}
 	active := map[string]int{} // per-user active work, for max_active
 	var work []assignment      // the work rows, inserted at the end
 	batch := !e.sql().RequestFinishMany.Empty()
@@ -707,9 +773,15 @@ func (e *Engine) assign(ctx context.Context, tx *sql.Tx, task *Task, found crite
 	if err := e.insertWork(ctx, tx, task, work); err != nil {
 		return err
 	}
+	pooled := 0
+	if task.Prefetch > 0 {
+		if pooled, err = e.refillPool(ctx, tx, task, pool, loans); err != nil {
+			return err
+		}
+	}
 	if _, err := e.sql().QueryRunInsert.Exec(ctx, tx, drivers.QueryRunParams{TaskID: task.ID, Strategy: run.Strategy,
 		Holder: truncate(run.Holder, 100), StartedAgoMS: time.Since(run.started).Milliseconds(), DurationMS: run.DurationMS,
-		RowsFound: run.RowsFound, RequestsServed: run.RequestsServed, LoansAssigned: run.LoansAssigned}); err != nil {
+		RowsFound: run.RowsFound, RequestsServed: run.RequestsServed, LoansAssigned: run.LoansAssigned, Pooled: pooled}); err != nil {
 		return fmt.Errorf("logging the criteria-query run: %w", err)
 	}
 	return nil

@@ -14,7 +14,7 @@ import (
 // nothing measured yet a statement may run up to the 1 h ceiling (its cost
 // is unknown), while an idle holder is still ended at the derived limit.
 func TestHoldLimitBounds(t *testing.T) {
-	testdb.Each(t, func(t *testing.T, dsn string) {
+	testdb.EachPooled(t, func(t *testing.T, dsn string) {
 		f := setup(t, dsn, 1)
 		ctx := context.Background()
 		check := func(task *dispatch.Task, idle, stmt time.Duration) {

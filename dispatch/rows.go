@@ -122,6 +122,14 @@ func (e *Engine) claimRows(ctx context.Context, rl drivers.RowLocker, task *Task
 			break // nothing more to lock: the rest is assigned or held by others
 		}
 	}
+	if take < allow {
+		// Fewer than this caller may take: are the rest held by other
+		// claimers (rowswait.go)? Then this answer would be false: roll
+		// back, leave the request pending, and wait for them.
+		if _, held, err := e.heldEligible(ctx, tx, task); err != nil || held {
+			return err
+		}
+	}
 	run.DurationMS = time.Since(run.started).Milliseconds()
 	status := StatusAssigned
 	switch {
@@ -222,19 +230,24 @@ func (e *Engine) insertClaimed(ctx context.Context, tx *sql.Tx, task *Task, loan
 	return n == 1, nil
 }
 
-// checkLockable is `task create --lock rows`: the criteria must be lockable
-// row by row. It runs the claim once (one row, in a transaction rolled back)
+// checkLockable is `task create|update --lock rows`: the criteria must be
+// lockable row by row, and one claim must not lock many more rows than it
+// returns. It runs the claim once (one row, in a transaction rolled back)
 // so the database itself says why not — FOR UPDATE refused with DISTINCT,
-// GROUP BY, aggregates or such views — and asks drivers that accept a locking
-// read of a view they cannot lock (LockableChecker).
-func (e *Engine) checkLockable(ctx context.Context, t *Task) error {
+// GROUP BY, aggregates or such views — and asks drivers that accept a
+// locking read of a view they cannot lock (LockableChecker). Then it runs
+// `loanq explain`'s probe (a claim of ProbeCount rolled back, and a second
+// session counting what it can still lock) and refuses a claim that locks
+// more than WideLocks times what it returns, unless allowWide. It returns
+// the probe's verdict, which the task keeps (task show).
+func (e *Engine) checkLockable(ctx context.Context, t *Task, allowWide bool) (string, error) {
 	rl, ok := e.Driver.(drivers.RowLocker)
 	if !ok {
-		return problem.Usagef("lock strategy rows is not available on %s: use one of %s", e.Driver.Name(), strategyList(e.Driver))
+		return "", problem.Usagef("lock strategy rows is not available on %s: use one of %s", e.Driver.Name(), strategyList(e.Driver))
 	}
 	tx, err := e.DB.BeginTx(ctx, rl.RowsTxOptions())
 	if err != nil {
-		return fmt.Errorf("checking the criteria: %w", err)
+		return "", fmt.Errorf("checking the criteria: %w", err)
 	}
 	defer tx.Rollback()
 	cannot := func(reason string, err error) error {
@@ -245,14 +258,53 @@ func (e *Engine) checkLockable(ctx context.Context, t *Task) error {
 	if lc, ok := e.Driver.(drivers.LockableChecker); ok {
 		reason, err := lc.CheckLockable(ctx, tx, t.Source)
 		if err != nil {
-			return fmt.Errorf("checking the criteria: %w", err)
+			return "", fmt.Errorf("checking the criteria: %w", err)
 		}
 		if reason != "" {
-			return cannot(fmt.Sprintf("%s %s", t.Source, reason), nil)
+			return "", cannot(fmt.Sprintf("%s %s", t.Source, reason), nil)
 		}
 	}
 	if _, err := rl.LockRows(ctx, tx, t.criteria(), 0, 1); err != nil {
-		return cannot("the database refuses the locking query", err)
+		return "", cannot("the database refuses the locking query", err)
+	}
+	_ = tx.Rollback()
+	x, err := e.explainTask(ctx, t, drivers.Rows, ProbeCount)
+	if err != nil {
+		return "", err
+	}
+	if x.Verdict == "warning" && !allowWide {
+		fix := "create an index that serves --where and --order"
+		if x.SuggestedIndex != "" {
+			fix = "create the index that serves the order (a suggestion, from --where and --order): " + x.SuggestedIndex
+		}
+		return "", &problem.Error{Kind: problem.Usage,
+			Msg: fmt.Sprintf("task %q with --lock rows: a claim of %d locks %d rows, more than %d times what it returns: concurrent callers would skip each other's locked rows and serialise (loanq explain shows the plan once the task exists)",
+				t.Name, x.Probe.Claimed, x.Probe.RowsLocked, WideLocks),
+			Hint: fix + "; or pass --allow-wide-locks to keep it as it is (task show then keeps the warning), or use --lock skip"}
+	}
+	return truncate(x.Message, 1000), nil
+}
+
+// ProbeCount is how many rows the probe of `task create|update --lock rows`
+// claims.
+const ProbeCount = 5
+
+// keepVerdict stores the lock probe's verdict of task id ("": none, the
+// task does not use rows).
+func (e *Engine) keepVerdict(ctx context.Context, id int64, verdict string) error {
+	if _, err := e.sql().TaskVerdictSet.Exec(ctx, e.DB, drivers.TaskVerdictParams{ID: id,
+		Verdict: sql.NullString{String: verdict, Valid: verdict != ""}}); err != nil {
+		return fmt.Errorf("keeping the lock probe's verdict: %w", err)
 	}
 	return nil
+}
+
+// LockVerdict is the verdict of the task's last lock probe (`task create|
+// update --lock rows`), "" when it was never probed.
+func (e *Engine) LockVerdict(ctx context.Context, t *Task) (string, error) {
+	var v sql.NullString
+	if err := e.sql().TaskVerdictGet.QueryRow(ctx, e.DB, drivers.IDParams{ID: t.ID}).Scan(&v); err != nil {
+		return "", fmt.Errorf("reading the lock verdict of task %s: %w", t.Name, err)
+	}
+	return v.String, nil
 }

@@ -117,6 +117,8 @@ type TaskStats struct {
 	ActiveByUser    []UserCount      `json:"active_by_user"`
 	Dispositions    map[string]int64 `json:"dispositions"`
 	Runs            RunStats         `json:"runs"`
+	// Pool is the task's candidate pool (absent for a task without one).
+	Pool *PoolStatus `json:"pool,omitempty"`
 }
 
 // Stats returns the stats of every task (taskName "") or of one, by name.
@@ -142,6 +144,11 @@ func (e *Engine) Stats(ctx context.Context, taskName string) ([]*TaskStats, erro
 			Dispositions: map[string]int64{Complete: 0, Return: 0, Never: 0, Expired: 0, Reclaimed: 0}}
 		byName[t.Name] = s
 		out = append(out, s)
+		p, err := e.Pool(ctx, t)
+		if err != nil {
+			return nil, err
+		}
+		s.Pool = p
 	}
 	window := StatsWindow.Milliseconds()
 	if err := e.scanStats("pending requests", func() (*sql.Rows, error) {

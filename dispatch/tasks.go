@@ -10,6 +10,9 @@ import (
 	"time"
 
 	"github.com/loanq/loanq/drivers"
+	"github.com/loanq/loanq/internal/sqllex"
+	"github.com/loanq/loanq/internal/suggest"
+	"github.com/loanq/loanq/internal/textsafe"
 	"github.com/loanq/loanq/problem"
 )
 
@@ -34,9 +37,16 @@ type Task struct {
 	// MaxHold is the age past which active work of the task is returned to
 	// the queue ('expired') by the engine while it serves; 0: never.
 	// Not HoldLimit: that bounds the task LOCK, this the WORK.
-	MaxHold   time.Duration
-	CreatedBy string
-	CreatedAt time.Time
+	MaxHold time.Duration
+	// Prefetch is the size of the task's candidate pool (0: no pool),
+	// PrefetchTTL how long a candidate stays claimable, PrefetchLow the size
+	// under which refreshers refill it (docs/algorithm.md, "The candidate
+	// pool").
+	Prefetch    int
+	PrefetchTTL time.Duration
+	PrefetchLow int
+	CreatedBy   string
+	CreatedAt   time.Time
 }
 
 func (t *Task) criteria() drivers.CriteriaSource {
@@ -47,7 +57,8 @@ func (t *Task) criteria() drivers.CriteriaSource {
 func (t *Task) sameDefinition(o *Task) bool {
 	return t.Source == o.Source && t.Key == o.Key && t.Where == o.Where && t.Order == o.Order &&
 		t.MaxActive == o.MaxActive && t.Lock == o.Lock && t.QueryDelay == o.QueryDelay && t.LeaseTTL == o.LeaseTTL &&
-		t.HoldLimit == o.HoldLimit && t.MaxHold == o.MaxHold
+		t.HoldLimit == o.HoldLimit && t.MaxHold == o.MaxHold &&
+		t.Prefetch == o.Prefetch && t.PrefetchTTL == o.PrefetchTTL && t.PrefetchLow == o.PrefetchLow
 }
 
 var (
@@ -57,6 +68,10 @@ var (
 
 // ValidateTaskName checks a task name given on the command line.
 func ValidateTaskName(name string) error {
+	if pos, r, ok := textsafe.FirstUnsafe(name, false); ok {
+		return problem.Usagef("invalid task name %s: character %d is %s, a control or invisible character; use 1-100 letters, digits, '.', '_' or '-', starting with a letter or digit",
+			quote(name), pos, textsafe.CharName(r))
+	}
 	if !taskNameRE.MatchString(name) {
 		return problem.Usagef("invalid task name %q: use 1-100 letters, digits, '.', '_' or '-', starting with a letter or digit", name)
 	}
@@ -82,9 +97,17 @@ type TaskSpec struct {
 	LeaseTTL   time.Duration // 0 for DefaultLeaseTTL
 	HoldLimit  time.Duration // 0: derived from the measured criteria time
 	MaxHold    time.Duration // 0: active work never expires
-	CreatedBy  string
+	// Prefetch, PrefetchTTL, PrefetchLow: the candidate pool (0: none;
+	// defaults DefaultPrefetchTTL and Prefetch/4).
+	Prefetch    int
+	PrefetchTTL time.Duration
+	PrefetchLow int
+	CreatedBy   string
 	// IfNotExists makes a re-run with an identical definition a no-op.
 	IfNotExists bool
+	// AllowWideLocks keeps a rows task whose claim locks more than
+	// WideLocks times the rows it returns (rows.go, checkLockable).
+	AllowWideLocks bool
 }
 
 func (e *Engine) validateSpec(s *TaskSpec) error {
@@ -108,17 +131,15 @@ func (e *Engine) validateSpec(s *TaskSpec) error {
 	if s.Where == "" {
 		return problem.Usagef("--where is required: the SQL condition that selects the task's loans (e.g. --where \"statements_submitted AND NOT statements_verified\")")
 	}
-	if err := validateCriteriaText("where", s.Where); err != nil {
+	syntax := sqllex.For(e.Driver)
+	if err := validateCriteriaText("where", s.Where, syntax); err != nil {
 		return err
 	}
-	if err := validateCriteriaText("order", s.Order); err != nil {
+	if err := validateCriteriaText("order", s.Order, syntax); err != nil {
 		return err
 	}
 	if err := validateUser(s.CreatedBy); err != nil {
 		return err
-	}
-	if strings.Contains(s.Where, ";") || strings.Contains(s.Order, ";") {
-		return problem.Usagef("--where and --order must be one SQL expression each, without ';'")
 	}
 	if s.MaxActive < 0 {
 		return problem.Usagef("invalid --max-active %d: give a positive cap, or 0 for none", s.MaxActive)
@@ -141,6 +162,9 @@ func (e *Engine) validateSpec(s *TaskSpec) error {
 	if err := validateHoldLimit(s.HoldLimit, s.QueryDelay); err != nil {
 		return err
 	}
+	if err := validatePrefetch(&s.Prefetch, &s.PrefetchTTL, &s.PrefetchLow); err != nil {
+		return err
+	}
 	return validateMaxHold(s.MaxHold)
 }
 
@@ -160,7 +184,8 @@ func (e *Engine) CreateTask(ctx context.Context, s TaskSpec) (*Task, bool, error
 		return nil, false, err
 	}
 	want := &Task{Name: s.Name, Source: s.Source, Key: s.Key, Where: s.Where, Order: s.Order,
-		MaxActive: s.MaxActive, Lock: s.Lock, QueryDelay: s.QueryDelay, LeaseTTL: s.LeaseTTL, HoldLimit: s.HoldLimit, MaxHold: s.MaxHold}
+		MaxActive: s.MaxActive, Lock: s.Lock, QueryDelay: s.QueryDelay, LeaseTTL: s.LeaseTTL, HoldLimit: s.HoldLimit, MaxHold: s.MaxHold,
+		Prefetch: s.Prefetch, PrefetchTTL: s.PrefetchTTL, PrefetchLow: s.PrefetchLow}
 	existing, err := e.taskByName(ctx, s.Name)
 	if err != nil && problem.KindOf(err) != problem.Usage {
 		return nil, false, err
@@ -171,8 +196,9 @@ func (e *Engine) CreateTask(ctx context.Context, s TaskSpec) (*Task, bool, error
 	if err := e.checkCriteria(ctx, want); err != nil {
 		return nil, false, err
 	}
+	verdict := ""
 	if s.Lock == drivers.Rows {
-		if err := e.checkLockable(ctx, want); err != nil {
+		if verdict, err = e.checkLockable(ctx, want, s.AllowWideLocks); err != nil {
 			return nil, false, err
 		}
 	}
@@ -184,6 +210,9 @@ func (e *Engine) CreateTask(ctx context.Context, s TaskSpec) (*Task, bool, error
 			}
 		}
 		return nil, false, fmt.Errorf("storing task %s: %w", s.Name, err)
+	}
+	if err := e.keepVerdict(ctx, id, verdict); err != nil { // rows.go
+		return nil, false, err
 	}
 	t, err := e.taskByID(ctx, id)
 	return t, true, err
@@ -208,6 +237,12 @@ func (e *Engine) insertTask(ctx context.Context, s TaskSpec) (int64, error) {
 			return 0, err
 		}
 	}
+	if s.Prefetch > 0 {
+		size, ttl, low := prefetchValues(s.Prefetch, s.PrefetchTTL, s.PrefetchLow)
+		if _, err := e.sql().TaskSetPrefetch.Exec(ctx, tx, drivers.TaskPrefetchParams{ID: id, Prefetch: size, TTLMS: ttl, Low: low}); err != nil {
+			return 0, err
+		}
+	}
 	return id, tx.Commit()
 }
 
@@ -228,6 +263,9 @@ func (e *Engine) existingTask(existing, want *Task, ifNotExists bool) (*Task, bo
 // rolled back: a bad column or a syntax error comes back as bad input, with the
 // database's own message, before anything is stored.
 func (e *Engine) checkCriteria(ctx context.Context, t *Task) error {
+	if err := e.checkKeyType(ctx, t); err != nil {
+		return err
+	}
 	tx, err := e.DB.BeginTx(ctx, drivers.ReadTxOptions(e.Driver))
 	if err != nil {
 		return fmt.Errorf("checking the criteria: %w", err)
@@ -242,7 +280,8 @@ func (e *Engine) checkCriteria(ctx context.Context, t *Task) error {
 	for rows.Next() {
 		var id int64
 		if err := rows.Scan(&id); err != nil {
-			return &problem.Error{Kind: problem.Usage, Msg: fmt.Sprintf("the key column %s of %s is not a 64-bit integer loan id", t.Key, t.Source), Err: err}
+			return &problem.Error{Kind: problem.Usage, Msg: fmt.Sprintf("the key column %s of %s is not a 64-bit integer loan id", t.Key, t.Source), Err: err,
+				Hint: "keys must be integer columns for now (text and UUID keys are a planned addition)"}
 		}
 	}
 	if err := rows.Err(); err != nil {
@@ -251,9 +290,44 @@ func (e *Engine) checkCriteria(ctx context.Context, t *Task) error {
 	return nil
 }
 
+// checkKeyType refuses a key column that is not of an integer type, read
+// from a probe that returns no row: a text key passes the criteria check
+// while the source is empty or its keys look like numbers, and breaks the
+// task for everyone at the first row whose key does not. A probe that fails
+// (no such table or column) is left to the criteria query, whose message
+// names the problem. Outside the criteria check's transaction: a failed
+// statement would abort it on PostgreSQL.
+func (e *Engine) checkKeyType(ctx context.Context, t *Task) error {
+	rows, err := drivers.KeyProbe(e.Driver.Dialect(), t.criteria()).Query(ctx, e.DB, drivers.NoParams{})
+	if err != nil {
+		return nil
+	}
+	defer rows.Close()
+	cts, err := rows.ColumnTypes()
+	if err != nil || len(cts) != 1 || drivers.KeyKindOf(e.Driver, cts[0]) != drivers.KeyNotInteger {
+		return nil
+	}
+	return &problem.Error{Kind: problem.Usage,
+		Msg:  fmt.Sprintf("the key column %s of %s is of type %s: keys must be integer columns for now (text and UUID keys are a planned addition)", t.Key, t.Source, typeName(cts[0])),
+		Hint: "give --key an integer column, or a view over the table that maps each key to an integer"}
+}
+
+func typeName(ct *sql.ColumnType) string {
+	if n := ct.DatabaseTypeName(); n != "" {
+		return n
+	}
+	return "not integer"
+}
+
+// runnable re-checks a task's criteria as read from the database before
+// they are run for a caller (storedCriteria).
+func (e *Engine) runnable(t *Task) error {
+	return storedCriteria(t, sqllex.For(e.Driver))
+}
+
 func (e *Engine) scanTask(row interface{ Scan(...any) error }) (*Task, error) {
 	var t Task
-	var maxActive, holdMS, maxHoldMS sql.NullInt64
+	var maxActive, holdMS, maxHoldMS, prefetch, prefetchTTL, prefetchLow sql.NullInt64
 	var lock string
 	var delayMS, ttlMS int64
 	var created nullTime
@@ -261,7 +335,7 @@ func (e *Engine) scanTask(row interface{ Scan(...any) error }) (*Task, error) {
 	// empty string as NULL.
 	var order sql.NullString
 	if err := row.Scan(&t.ID, &t.Name, &t.Source, &t.Key, &t.Where, &order, &maxActive, &lock,
-		&delayMS, &ttlMS, &t.CreatedBy, &created, &holdMS, &maxHoldMS); err != nil {
+		&delayMS, &ttlMS, &t.CreatedBy, &created, &holdMS, &maxHoldMS, &prefetch, &prefetchTTL, &prefetchLow); err != nil {
 		return nil, err
 	}
 	t.Order = order.String
@@ -271,6 +345,9 @@ func (e *Engine) scanTask(row interface{ Scan(...any) error }) (*Task, error) {
 	t.LeaseTTL = time.Duration(ttlMS) * time.Millisecond
 	t.HoldLimit = time.Duration(holdMS.Int64) * time.Millisecond
 	t.MaxHold = time.Duration(maxHoldMS.Int64) * time.Millisecond
+	t.Prefetch = int(prefetch.Int64)
+	t.PrefetchTTL = time.Duration(prefetchTTL.Int64) * time.Millisecond
+	t.PrefetchLow = int(prefetchLow.Int64)
 	t.CreatedAt = created.T
 	return &t, nil
 }
@@ -286,13 +363,32 @@ func (e *Engine) Task(ctx context.Context, name string) (*Task, error) {
 func (e *Engine) taskByName(ctx context.Context, name string) (*Task, error) {
 	t, err := e.scanTask(e.sql().TaskByName.QueryRow(ctx, e.DB, drivers.NameParams{Name: name}))
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, &problem.Error{Kind: problem.Usage, Msg: fmt.Sprintf("unknown task %q", name), Hint: "`loanq task list` shows the tasks"}
+		return nil, &problem.Error{Kind: problem.Usage, Msg: fmt.Sprintf("unknown task %q", name), Hint: e.taskHint(ctx, name)}
 	}
 	if err != nil {
 		return nil, fmt.Errorf("reading task %s: %w", name, err)
 	}
 	e.taskIDs.Store(t.Name, t.ID)
 	return t, nil
+}
+
+// taskHint says which task an unknown name was probably meant to be ("did
+// you mean `intake-docs`?"), read from the task list; when none is close or
+// the list cannot be read, where to look.
+func (e *Engine) taskHint(ctx context.Context, name string) string {
+	const look = "`loanq task list` shows the tasks"
+	tasks, err := e.Tasks(ctx)
+	if err != nil {
+		return look
+	}
+	names := make([]string, len(tasks))
+	for i, t := range tasks {
+		names[i] = t.Name
+	}
+	if close := suggest.Close(name, names); len(close) > 0 {
+		return "did you mean `" + strings.Join(close, "` or `") + "`? " + look
+	}
+	return look
 }
 
 func (e *Engine) taskByID(ctx context.Context, id int64) (*Task, error) {
@@ -404,6 +500,9 @@ func (e *Engine) DeleteTask(ctx context.Context, name string, force bool) (int64
 	}
 	if _, err := e.sql().DeleteTaskUsers.Exec(ctx, tx, drivers.TaskParams{TaskID: task.ID}); err != nil {
 		return 0, fmt.Errorf("deleting the per-user lock rows of task %s: %w", name, err)
+	}
+	if _, err := e.sql().PoolClear.Exec(ctx, tx, drivers.TaskParams{TaskID: task.ID}); err != nil {
+		return 0, fmt.Errorf("deleting the candidate pool of task %s: %w", name, err)
 	}
 	if _, err := e.sql().DeleteTaskRow.Exec(ctx, tx, drivers.TaskParams{TaskID: task.ID}); err != nil {
 		return 0, fmt.Errorf("deleting task %s: %w", name, err)

@@ -17,11 +17,21 @@ type TaskChange struct {
 	Lock                      *drivers.Strategy
 	QueryDelay, LeaseTTL      *time.Duration
 	HoldLimit, MaxHold        *time.Duration
+	// Prefetch 0 turns the pool off; PrefetchTTL and PrefetchLow 0 mean
+	// their defaults.
+	Prefetch, PrefetchLow *int
+	PrefetchTTL           *time.Duration
+	// UpdatedBy is who makes the change (recorded on the task; not a change
+	// by itself).
+	UpdatedBy string
+	// AllowWideLocks: as TaskSpec's (not a change by itself).
+	AllowWideLocks bool
 }
 
 func (c TaskChange) empty() bool {
 	return c.Source == nil && c.Key == nil && c.Where == nil && c.Order == nil && c.MaxActive == nil &&
-		c.Lock == nil && c.QueryDelay == nil && c.LeaseTTL == nil && c.HoldLimit == nil && c.MaxHold == nil
+		c.Lock == nil && c.QueryDelay == nil && c.LeaseTTL == nil && c.HoldLimit == nil && c.MaxHold == nil &&
+		c.Prefetch == nil && c.PrefetchLow == nil && c.PrefetchTTL == nil
 }
 
 // UpdateTask is `task update`: the task's definition with the changes
@@ -38,7 +48,20 @@ func (e *Engine) UpdateTask(ctx context.Context, name string, c TaskChange) (*Ta
 		return nil, err
 	}
 	s := TaskSpec{Name: t.Name, Source: t.Source, Key: t.Key, Where: t.Where, Order: t.Order, MaxActive: t.MaxActive,
-		Lock: t.Lock, QueryDelay: t.QueryDelay, LeaseTTL: t.LeaseTTL, HoldLimit: t.HoldLimit, MaxHold: t.MaxHold, CreatedBy: t.CreatedBy}
+		Lock: t.Lock, QueryDelay: t.QueryDelay, LeaseTTL: t.LeaseTTL, HoldLimit: t.HoldLimit, MaxHold: t.MaxHold, CreatedBy: t.CreatedBy,
+		Prefetch: t.Prefetch, PrefetchTTL: t.PrefetchTTL, PrefetchLow: t.PrefetchLow}
+	if c.Prefetch != nil {
+		s.Prefetch = *c.Prefetch
+		if s.Prefetch != t.Prefetch && c.PrefetchLow == nil {
+			s.PrefetchLow = 0 // the default for the new size
+		}
+	}
+	if c.PrefetchLow != nil {
+		s.PrefetchLow = *c.PrefetchLow
+	}
+	if c.PrefetchTTL != nil {
+		s.PrefetchTTL = *c.PrefetchTTL
+	}
 	set := func(dst *string, v *string) {
 		if v != nil {
 			*dst = *v
@@ -69,24 +92,48 @@ func (e *Engine) UpdateTask(ctx context.Context, name string, c TaskChange) (*Ta
 		return nil, err
 	}
 	want := &Task{ID: t.ID, Name: s.Name, Source: s.Source, Key: s.Key, Where: s.Where, Order: s.Order,
-		MaxActive: s.MaxActive, Lock: s.Lock, QueryDelay: s.QueryDelay, LeaseTTL: s.LeaseTTL, HoldLimit: s.HoldLimit, MaxHold: s.MaxHold}
+		MaxActive: s.MaxActive, Lock: s.Lock, QueryDelay: s.QueryDelay, LeaseTTL: s.LeaseTTL, HoldLimit: s.HoldLimit, MaxHold: s.MaxHold,
+		Prefetch: s.Prefetch, PrefetchTTL: s.PrefetchTTL, PrefetchLow: s.PrefetchLow}
 	if err := e.checkCriteria(ctx, want); err != nil {
 		return nil, err
 	}
+	verdict := ""
 	if s.Lock == drivers.Rows {
-		if err := e.checkLockable(ctx, want); err != nil {
+		if verdict, err = e.checkLockable(ctx, want, c.AllowWideLocks); err != nil {
 			return nil, err
 		}
 	}
 	// A task deleted meanwhile makes taskByID below answer "unknown task".
 	// (RowsAffected is no witness: MySQL counts only rows whose values
 	// changed.)
-	_, err = e.sql().TaskUpdate.Exec(ctx, e.DB, drivers.TaskUpdateParams{ID: t.ID,
-		Source: s.Source, Key: s.Key, Criteria: s.Where, Order: s.Order, MaxActive: positive(int64(s.MaxActive)),
-		LockStrategy: string(s.Lock), QueryDelayMS: s.QueryDelay.Milliseconds(), LeaseTTLMS: s.LeaseTTL.Milliseconds(),
-		HoldLimitMS: positive(s.HoldLimit.Milliseconds()), MaxHoldMS: positive(s.MaxHold.Milliseconds())})
+	// The definition and its pool in one transaction; a pool of another
+	// size or none starts afresh (its candidates were found for the old
+	// definition).
+	tx, err := e.DB.BeginTx(ctx, nil)
 	if err != nil {
 		return nil, fmt.Errorf("updating task %s: %w", t.Name, err)
+	}
+	defer tx.Rollback()
+	_, err = e.sql().TaskUpdate.Exec(ctx, tx, drivers.TaskUpdateParams{ID: t.ID,
+		Source: s.Source, Key: s.Key, Criteria: s.Where, Order: s.Order, MaxActive: positive(int64(s.MaxActive)),
+		LockStrategy: string(s.Lock), QueryDelayMS: s.QueryDelay.Milliseconds(), LeaseTTLMS: s.LeaseTTL.Milliseconds(),
+		HoldLimitMS: positive(s.HoldLimit.Milliseconds()), MaxHoldMS: positive(s.MaxHold.Milliseconds()),
+		UpdatedBy: c.UpdatedBy})
+	if err != nil {
+		return nil, fmt.Errorf("updating task %s: %w", t.Name, err)
+	}
+	size, ttl, low := prefetchValues(s.Prefetch, s.PrefetchTTL, s.PrefetchLow)
+	if _, err := e.sql().TaskSetPrefetch.Exec(ctx, tx, drivers.TaskPrefetchParams{ID: t.ID, Prefetch: size, TTLMS: ttl, Low: low}); err != nil {
+		return nil, fmt.Errorf("updating the candidate pool of task %s: %w", t.Name, err)
+	}
+	if _, err := e.sql().PoolClear.Exec(ctx, tx, drivers.TaskParams{TaskID: t.ID}); err != nil {
+		return nil, fmt.Errorf("emptying the candidate pool of task %s: %w", t.Name, err)
+	}
+	if err := tx.Commit(); err != nil {
+		return nil, fmt.Errorf("updating task %s: %w", t.Name, err)
+	}
+	if err := e.keepVerdict(ctx, t.ID, verdict); err != nil { // rows.go
+		return nil, err
 	}
 	return e.taskByID(ctx, t.ID)
 }

@@ -45,6 +45,9 @@ const minPoll = 25 * time.Millisecond
 // become free. It returns early on either, with served true when it saw the
 // request served; only a cancelled ctx or a failing database is an error.
 func (e *Engine) await(ctx context.Context, task *Task, strategy drivers.Strategy, own *ownRequest, bound time.Duration) (served bool, err error) {
+	if strategy == drivers.Rows {
+		return e.awaitRows(ctx, task, bound) // no task lock: wait for a held loan
+	}
 	if strategy != drivers.Lease && !e.sql().LockWaitBounded.Empty() {
 		return e.awaitLock(ctx, task, strategy, own, bound)
 	}
@@ -96,7 +99,7 @@ func (e *Engine) awaitLock(ctx context.Context, task *Task, strategy drivers.Str
 			return false, nil
 		}
 	}
-	tx, err := conn.BeginTx(ctx, nil)
+	tx, err := conn.BeginTx(ctx, e.roundTxOptions(task))
 	if err != nil {
 		return false, fmt.Errorf("waiting for the lock of task %s: %w", task.Name, err)
 	}

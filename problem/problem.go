@@ -4,6 +4,7 @@
 //	0  done
 //	1  any other failure
 //	2  bad input or usage; nothing was changed in the database
+//	3  `work run`: a completed loan kept coming back (--max-repeats; ExitRepeats)
 //	75 still pending or busy (EX_TEMPFAIL): ask again later
 //	130 interrupted by SIGINT, 143 by SIGTERM (128 + the signal's number)
 package problem

@@ -1,0 +1,168 @@
+package dispatch
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"database/sql"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/loanq/loanq/drivers"
+	"github.com/loanq/loanq/problem"
+)
+
+// API token roles (`loanq token create --role`): a processor acts only as
+// the token's user; a supervisor may also reclaim and see everyone's work.
+const (
+	TokenProcessor  = "processor"
+	TokenSupervisor = "supervisor"
+)
+
+// tokenPrefix marks loanq API tokens, so a leaked one is recognisable (and
+// a secret scanner can be taught the pattern).
+const tokenPrefix = "lqt_"
+
+// IssuedToken is what `loanq token create` prints: the token itself is shown
+// here once and never stored (only its SHA-256 is).
+type IssuedToken struct {
+	ID        int64  `json:"id"`
+	User      string `json:"user"`
+	Role      string `json:"role"`
+	Token     string `json:"token"`
+	ExpiresMs *int64 `json:"expires_in_ms"` // null: no expiry
+}
+
+// TokenInfo is one row of `loanq token list`: never the token.
+type TokenInfo struct {
+	ID        int64  `json:"id"`
+	User      string `json:"user"`
+	Role      string `json:"role"`
+	CreatedBy string `json:"created_by"`
+	AgeS      int64  `json:"age_s"`
+	State     string `json:"state"` // active, expired or revoked
+	ExpiresS  *int64 `json:"expires_in_s"`
+	RevokedBy string `json:"revoked_by,omitempty"`
+}
+
+// Principal is the user an API call acts as, from its token.
+type Principal struct {
+	TokenID int64
+	User    string
+	Role    string
+}
+
+// Supervisor reports whether the principal may act on everyone's work.
+func (p *Principal) Supervisor() bool { return p.Role == TokenSupervisor }
+
+// HashToken is how a token is kept and looked up: hex SHA-256. The token is
+// 32 random bytes, so a plain hash (no salt, no stretching) cannot be
+// reversed by guessing.
+func HashToken(token string) string {
+	sum := sha256.Sum256([]byte(token))
+	return hex.EncodeToString(sum[:])
+}
+
+// ParseTokenRole checks a --role of `token create`.
+func ParseTokenRole(s string) (string, error) {
+	switch r := strings.ToLower(strings.TrimSpace(s)); r {
+	case TokenProcessor, TokenSupervisor:
+		return r, nil
+	}
+	return "", problem.Usagef("invalid --role %q: give processor (acts only as its user) or supervisor (may also reclaim and see everyone's work)", s)
+}
+
+// CreateToken issues a token for user with role, valid for expires (0: no
+// expiry); by is who issues it.
+func (e *Engine) CreateToken(ctx context.Context, user, role, by string, expires time.Duration) (*IssuedToken, error) {
+	if err := validateUser(user); err != nil {
+		return nil, problem.WithHint(err, "`loanq token create --user NAME` names the processor the token acts as")
+	}
+	role, err := ParseTokenRole(role)
+	if err != nil {
+		return nil, err
+	}
+	if expires < 0 || (expires > 0 && expires < time.Minute) {
+		return nil, problem.Usagef("invalid --expires %s: give at least 1m, such as 90d or 720h (leave it out for no expiry)", expires)
+	}
+	var secret [32]byte
+	if _, err := rand.Read(secret[:]); err != nil {
+		return nil, fmt.Errorf("reading random bytes for a token: %w", err)
+	}
+	token := tokenPrefix + base64.RawURLEncoding.EncodeToString(secret[:])
+	out := &IssuedToken{User: user, Role: role, Token: token}
+	var expiresMS sql.NullInt64 // NULL: never
+	if expires > 0 {
+		ms := expires.Milliseconds()
+		expiresMS = sql.NullInt64{Int64: ms, Valid: true}
+		out.ExpiresMs = &ms
+	}
+	if out.ID, err = e.sql().TokenInsert.InsertID(ctx, e.DB, drivers.TokenInsertParams{User: user, Role: role,
+		Hash: HashToken(token), CreatedBy: by, ExpiresMs: expiresMS}); err != nil {
+		return nil, fmt.Errorf("storing the token: %w", err)
+	}
+	return out, nil
+}
+
+// ListTokens lists every token ever issued, oldest first.
+func (e *Engine) ListTokens(ctx context.Context) ([]TokenInfo, error) {
+	rows, err := e.sql().TokenList.Query(ctx, e.DB, drivers.NoParams{})
+	if err != nil {
+		return nil, fmt.Errorf("listing tokens: %w", err)
+	}
+	defer rows.Close()
+	list := []TokenInfo{}
+	for rows.Next() {
+		var t TokenInfo
+		var left sql.NullInt64
+		var by sql.NullString
+		if err := rows.Scan(&t.ID, &t.User, &t.Role, &t.CreatedBy, &t.AgeS, &t.State, &left, &by); err != nil {
+			return nil, fmt.Errorf("listing tokens: %w", err)
+		}
+		if left.Valid {
+			t.ExpiresS = &left.Int64
+		}
+		t.RevokedBy = by.String
+		list = append(list, t)
+	}
+	return list, rows.Err()
+}
+
+// RevokeToken refuses the token from now on, in every serve process (each
+// call is authenticated against the table).
+func (e *Engine) RevokeToken(ctx context.Context, id int64, by string) error {
+	if id <= 0 {
+		return problem.Usagef("invalid token id %d: give the id `loanq token list` shows", id)
+	}
+	res, err := e.sql().TokenRevoke.Exec(ctx, e.DB, drivers.TokenRevokeParams{ID: id, By: by})
+	if err != nil {
+		return fmt.Errorf("revoking token %d: %w", id, err)
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return fmt.Errorf("revoking token %d: %w", id, err)
+	} else if n == 0 {
+		return problem.Usagef("no active token %d: `loanq token list` shows the ids and which are revoked already", id)
+	}
+	return nil
+}
+
+// Authenticate returns the principal of a token, or nil when the token is
+// unknown, revoked or expired (by the database clock).
+func (e *Engine) Authenticate(ctx context.Context, token string) (*Principal, error) {
+	if !strings.HasPrefix(token, tokenPrefix) || len(token) > 100 {
+		return nil, nil // not one of ours: no query
+	}
+	var p Principal
+	err := e.sql().TokenAuth.QueryRow(ctx, e.DB, drivers.HashParams{Hash: HashToken(token)}).Scan(&p.TokenID, &p.User, &p.Role)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("checking an API token: %w", err)
+	}
+	return &p, nil
+}

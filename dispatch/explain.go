@@ -1,0 +1,343 @@
+package dispatch
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"regexp"
+	"strings"
+
+	"github.com/loanq/loanq/drivers"
+	"github.com/loanq/loanq/problem"
+)
+
+// `loanq explain` (docs/<database>.md, "Reading `loanq explain`"): what one
+// get of a task sends, how the database plans it, and — measured, not
+// guessed — how many rows one claim locks. Whether SKIP LOCKED shares the
+// work between concurrent callers or serialises them depends on that number
+// only: a claim that locks the n rows it returns leaves the rest to the
+// others; one that locks every eligible row (InnoDB, when no index serves the
+// order and the rows are sorted) leaves them nothing.
+//
+// The probe never changes data: both of its transactions roll back. It
+// counts what another session could lock, so a task that real callers are
+// claiming at the same moment is measured with their locks too: run it
+// when the task is quiet.
+
+// Explanation is `loanq explain TASK`.
+type Explanation struct {
+	Task       string               `json:"task"`
+	Database   string               `json:"database"`
+	Strategy   string               `json:"strategy"`
+	Count      int                  `json:"count"`
+	Statements []ExplainedStatement `json:"statements"`
+	Probe      Probe                `json:"probe"`
+	// Verdict is ok, warning or unknown (nothing eligible to measure).
+	Verdict string `json:"verdict"`
+	Message string `json:"message"`
+	// SuggestedIndex is an index that would serve the criteria and order (a
+	// heuristic from --where's equalities and --order), "" when none is
+	// needed or none can be derived.
+	SuggestedIndex string `json:"suggested_index"`
+}
+
+// ExplainedStatement is one statement of a get, with its binds, and the
+// database's plan for those that read the source.
+type ExplainedStatement struct {
+	Purpose string   `json:"purpose"`
+	SQL     string   `json:"sql"`
+	Binds   []any    `json:"binds"`
+	Plan    []string `json:"plan"`
+	Index   string   `json:"index"`
+	Sort    bool     `json:"sort"`
+}
+
+// Probe is the measurement: one claim of Count inside a transaction rolled
+// back, while a second session counts the eligible rows it can still lock.
+type Probe struct {
+	// Measured is false where the database has no row locks (SQLite).
+	Measured bool `json:"measured"`
+	// Claimed is how many rows the claim returned (locked and returned for
+	// rows; read by the criteria query for the other strategies).
+	Claimed int `json:"claimed"`
+	// Eligible is how many rows the criteria match now (at most ProbeLimit).
+	Eligible int `json:"eligible"`
+	// StillLockable is how many of them the second session could lock with
+	// SKIP LOCKED while the claim held its locks.
+	StillLockable int `json:"still_lockable"`
+	// RowsLocked is Eligible − StillLockable: the source rows the claim locks.
+	RowsLocked int `json:"rows_locked"`
+	// DataLocks are the claim's InnoDB locks from performance_schema
+	// (MySQL 8), gap and next-key locks included; DataLocksReadable says
+	// whether that table could be read at all.
+	DataLocksReadable bool     `json:"data_locks_readable"`
+	DataLocks         []string `json:"data_locks"`
+	Note              string   `json:"note"`
+}
+
+// ProbeLimit bounds how many eligible rows the probe counts.
+const ProbeLimit = 100000
+
+// WideLocks is the ratio past which a claim locks too much: `task create
+// --lock rows` refuses a task whose claim locks more than twice the rows it
+// returns.
+const WideLocks = 2
+
+// Explain explains task name with a probe of count rows.
+func (e *Engine) Explain(ctx context.Context, name string, count int) (*Explanation, error) {
+	if count < 1 || count > MaxCount {
+		return nil, problem.Usagef("invalid --count %d: give between 1 and %d", count, MaxCount)
+	}
+	task, err := e.Task(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	return e.explainTask(ctx, task, task.Lock, count)
+}
+
+func (e *Engine) explainTask(ctx context.Context, task *Task, strategy drivers.Strategy, count int) (*Explanation, error) {
+	x := &Explanation{Task: task.Name, Database: e.Driver.Name(), Strategy: string(strategy), Count: count}
+	stmts, planned := e.getStatements(task, strategy, count)
+	x.Statements = stmts
+	ex, ok := e.Driver.(drivers.Explainer)
+	var plan drivers.QueryPlan
+	if ok && planned >= 0 {
+		// EXPLAIN (PLAN FOR) inside a transaction rolled back: Oracle's
+		// PLAN_TABLE rows go with it.
+		tx, err := e.DB.BeginTx(ctx, nil)
+		if err != nil {
+			return nil, fmt.Errorf("planning the criteria of task %s: %w", task.Name, err)
+		}
+		s := &x.Statements[planned]
+		plan, err = ex.Explain(ctx, tx, e.planSQL(task, strategy, s.SQL), s.Binds...)
+		_ = tx.Rollback()
+		if err != nil {
+			return nil, fmt.Errorf("planning the criteria of task %s: %w", task.Name, err)
+		}
+		s.Plan, s.Index, s.Sort = plan.Lines, plan.Index, plan.Sort
+	}
+	p, err := e.probe(ctx, task, strategy, count)
+	if err != nil {
+		return nil, err
+	}
+	x.Probe = p
+	x.Verdict, x.Message, x.SuggestedIndex = verdict(task, strategy, p, plan, e.Driver.Name())
+	return x, nil
+}
+
+// getStatements lists what one get of count sends that matters for its
+// locks (drivers.GetStatements), and the index of the one to plan.
+func (e *Engine) getStatements(task *Task, strategy drivers.Strategy, count int) ([]ExplainedStatement, int) {
+	shown, planned := drivers.GetStatements(e.Driver, strategy, task.criteria(), drivers.GetShape{
+		TaskID: task.ID, Count: count, Capped: task.MaxActive > 0, LeaseTTLMS: task.LeaseTTL.Milliseconds()})
+	out := make([]ExplainedStatement, len(shown))
+	for i, s := range shown {
+		out[i] = ExplainedStatement{Purpose: s.Purpose, SQL: s.SQL, Binds: s.Binds}
+	}
+	return out, planned
+}
+
+// planSQL is the text to plan for a statement: the rows claim of a driver
+// that sends it through a procedure (Oracle) is planned as its cursor.
+func (e *Engine) planSQL(task *Task, strategy drivers.Strategy, text string) string {
+	if cp, ok := e.Driver.(drivers.ClaimPlanner); ok && strategy == drivers.Rows {
+		return cp.RowsPlanSQL(task.criteria())
+	}
+	return text
+}
+
+// probe runs one claim of count in a transaction (A) it rolls back, and
+// meanwhile counts, in a second session (B), the eligible rows B can still
+// lock.
+func (e *Engine) probe(ctx context.Context, task *Task, strategy drivers.Strategy, count int) (Probe, error) {
+	var p Probe
+	rl, hasRowLocks := e.Driver.(drivers.RowLocker)
+	fail := func(what string, err error) (Probe, error) {
+		return Probe{}, fmt.Errorf("probing the locks of task %s: %s: %w", task.Name, what, err)
+	}
+	connA, err := e.DB.Conn(ctx)
+	if err != nil {
+		return fail("connecting", err)
+	}
+	defer connA.Close()
+	var connID int64
+	dl, hasDataLocks := e.Driver.(drivers.DataLocker)
+	if hasDataLocks {
+		if connID, err = dl.ConnectionID(ctx, connA); err != nil {
+			return fail("reading the session id", err)
+		}
+	}
+	var optsA *sql.TxOptions
+	if strategy == drivers.Rows && hasRowLocks {
+		optsA = rl.RowsTxOptions()
+	}
+	txA, err := connA.BeginTx(ctx, optsA)
+	if err != nil {
+		return fail("beginning the claim", err)
+	}
+	defer txA.Rollback() // the probe changes nothing
+	switch {
+	case strategy == drivers.Rows && hasRowLocks:
+		keys, err := rl.LockRows(ctx, txA, task.criteria(), task.ID, count)
+		if err != nil {
+			return fail("claiming", err)
+		}
+		p.Claimed = len(keys)
+	default:
+		// The task row as the strategy locks it, but never queued behind a
+		// holder (wait would): the probe measures, it does not serve.
+		if s := e.sql().Lock(drivers.Skip); strategy != drivers.Lease && s != nil && !s.Empty() {
+			var id int64
+			if err := s.QueryRow(ctx, txA, drivers.TaskParams{TaskID: task.ID}).Scan(&id); err != nil {
+				if err == sql.ErrNoRows || e.Driver.IsLockBusy(err) {
+					p.Note = "another caller holds the task lock now: the probe ran the criteria query without it. "
+				} else {
+					return fail("taking the task lock", err)
+				}
+			}
+		}
+		keys, err := drivers.ScanIDs(drivers.CriteriaQuery(e.Driver.Dialect(), task.criteria()).Query(ctx, txA, drivers.CriteriaParams{TaskID: task.ID, Limit: count}))
+		if err != nil {
+			return fail("running the criteria query", err)
+		}
+		p.Claimed = len(keys)
+	}
+	if !hasRowLocks {
+		p.Note += e.Driver.Name() + " has no row locks: one writer at a time, and the task lock is the task's lease row (an UPDATE, not a lock held while the query runs); callers never lock loan rows"
+		return p, nil
+	}
+	// B: what is still lockable while A holds its locks.
+	txB, err := e.DB.BeginTx(ctx, rl.RowsTxOptions())
+	if err != nil {
+		return fail("beginning the second session", err)
+	}
+	defer txB.Rollback()
+	eligible, err := drivers.ScanIDs(drivers.CriteriaQuery(e.Driver.Dialect(), task.criteria()).Query(ctx, txB, drivers.CriteriaParams{TaskID: task.ID, Limit: ProbeLimit}))
+	if err != nil {
+		return fail("counting the eligible rows", err)
+	}
+	p.Measured, p.Eligible = true, len(eligible)
+	if p.Eligible > 0 {
+		lockable, err := rl.LockRows(ctx, txB, task.criteria(), task.ID, p.Eligible)
+		if err != nil {
+			return fail("counting the rows still lockable", err)
+		}
+		p.StillLockable = len(lockable)
+	}
+	p.RowsLocked = max(0, p.Eligible-p.StillLockable)
+	_ = txB.Rollback()
+	if hasDataLocks {
+		locks, ok, err := dl.DataLocks(ctx, e.DB, connID)
+		if err != nil {
+			return fail("reading performance_schema.data_locks", err)
+		}
+		p.DataLocksReadable, p.DataLocks = ok, locks
+	}
+	if p.DataLocks == nil {
+		p.DataLocks = []string{}
+	}
+	return p, nil
+}
+
+// verdict turns a probe into something a DBA can act on.
+func verdict(task *Task, strategy drivers.Strategy, p Probe, plan drivers.QueryPlan, dialect string) (v, msg, index string) {
+	sortNote := ""
+	if plan.Sort {
+		sortNote = " (the order needs a sort)"
+	}
+	switch {
+	case !p.Measured:
+		msg = fmt.Sprintf("ok: a claim of %d locks no loan row: %s", p.Claimed, strings.TrimSpace(p.Note))
+		if index = SuggestIndex(task, dialect); plan.Sort && index != "" {
+			return "ok", msg + "; each criteria query sorts the eligible rows: an index that serves the order (a suggestion): " + index, index
+		}
+		return "ok", msg, ""
+	case p.Eligible == 0:
+		return "unknown", "unknown: no loan is eligible now, so the probe locked nothing; run explain again when loans are eligible", ""
+	case strategy != drivers.Rows:
+		how := "callers queue on the task's row lock and its holder serves their requests together"
+		if strategy == drivers.Lease {
+			how = "callers take the task's lease in turn and its holder serves their requests together"
+		}
+		msg = fmt.Sprintf("ok: a claim of %d locks no loan row (%d locked by others now): %s", p.Claimed, p.RowsLocked, how)
+		if plan.Sort {
+			index = SuggestIndex(task, dialect)
+			if index != "" {
+				msg += fmt.Sprintf("; each criteria query sorts every eligible row%s: an index that serves the order (a suggestion): %s", sortNote, index)
+			}
+		}
+		return "ok", msg, index
+	case WideClaim(p.Claimed, p.RowsLocked):
+		index = SuggestIndex(task, dialect)
+		msg = fmt.Sprintf("warning: a claim of %d locks %d rows%s: concurrent callers will skip all of them", p.Claimed, p.RowsLocked, sortNote)
+		if index != "" {
+			msg += "; an index that serves it (a suggestion, from --where and --order): " + index
+		} else {
+			msg += "; add an index that serves the criteria and the order (--order is not a plain column list, so loanq cannot suggest one)"
+		}
+		return "warning", msg, index
+	default:
+		return "ok", fmt.Sprintf("ok: a claim of %d locks %d rows", p.Claimed, p.RowsLocked), ""
+	}
+}
+
+// WideClaim says whether a claim that returned claimed rows and locked
+// locked rows locks too many: more than WideLocks times what it returns.
+func WideClaim(claimed, locked int) bool {
+	return locked > WideLocks*max(claimed, 1) || (claimed == 0 && locked > 0)
+}
+
+var (
+	eqColumn  = regexp.MustCompile(`(?i)(?:^|[\s(])(?:src\.)?([a-z_][a-z0-9_]*)\s*(?:=|\bIN\s*\(|\bIS\s+NULL\b)`)
+	orderTerm = regexp.MustCompile(`(?i)^(?:src\.)?([a-z_][a-z0-9_]*)(?:\s+(ASC|DESC))?$`)
+	orWord    = regexp.MustCompile(`(?i)\bOR\b`)
+	quoted    = regexp.MustCompile(`'(?:[^']|'')*'`)
+)
+
+// SuggestIndex derives an index from the task's --where equality columns
+// (those compared with =, IN or IS NULL, when the condition has no OR) and
+// its --order columns, then the key: a heuristic, "" when --order is not a
+// plain column list.
+func SuggestIndex(t *Task, dialect string) string {
+	var cols []string
+	seen := map[string]bool{}
+	add := func(c, dir string) {
+		if !seen[strings.ToLower(c)] {
+			seen[strings.ToLower(c)] = true
+			cols = append(cols, strings.TrimSpace(c+" "+dir))
+		}
+	}
+	where := quoted.ReplaceAllString(t.Where, "''")
+	if !orWord.MatchString(where) {
+		for _, m := range eqColumn.FindAllStringSubmatch(where, -1) {
+			switch strings.ToUpper(m[1]) {
+			case "AND", "NOT", "WHERE":
+				continue
+			}
+			add(m[1], "")
+		}
+	}
+	if strings.TrimSpace(t.Order) != "" {
+		for _, term := range strings.Split(t.Order, ",") {
+			m := orderTerm.FindStringSubmatch(strings.TrimSpace(term))
+			if m == nil {
+				return ""
+			}
+			dir := strings.ToUpper(m[2])
+			if dir == "ASC" {
+				dir = ""
+			}
+			add(m[1], dir)
+		}
+	}
+	add(t.Key, "")
+	table := t.Source
+	if i := strings.LastIndex(table, "."); i >= 0 {
+		table = table[i+1:]
+	}
+	name := strings.ToLower(table + "_" + regexp.MustCompile(`[^A-Za-z0-9_]`).ReplaceAllString(t.Name, "_") + "_ix")
+	if len(name) > 30 { // Oracle before 12.2 allows 30
+		name = name[:27] + "_ix"
+	}
+	return fmt.Sprintf("CREATE INDEX %s ON %s (%s)", name, t.Source, strings.Join(cols, ", "))
+}

@@ -1,0 +1,433 @@
+package dispatch
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/loanq/loanq/drivers"
+	"github.com/loanq/loanq/problem"
+)
+
+// The candidate pool (docs/algorithm.md, "The candidate pool"). A task with
+// --prefetch N keeps up to N candidate keys from its latest criteria run, in
+// the criteria order, in loanq_pool. A `work get` of such a task first tries
+// to be served from the pool, in one short transaction:
+//
+//  1. on a capped task, lock the caller's (task, user) row first (docs/algorithm.md, "The per-user cap"),
+//     return abandoned work, count the user's active work;
+//  2. log the request (pending, visible to nobody until the commit);
+//  3. lock the first fresh pool rows nobody else is claiming
+//     (drivers.ClaimPool: SKIP LOCKED; SQLite's single writer), assign those
+//     still eligible in one statement that runs the criteria again over
+//     their keys (assignLocked, as the rows strategy does), and delete every
+//     claimed row, assigned or stale; repeat while the request is not full;
+//  4. finish the request and commit: one commit per get.
+//
+// When the pool cannot fill the request, the transaction rolls back whole
+// (nothing was assigned, nothing is pending) and the caller takes the usual
+// path: the task lock or lease, coalescing, wake-ups. Every criteria run of
+// a prefetch task refills the pool with what its round did not assign
+// (takePool, refillPool), so without any refresher at most the caller that finds the
+// pool empty waits for a query; `loanq task refill` and `serve --refill`
+// keep it above its low mark so that nobody does.
+//
+// A pool row is a hint, never a promise: the recheck by key decides, so a
+// candidate that stopped matching, was assigned in the task, was set to
+// never or returned with a future time is dropped. The one-active-row index
+// stays the last word.
+
+// DefaultPrefetchTTL is how long a pooled candidate stays claimable.
+const DefaultPrefetchTTL = 10 * time.Minute
+
+// MaxPrefetch bounds a pool's size: a refill writes the whole pool in the
+// lock holder's transaction.
+const MaxPrefetch = 10000
+
+func validatePrefetch(n *int, ttl *time.Duration, low *int) error {
+	switch {
+	case *n < 0 || *n > MaxPrefetch:
+		return problem.Usagef("invalid --prefetch %d: give a pool size between 1 and %d, or 0 for no pool", *n, MaxPrefetch)
+	case *n == 0:
+		*ttl, *low = 0, 0
+		return nil
+	case *ttl < 0 || (*ttl > 0 && *ttl < time.Second) || *ttl > 24*time.Hour:
+		return problem.Usagef("invalid --prefetch-ttl %s: give a duration between 1s and 24h", *ttl)
+	case *low < 0 || *low >= *n:
+		return problem.Usagef("invalid --prefetch-low %d: give a low mark between 0 and %d (below --prefetch %d)", *low, *n-1, *n)
+	}
+	if *ttl == 0 {
+		*ttl = DefaultPrefetchTTL
+	}
+	if *low == 0 {
+		*low = *n / 4
+	}
+	return nil
+}
+
+// prefetchValues are a pool's settings as TaskSetPrefetch binds them (NULLs:
+// no pool).
+func prefetchValues(n int, ttl time.Duration, low int) (size, ttlMS, lowMark sql.NullInt64) {
+	if n <= 0 {
+		return
+	}
+	return positive(int64(n)), positive(ttl.Milliseconds()), sql.NullInt64{Int64: int64(low), Valid: true}
+}
+
+// servePool serves a new request of the task from its pool. It returns nil
+// (and no error) when the pool cannot fill it: nothing was written, and the
+// caller serves the request the usual way.
+func (e *Engine) servePool(ctx context.Context, task *Task, user string, count int) (*Request, error) {
+	var opts *sql.TxOptions
+	if rl, ok := e.Driver.(drivers.RowLocker); ok {
+		opts = rl.RowsTxOptions() // InnoDB: READ COMMITTED, locks on the rows returned only
+	}
+	if task.MaxActive > 0 && !e.sql().UserLockEnsure.Empty() {
+		// Outside the claim and idempotent, as in the rows strategy.
+		if _, err := e.sql().UserLockEnsure.Exec(ctx, e.DB, drivers.TaskUserParams{TaskID: task.ID, User: user}); err != nil && !e.Driver.IsUniqueViolation(err) {
+			return nil, fmt.Errorf("preparing the per-user lock of %s: %w", user, err)
+		}
+	}
+	var id int64
+	err := drivers.RetryDeadlock(ctx, e.Driver, 4, func() error {
+		var err error
+		id, err = e.claimPool(ctx, task, user, count, opts)
+		return err
+	})
+	if drivers.IsDeadlock(e.Driver, err) {
+		return nil, nil // chosen as a victim again and again: the usual path serves it
+	}
+	if err != nil || id == 0 {
+		return nil, err
+	}
+	return e.Request(ctx, id)
+}
+
+// claimPool is servePool's transaction; it returns the served request's id,
+// or 0 when the pool could not fill it (rolled back).
+func (e *Engine) claimPool(ctx context.Context, task *Task, user string, count int, opts *sql.TxOptions) (int64, error) {
+	tx, err := e.DB.BeginTx(ctx, opts)
+	if err != nil {
+		return 0, fmt.Errorf("beginning the pool claim: %w", err)
+	}
+	defer tx.Rollback() // no-op after Commit
+	allow := count
+	if task.MaxActive > 0 && !e.sql().UserLock.Empty() {
+		var locked int64
+		if err := e.sql().UserLock.QueryRow(ctx, tx, drivers.TaskUserParams{TaskID: task.ID, User: user}).Scan(&locked); err != nil {
+			return 0, fmt.Errorf("locking the per-user cap of %s in task %s: %w", user, task.Name, err)
+		}
+	}
+	if err := e.expire(ctx, tx, task); err != nil {
+		return 0, err
+	}
+	if task.MaxActive > 0 {
+		var active int
+		if err := e.sql().ActiveCountForUser.QueryRow(ctx, tx, drivers.TaskUserParams{TaskID: task.ID, User: user}).Scan(&active); err != nil {
+			return 0, fmt.Errorf("counting active work of %s: %w", user, err)
+		}
+		allow = max(0, min(allow, task.MaxActive-active))
+		if allow == 0 {
+			return 0, nil // the usual path answers, and says why
+		}
+	}
+	id, err := e.sql().RequestInsert.InsertID(ctx, tx, drivers.RequestInsertParams{TaskID: task.ID, User: user, Requested: count})
+	if err != nil {
+		if e.Driver.IsUniqueViolation(err) {
+			return 0, nil // a pending request of this user: the usual path attaches to it
+		}
+		return 0, fmt.Errorf("logging the request: %w", err)
+	}
+	req := &Request{ID: id, TaskID: task.ID, Task: task.Name, User: user, Requested: count}
+	take := 0
+	for round := 0; take < allow && round < maxClaimRounds; round++ {
+		ids, err := drivers.ClaimPool(ctx, e.Driver, tx, task.ID, task.PrefetchTTL.Milliseconds(), allow-take)
+		if err != nil {
+			return 0, fmt.Errorf("claiming from the pool of task %s: %w", task.Name, err)
+		}
+		if len(ids) == 0 {
+			break
+		}
+		n, err := e.assignLocked(ctx, tx, task, ids, req)
+		if err != nil {
+			return 0, err
+		}
+		if err := e.dropPooled(ctx, tx, task, ids); err != nil {
+			return 0, err
+		}
+		take += n
+	}
+	if take < allow {
+		return 0, nil // roll back: the usual path serves it, and refills the pool
+	}
+	status := StatusAssigned
+	if take < count {
+		status = StatusPartial // the cap
+	}
+	if _, err := e.sql().RequestFinishPooled.Exec(ctx, tx, drivers.RequestFinishParams{Assigned: take, Status: status, ID: id}); err != nil {
+		return 0, fmt.Errorf("finishing request %d: %w", id, err)
+	}
+	if e.beforeCommit != nil {
+		e.beforeCommit()
+	}
+	if err := tx.Commit(); err != nil {
+		return 0, fmt.Errorf("committing the pool claim of task %s: %w", task.Name, err)
+	}
+	return id, nil
+}
+
+func (e *Engine) dropPooled(ctx context.Context, q drivers.Querier, task *Task, ids []int64) error {
+	text, err := json.Marshal(ids)
+	if err != nil {
+		return err
+	}
+	if _, err := e.sql().PoolDrop.Exec(ctx, q, drivers.PoolIDsParams{TaskID: task.ID, IDs: string(text)}); err != nil {
+		return fmt.Errorf("removing claimed candidates from the pool of task %s: %w", task.Name, err)
+	}
+	return nil
+}
+
+// roundPool is what a serving round of a prefetch task took of its pool.
+type roundPool struct {
+	loans   []int64        // what the round found, less what claims hold or assigned
+	claimed []int64        // pool rows the round locked (nobody was claiming them)
+	held    map[int64]bool // pool rows claims under way hold
+}
+
+// takePool runs in a serving round of a prefetch task, after its criteria
+// query and before it assigns anything; pool claims run beside it. The
+// round never waits for a claim, so no lock cycle can form between them:
+//
+//   - it locks every pool row nobody is claiming (SKIP LOCKED): those are
+//     its own to drop and replace;
+//   - it reads, outside its transaction (MySQL's REPEATABLE READ snapshot
+//     would predate them), the pool rows it could not lock, which claims
+//     under way hold, and then which of its loans are active now: a claim
+//     that committed before the first read shows in the second, one that
+//     commits after it held its rows at the first;
+//   - it leaves both out of what it assigns, so it never meets a claim on
+//     the one-active-row index.
+func (e *Engine) takePool(ctx context.Context, tx *sql.Tx, task *Task, found []int64) (*roundPool, error) {
+	rp := &roundPool{held: map[int64]bool{}}
+	var err error
+	// Every row, fresh or not: the round replaces the whole pool.
+	if rp.claimed, err = drivers.ClaimPool(ctx, e.Driver, tx, task.ID, allAges.Milliseconds(), 4*MaxPrefetch); err != nil {
+		return nil, fmt.Errorf("taking the pool of task %s for its refill: %w", task.Name, err)
+	}
+	mine := make(map[int64]bool, len(rp.claimed))
+	for _, id := range rp.claimed {
+		mine[id] = true
+	}
+	all, err := drivers.ScanIDs(e.sql().PoolKeys.Query(ctx, e.DB, drivers.TaskParams{TaskID: task.ID}))
+	if err != nil {
+		return nil, fmt.Errorf("reading the pool of task %s: %w", task.Name, err)
+	}
+	for _, id := range all {
+		if !mine[id] {
+			rp.held[id] = true
+		}
+	}
+	gone := map[int64]bool{}
+	for start := 0; start < len(found); start += activeAmongChunk {
+		text, err := json.Marshal(found[start:min(len(found), start+activeAmongChunk)])
+		if err != nil {
+			return nil, err
+		}
+		taken, err := drivers.ScanIDs(e.sql().ActiveAmong.Query(ctx, e.DB, drivers.PoolIDsParams{TaskID: task.ID, IDs: string(text)}))
+		if err != nil {
+			return nil, fmt.Errorf("reading the loans assigned from the pool of task %s meanwhile: %w", task.Name, err)
+		}
+		for _, id := range taken {
+			gone[id] = true
+		}
+	}
+	rp.loans = make([]int64, 0, len(found))
+	for _, id := range found {
+		if !gone[id] && !rp.held[id] {
+			rp.loans = append(rp.loans, id)
+		}
+	}
+	return rp, nil
+}
+
+// allAges is a time to live that every pool row is younger than.
+const allAges = 100 * 365 * 24 * time.Hour
+
+// activeAmongChunk keeps a key list under Oracle's 4,000-byte bind limit.
+const activeAmongChunk = 200
+
+// refillPool replaces the pool rows the round took with the candidates it
+// did not assign, in order, at most --prefetch of them (less the rows
+// claims still hold), and returns how many it put in.
+func (e *Engine) refillPool(ctx context.Context, tx *sql.Tx, task *Task, rp *roundPool, leftovers []int64) (int, error) {
+	for start := 0; start < len(rp.claimed); start += activeAmongChunk {
+		if err := e.dropPooled(ctx, tx, task, rp.claimed[start:min(len(rp.claimed), start+activeAmongChunk)]); err != nil {
+			return 0, err
+		}
+	}
+	leftovers = leftovers[:min(len(leftovers), max(0, task.Prefetch-len(rp.held)))]
+	for start := 0; start < len(leftovers); {
+		// Chunks under Oracle's 4,000-byte bind limit, as for WorkInsertMany.
+		var b strings.Builder
+		b.WriteByte('[')
+		end := start
+		for ; end < len(leftovers) && b.Len() < maxAssignmentsJSON-40; end++ {
+			if end > start {
+				b.WriteByte(',')
+			}
+			fmt.Fprintf(&b, `[%d,0,""]`, leftovers[end])
+		}
+		b.WriteByte(']')
+		if _, err := e.sql().PoolFill.Exec(ctx, tx, drivers.PoolFillParams{TaskID: task.ID, Offset: start, Candidates: b.String()}); err != nil {
+			return 0, fmt.Errorf("refilling the pool of task %s: %w", task.Name, err)
+		}
+		start = end
+	}
+	return len(leftovers), nil
+}
+
+// PoolStatus is what `task show` and `task stats` say of a task's pool.
+type PoolStatus struct {
+	Size int `json:"size"` // fresh candidates
+	// AgeS is how long ago the oldest fresh candidate was found (nil: none).
+	AgeS    *int64 `json:"age_s"`
+	Hits    int64  `json:"hits"`    // requests served from the pool
+	Refills int64  `json:"refills"` // criteria runs that refilled it
+}
+
+// Pool reads a prefetch task's pool figures (nil for a task without pool).
+func (e *Engine) Pool(ctx context.Context, task *Task) (*PoolStatus, error) {
+	if task.Prefetch <= 0 {
+		return nil, nil
+	}
+	var p PoolStatus
+	var age sql.NullInt64
+	if err := e.sql().PoolStats.QueryRow(ctx, e.DB, drivers.TaskTTLParams{TaskID: task.ID, TTLMS: task.PrefetchTTL.Milliseconds()}).
+		Scan(&p.Size, &age, &p.Hits, &p.Refills); err != nil {
+		return nil, fmt.Errorf("reading the pool of task %s: %w", task.Name, err)
+	}
+	if age.Valid {
+		p.AgeS = &age.Int64
+	}
+	return &p, nil
+}
+
+// RefillOutcome is what one refill did.
+type RefillOutcome struct {
+	Task    string `json:"task"`
+	Before  int    `json:"before"` // fresh candidates before
+	After   int    `json:"after"`
+	Refused string `json:"skipped,omitempty"` // why nothing was done
+}
+
+// Refill runs one criteria query of a prefetch task under its task lock or
+// lease and puts what it found in the pool (serving the task's pending
+// requests first, as any round does). force: refill even when the pool is
+// above its low mark. A task whose lock is held is skipped: its holder is
+// running a query, which refills the pool at its commit.
+func (e *Engine) Refill(ctx context.Context, task *Task, force bool) (RefillOutcome, error) {
+	out := RefillOutcome{Task: task.Name}
+	if task.Prefetch <= 0 {
+		return out, problem.Usagef("task %s has no candidate pool: give it one with `loanq task update %s --prefetch N`", task.Name, task.Name)
+	}
+	if err := e.runnable(task); err != nil {
+		return out, err
+	}
+	st, err := e.Pool(ctx, task)
+	if err != nil {
+		return out, err
+	}
+	out.Before, out.After = st.Size, st.Size
+	if !force && st.Size > task.PrefetchLow {
+		out.Refused = fmt.Sprintf("above its low mark (%d > %d)", st.Size, task.PrefetchLow)
+		return out, nil
+	}
+	err = drivers.RetryDeadlock(ctx, e.Driver, 4, func() error {
+		if task.Lock == drivers.Lease {
+			return e.serveRoundLeaseMode(ctx, task, nil, true)
+		}
+		return e.refillRowLock(ctx, task)
+	})
+	if errors.Is(err, errBusy) || (err != nil && problem.KindOf(err) == problem.Busy) {
+		out.Refused = "its lock is held: the holder's run refills it"
+		return out, nil
+	}
+	if err != nil {
+		return out, err
+	}
+	if st, err = e.Pool(ctx, task); err != nil {
+		return out, err
+	}
+	out.After = st.Size
+	return out, nil
+}
+
+// refillRowLock is a refill round under the task's row lock, skipping when
+// it is held (every row-lock strategy, rows included: a rows task's callers
+// never take it, so it serialises only refills).
+func (e *Engine) refillRowLock(ctx context.Context, task *Task) error {
+	tx, err := e.DB.BeginTx(ctx, e.roundTxOptions(task))
+	if err != nil {
+		return fmt.Errorf("beginning the refill transaction: %w", err)
+	}
+	defer tx.Rollback()
+	var locked int64
+	err = e.sql().Lock(drivers.Skip).QueryRow(ctx, tx, drivers.TaskParams{TaskID: task.ID}).Scan(&locked)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return errBusy
+	case err != nil:
+		return fmt.Errorf("taking the lock of task %s for a refill: %w", task.Name, err)
+	}
+	return e.serveLockedMode(ctx, tx, task, task.Lock, nil, true)
+}
+
+// refillIfLow refills a rows task's pool after its caller was served the
+// rows way (the rows strategy has no rounds that would refill it), skipping
+// when it is above its low mark or someone else is refilling.
+func (e *Engine) refillIfLow(ctx context.Context, task *Task) {
+	if task.Prefetch <= 0 || task.Lock != drivers.Rows {
+		return
+	}
+	_, _ = e.Refill(ctx, task, false)
+}
+
+// RefillAll refills every prefetch task at or below its low mark (task
+// refill --all, serve --refill).
+func (e *Engine) RefillAll(ctx context.Context) ([]RefillOutcome, error) {
+	tasks, err := e.Tasks(ctx)
+	if err != nil {
+		return nil, err
+	}
+	outs := []RefillOutcome{}
+	for _, t := range tasks {
+		if t.Prefetch <= 0 {
+			continue
+		}
+		out, err := e.Refill(ctx, t, false)
+		if err != nil {
+			return outs, fmt.Errorf("task %s: %w", t.Name, err)
+		}
+		outs = append(outs, out)
+	}
+	return outs, nil
+}
+
+// roundTxOptions are the options of a serving round's transaction: the
+// database's default, except for a task with a pool on a database whose
+// row-lock claims need READ COMMITTED (InnoDB): there the round's locking
+// read of the pool would keep next-key locks on the rows and gaps it
+// scanned, which pool claims running beside it meet.
+func (e *Engine) roundTxOptions(task *Task) *sql.TxOptions {
+	if task.Prefetch <= 0 {
+		return nil
+	}
+	if rl, ok := e.Driver.(drivers.RowLocker); ok {
+		return rl.RowsTxOptions()
+	}
+	return nil
+}

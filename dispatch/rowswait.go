@@ -1,0 +1,114 @@
+package dispatch
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/loanq/loanq/drivers"
+	"github.com/loanq/loanq/internal/pause"
+)
+
+// A rows caller answers `empty` or `partial` only when the criteria are
+// exhausted (docs/algorithm.md, "The rows strategy"). SKIP LOCKED passes over
+// rows other claimers hold, and those may be many more than they will take:
+// where the task's order needs a sort, InnoDB locks every row the claim
+// scanned, not the n it returns. A claim that got fewer than it may take
+// therefore reads the criteria once more without locking (heldEligible): an
+// eligible loan it did not get is held by another transaction. The claim
+// then rolls back, the request stays pending, and the caller waits for that
+// row to be let go of (awaitRows, bounded by the caller's recheck step and
+// --timeout) before it claims again. Only a claim that finds nothing held
+// commits partial or empty.
+
+// heldEligible runs the criteria query in q, without locking, for its first
+// eligible loan: inside a claim transaction, the loans this claim assigned
+// are no longer eligible (its own inserts), so any key found is one another
+// transaction holds (or one that became eligible since the claim's read).
+func (e *Engine) heldEligible(ctx context.Context, q drivers.Querier, task *Task) (int64, bool, error) {
+	rows, err := drivers.CriteriaQuery(e.Driver.Dialect(), task.criteria()).Query(ctx, q, drivers.CriteriaParams{TaskID: task.ID, Limit: 1})
+	if err != nil {
+		return 0, false, fmt.Errorf("looking for loans other claimers of task %s hold: %w", task.Name, err)
+	}
+	defer rows.Close()
+	var key int64
+	found := rows.Next()
+	if found {
+		if err := rows.Scan(&key); err != nil {
+			return 0, false, fmt.Errorf("looking for loans other claimers of task %s hold: %w", task.Name, err)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return 0, false, fmt.Errorf("looking for loans other claimers of task %s hold: %w", task.Name, err)
+	}
+	return key, found, nil
+}
+
+// awaitRows waits at most bound for an eligible loan another claimer holds
+// to be let go of: it queues on that row with a bounded locking read, which
+// the database grants the moment the holder commits or rolls back, and
+// rolls back at once. It never reports the request served: the caller
+// claims again and reads its request then.
+func (e *Engine) awaitRows(ctx context.Context, task *Task, bound time.Duration) (bool, error) {
+	start := time.Now()
+	defer func() {
+		// A row nobody holds (it became eligible after the claim's read, or
+		// another strategy's holder is assigning it) is granted at once:
+		// never claim again in a tight loop.
+		if rest := minPoll - time.Since(start); rest > 0 {
+			_ = pause.For(ctx, rest)
+		}
+	}()
+	key, held, err := e.heldEligible(ctx, e.DB, task)
+	if err != nil || !held {
+		return false, err // nothing held any more: claim again at once
+	}
+	if _, ok := e.Driver.(drivers.RowWaiter); !ok {
+		return false, pause.For(ctx, min(bound, minPoll))
+	}
+	conn, err := e.DB.Conn(ctx)
+	if err != nil {
+		return false, fmt.Errorf("waiting for loan %d of task %s: %w", key, task.Name, err)
+	}
+	defer conn.Close()
+	if !e.sql().WaitLockSave.Empty() {
+		var saved any
+		if err := e.sql().WaitLockSave.QueryRow(ctx, conn, drivers.NoParams{}).Scan(&saved); err != nil {
+			return false, fmt.Errorf("reading the session lock wait limit: %w", err)
+		}
+		defer func() {
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			defer cancel()
+			if _, rerr := e.sql().WaitLockRestore.Exec(rctx, conn, drivers.SettingParams{Value: saved}); rerr != nil {
+				_ = conn.Raw(func(any) error { return driver.ErrBadConn })
+			}
+		}()
+	}
+	tx, err := conn.BeginTx(ctx, nil)
+	if err != nil {
+		return false, fmt.Errorf("waiting for loan %d of task %s: %w", key, task.Name, err)
+	}
+	defer tx.Rollback() // a lock taken only to learn of the holder's end
+	if !e.sql().WaitLockSet.Empty() {
+		if _, err := e.sql().WaitLockSet.Exec(ctx, tx, drivers.MillisParams{MS: bound.Milliseconds()}); err != nil {
+			return false, fmt.Errorf("bounding the lock wait: %w", err)
+		}
+	}
+	// The database bounds the wait; the context is a safety net.
+	lockCtx, cancel := context.WithTimeout(ctx, time.Duration(boundSeconds(bound))*time.Second+2*time.Second)
+	defer cancel()
+	err = drivers.WaitForRow(lockCtx, e.Driver, tx, task.criteria(), key, boundSeconds(bound))
+	switch {
+	case err == nil, errors.Is(err, sql.ErrNoRows), e.Driver.IsLockBusy(err):
+		return false, nil // granted, gone, or the bound passed: claim again
+	case ctx.Err() != nil:
+		return false, ctx.Err()
+	case lockCtx.Err() != nil:
+		return false, nil
+	default:
+		return false, fmt.Errorf("waiting for loan %d of task %s: %w", key, task.Name, err)
+	}
+}
