@@ -4,11 +4,14 @@ package commands
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/signal"
 	"os/user"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -16,7 +19,9 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/loanq/loanq/dispatch"
+	"github.com/loanq/loanq/drivers"
 	"github.com/loanq/loanq/dsn"
+	"github.com/loanq/loanq/internal/textsafe"
 	"github.com/loanq/loanq/problem"
 	"github.com/loanq/loanq/schema"
 )
@@ -45,13 +50,21 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	if err == nil {
 		return problem.ExitOK
 	}
+	if problem.KindOf(err) == problem.Failure && drivers.IsPermissionDenied(err) {
+		// The database refused this account the statement: a privilege it
+		// was not granted, or a row it may not write (docs/security.md).
+		// Nothing was changed; the same command will be refused again.
+		err = problem.WithHint(problem.AsUsage(err, "refused by the database for this account"),
+			"an admin grants what each role may do: `loanq grants --help`, docs/security.md")
+	}
 	if !ran && problem.KindOf(err) == problem.Failure {
 		// urfave/cli failed before any action ran: a bad flag or argument.
 		err = problem.AsUsage(err, "bad command line")
 		err = problem.WithHint(err, "run `loanq --help` or `loanq COMMAND --help`")
 	}
 	if err.Error() != "" { // an exit status passed on from a command loanq ran says nothing more
-		fmt.Fprintf(stderr, "loanq: %s\n", err)
+		// Escaped: a message may quote a name or criteria read from the database.
+		fmt.Fprintf(stderr, "loanq: %s\n", textsafe.Escape(err.Error()))
 	}
 	return problem.ExitCode(err)
 }
@@ -120,10 +133,14 @@ Examples:
 			dispositionCommand(),
 			pipelineCommand(),
 			sqlCommand(),
+			grantsCommand(),
 			demoCommand(),
 			benchCommand(),
 			lockCommand(),
+			explainCommand(),
 			serveCommand(),
+			pruneCommand(),
+			tokenCommand(),
 			versionCommand(),
 			completionCommand(),
 		},
@@ -185,13 +202,56 @@ func open(c *cli.Context) (*env, error) {
 		json: c.String("output") == "json", out: c.App.Writer}, nil
 }
 
+// openActing is open for the commands that act as a user (work get,
+// status, cancel, run and reclaim; disposition; pipeline; task create and
+// update): the database decides whom its account may act as
+// (dispatch.ActingUser, docs/security.md), and the OS user lookup runs only
+// when no name was given. Read-only commands do not ask.
+func openActing(c *cli.Context) (*env, error) {
+	e, err := open(c)
+	if err != nil {
+		return nil, err
+	}
+	requested, fallback := "", e.user
+	if c.IsSet("user") {
+		requested, fallback = c.String("user"), ""
+	}
+	if e.user, err = e.ActingUser(c.Context, requested, fallback); err != nil {
+		e.Close()
+		return nil, err
+	}
+	return e, nil
+}
+
 // openDB opens --db (schema.Open). A file database the user named must
 // exist: only `migrate up` and `demo` create one (openCreating); the
 // zero-set-up default (no --db, LOANQ_DB or DATABASE_URL) creates itself.
+//
+// The default is named on stderr each time it is used, and said to be new
+// when this command created it: `task list` in a new directory otherwise
+// answers "no tasks yet" about a file nobody asked for.
 func openDB(c *cli.Context, opts schema.Options) (*schema.Database, error) {
 	opts.MustExist = c.IsSet("db")
 	opts.ConnectTimeout = connectTimeout
-	return schema.Open(c.Context, c.String("db"), opts)
+	if c.IsSet("db") || c.String("db") != dsn.Default {
+		return schema.Open(c.Context, c.String("db"), opts)
+	}
+	path := strings.TrimPrefix(dsn.Default, "sqlite:")
+	_, statErr := os.Stat(path)
+	db, err := schema.Open(c.Context, c.String("db"), opts)
+	if err != nil {
+		return nil, err
+	}
+	if abs, aerr := filepath.Abs(path); aerr == nil {
+		path = abs
+	}
+	verb := "using"
+	if errors.Is(statErr, fs.ErrNotExist) {
+		verb = "created"
+	}
+	fmt.Fprintf(c.App.ErrWriter, "loanq: %s the default database %s (no --db, LOANQ_DB or DATABASE_URL given; set one to use another)\n",
+		verb, textsafe.Escape(path))
+	return db, nil
 }
 
 // openCreating opens --db as it is, creating a file database that does not

@@ -82,6 +82,7 @@ Examples:
 			&cli.IntFlag{Name: "count", Aliases: []string{"c"}, Value: 1, Usage: "engine: loans per work get (1-1000)"},
 			&cli.StringFlag{Name: "duration", Value: "0s", Usage: "engine: stop after this long, e.g. 30s (0s: when the task is drained)"},
 			&cli.StringFlag{Name: "query-delay", Value: "0s", Usage: "engine: the task's --query-delay, a criteria query made slow on purpose"},
+			&cli.IntFlag{Name: "prefetch", Usage: "engine: the task's --prefetch, a candidate pool of N loans"},
 			&cli.BoolFlag{Name: "no-raw", Usage: "engine: skip the raw single-row claim measured before the run"},
 		},
 		Action: benchRun,
@@ -128,7 +129,7 @@ func benchRun(c *cli.Context) error {
 	}
 	switch strings.ToLower(c.String("target")) {
 	case "items":
-		for _, f := range []string{"count", "duration", "query-delay", "no-raw"} {
+		for _, f := range []string{"count", "duration", "query-delay", "prefetch", "no-raw"} {
 			if c.IsSet(f) {
 				return problem.Usagef("--%s goes with --target engine (the item table has no work get)", f)
 			}
@@ -214,7 +215,7 @@ func benchEngine(c *cli.Context) error {
 	}
 	rows := c.Int("rows")
 	cfg := bench.EngineConfig{DSN: c.String("db"), MustExist: c.IsSet("db"), Strategy: strings.ToLower(c.String("strategy")), Workers: c.Int("workers"),
-		Processes: c.Int("processes"), Count: c.Int("count"), Rows: rows, Duration: dur, QueryDelay: delay, Work: work,
+		Processes: c.Int("processes"), Count: c.Int("count"), Rows: rows, Duration: dur, QueryDelay: delay, Prefetch: c.Int("prefetch"), Work: work,
 		NoRaw: c.Bool("no-raw"), Chart: c.String("chart")}
 	if err := cfg.Validate(); err != nil {
 		return err
@@ -253,7 +254,7 @@ func benchEngineWorker(c *cli.Context) error {
 }
 
 func benchCLI(c *cli.Context) error {
-	for _, f := range []string{"batch", "workers", "count", "query-delay", "no-raw", "chart", "work"} {
+	for _, f := range []string{"batch", "workers", "count", "query-delay", "prefetch", "no-raw", "chart", "work"} {
 		if c.IsSet(f) {
 			return problem.Usagef("--%s does not go with --target cli (its loops are --processes, each call --count 1)", f)
 		}

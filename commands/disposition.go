@@ -9,6 +9,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/loanq/loanq/dispatch"
+	"github.com/loanq/loanq/internal/textsafe"
 	"github.com/loanq/loanq/problem"
 )
 
@@ -61,7 +62,7 @@ func disposition(c *cli.Context) error {
 	} else if action == dispatch.Return {
 		return problem.Usagef("return needs --after: how long until the loan is back in the queue (0s to 72h)")
 	}
-	e, err := open(c)
+	e, err := openActing(c)
 	if err != nil {
 		return err
 	}
@@ -72,10 +73,10 @@ func disposition(c *cli.Context) error {
 	}
 	return emit(c, d, func(w io.Writer) {
 		if d.Disposition == dispatch.Return {
-			fmt.Fprintf(w, "loan %d in task %s: returned to the queue after %s\n", d.LoanID, d.Task, d.After)
+			fmt.Fprintf(w, "loan %d in task %s: returned to the queue after %s\n", d.LoanID, textsafe.Escape(d.Task), d.After)
 			return
 		}
-		fmt.Fprintf(w, "loan %d in task %s: %s\n", d.LoanID, d.Task, d.Disposition)
+		fmt.Fprintf(w, "loan %d in task %s: %s\n", d.LoanID, textsafe.Escape(d.Task), d.Disposition)
 	})
 }
 

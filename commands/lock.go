@@ -14,12 +14,22 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/loanq/loanq/internal/child"
+	"github.com/loanq/loanq/internal/textsafe"
 	"github.com/loanq/loanq/locks"
 	"github.com/loanq/loanq/problem"
 )
 
 // lockPoll is how often `lock run --wait` tries again while the lock is held.
 const lockPoll = 250 * time.Millisecond
+
+// lockKillAfter is how long CMD has between SIGTERM and SIGKILL when loanq
+// dies: 5s, or a third of --ttl when that is shorter. loanq renews the lease
+// every ttl/3, so while renewals succeed it dies at most ttl/3 after one and
+// the lease lasts at least 2·ttl/3 more: CMD is gone before the next holder
+// can take it.
+func lockKillAfter(ttl time.Duration) time.Duration {
+	return min(5*time.Second, ttl/3)
+}
 
 func lockCommand() *cli.Command {
 	return &cli.Command{
@@ -43,7 +53,11 @@ LOANQ_LOCK_NAME and LOANQ_LOCK_TOKEN (the fencing token, larger at every take)
 in its environment, renews the lease every --ttl/3 while CMD runs, releases it
 when CMD ends and exits with CMD's exit status (128+N when signal N ended it).
 SIGINT and SIGTERM sent to loanq are passed on to CMD; the lease is released
-once CMD has ended.
+once CMD has ended. If loanq dies (SIGKILL), CMD's process group gets SIGTERM,
+then SIGKILL after 5s or --ttl/3 if shorter: before the lease can expire.
+CMD's environment is loanq's without loanq's own variables: no LOANQ_DB,
+LOANQ_SERVE_TOKEN or other LOANQ_* (only the two above), and no DATABASE_URL
+when that is loanq's database.
 
 Held elsewhere: exit 75 at once, or with --wait D try again every 250ms for up
 to D, then exit 75. If renewals fail until the lease has expired (or the lease
@@ -156,8 +170,8 @@ func lockRun(c *cli.Context) error {
 		}
 	}
 
-	env := []string{"LOANQ_LOCK_NAME=" + name, "LOANQ_LOCK_TOKEN=" + strconv.FormatInt(lease.Token, 10)}
-	p, err := child.Start(path, argv, env, os.Stdin, c.App.Writer, stderr)
+	env := child.Environ(os.Environ(), c.String("db"), "LOANQ_LOCK_NAME="+name, "LOANQ_LOCK_TOKEN="+strconv.FormatInt(lease.Token, 10))
+	p, err := child.Start(path, argv, env, lockKillAfter(ttl), os.Stdin, c.App.Writer, stderr)
 	if err != nil {
 		releaseLease(ctx, store, lease, stderr)
 		return fmt.Errorf("lock %s: start %s: %w", name, argv[0], err)
@@ -274,7 +288,7 @@ func lockList(c *cli.Context) error {
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(tw, "NAME\tHOLDER\tSTATE\tTOKEN\tTAKEN AT\tEXPIRES AT")
 		for _, v := range views {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\n", v.Name, dashIfNil(v.Holder), v.State, v.Token, dashIfNil(v.TakenAt), dashIfNil(v.ExpiresAt))
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\n", textsafe.Escape(v.Name), textsafe.Escape(dashIfNil(v.Holder)), v.State, v.Token, dashIfNil(v.TakenAt), dashIfNil(v.ExpiresAt))
 		}
 		tw.Flush()
 	})

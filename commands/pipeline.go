@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/urfave/cli/v2"
+
+	"github.com/loanq/loanq/internal/textsafe"
 )
 
 func durationOf(ns int64) time.Duration { return time.Duration(ns) }
@@ -28,7 +30,7 @@ func pipeline(c *cli.Context) error {
 	if _, err := args(c); err != nil {
 		return err
 	}
-	e, err := open(c)
+	e, err := openActing(c)
 	if err != nil {
 		return err
 	}
@@ -39,13 +41,13 @@ func pipeline(c *cli.Context) error {
 	}
 	return emit(c, map[string]any{"user": e.user, "work": items}, func(w io.Writer) {
 		if len(items) == 0 {
-			fmt.Fprintf(w, "%s has no active work\n", e.user)
+			fmt.Fprintf(w, "%s has no active work\n", textsafe.Escape(e.user))
 			return
 		}
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(tw, "TASK\tLOAN\tASSIGNED AT\tFOR")
 		for _, it := range items {
-			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\n", it.Task, it.LoanID, it.AssignedAt.Format(time.RFC3339), time.Duration(it.AgeSeconds)*time.Second)
+			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\n", textsafe.Escape(it.Task), it.LoanID, it.AssignedAt.Format(time.RFC3339), time.Duration(it.AgeSeconds)*time.Second)
 		}
 		tw.Flush()
 	})

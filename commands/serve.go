@@ -1,10 +1,11 @@
 package commands
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
-	"net/http"
+	"os"
 	"strings"
 	"syscall"
 	"time"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/loanq/loanq/dashboard"
 	"github.com/loanq/loanq/dispatch"
+	"github.com/loanq/loanq/internal/pause"
 	"github.com/loanq/loanq/problem"
 	"github.com/loanq/loanq/schema"
 )
@@ -26,96 +28,299 @@ func serveCommand() *cli.Command {
    /              the dashboard: per task, eligible loans at the last criteria run, pending
                   requests and the oldest one's age, active work, done today, criteria-run
                   durations; per processor, active work, oldest item, done today.
-                  It refreshes itself every 3 seconds.
+                  It refreshes itself every 3 seconds. With more than --max-tasks tasks
+                  or processors it shows the busiest and says how many it left out.
    /tasks/NAME    one task: its definition, latest criteria runs and dispositions
-   /metrics       Prometheus text exposition (loanq_… metrics)
-   /healthz       200 and one line of JSON when the database answers, 503 otherwise
+   /api/dashboard the dashboard's figures as JSON (gzipped when the client accepts it)
+   /metrics       Prometheus text exposition (loanq_… metrics, every task)
+   /healthz       the state of the latest refresh: 200 {"status":"ok",…} when it read
+                  the database, 503 otherwise; it never opens a connection itself
 
-Read-only: it never writes to the database and never runs a task's criteria query;
-its figures come from loanq's own tables, cached for --cache, so any number of
-viewers cost one refresh per interval. It listens on 127.0.0.1 unless --listen says
-otherwise. With --token (or LOANQ_SERVE_TOKEN) every path but /healthz needs
-"Authorization: Bearer TOKEN", or a session cookie set by opening the page once
-as http://HOST:PORT/?token=TOKEN. See docs/dashboard.md.
+Read-only (unless --refill): it never writes to the database and never runs a task's criteria query;
+its figures come from loanq's own tables, read by one refresh at a time and cached
+for --cache, so any number of viewers and probes cost one refresh per interval, on
+at most --max-conns connections in all.
+
+It listens on 127.0.0.1 unless --listen says otherwise. With a token (--token-file
+PATH, or LOANQ_SERVE_TOKEN) every path but /healthz needs "Authorization: Bearer
+TOKEN", or the session cookie (valid --session-ttl) set by opening the page once as
+http://HOST:PORT/?token=TOKEN. Listening on any address other than loopback without
+a token is refused (exit 2) unless --no-auth says so. It answers only to IP
+addresses, localhost and the names in --allowed-hosts. See docs/dashboard.md.
 
 Examples:
    loanq serve
    loanq --db postgres://app@db:5432/loans serve --listen 127.0.0.1:9180 --stale-after 4h
-   LOANQ_SERVE_TOKEN=s3cret loanq serve --listen 0.0.0.0:8080 --metrics-per-user`,
+   loanq serve --listen 0.0.0.0:8080 --token-file /etc/loanq/serve-token --allowed-hosts dash.example.com
+   LOANQ_SERVE_TOKEN="$(cat /etc/loanq/serve-token)" loanq serve --listen 0.0.0.0:8080 --metrics-per-user
+   loanq serve --refill --refill-every 10s
+
+--refill keeps candidate pools (task create … --prefetch N) above their low
+mark from this process, as "loanq task refill --all --every D" would: one
+refill per task at a time, under its lock or lease, whatever the number of
+serve processes. The account then needs the refresher role (loanq grants).
+
+--api also serves the JSON API under /api/v1/ (docs/api.md): processors without
+database accounts ask for work, poll and cancel requests, dispose of loans and
+list their pipeline over HTTP, authenticated by the API tokens of
+` + "`loanq token create`" + ` (--auth token), or by a reverse proxy that names the user in
+--user-header (--auth proxy; believed only from --trusted-proxy addresses;
+members of --supervisor-group in --groups-header are supervisors). The
+dashboard's --token does not apply to /api/v1/. This process's database
+account does the work as the caller's user, so it needs the serve role
+(loanq grants). With --api,
+--max-conns defaults to 16: a caller waiting for its request may hold a
+connection while it queues on the task's lock. /api/v1/openapi.json describes it.
+   loanq serve --api --auth token --listen 0.0.0.0:8080 --token-file /etc/loanq/serve-token
+   loanq serve --api --auth proxy --trusted-proxy 10.0.0.5 --groups-header X-Forwarded-Groups`,
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "listen", Value: "127.0.0.1:8080", Usage: "`HOST:PORT` to listen on (port 0: any free port, printed at start)"},
-			&cli.StringFlag{Name: "token", EnvVars: []string{"LOANQ_SERVE_TOKEN"}, Usage: "require this bearer `TOKEN` (or the cookie of a ?token= link)"},
+			&cli.StringFlag{Name: "token-file", EnvVars: []string{"LOANQ_SERVE_TOKEN_FILE"}, Usage: "require the bearer token read from the file at `PATH` (its first line)"},
+			&cli.StringFlag{Name: "token", EnvVars: []string{"LOANQ_SERVE_TOKEN"}, Usage: "require this bearer `TOKEN`; prefer LOANQ_SERVE_TOKEN or --token-file: a command line is visible to every user of the machine (ps)"},
+			&cli.BoolFlag{Name: "no-auth", Usage: "serve without a token on an address other than loopback: anyone who can reach it sees the queues"},
+			&cli.StringSliceFlag{Name: "allowed-hosts", Usage: "host `NAME`s the server answers to, besides IP addresses and localhost (comma-separated or repeated; default: a name given in --listen, and this machine's host name when listening beyond loopback)"},
+			&cli.StringFlag{Name: "session-ttl", Value: "12h", Usage: "how long the session cookie of a ?token= link lasts (`D`, 1m to 720h)"},
+			&cli.IntFlag{Name: "max-conns", Value: 4, Usage: "open at most `N` database connections (1 to 100; with --api the default is 16)"},
+			&cli.IntFlag{Name: "max-tasks", Value: dashboard.DefaultMaxTasks, Usage: "show at most `N` tasks and N processors on the page and in /api/dashboard, the busiest (0: all)"},
 			&cli.BoolFlag{Name: "metrics-per-user", Usage: "also export active work per task and user (one series per processor)"},
 			&cli.StringFlag{Name: "stale-after", Value: "0s", Usage: "highlight active work held `D` or longer (e.g. 4h; 0s: no highlight)"},
 			&cli.StringFlag{Name: "cache", Value: "2s", Usage: "serve the figures of one refresh for `D` (every viewer shares it)"},
+			&cli.BoolFlag{Name: "refill", Usage: "also keep every prefetch task's candidate pool above its low mark (task refill --all, in this process; it then writes and runs criteria queries)"},
+			&cli.StringFlag{Name: "refill-every", Value: "5s", Usage: "with --refill: look at the pools every `D`"},
+			&cli.BoolFlag{Name: "api", Usage: "also serve the JSON API under /api/v1/ for processors without database accounts (docs/api.md); it writes to the database"},
+			&cli.StringFlag{Name: "auth", Value: "token", Usage: "with --api: how API callers authenticate: token (`loanq token create`; Authorization: Bearer TOKEN) or proxy (a trusted reverse proxy names the user in --user-header)"},
+			&cli.StringSliceFlag{Name: "trusted-proxy", Usage: "with --auth proxy: the reverse proxy's address or network (`CIDR`; comma-separated or repeated); the user header is honoured only from these"},
+			&cli.StringFlag{Name: "user-header", Value: "X-Forwarded-User", Usage: "with --auth proxy: the header the proxy names the user in"},
+			&cli.StringFlag{Name: "groups-header", Usage: "with --auth proxy: the header listing the user's groups, comma-separated (default: none, every user a processor)"},
+			&cli.StringFlag{Name: "supervisor-group", Value: "loanq-supervisors", Usage: "with --groups-header: the group whose members are supervisors"},
 		},
 		Action: serve,
 	}
 }
 
-func serve(c *cli.Context) error {
+// serveConfig is serve's flags, checked.
+type serveConfig struct {
+	listen, token           string
+	hold, ttl, session      time.Duration
+	maxConns, maxTasks      int
+	allowedHosts            []string
+	loopback, noAuth, named bool
+	// warnings are printed once the flags are known to be good.
+	warnings []string
+}
+
+func serveFlags(c *cli.Context) (*serveConfig, error) {
 	if _, err := args(c); err != nil {
-		return err
+		return nil, err
 	}
-	hold, err := parseDuration("stale-after", c.String("stale-after"))
-	if err != nil {
-		return err
+	cfg := &serveConfig{listen: c.String("listen"), noAuth: c.Bool("no-auth"), maxConns: c.Int("max-conns"), maxTasks: c.Int("max-tasks")}
+	var err error
+	if cfg.hold, err = parseDuration("stale-after", c.String("stale-after")); err != nil {
+		return nil, err
 	}
-	if hold < 0 {
-		return problem.Usagef("invalid --stale-after %s: give 0s (no highlight) or a positive duration such as 4h", hold)
+	if cfg.hold < 0 {
+		return nil, problem.Usagef("invalid --stale-after %s: give 0s (no highlight) or a positive duration such as 4h", cfg.hold)
 	}
-	ttl, err := parseDuration("cache", c.String("cache"))
-	if err != nil {
-		return err
+	if cfg.ttl, err = parseDuration("cache", c.String("cache")); err != nil {
+		return nil, err
 	}
-	if ttl < 0 || ttl > time.Hour {
-		return problem.Usagef("invalid --cache %s: give a duration from 0s to 1h, such as 2s", ttl)
+	if cfg.ttl < 0 || cfg.ttl > time.Hour {
+		return nil, problem.Usagef("invalid --cache %s: give a duration from 0s to 1h, such as 2s", cfg.ttl)
 	}
-	listen := c.String("listen")
-	host, port, err := net.SplitHostPort(listen)
+	if cfg.session, err = parseDuration("session-ttl", c.String("session-ttl")); err != nil {
+		return nil, err
+	}
+	if cfg.session < time.Minute || cfg.session > 720*time.Hour {
+		return nil, problem.Usagef("invalid --session-ttl %s: give a duration from 1m to 720h, such as 12h", cfg.session)
+	}
+	if cfg.maxConns < 1 || cfg.maxConns > 100 {
+		return nil, problem.Usagef("invalid --max-conns %d: give 1 to 100 (one refresh uses one connection; each open task page one more)", cfg.maxConns)
+	}
+	if cfg.maxTasks < 0 {
+		return nil, problem.Usagef("invalid --max-tasks %d: give 0 (show every task) or a positive number such as 100", cfg.maxTasks)
+	}
+	host, port, err := net.SplitHostPort(cfg.listen)
 	if err != nil || port == "" {
-		return problem.Usagef("invalid --listen %q: give HOST:PORT, such as 127.0.0.1:8080 (port 0 picks a free one)", listen)
+		return nil, problem.Usagef("invalid --listen %q: give HOST:PORT, such as 127.0.0.1:8080 (port 0 picks a free one)", cfg.listen)
 	}
-	token := c.String("token")
+	ip := net.ParseIP(host)
+	cfg.loopback = strings.EqualFold(host, "localhost") || (ip != nil && ip.IsLoopback())
+	if cfg.token, cfg.named, err = serveToken(c, cfg); err != nil {
+		return nil, err
+	}
+	switch {
+	case cfg.noAuth && cfg.token != "":
+		return nil, problem.Usagef("--no-auth and a token contradict each other: give one of them")
+	case cfg.named && cfg.token == "" && !cfg.noAuth:
+		return nil, problem.WithHint(problem.Usagef("the serve token is empty: --token, LOANQ_SERVE_TOKEN or the token file was given but holds nothing"),
+			"is the variable set? put the token in a file and give --token-file PATH, or say --no-auth to serve without one")
+	case !cfg.loopback && cfg.token == "" && !cfg.noAuth:
+		return nil, problem.WithHint(problem.Usagef("refusing to serve on %s without a token: anyone who can reach that address would see the queues", cfg.listen),
+			"give --token-file PATH or set LOANQ_SERVE_TOKEN, listen on 127.0.0.1, or say --no-auth to serve without a token")
+	}
+	for _, h := range c.StringSlice("allowed-hosts") {
+		if h = strings.TrimSpace(h); h != "" {
+			cfg.allowedHosts = append(cfg.allowedHosts, h)
+		}
+	}
+	if !c.IsSet("allowed-hosts") {
+		// A name the operator listens on is how browsers reach it; beyond
+		// loopback, so is this machine's name.
+		if ip == nil && host != "" {
+			cfg.allowedHosts = append(cfg.allowedHosts, host)
+		}
+		if name, err := os.Hostname(); err == nil && !cfg.loopback && name != "" {
+			cfg.allowedHosts = append(cfg.allowedHosts, name)
+		}
+	}
+	return cfg, nil
+}
+
+// serveToken reads the token from --token-file or --token/LOANQ_SERVE_TOKEN.
+// named reports that one was given, even empty: an empty $TOKEN is a mistake,
+// not a request to serve without one.
+func serveToken(c *cli.Context, cfg *serveConfig) (token string, named bool, err error) {
+	file, direct := c.IsSet("token-file"), c.IsSet("token")
+	if file && direct {
+		return "", false, problem.Usagef("give the token once: --token-file or --token/LOANQ_SERVE_TOKEN, not both")
+	}
+	token = c.String("token")
+	if v, env := os.LookupEnv("LOANQ_SERVE_TOKEN"); direct && token != "" && (!env || v != token) {
+		cfg.warnings = append(cfg.warnings, "a --token on the command line is visible to every user of this machine (ps): use --token-file PATH or LOANQ_SERVE_TOKEN")
+	}
+	if file {
+		path := c.String("token-file")
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return "", false, problem.Usagef("cannot read --token-file %q: %v", path, errors.Unwrap(err))
+		}
+		token, _, _ = strings.Cut(string(b), "\n")
+		token = strings.TrimSuffix(token, "\r")
+		if st, err := os.Stat(path); err == nil && st.Mode().Perm()&0o077 != 0 {
+			cfg.warnings = append(cfg.warnings, fmt.Sprintf("%s can be read by other users (mode %04o): chmod 600 it", path, st.Mode().Perm()))
+		}
+	}
 	if token != "" && strings.TrimSpace(token) != token {
-		return problem.Usagef("invalid --token: it starts or ends with white space (check LOANQ_SERVE_TOKEN)")
+		return "", false, problem.Usagef("invalid token: it starts or ends with white space (check LOANQ_SERVE_TOKEN or the token file)")
+	}
+	return token, file || direct, nil
+}
+
+func serve(c *cli.Context) error {
+	cfg, err := serveFlags(c)
+	if err != nil {
+		return err
+	}
+	for _, w := range cfg.warnings {
+		fmt.Fprintf(c.App.ErrWriter, "loanq serve: warning: %s\n", w)
 	}
 
-	// Open without the embedded SQLite's self-migration: serve writes nothing.
-	opened, err := openDB(c, schema.Options{Check: true})
+	// Open without the embedded SQLite's self-migration: serve writes
+	// nothing. The pool is bounded: however many requests arrive, the
+	// database sees at most --max-conns sessions from this process.
+	api := c.Bool("api")
+	for _, f := range []string{"auth", "trusted-proxy", "user-header", "groups-header", "supervisor-group"} {
+		if c.IsSet(f) && !api {
+			return problem.Usagef("--%s is for the API: give --api too", f)
+		}
+	}
+	var proxy *proxyAuth
+	if api {
+		switch c.String("auth") {
+		case "token":
+			for _, f := range []string{"trusted-proxy", "user-header", "groups-header", "supervisor-group"} {
+				if c.IsSet(f) {
+					return problem.Usagef("--%s is for --auth proxy", f)
+				}
+			}
+		case "proxy":
+			if proxy, err = parseProxyAuth(c.StringSlice("trusted-proxy"), c.String("user-header"), c.String("groups-header"), c.String("supervisor-group")); err != nil {
+				return err
+			}
+		default:
+			return problem.Usagef("invalid --auth %q: give token or proxy", c.String("auth"))
+		}
+		// API callers wait for their requests, and a row-lock waiter
+		// holds a connection while it queues on the task row
+		// (dispatch/wake.go): the dashboard's 4 would make callers queue
+		// in the pool behind each other.
+		if !c.IsSet("max-conns") {
+			cfg.maxConns = apiDefaultConns
+		}
+	}
+	opened, err := openDB(c, schema.Options{Check: true, Conns: cfg.maxConns})
 	if err != nil {
 		return err
 	}
 	defer opened.Close()
+	// Give idle sessions back to the server between refreshes.
+	opened.DB.SetConnMaxIdleTime(time.Minute)
 	d, db := opened.Driver, opened.DB
-	src := &dashboard.Source{DB: db, Driver: d, Engine: dispatch.New(db, d), TTL: ttl, Hold: hold}
-	srv := &dashboard.Server{Source: src, Token: token, PerUser: c.Bool("metrics-per-user"),
-		Log: func(s string) { fmt.Fprintf(c.App.ErrWriter, "loanq serve: %s\n", s) }}
+	logf := func(s string) { fmt.Fprintf(c.App.ErrWriter, "loanq serve: %s\n", s) }
+	src := &dashboard.Source{DB: db, Driver: d, Engine: dispatch.New(db, d), TTL: cfg.ttl, Hold: cfg.hold, Log: logf}
+	srv := &dashboard.Server{Source: src, Token: cfg.token, PerUser: c.Bool("metrics-per-user"), Log: logf,
+		AllowedHosts: cfg.allowedHosts, SessionTTL: cfg.session, MaxTasks: cfg.maxTasks}
+	if api {
+		srv.API = (&apiServer{e: dispatch.New(db, d), log: logf, proxy: proxy}).handler()
+	}
 	h, err := srv.Handler()
 	if err != nil {
 		return err
 	}
-	ln, err := net.Listen("tcp", listen)
+	ln, err := net.Listen("tcp", cfg.listen)
 	if err != nil {
 		hint := "check --listen"
 		if errors.Is(err, syscall.EADDRINUSE) {
 			hint = "another process uses that port: stop it or choose another with --listen HOST:PORT"
 		}
-		return &problem.Error{Kind: problem.Usage, Msg: fmt.Sprintf("cannot listen on %s: %v", listen, errors.Unwrap(err)), Hint: hint}
+		return &problem.Error{Kind: problem.Usage, Msg: fmt.Sprintf("cannot listen on %s: %v", cfg.listen, errors.Unwrap(err)), Hint: hint}
 	}
-	ip := net.ParseIP(host)
-	if token == "" && (ip == nil || !ip.IsLoopback()) {
-		fmt.Fprintf(c.App.ErrWriter, "loanq serve: warning: listening on %s without --token: anyone who can reach it sees the queues\n", listen)
+	if cfg.token == "" && !cfg.loopback {
+		fmt.Fprintf(c.App.ErrWriter, "loanq serve: warning: --no-auth: listening on %s without a token: anyone who can reach it sees the queues\n", cfg.listen)
 	}
+	if c.Bool("refill") {
+		every, err := parseDuration("refill-every", c.String("refill-every"))
+		if err != nil {
+			return err
+		}
+		if every < time.Second {
+			return problem.Usagef("invalid --refill-every %s: give at least 1s", c.String("refill-every"))
+		}
+		go refillLoop(c.Context, dispatch.New(db, d), every, logf)
+	}
+	// The first refresh before the first visitor: /healthz has a state to
+	// report from the start.
+	first, cancel := context.WithTimeout(c.Context, 30*time.Second)
+	src.Get(first)
+	cancel()
 	auth := ""
-	if token != "" {
+	if cfg.token != "" {
 		auth = "; token required (open /?token=TOKEN once, or send Authorization: Bearer TOKEN)"
 	}
-	fmt.Fprintf(c.App.Writer, "loanq serve: dashboard on http://%s/ (database %s, read-only%s); /metrics, /healthz\n",
-		ln.Addr(), d.Name(), auth)
-	hs := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
-	if err := dashboard.Serve(c.Context, hs, ln); err != nil {
+	mode := "read-only"
+	if api {
+		mode = "API on /api/v1/ (" + c.String("auth") + " auth)"
+	}
+	fmt.Fprintf(c.App.Writer, "loanq serve: dashboard on http://%s/ (database %s, %s%s); /metrics, /healthz\n",
+		ln.Addr(), d.Name(), mode, auth)
+	if err := dashboard.Serve(c.Context, dashboard.NewHTTPServer(h), ln); err != nil {
 		return fmt.Errorf("serving on %s: %w", ln.Addr(), err)
 	}
 	return nil
+}
+
+// refillLoop is serve --refill: every interval, the pools at or below their
+// low mark are refilled (dispatch.RefillAll). A failure is logged once a
+// minute at most; the loop goes on until serve stops.
+func refillLoop(ctx context.Context, e *dispatch.Engine, every time.Duration, logf func(string)) {
+	var lastLog time.Time
+	for {
+		if _, err := e.RefillAll(ctx); err != nil && ctx.Err() == nil && time.Since(lastLog) > time.Minute {
+			logf("refill: " + err.Error())
+			lastLog = time.Now()
+		}
+		if pause.For(ctx, every) != nil {
+			return
+		}
+	}
 }

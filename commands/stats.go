@@ -4,10 +4,12 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/loanq/loanq/dispatch"
+	"github.com/loanq/loanq/internal/textsafe"
 	"github.com/loanq/loanq/problem"
 )
 
@@ -57,15 +59,22 @@ func taskStats(c *cli.Context) error {
 			if i > 0 {
 				fmt.Fprintln(w)
 			}
-			fmt.Fprintf(w, "%s\n", s.Task)
+			fmt.Fprintf(w, "%s\n", textsafe.Escape(s.Task))
 			fmt.Fprintf(w, "  pending requests  %d\n", s.PendingRequests)
 			users := make([]string, len(s.ActiveByUser))
 			for j, u := range s.ActiveByUser {
-				users[j] = fmt.Sprintf("%s %d", u.User, u.Count)
+				users[j] = fmt.Sprintf("%s %d", textsafe.Escape(u.User), u.Count)
 			}
 			fmt.Fprintf(w, "  active work       %d%s\n", s.ActiveTotal, bracket(strings.Join(users, ", ")))
 			fmt.Fprintf(w, "  last 24 h         complete %d, return %d, never %d\n",
 				s.Dispositions[dispatch.Complete], s.Dispositions[dispatch.Return], s.Dispositions[dispatch.Never])
+			if s.Pool != nil {
+				age := "-"
+				if s.Pool.AgeS != nil {
+					age = (time.Duration(*s.Pool.AgeS) * time.Second).String()
+				}
+				fmt.Fprintf(w, "  candidate pool    %d fresh (oldest %s), %d gets served from it, %d refills\n", s.Pool.Size, age, s.Pool.Hits, s.Pool.Refills)
+			}
 			if s.Runs.Count == 0 {
 				fmt.Fprintf(w, "  criteria runs     none in the last 24 h\n")
 				continue

@@ -6,6 +6,8 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/loanq/loanq/internal/suggest"
+	"github.com/loanq/loanq/internal/textsafe"
 	"github.com/loanq/loanq/problem"
 )
 
@@ -24,6 +26,9 @@ func helpAndCommands(app *cli.App, args []string) ([]string, error) {
 			return args, nil
 		}
 		if strings.HasPrefix(a, "-") && a != "-" {
+			if !defines(flags, a) && !defines(app.Flags, a) && !builtinFlag(a) && !isNumber(a) {
+				return nil, unknownFlag(path, a, flags, app.Flags)
+			}
 			if takesValue(flags, a) || (takesValue(app.Flags, a) && !defines(flags, a)) {
 				i++
 			}
@@ -46,6 +51,45 @@ func helpAndCommands(app *cli.App, args []string) ([]string, error) {
 	return args, nil
 }
 
+// builtinFlag reports whether a is one of the flags urfave/cli defines
+// itself: help, version and the shell completion's.
+func builtinFlag(a string) bool {
+	name, _, _ := strings.Cut(strings.TrimLeft(a, "-"), "=")
+	switch name {
+	case "help", "h", "version", "v", "generate-bash-completion":
+		return true
+	}
+	return false
+}
+
+// unknownFlag refuses a flag that neither the command nor loanq defines,
+// before urfave/cli would: it reads `loanq --usr ana pipeline` as the flag
+// --usr and the command "ana" ("unknown command"), hiding the typo.
+func unknownFlag(path, a string, levels ...[]cli.Flag) error {
+	name, _, _ := strings.Cut(strings.TrimLeft(a, "-"), "=")
+	spelled := map[string]string{} // name -> --name or -n
+	var names []string
+	for _, flags := range levels {
+		for _, f := range flags {
+			for _, n := range f.Names() {
+				if _, dup := spelled[n]; dup || len(n) < 2 {
+					continue // one-letter aliases are not worth suggesting
+				}
+				spelled[n] = "--" + n
+				names = append(names, n)
+			}
+		}
+	}
+	msg := problem.Usagef("unknown flag %s for `%s`", textsafe.Escape(strings.SplitN(a, "=", 2)[0]), path)
+	if close := suggest.Close(name, names); len(close) > 0 {
+		for i, n := range close {
+			close[i] = spelled[n]
+		}
+		return problem.WithHint(msg, "did you mean "+strings.Join(close, " or ")+"? see `"+path+" --help`")
+	}
+	return problem.WithHint(msg, "see `"+path+" --help` for its flags")
+}
+
 func unknownCommand(path, word string, cmds []*cli.Command) error {
 	var names, close []string
 	for _, c := range cmds {
@@ -53,11 +97,8 @@ func unknownCommand(path, word string, cmds []*cli.Command) error {
 			continue
 		}
 		names = append(names, c.Name)
-		for _, n := range append([]string{c.Name}, c.Aliases...) {
-			if d := distance(strings.ToLower(word), n); d <= 2 || (len(word) >= 2 && strings.HasPrefix(n, strings.ToLower(word))) {
-				close = append(close, c.Name)
-				break
-			}
+		if len(suggest.Close(word, append([]string{c.Name}, c.Aliases...))) > 0 {
+			close = append(close, c.Name)
 		}
 	}
 	sort.Strings(names)
@@ -66,25 +107,4 @@ func unknownCommand(path, word string, cmds []*cli.Command) error {
 		return problem.WithHint(msg, "did you mean `"+path+" "+strings.Join(close, "` or `"+path+" ")+"`?")
 	}
 	return problem.WithHint(msg, "the commands are: "+strings.Join(names, ", ")+"; see `"+path+" --help`")
-}
-
-// distance is the Levenshtein distance between a and b.
-func distance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur := make([]int, len(b)+1)
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev = cur
-	}
-	return prev[len(b)]
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/loanq/loanq/dispatch"
 	"github.com/loanq/loanq/drivers"
+	"github.com/loanq/loanq/internal/textsafe"
 	"github.com/loanq/loanq/problem"
 )
 
@@ -26,6 +27,7 @@ Examples:
    loanq task show verify-bank`,
 		Subcommands: []*cli.Command{
 			taskStatsCommand(),
+			taskRefillCommand(),
 			{
 				Name:      "create",
 				Usage:     "define a task: a criteria query over a table of loans plus a priority order",
@@ -44,7 +46,13 @@ Examples:
 claims its loans straight from the source with the database's skip-locked
 syntax. The criteria must be lockable row by row (no DISTINCT, GROUP BY,
 aggregates or UNION in the source): task create checks it and says why not.
-Give the source an index matching the criteria and the order.
+Give the source an index matching the criteria and the order: task create
+also claims 5 rows once (rolled back, as loanq explain does) and refuses (exit 2,
+with a suggested index) a task whose claim locks more than twice the rows it
+returns, as InnoDB does when the order needs a sort; --allow-wide-locks keeps
+it anyway, and task show prints the verdict.
+
+   loanq task create calls-by-priority --where "borrower_contacted = 0" --order "priority DESC" --lock rows --allow-wide-locks
 
 --hold-limit bounds how long one caller may hold the task's row lock: past it
 the database ends the caller's session, rolls its work back and frees the lock
@@ -60,7 +68,15 @@ the queue the next time anyone gets work from the task. The history keeps
 who held it, since when, and that it expired. "loanq work reclaim" returns
 work by hand.
 
-   loanq task create verify-bank --where "statements_submitted = 1" --max-hold 8h`,
+   loanq task create verify-bank --where "statements_submitted = 1" --max-hold 8h
+
+--prefetch N is for heavy criteria queries: each criteria run keeps up to N
+more candidates in the task's pool, and a get is served from it in one
+short transaction (each candidate rechecked by key before it is assigned)
+instead of waiting for a query. Run "loanq task refill --all --every 30s"
+(or "loanq serve --refill") to keep pools above their low mark.
+
+   loanq task create heavy --where "statements_submitted = 1 AND statements_verified = 0" --order "submitted_at" --prefetch 200`,
 				Flags: []cli.Flag{
 					&cli.StringFlag{Name: "where", Usage: "SQL condition selecting the task's loans (required)"},
 					&cli.StringFlag{Name: "order", Usage: "SQL ORDER BY list: highest priority first (the key breaks ties)"},
@@ -72,7 +88,11 @@ work by hand.
 					&cli.StringFlag{Name: "lease-ttl", Value: dispatch.DefaultLeaseTTL.String(), Usage: "how long a lease lasts without renewal (strategy lease; its holder renews it every TTL/3 while it works)"},
 					&cli.StringFlag{Name: "hold-limit", Usage: "longest a caller may hold the task lock before the database ends its session (default: derived from the measured criteria-query time)"},
 					&cli.StringFlag{Name: "max-hold", Usage: "age past which a processor's active WORK returns to the queue (expired), checked whenever loanq serves the task (default: never; not --hold-limit, which is about the task LOCK)"},
+					&cli.IntFlag{Name: "prefetch", Usage: "keep a candidate pool of N loans from each criteria run, so that gets are served without a query (0: no pool; docs/algorithm.md)"},
+					&cli.StringFlag{Name: "prefetch-ttl", Usage: "how long a pooled candidate stays claimable (default 10m)"},
+					&cli.IntFlag{Name: "prefetch-low", Usage: "pool size under which task refill and serve --refill refill it (default N/4)"},
 					&cli.BoolFlag{Name: "if-not-exists", Usage: "succeed without change when an identical task exists (for scripts)"},
+					&cli.BoolFlag{Name: "allow-wide-locks", Usage: "with --lock rows: keep the task even when one claim locks more than twice the rows it returns (see loanq explain --help)"},
 				},
 				Action: taskCreate,
 			},
@@ -128,7 +148,19 @@ func taskCreate(c *cli.Context) error {
 			return err
 		}
 	}
-	e, err := open(c)
+	var prefetchTTL time.Duration
+	if c.String("prefetch-ttl") != "" {
+		if prefetchTTL, err = parseDuration("prefetch-ttl", c.String("prefetch-ttl")); err != nil {
+			return err
+		}
+		if prefetchTTL <= 0 {
+			return problem.Usagef("invalid --prefetch-ttl %s: give a duration between 1s and 24h", c.String("prefetch-ttl"))
+		}
+	}
+	if (c.IsSet("prefetch-ttl") || c.IsSet("prefetch-low")) && c.Int("prefetch") == 0 {
+		return problem.Usagef("--prefetch-ttl and --prefetch-low need --prefetch N (the pool's size)")
+	}
+	e, err := openActing(c)
 	if err != nil {
 		return err
 	}
@@ -136,16 +168,17 @@ func taskCreate(c *cli.Context) error {
 	t, created, err := e.CreateTask(c.Context, dispatch.TaskSpec{
 		Name: a[0], Source: c.String("source"), Key: c.String("key"), Where: c.String("where"), Order: c.String("order"),
 		MaxActive: c.Int("max-active"), Lock: lock, QueryDelay: delay, LeaseTTL: ttl, HoldLimit: hold, MaxHold: maxHold,
-		CreatedBy: e.user, IfNotExists: c.Bool("if-not-exists"),
+		Prefetch: c.Int("prefetch"), PrefetchTTL: prefetchTTL, PrefetchLow: c.Int("prefetch-low"),
+		CreatedBy: e.user, IfNotExists: c.Bool("if-not-exists"), AllowWideLocks: c.Bool("allow-wide-locks"),
 	})
 	if err != nil {
 		return err
 	}
 	return emit(c, map[string]any{"task": taskJSON(t), "created": created}, func(w io.Writer) {
 		if created {
-			fmt.Fprintf(w, "created task %s (lock %s)\n", t.Name, t.Lock)
+			fmt.Fprintf(w, "created task %s (lock %s)\n", textsafe.Escape(t.Name), t.Lock)
 		} else {
-			fmt.Fprintf(w, "task %s already exists with this definition; nothing changed\n", t.Name)
+			fmt.Fprintf(w, "task %s already exists with this definition; nothing changed\n", textsafe.Escape(t.Name))
 		}
 	})
 }
@@ -164,7 +197,26 @@ func taskJSON(t *dispatch.Task) map[string]any {
 	if t.MaxHold > 0 {
 		m["max_hold_ms"] = t.MaxHold.Milliseconds()
 	}
+	// 0: no candidate pool.
+	m["prefetch"] = t.Prefetch
+	if t.Prefetch > 0 {
+		m["prefetch_ttl_ms"] = t.PrefetchTTL.Milliseconds()
+		m["prefetch_low"] = t.PrefetchLow
+	}
 	return m
+}
+
+// poolText is the pool line of task show and task stats.
+func poolText(t *dispatch.Task, p *dispatch.PoolStatus) string {
+	if p == nil {
+		return "- (no candidate pool)"
+	}
+	age := "-"
+	if p.AgeS != nil {
+		age = (time.Duration(*p.AgeS) * time.Second).String()
+	}
+	return fmt.Sprintf("%d of %d fresh (oldest %s, ttl %s, low mark %d); %d gets served from it, %d refills",
+		p.Size, t.Prefetch, age, t.PrefetchTTL, t.PrefetchLow, p.Hits, p.Refills)
 }
 
 // parseMaxHold reads --max-hold: absent or empty is "never" (0).
@@ -207,7 +259,8 @@ func taskList(c *cli.Context) error {
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(tw, "NAME\tLOCK\tMAX-ACTIVE\tSOURCE\tWHERE\tORDER")
 		for _, t := range ts {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", t.Name, t.Lock, capText(t.MaxActive), t.Source, t.Where, t.Order)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", textsafe.Escape(t.Name), textsafe.Escape(string(t.Lock)), capText(t.MaxActive),
+				textsafe.Escape(t.Source), textsafe.Escape(t.Where), textsafe.Escape(t.Order))
 		}
 		tw.Flush()
 	})
@@ -245,16 +298,34 @@ func taskShow(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	pool, err := e.Pool(c.Context, t)
+	if err != nil {
+		return err
+	}
 	tj := taskJSON(t)
 	tj["hold_limit_in_force_ms"] = hold.Milliseconds()
 	tj["hold_limit_derived"] = derived
+	if pool != nil {
+		tj["pool"] = pool
+	}
+	verdict, err := e.LockVerdict(c.Context, t)
+	if err != nil {
+		return err
+	}
+	tj["lock_verdict"] = nil // never probed (not --lock rows)
+	if verdict != "" {
+		tj["lock_verdict"] = verdict
+	}
 	return emit(c, map[string]any{"task": tj, "runs": runs}, func(w io.Writer) {
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-		fmt.Fprintf(tw, "task:\t%s\n", t.Name)
-		fmt.Fprintf(tw, "source:\t%s (key %s)\n", t.Source, t.Key)
-		fmt.Fprintf(tw, "where:\t%s\n", t.Where)
-		fmt.Fprintf(tw, "order:\t%s\n", orDash(t.Order))
-		fmt.Fprintf(tw, "lock:\t%s\n", t.Lock)
+		fmt.Fprintf(tw, "task:\t%s\n", textsafe.Escape(t.Name))
+		fmt.Fprintf(tw, "source:\t%s (key %s)\n", textsafe.Escape(t.Source), textsafe.Escape(t.Key))
+		fmt.Fprintf(tw, "where:\t%s\n", textsafe.Escape(t.Where))
+		fmt.Fprintf(tw, "order:\t%s\n", textsafe.Escape(orDash(t.Order)))
+		fmt.Fprintf(tw, "lock:\t%s\n", textsafe.Escape(string(t.Lock)))
+		if verdict != "" {
+			fmt.Fprintf(tw, "lock probe:\t%s\n", textsafe.Escape(verdict))
+		}
 		fmt.Fprintf(tw, "max active:\t%s\n", capText(t.MaxActive))
 		fmt.Fprintf(tw, "query delay:\t%s\n", t.QueryDelay)
 		if t.Lock == drivers.Lease {
@@ -270,7 +341,8 @@ func taskShow(c *cli.Context) error {
 		} else {
 			fmt.Fprintf(tw, "max hold:\t- (active work never expires)\n")
 		}
-		fmt.Fprintf(tw, "created:\t%s by %s\n", t.CreatedAt.Format(time.RFC3339), t.CreatedBy)
+		fmt.Fprintf(tw, "pool:\t%s\n", poolText(t, pool))
+		fmt.Fprintf(tw, "created:\t%s by %s\n", t.CreatedAt.Format(time.RFC3339), textsafe.Escape(t.CreatedBy))
 		tw.Flush()
 		fmt.Fprintln(w)
 		if len(runs) == 0 {
@@ -281,7 +353,7 @@ func taskShow(c *cli.Context) error {
 		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(tw, "STARTED\tDURATION\tLOCK\tLOANS FOUND\tREQUESTS SERVED\tLOANS ASSIGNED\tHOLDER")
 		for _, r := range runs {
-			fmt.Fprintf(tw, "%s\t%dms\t%s\t%d\t%d\t%d\t%s\n", r.StartedAt.Format(time.RFC3339), r.DurationMS, r.Strategy, r.RowsFound, r.RequestsServed, r.LoansAssigned, r.Holder)
+			fmt.Fprintf(tw, "%s\t%dms\t%s\t%d\t%d\t%d\t%s\n", r.StartedAt.Format(time.RFC3339), r.DurationMS, textsafe.Escape(r.Strategy), r.RowsFound, r.RequestsServed, r.LoansAssigned, textsafe.Escape(r.Holder))
 		}
 		tw.Flush()
 	})

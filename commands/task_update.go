@@ -9,6 +9,7 @@ import (
 
 	"github.com/loanq/loanq/dispatch"
 	"github.com/loanq/loanq/drivers"
+	"github.com/loanq/loanq/internal/textsafe"
 	"github.com/loanq/loanq/problem"
 )
 
@@ -24,7 +25,9 @@ work, pending requests and the history are kept.
 
 --max-active 0 removes the cap, --hold-limit default goes back to the derived
 hold limit (of the task LOCK), --max-hold off stops returning old WORK to the
-queue. Change --lock while the task is quiet: callers already serving finish
+queue. A task with --lock rows is probed as at create (task create --help):
+a claim that locks more than twice the rows it returns is refused unless
+--allow-wide-locks. Change --lock while the task is quiet: callers already serving finish
 with the strategy they started with.
 
 Examples:
@@ -42,6 +45,10 @@ Examples:
 			&cli.StringFlag{Name: "lease-ttl", Usage: "how long a lease lasts without renewal (strategy lease)"},
 			&cli.StringFlag{Name: "hold-limit", Usage: "longest a caller may hold the task LOCK (\"default\": derived)"},
 			&cli.StringFlag{Name: "max-hold", Usage: "age past which active WORK returns to the queue (\"off\": never)"},
+			&cli.IntFlag{Name: "prefetch", Usage: "size of the task's candidate pool (0: no pool)"},
+			&cli.StringFlag{Name: "prefetch-ttl", Usage: "how long a pooled candidate stays claimable (\"default\": 10m)"},
+			&cli.IntFlag{Name: "prefetch-low", Usage: "pool size under which refreshers refill it (0: N/4)"},
+			&cli.BoolFlag{Name: "allow-wide-locks", Usage: "with --lock rows: keep the task even when one claim locks more than twice the rows it returns (see loanq explain --help)"},
 		},
 		Action: taskUpdate,
 	}
@@ -56,6 +63,7 @@ func taskUpdate(c *cli.Context) error {
 		return err
 	}
 	var ch dispatch.TaskChange
+	ch.AllowWideLocks = c.Bool("allow-wide-locks")
 	str := func(name string) *string {
 		if !c.IsSet(name) {
 			return nil
@@ -108,16 +116,29 @@ func taskUpdate(c *cli.Context) error {
 	if ch.MaxHold, err = dur("max-hold", "off"); err != nil {
 		return err
 	}
-	e, err := open(c)
+	if ch.PrefetchTTL, err = dur("prefetch-ttl", "default"); err != nil {
+		return err
+	}
+	for _, f := range []struct {
+		name string
+		dst  **int
+	}{{"prefetch", &ch.Prefetch}, {"prefetch-low", &ch.PrefetchLow}} {
+		if c.IsSet(f.name) {
+			v := c.Int(f.name)
+			*f.dst = &v
+		}
+	}
+	e, err := openActing(c)
 	if err != nil {
 		return err
 	}
 	defer e.Close()
+	ch.UpdatedBy = e.user
 	t, err := e.UpdateTask(c.Context, a[0], ch)
 	if err != nil {
 		return err
 	}
 	return emit(c, map[string]any{"task": taskJSON(t), "updated": true}, func(w io.Writer) {
-		fmt.Fprintf(w, "updated task %s (lock %s); active work and history kept\n", t.Name, t.Lock)
+		fmt.Fprintf(w, "updated task %s (lock %s); active work and history kept\n", textsafe.Escape(t.Name), t.Lock)
 	})
 }

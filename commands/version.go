@@ -15,7 +15,7 @@ import (
 // Version and BuildDate are stamped by `make build`:
 // -ldflags "-X github.com/loanq/loanq/commands.Version=… -X …commands.BuildDate=…".
 // Commit is stamped too, for builds where Go records no VCS information
-// (-buildvcs=false, or a source tree without .git).
+// (-buildvcs=false, a git worktree, or a source tree without .git).
 var (
 	Version   = "dev"
 	BuildDate = ""
@@ -34,6 +34,10 @@ type versionInfo struct {
 	Oracle     bool     `json:"oracle"`
 	Databases  []string `json:"databases"`
 	Missing    []string `json:"not_compiled_in"`
+
+	// module is the module version a `go install …@vX.Y.Z` built from the
+	// module download ("" for a build from a source tree).
+	module string
 }
 
 // buildInfo reads the version from -ldflags and the commit from the Go build
@@ -42,8 +46,11 @@ func buildInfo() versionInfo {
 	v := versionInfo{Version: Version, BuildDate: BuildDate, Commit: Commit, Go: runtime.Version(), OS: runtime.GOOS, Arch: runtime.GOARCH,
 		Databases: []string{}, Missing: []string{}}
 	if bi, ok := debug.ReadBuildInfo(); ok {
-		if v.Version == "dev" && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
-			v.Version = bi.Main.Version // go install …@vX.Y.Z
+		if bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+			v.module = bi.Main.Version // go install …@vX.Y.Z
+			if v.Version == "dev" {
+				v.Version = bi.Main.Version
+			}
 		}
 		for _, s := range bi.Settings {
 			switch s.Key {
@@ -74,13 +81,7 @@ func buildInfo() versionInfo {
 
 func (v versionInfo) text(w io.Writer) {
 	fmt.Fprintf(w, "loanq %s\n", v.Version)
-	commit := v.Commit
-	if commit == "" {
-		commit = "unknown (not built from a git checkout)"
-	} else if v.Modified {
-		commit += " (with uncommitted changes)"
-	}
-	fmt.Fprintf(w, "commit:     %s\n", commit)
+	fmt.Fprintf(w, "commit:     %s\n", v.commitText())
 	if v.CommitTime != "" {
 		fmt.Fprintf(w, "committed:  %s\n", v.CommitTime)
 	}
@@ -91,6 +92,26 @@ func (v versionInfo) text(w io.Writer) {
 	fmt.Fprintf(w, "databases:  %s\n", strings.Join(v.Databases, ", "))
 	for _, m := range v.Missing {
 		fmt.Fprintf(w, "not compiled in: %s\n", m)
+	}
+}
+
+// commitText is the commit line. Go's build information cannot tell why it
+// holds no commit: -buildvcs=false (GOFLAGS) and a source tree without
+// .git, or a git worktree (whose .git is a file Go does not follow), all
+// leave the same empty record. So an unknown commit says what is certain
+// (the build was not stamped) and the cure (`make build` stamps the commit
+// itself, from git); only a build from a module download (go install
+// …@vX.Y.Z) is known to have had no checkout at all.
+func (v versionInfo) commitText() string {
+	switch {
+	case v.Commit != "" && v.Modified:
+		return v.Commit + " (with uncommitted changes)"
+	case v.Commit != "":
+		return v.Commit
+	case v.module != "":
+		return "unknown (installed as module version " + v.module + ", not built from a git checkout)"
+	default:
+		return "unknown (built without VCS stamping; use make build)"
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 
 	"github.com/loanq/loanq/dispatch"
 	"github.com/loanq/loanq/drivers"
+	"github.com/loanq/loanq/internal/textsafe"
 	"github.com/loanq/loanq/problem"
 )
 
@@ -137,7 +138,7 @@ func workGet(c *cli.Context) error {
 		return err
 	}
 	opt.NoWait = c.Bool("no-wait")
-	e, err := open(c)
+	e, err := openActing(c)
 	if err != nil {
 		return err
 	}
@@ -161,7 +162,7 @@ func workStatus(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	e, err := open(c)
+	e, err := openActing(c)
 	if err != nil {
 		return err
 	}
@@ -178,7 +179,7 @@ func workCancel(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	e, err := open(c)
+	e, err := openActing(c)
 	if err != nil {
 		return err
 	}
@@ -203,7 +204,7 @@ func statusLine(c *cli.Context, opt *dispatch.GetOptions) (done func()) {
 			pending = 0
 		}
 		fmt.Fprintf(w, "\r\033[Krequest %d (task %s): pending for %s, another caller holds the task lock; next look in %s",
-			req.ID, req.Task, pending, next.Round(10*time.Millisecond))
+			req.ID, textsafe.Escape(req.Task), pending, next.Round(10*time.Millisecond))
 		shown = true
 	}
 	return func() {
@@ -220,18 +221,19 @@ func printRequest(c *cli.Context, req *dispatch.Request, err error) error {
 		return err
 	}
 	if req.Notice != "" {
-		fmt.Fprintf(c.App.ErrWriter, "loanq: %s\n", req.Notice)
+		fmt.Fprintf(c.App.ErrWriter, "loanq: %s\n", textsafe.Escape(req.Notice))
 	}
 	perr := emit(c, req, func(w io.Writer) {
+		task, user := textsafe.Escape(req.Task), textsafe.Escape(req.User)
 		switch req.Status {
 		case dispatch.StatusPending:
-			fmt.Fprintf(w, "request %d (task %s, %s): pending\n", req.ID, req.Task, req.User)
+			fmt.Fprintf(w, "request %d (task %s, %s): pending\n", req.ID, task, user)
 		case dispatch.StatusCancelled:
-			fmt.Fprintf(w, "request %d (task %s, %s): cancelled, it will not be served\n", req.ID, req.Task, req.User)
+			fmt.Fprintf(w, "request %d (task %s, %s): cancelled, it will not be served\n", req.ID, task, user)
 		case dispatch.StatusEmpty:
-			fmt.Fprintf(w, "request %d (task %s, %s): empty, no loan available\n", req.ID, req.Task, req.User)
+			fmt.Fprintf(w, "request %d (task %s, %s): empty, no loan available\n", req.ID, task, user)
 		default:
-			fmt.Fprintf(w, "request %d (task %s, %s): %s, %d of %d loan(s): %s\n", req.ID, req.Task, req.User,
+			fmt.Fprintf(w, "request %d (task %s, %s): %s, %d of %d loan(s): %s\n", req.ID, task, user,
 				req.Status, req.Assigned, req.Requested, joinIDs(req.Loans))
 		}
 	})

@@ -8,6 +8,8 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/loanq/loanq/internal/textsafe"
+
 	"github.com/loanq/loanq/dispatch"
 	"github.com/loanq/loanq/problem"
 )
@@ -53,7 +55,7 @@ func workReclaim(c *cli.Context) error {
 	if older < 0 {
 		return problem.Usagef("invalid --older-than %s: give 0s or a positive duration", c.String("older-than"))
 	}
-	e, err := open(c)
+	e, err := openActing(c)
 	if err != nil {
 		return err
 	}
@@ -63,12 +65,7 @@ func workReclaim(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	out := make([]map[string]any, len(items))
-	for i, it := range items {
-		out[i] = map[string]any{"loan_id": it.LoanID, "user": it.User,
-			"assigned_at": it.AssignedAt.UTC().Format(TimestampLayout), "age_ms": it.AgeMS}
-	}
-	doc := map[string]any{"task": a[0], "dry_run": dry, "reclaimed_by": e.user, "work": out}
+	doc := reclaimDoc(a[0], e.user, dry, items)
 	return emit(c, doc, func(w io.Writer) {
 		verb := "returned to the queue"
 		if dry {
@@ -81,8 +78,19 @@ func workReclaim(c *cli.Context) error {
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "LOAN\tUSER\tASSIGNED\tAGE")
 		for _, it := range items {
-			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\n", it.LoanID, it.User, it.AssignedAt.UTC().Format(time.RFC3339), time.Duration(it.AgeMS)*time.Millisecond)
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\n", it.LoanID, textsafe.Escape(it.User), it.AssignedAt.UTC().Format(time.RFC3339), time.Duration(it.AgeMS)*time.Millisecond)
 		}
 		tw.Flush()
 	})
+}
+
+// reclaimDoc is the JSON document of `work reclaim` and of the API's
+// POST /api/v1/tasks/{task}/reclaim.
+func reclaimDoc(task, by string, dry bool, items []dispatch.ReclaimItem) map[string]any {
+	out := make([]map[string]any, len(items))
+	for i, it := range items {
+		out[i] = map[string]any{"loan_id": it.LoanID, "user": it.User,
+			"assigned_at": it.AssignedAt.UTC().Format(TimestampLayout), "age_ms": it.AgeMS}
+	}
+	return map[string]any{"task": task, "dry_run": dry, "reclaimed_by": by, "work": out}
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -29,8 +30,15 @@ const (
 	// runIdle is the pause between asks when the task answered empty and
 	// --until-empty is not given.
 	runIdle = 5 * time.Second
-	// runKillAfter is how long a command has after SIGTERM before SIGKILL.
+	// runKillAfter is how long a command has after SIGTERM before SIGKILL
+	// (also when loanq dies: internal/child's guard).
 	runKillAfter = 5 * time.Second
+	// runRepeatsDefault is --max-repeats when not given.
+	runRepeatsDefault = 3
+	// runRepeatMemory bounds the loans a runner remembers having completed:
+	// one that comes back after this many other completions did not come
+	// back "at once".
+	runRepeatMemory = 4096
 )
 
 func workRunCommand() *cli.Command {
@@ -49,16 +57,26 @@ by CMD's exit status (as "disposition" does):
             signal or --loan-timeout ended CMD; --max-failures N stops the loop)
 SIGINT/SIGTERM: no new work is taken, running commands get --grace to finish,
 then SIGTERM; what is unfinished is returned at once (return --after 0s); exit 0.
+If loanq dies (SIGKILL), CMD's process group gets SIGTERM, SIGKILL 5s later.
+CMD's environment is loanq's without loanq's own variables: no LOANQ_DB,
+LOANQ_SERVE_TOKEN or other LOANQ_* (only the four above), and no DATABASE_URL
+when that is loanq's database. A CMD that needs a database gets it under
+another name (MY_DB="$LOANQ_DB" loanq work run …).
+A loan CMD completed that still matches the task's criteria is eligible again
+and may come straight back: loanq says so once on stderr, and --max-repeats K
+(default 3, 0: no limit) stops the loop with exit 3 once a loan has come back
+K times in a row. Make CMD change what the criteria read, or exit 65/75.
 --until-empty exits once the task answers "empty" and nothing runs. Output:
 one line per loan; with --output json one JSON object per line
 {"task","loan_id","exit_code","disposition","duration_ms"}; CMD's stdout goes
 to loanq's stderr then. A progress line is shown on a terminal only.
 Exit codes: 0 done or interrupted, 2 bad input, 1 --max-failures reached or a
-database failure.
+database failure, 3 --max-repeats reached.
 
 Examples:
    loanq --user robot work run verify-bank --until-empty -- ./verify.sh {}
-   loanq --user robot work run verify-bank --concurrency 4 --loan-timeout 10m --retry-after 1h -- python3 check.py`,
+   loanq --user robot work run verify-bank --concurrency 4 --loan-timeout 10m --retry-after 1h -- python3 check.py
+   loanq --user robot work run verify-bank --max-repeats 0 -- ./verify.sh {}   # loans may come back without end`,
 		Flags: []cli.Flag{
 			&cli.IntFlag{Name: "count", Aliases: []string{"n"}, Value: 1, Usage: "loans to ask for at a time (at most the free --concurrency slots)"},
 			&cli.IntFlag{Name: "concurrency", Aliases: []string{"c"}, Value: 1, Usage: "commands running at once (1-64)"},
@@ -68,6 +86,7 @@ Examples:
 			&cli.StringFlag{Name: "loan-timeout", Value: "0s", Usage: "stop a command after this long (SIGTERM) and count a failure (0s: no limit)"},
 			&cli.IntFlag{Name: "max-failures", Usage: "stop the loop after this many failures (0: never)"},
 			&cli.StringFlag{Name: "grace", Value: "30s", Usage: "on SIGINT/SIGTERM, how long running commands may finish before they are stopped"},
+			&cli.IntFlag{Name: "max-repeats", Value: runRepeatsDefault, Usage: "stop (exit 3) once a loan CMD completed has come back this many times in a row (0: no limit)"},
 		},
 		Action: workRun,
 	}
@@ -84,6 +103,7 @@ type runOptions struct {
 	retryAfter  time.Duration
 	loanTimeout time.Duration
 	maxFailures int
+	maxRepeats  int
 	grace       time.Duration
 }
 
@@ -101,6 +121,7 @@ func workRunOptions(c *cli.Context) (runOptions, error) {
 		return o, problem.Usagef("no command to run for the loans of %s: give it after --, e.g. loanq work run %s -- ./process.sh {}", o.task, o.task)
 	}
 	o.count, o.concurrency, o.maxLoans, o.maxFailures = c.Int("count"), c.Int("concurrency"), c.Int("max-loans"), c.Int("max-failures")
+	o.maxRepeats = c.Int("max-repeats")
 	switch {
 	case o.count < 1 || o.count > dispatch.MaxCount:
 		return o, problem.Usagef("invalid --count %d: ask for between 1 and %d loans at a time", o.count, dispatch.MaxCount)
@@ -110,6 +131,8 @@ func workRunOptions(c *cli.Context) (runOptions, error) {
 		return o, problem.Usagef("invalid --max-loans %d: give 0 (no limit) or a positive number", o.maxLoans)
 	case o.maxFailures < 0:
 		return o, problem.Usagef("invalid --max-failures %d: give 0 (never stop) or a positive number", o.maxFailures)
+	case o.maxRepeats < 0:
+		return o, problem.Usagef("invalid --max-repeats %d: give 0 (no limit) or a positive number", o.maxRepeats)
 	}
 	var err error
 	if o.retryAfter, err = parseDuration("retry-after", c.String("retry-after")); err != nil {
@@ -156,6 +179,7 @@ type runner struct {
 	o    runOptions
 	stop <-chan struct{} // closed on SIGINT/SIGTERM
 	db   context.Context // database calls: not cancelled by the signals, so unfinished loans are still returned
+	dsn  string          // the DSN in use, kept from CMD's environment (child.Environ)
 
 	mu        sync.Mutex
 	out       io.Writer
@@ -168,6 +192,67 @@ type runner struct {
 	failures  int
 	tooMany   bool
 	lastError error
+	repeats   repeats
+}
+
+// repeats tracks the loans this runner completed that come straight back: a
+// completed loan that still matches the task's criteria is eligible again,
+// so a CMD that changes nothing the criteria read gets it back at once,
+// without end. "At once" is: before the task has answered empty, and within
+// the last runRepeatMemory completions. Called with runner.mu held.
+type repeats struct {
+	back   map[int64]repeat // completed loans: how often each came back in a row
+	order  []repeat         // the same, oldest completion first, to forget the oldest
+	seq    uint64
+	warned bool
+	// stop is set once a loan came back --max-repeats times in a row.
+	stop      bool
+	stopLoan  int64
+	stopTimes int
+}
+
+type repeat struct {
+	loan  int64
+	times int // times it came back in a row
+	seq   uint64
+}
+
+// taken records a loan a request returned and says how many times in a row
+// it has now come back after this runner completed it (0: it did not).
+func (rp *repeats) taken(loan int64) int {
+	if c, ok := rp.back[loan]; ok {
+		return c.times + 1
+	}
+	return 0
+}
+
+// disposed records how a taken loan ended: completed, it is remembered with
+// times (how often it had come back when taken); otherwise its streak ends.
+func (rp *repeats) disposed(loan int64, completed bool, times int) {
+	if !completed {
+		delete(rp.back, loan)
+		return
+	}
+	if rp.back == nil {
+		rp.back = map[int64]repeat{}
+	}
+	rp.seq++
+	c := repeat{loan: loan, times: times, seq: rp.seq}
+	rp.back[loan] = c
+	rp.order = append(rp.order, c)
+	for len(rp.order) > runRepeatMemory {
+		old := rp.order[0]
+		rp.order = rp.order[1:]
+		if cur, ok := rp.back[old.loan]; ok && cur.seq == old.seq {
+			delete(rp.back, old.loan)
+		}
+	}
+}
+
+// empty forgets every completion: the task answered empty, so whatever
+// comes later did not come back at once.
+func (rp *repeats) empty() {
+	rp.back, rp.order = nil, nil
 }
 
 func workRun(c *cli.Context) error {
@@ -175,7 +260,7 @@ func workRun(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	e, err := open(c)
+	e, err := openActing(c)
 	if err != nil {
 		return err
 	}
@@ -184,7 +269,7 @@ func workRun(c *cli.Context) error {
 	if _, err := e.Task(c.Context, o.task); err != nil {
 		return err
 	}
-	r := &runner{e: e, o: o, stop: c.Context.Done(), db: context.WithoutCancel(c.Context),
+	r := &runner{e: e, o: o, stop: c.Context.Done(), db: context.WithoutCancel(c.Context), dsn: c.String("db"),
 		out: c.App.Writer, errw: c.App.ErrWriter, cmdOut: c.App.Writer, json: e.json, progress: isTerminal(c.App.ErrWriter)}
 	if r.json {
 		r.cmdOut = c.App.ErrWriter // stdout is for the JSON lines
@@ -200,7 +285,7 @@ func (r *runner) stopping() bool {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.tooMany
+	return r.tooMany || r.repeats.stop
 }
 
 func (r *runner) loop(ctx context.Context) error {
@@ -239,6 +324,9 @@ func (r *runner) loop(ctx context.Context) error {
 			return err
 		}
 		if len(req.Loans) == 0 {
+			r.mu.Lock()
+			r.repeats.empty()
+			r.mu.Unlock()
 			if r.o.untilEmpty {
 				break
 			}
@@ -246,13 +334,14 @@ func (r *runner) loop(ctx context.Context) error {
 			continue
 		}
 		for _, loan := range req.Loans {
+			back := r.cameBack(loan)
 			slots <- struct{}{}
 			taken++
 			wg.Add(1)
 			go func(loan int64) {
 				defer wg.Done()
 				defer func() { <-slots }()
-				r.process(req, loan)
+				r.process(req, loan, back)
 			}(loan)
 		}
 	}
@@ -265,11 +354,58 @@ func (r *runner) loop(ctx context.Context) error {
 	if r.lastError != nil {
 		return r.lastError
 	}
+	if rp := r.repeats; rp.stop {
+		return &problem.Exit{Code: problem.ExitRepeats, Msg: fmt.Sprintf(
+			"stopped: loan %d came back %s in a row after this runner completed it (--max-repeats %d): "+
+				"completing it leaves it matching the criteria of task %s (see above; --max-repeats 0 never stops)",
+			rp.stopLoan, times(rp.stopTimes), r.o.maxRepeats, r.o.task)}
+	}
 	return nil
 }
 
+// cameBack checks a loan a request returned against the loans this runner
+// completed: the first time one comes back it explains why on stderr, and
+// once one has come back --max-repeats times in a row no new work is taken
+// (this loan is still processed: it is ours now). It returns how many times
+// in a row the loan has come back (0: it did not).
+func (r *runner) cameBack(loan int64) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	back := r.repeats.taken(loan)
+	if back == 0 {
+		return 0
+	}
+	if !r.repeats.warned {
+		r.repeats.warned = true
+		r.clearProgress()
+		fmt.Fprintf(r.errw, "loanq: loan %d came back right after this runner completed it: the command completed it, "+
+			"but it still matches the criteria of task %s, so it is eligible again. Make the command change the data "+
+			"the criteria read, or have it exit 65 (never) or 75 (return after --retry-after) for such loans. "+
+			"%s\n", loan, r.o.task, r.repeatLimit())
+		r.showProgress()
+	}
+	if r.o.maxRepeats > 0 && back >= r.o.maxRepeats && !r.repeats.stop {
+		r.repeats.stop, r.repeats.stopLoan, r.repeats.stopTimes = true, loan, back
+	}
+	return back
+}
+
+func (r *runner) repeatLimit() string {
+	if r.o.maxRepeats == 0 {
+		return "(--max-repeats 0: loans may come back without end.)"
+	}
+	return fmt.Sprintf("The loop stops (exit 3) once a loan has come back %s in a row (--max-repeats %d).", times(r.o.maxRepeats), r.o.maxRepeats)
+}
+
+func times(n int) string {
+	if n == 1 {
+		return "once"
+	}
+	return fmt.Sprintf("%d times", n)
+}
+
 // process runs the command for one loan and disposes of the loan.
-func (r *runner) process(req *dispatch.Request, loan int64) {
+func (r *runner) process(req *dispatch.Request, loan int64, back int) {
 	r.mu.Lock()
 	r.running++
 	r.showProgress()
@@ -283,12 +419,12 @@ func (r *runner) process(req *dispatch.Request, loan int64) {
 	if len(argv) > 0 {
 		argv[0] = r.o.argv[0]
 	}
-	env := []string{"LOANQ_TASK=" + r.o.task, "LOANQ_LOAN_ID=" + id, "LOANQ_USER=" + r.e.user,
-		"LOANQ_REQUEST_ID=" + strconv.FormatInt(req.ID, 10)}
+	env := child.Environ(os.Environ(), r.dsn, "LOANQ_TASK="+r.o.task, "LOANQ_LOAN_ID="+id, "LOANQ_USER="+r.e.user,
+		"LOANQ_REQUEST_ID="+strconv.FormatInt(req.ID, 10))
 	start := time.Now()
 	res := runResult{Task: r.o.task, LoanID: loan}
 	interrupted := false
-	p, err := child.Start(r.o.path, argv, env, nil, r.cmdOut, r.errw)
+	p, err := child.Start(r.o.path, argv, env, runKillAfter, nil, r.cmdOut, r.errw)
 	if err != nil {
 		res.ExitCode, res.why = 127, "could not start: "+err.Error()
 	} else {
@@ -318,6 +454,7 @@ func (r *runner) process(req *dispatch.Request, loan int64) {
 	defer r.mu.Unlock()
 	r.running--
 	r.done++
+	r.repeats.disposed(loan, action == dispatch.Complete && derr == nil, back)
 	if res.failure {
 		r.failures++
 		if r.o.maxFailures > 0 && r.failures >= r.o.maxFailures {
