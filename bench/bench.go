@@ -168,9 +168,12 @@ type Result struct {
 	LockErrors int64   `json:"lock_errors"` // nowait/lock-busy errors, each retried
 	Deadlocks  int64   `json:"deadlocks"`   // deadlock victims, each retried
 	MaxClaim   int     `json:"max_claim"`   // most items any one claim returned (at most --batch)
-	Retries    int64   `json:"retries"`     // empty claims retried while items were left (lease races)
-	LeaseLost  int64   `json:"lease_lost"`  // leased items whose fenced finish found the lease gone
-	Server     string  `json:"server"`      // product and version, as the server reports it
+	// LockedPerClaim is how many items one claim of --batch locks, measured
+	// before the run (locks.go); -1 where the database has no row locks.
+	LockedPerClaim int    `json:"rows_locked_per_claim"`
+	Retries        int64  `json:"retries"`    // empty claims retried while items were left (lease races)
+	LeaseLost      int64  `json:"lease_lost"` // leased items whose fenced finish found the lease gone
+	Server         string `json:"server"`     // product and version, as the server reports it
 	// RawBatchPerS is one statement claiming and finishing --batch items
 	// (BenchClaimDone) with the same workers, measured right after a skip run
 	// with --batch above 1 and no work time; 0 when not measured.
@@ -255,11 +258,14 @@ func runOne(ctx context.Context, cfg *Config, d drivers.Driver, db *sql.DB, targ
 		Rows: cfg.Rows, WorkMS: float64(cfg.Work) / float64(time.Millisecond), Batch: cfg.Batch, Processes: cfg.Processes}
 	ideal := time.Duration(cfg.Rows) * cfg.Work / time.Duration(cfg.Workers)
 	r.IdealMS = ideal.Milliseconds()
+	var err error
+	if r.LockedPerClaim, err = locksPerClaim(ctx, d, db, st, s, cfg.Batch); err != nil { // locks.go
+		return nil, err
+	}
 
 	stopProgress := startProgress(ctx, cfg, db, st, s)
 	var workers []WorkerResult
 	var elapsed time.Duration
-	var err error
 	if cfg.Processes > 1 {
 		workers, elapsed, err = runProcesses(ctx, cfg, s)
 	} else {

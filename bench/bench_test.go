@@ -79,6 +79,20 @@ func TestStrategies(t *testing.T) {
 				if r.MaxClaim < 1 || r.MaxClaim > batch {
 					t.Errorf("%s: a claim returned %d items with --batch %d", r.Strategy, r.MaxClaim, batch)
 				}
+				// Rows locked per claim, measured (BENCHMARKS.md). Every
+				// claim on the item table reads its (status, id) index in
+				// claim order, so the skip-locked and queued claims lock what
+				// they return; SQLite has no row locks to count.
+				switch {
+				case !drivers.Supports(d, drivers.Rows):
+					if r.LockedPerClaim != -1 {
+						t.Errorf("%s on %s: %d rows locked per claim, want -1 (not measured)", r.Strategy, d.Name(), r.LockedPerClaim)
+					}
+				case r.Strategy != "lease" && r.LockedPerClaim != batch:
+					t.Errorf("%s: a claim of %d locks %d rows, want %d", r.Strategy, batch, r.LockedPerClaim, batch)
+				case r.LockedPerClaim < batch:
+					t.Errorf("%s: a claim of %d locks %d rows, fewer than it returns", r.Strategy, batch, r.LockedPerClaim)
+				}
 				if r.Strategy == "skip" && r.LockErrors != 0 {
 					t.Errorf("skip reported %d lock errors: SKIP LOCKED should never meet one", r.LockErrors)
 				}

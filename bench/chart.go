@@ -81,8 +81,8 @@ func itemPanels(rs []*Result) []panel {
 	for _, r := range rs {
 		p := panel{Color: colorOf(r.Strategy), IdealMS: float64(r.IdealMS), Unit: "claim",
 			Title: fmt.Sprintf("%s on %s — %d workers × %d items × %gms of work, batch %d", r.Strategy, r.serverOrDialect(), r.Workers, r.Rows, r.WorkMS, r.Batch),
-			Subtitle: fmt.Sprintf("%d ms (ideal %d ms, ratio %.2f), %.0f items/s, duplicates %d, lock errors %d, deadlocks %d",
-				r.ElapsedMS, r.IdealMS, r.Ratio, r.PerSecond, r.Duplicates, r.LockErrors, r.Deadlocks)}
+			Subtitle: fmt.Sprintf("%d ms (ideal %d ms, ratio %.2f), %.0f items/s, %s, duplicates %d, lock errors %d, deadlocks %d",
+				r.ElapsedMS, r.IdealMS, r.Ratio, r.PerSecond, r.lockedText(), r.Duplicates, r.LockErrors, r.Deadlocks)}
 		for _, w := range r.PerWorker {
 			p.Lanes = append(p.Lanes, lane{Label: fmt.Sprintf("worker %d (%d)", w.Worker, w.Processed), Marks: r.marks[w.Worker], Errors: r.errorsAt[w.Worker]})
 		}

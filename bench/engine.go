@@ -53,6 +53,7 @@ type EngineConfig struct {
 	Rows       int // loans on the task
 	Duration   time.Duration
 	QueryDelay time.Duration
+	Prefetch   int           // the task's candidate pool (0: none)
 	Work       time.Duration // simulated work per loan, 0 for none
 	NoRaw      bool          // skip the raw single-row claim measurement
 	Chart      string
@@ -128,6 +129,7 @@ type EngineResult struct {
 	Rows           int     `json:"rows"`
 	DurationMS     int64   `json:"duration_ms"` // 0: until the task was drained
 	QueryDelayMS   int64   `json:"query_delay_ms"`
+	Prefetch       int     `json:"prefetch"`
 	WorkMS         int64   `json:"work_ms"`
 	LoansCounted   int64   `json:"loans_counted"`    // loans the callers say they got; must equal loans
 	ItemsTwice     int64   `json:"items_twice"`      // items worked on more than once; must be 0
@@ -195,7 +197,7 @@ func RunEngine(ctx context.Context, cfg EngineConfig) (*EngineResult, error) {
 	st := d.Statements()
 	r := &EngineResult{Target: "engine", Database: target.Redacted(), Strategy: string(s), Workers: cfg.Workers,
 		Count: cfg.Count, Dialect: d.Name(), Processes: cfg.Processes, Rows: cfg.Rows,
-		DurationMS: cfg.Duration.Milliseconds(), QueryDelayMS: cfg.QueryDelay.Milliseconds(), WorkMS: cfg.Work.Milliseconds()}
+		DurationMS: cfg.Duration.Milliseconds(), QueryDelayMS: cfg.QueryDelay.Milliseconds(), Prefetch: cfg.Prefetch, WorkMS: cfg.Work.Milliseconds()}
 	if r.Server, err = ServerVersion(ctx, db, st); err != nil {
 		return nil, err
 	}
@@ -211,7 +213,7 @@ func RunEngine(ctx context.Context, cfg EngineConfig) (*EngineResult, error) {
 		return nil, err
 	}
 	e := dispatch.New(db, d)
-	if err := replaceTask(ctx, e, dispatch.TaskSpec{Name: EngineTask, Where: "status = 'ready'", Lock: s, QueryDelay: cfg.QueryDelay}); err != nil {
+	if err := replaceTask(ctx, e, dispatch.TaskSpec{Name: EngineTask, Where: "status = 'ready'", Lock: s, QueryDelay: cfg.QueryDelay, Prefetch: cfg.Prefetch}); err != nil {
 		return nil, err
 	}
 

@@ -22,7 +22,7 @@ func WriteText(w io.Writer, rs []*Result) {
 		if r.IdealMS > 0 {
 			ratio = fmt.Sprintf("%.3f", r.Ratio)
 		}
-		fmt.Fprintf(w, "  elapsed %d ms, ideal %d ms, ratio %s, %.0f items/s\n", r.ElapsedMS, r.IdealMS, ratio, r.PerSecond)
+		fmt.Fprintf(w, "  elapsed %d ms, ideal %d ms, ratio %s, %.0f items/s, %s\n", r.ElapsedMS, r.IdealMS, ratio, r.PerSecond, r.lockedText())
 		fmt.Fprintf(w, "  duplicates %d, missed %d, lock errors %d and deadlocks %d (all retried), empty claims retried %d, leases lost %d\n",
 			r.Duplicates, r.Missed, r.LockErrors, r.Deadlocks, r.Retries, r.LeaseLost)
 		if r.RawBatchPerS > 0 {
@@ -63,4 +63,12 @@ func WriteEngineText(w io.Writer, r *EngineResult) {
 		fmt.Fprintf(tw, "  %d\t%d\t%d\t%d\t%d\t\n", p.Worker, p.Loans, p.Requests, p.Busy, p.ElapsedMS)
 	}
 	tw.Flush()
+}
+
+// lockedText says how many rows one claim locks, beside what it returns.
+func (r *Result) lockedText() string {
+	if r.LockedPerClaim < 0 {
+		return "rows locked per claim: n/a (no row locks: one writer at a time)"
+	}
+	return fmt.Sprintf("rows locked per claim of %d: %d", r.Batch, r.LockedPerClaim)
 }

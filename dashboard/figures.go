@@ -11,6 +11,7 @@ package dashboard
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"sort"
 	"sync"
@@ -40,8 +41,98 @@ type Snapshot struct {
 	TotalActive  int           `json:"total_active"`
 	TotalOver    int           `json:"total_over_hold"`
 	TotalToday   int           `json:"total_done_today"`
+	// The page and /api/dashboard show the busiest tasks and processors
+	// only (serve --max-tasks): how many there are and how many were left
+	// out. The totals above and /metrics count them all.
+	TasksTotal   int `json:"tasks_total"`
+	TasksOmitted int `json:"tasks_omitted"`
+	UsersTotal   int `json:"users_total"`
+	UsersOmitted int `json:"users_omitted"`
 
 	byID map[int64]*TaskFigure
+}
+
+// Bounded returns the snapshot with at most n tasks and n processors (n 0:
+// all), the busiest ones, in their usual order (tasks by name, processors
+// by their oldest item); the totals still count everything. A copy: the
+// cached snapshot is shared.
+func (s *Snapshot) Bounded(n int) *Snapshot {
+	out := *s
+	out.TasksTotal, out.UsersTotal = len(s.Tasks), len(s.Users)
+	out.TasksOmitted, out.UsersOmitted = 0, 0
+	if n <= 0 {
+		return &out
+	}
+	if len(s.Tasks) > n {
+		out.Tasks = busiest(s.Tasks, n, taskBusier)
+		out.TasksOmitted = len(s.Tasks) - n
+	}
+	if len(s.Users) > n {
+		out.Users = busiest(s.Users, n, userBusier)
+		out.UsersOmitted = len(s.Users) - n
+	}
+	return &out
+}
+
+// busiest keeps the n busiest of list (busier(a, b): a goes first), in
+// list's order.
+func busiest[T any](list []T, n int, busier func(a, b T) bool) []T {
+	idx := make([]int, len(list))
+	for i := range idx {
+		idx[i] = i
+	}
+	sort.SliceStable(idx, func(i, j int) bool { return busier(list[idx[i]], list[idx[j]]) })
+	idx = idx[:n]
+	sort.Ints(idx)
+	out := make([]T, n)
+	for i, k := range idx {
+		out[i] = list[k]
+	}
+	return out
+}
+
+// taskBusier ranks tasks for the page: work held past the limit, waiting
+// requests, active work, work done today, then the most recent criteria
+// run; a task that never ran and has no work comes last.
+func taskBusier(a, b *TaskFigure) bool {
+	if a.OverHold != b.OverHold {
+		return a.OverHold > b.OverHold
+	}
+	if a.Pending != b.Pending {
+		return a.Pending > b.Pending
+	}
+	if a.Active != b.Active {
+		return a.Active > b.Active
+	}
+	if x, y := sumKinds(a.DoneToday), sumKinds(b.DoneToday); x != y {
+		return x > y
+	}
+	switch {
+	case a.LastRunAgeMS == nil || b.LastRunAgeMS == nil:
+		return a.LastRunAgeMS != nil && b.LastRunAgeMS == nil
+	case *a.LastRunAgeMS != *b.LastRunAgeMS:
+		return *a.LastRunAgeMS < *b.LastRunAgeMS
+	}
+	return false
+}
+
+// userBusier ranks processors likewise: past the limit, active, done today.
+func userBusier(a, b *UserFigure) bool {
+	if a.OverHold != b.OverHold {
+		return a.OverHold > b.OverHold
+	}
+	if a.Active != b.Active {
+		return a.Active > b.Active
+	}
+	return a.DoneToday > b.DoneToday
+}
+
+func sumKinds(m map[string]int) int {
+	n := 0
+	for _, v := range m {
+		n += v
+	}
+	return n
 }
 
 // Cost is what one refresh cost the database.
@@ -108,13 +199,23 @@ type Source struct {
 	TTL time.Duration
 	// Hold is the age past which active work is highlighted (0: never).
 	Hold time.Duration
+	// Log, when set, receives a refresh's failure (the driver's text, which
+	// may name the host and user: for the operator's log, never a page) and
+	// the recovery after it; the same failure at most once a minute.
+	Log func(string)
 
 	mu        sync.Mutex
-	last      *Snapshot
-	err       error
-	at        time.Time
+	last      *Snapshot // the latest figures read; kept when a refresh fails
+	err       error     // the latest refresh's failure, nil after a success
+	at        time.Time // when the latest refresh ended, successful or not
+	okAt      time.Time // when the latest successful refresh ended
+	took      time.Duration
 	refreshes int
+	flight    *flight // the refresh under way, nil when none
+	logged    string
+	loggedAt  time.Time
 
+	// Read and written only by the refresh under way (one at a time).
 	// The dispositions below floor: fixed history, counted once per floor.
 	floor   int64
 	floorAt time.Time
@@ -122,6 +223,12 @@ type Source struct {
 	// The criteria-query runs below runFloor, likewise.
 	runFloor int64
 	runBelow map[runKey]runSums
+}
+
+// flight is one refresh under way; done is closed when it ends.
+type flight struct {
+	done  chan struct{}
+	since time.Time
 }
 
 type runKey struct{ task, bucket int64 }
@@ -135,6 +242,10 @@ const floorEvery = time.Hour
 
 var floorSlack int64 = 1000 // a variable for the tests, which set it to 0
 
+// refreshTimeout bounds one refresh: past it the statements are cancelled
+// and the refresh counts as failed.
+const refreshTimeout = 30 * time.Second
+
 type doneKey struct {
 	task       int64
 	user, kind string
@@ -147,24 +258,114 @@ func (s *Source) Refreshes() int {
 	return s.refreshes
 }
 
-// Get returns the cached snapshot, refreshing it when older than TTL. Callers
-// arriving during a refresh wait for it and share its result.
+// ErrSlow is Get's answer when the refresh it waited for had not ended when
+// the caller's context did: the figures returned, if any, are older.
+var ErrSlow = errors.New("the database has not answered yet")
+
+// Get returns the cached snapshot, refreshing it when older than TTL.
+// Callers arriving during a refresh wait for it and share its result: one
+// refresh at a time, on one connection, whatever the number of viewers.
+// The refresh runs on its own context (bounded by refreshTimeout), so a
+// viewer who leaves does not cancel it for the others; a caller whose ctx
+// ends first gets the last figures and ErrSlow.
 func (s *Source) Get(ctx context.Context) (*Snapshot, error) {
+	return s.get(ctx, s.TTL)
+}
+
+func (s *Source) get(ctx context.Context, maxAge time.Duration) (*Snapshot, error) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if !s.at.IsZero() && time.Since(s.at) < s.TTL {
+	if !s.at.IsZero() && time.Since(s.at) < maxAge {
+		defer s.mu.Unlock()
 		return s.last, s.err
 	}
-	snap, err := s.refresh(ctx)
-	s.refreshes++
-	s.at = time.Now()
-	if err != nil {
-		// Keep serving the last good figures alongside the error.
-		s.err = err
-		return s.last, err
+	f := s.start()
+	s.mu.Unlock()
+	select {
+	case <-f.done:
+	case <-ctx.Done():
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return s.last, ErrSlow
 	}
-	s.last, s.err = snap, nil
-	return snap, nil
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.last, s.err
+}
+
+// start returns the refresh under way, starting one if there is none.
+// s.mu is held.
+func (s *Source) start() *flight {
+	if s.flight != nil {
+		return s.flight
+	}
+	f := &flight{done: make(chan struct{}), since: time.Now()}
+	s.flight = f
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), refreshTimeout)
+		snap, err := s.refresh(ctx)
+		cancel()
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		now := time.Now()
+		s.refreshes++
+		s.at, s.took = now, now.Sub(f.since)
+		s.flight = nil
+		close(f.done)
+		if err != nil {
+			// Keep serving the last good figures alongside the error.
+			s.err = err
+			s.log(err.Error(), now)
+			return
+		}
+		if s.err != nil || s.logged != "" {
+			s.log("", now)
+		}
+		s.last, s.err, s.okAt = snap, nil, now
+	}()
+	return f
+}
+
+// log reports a failure (msg) or the recovery after one (msg ""): each
+// change at once, the same failure again after a minute. s.mu is held.
+func (s *Source) log(msg string, now time.Time) {
+	if s.Log == nil || (msg == s.logged && now.Sub(s.loggedAt) < time.Minute) {
+		return
+	}
+	if msg == "" {
+		s.Log("refresh: the database answers again")
+	} else {
+		s.Log("refresh failed: " + msg)
+	}
+	s.logged, s.loggedAt = msg, now
+}
+
+// Health is the state of the figures, for /healthz: read without touching
+// the database.
+type Health struct {
+	// At is when the latest refresh ended (zero before the first), OK
+	// whether it read the database, Took how long it took.
+	At   time.Time
+	OK   bool
+	Took time.Duration
+	// LastOK is when the latest successful refresh ended (zero: none yet).
+	LastOK time.Time
+	// RefreshingFor is how long the refresh under way has run (0: none).
+	RefreshingFor time.Duration
+}
+
+// Health returns the state of the latest refresh. When the figures are
+// older than maxAge it starts a refresh (unless one is under way: never
+// more than one) and waits for it until ctx ends; it never reads the
+// database itself.
+func (s *Source) Health(ctx context.Context, maxAge time.Duration) Health {
+	s.get(ctx, maxAge)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	h := Health{At: s.at, OK: !s.at.IsZero() && s.err == nil, Took: s.took, LastOK: s.okAt}
+	if s.flight != nil {
+		h.RefreshingFor = time.Since(s.flight.since)
+	}
+	return h
 }
 
 // queryCounter counts the statements one refresh sends.
@@ -496,15 +697,6 @@ func each[P any](ctx context.Context, q *queryCounter, stmt *drivers.Stmt[P], p 
 		}
 	}
 	return rows.Err()
-}
-
-// Ping answers whether the database answers, for /healthz. It reads the
-// database clock, bypassing the cache.
-func (s *Source) Ping(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	var v any
-	return s.Driver.Statements().Now.QueryRow(ctx, s.DB, drivers.NoParams{}).Scan(&v)
 }
 
 // TaskDetail is the /tasks/NAME page's data.

@@ -153,6 +153,13 @@
     document.getElementById("tile-over").classList.toggle("alert", s.total_over_hold > 0);
     set("t-today", s.total_done_today);
     set("t-today-sub", KINDS.map(function (k) { return byKind[k] + " " + k; }).join(" · "));
+    var om = [];
+    if (s.tasks_omitted) om.push("the " + s.tasks.length + " busiest of " + s.tasks_total + " tasks");
+    if (s.users_omitted) om.push("the " + s.users.length + " busiest of " + s.users_total + " processors");
+    var note = document.getElementById("omitted");
+    note.textContent = om.length ? "Showing " + om.join(" and ") + " (serve --max-tasks); " +
+      "the tiles above count all of them, and /tasks/NAME and /metrics cover every task." : "";
+    note.hidden = !om.length;
     set("foot", "Figures from loanq's own tables on " + s.database + ", cached and shared by every viewer; one refresh: " +
       s.refresh.queries + " queries, " + dur(s.refresh.duration_ms) + ". This page changes nothing.");
   }
