@@ -46,6 +46,8 @@ func TestBadInputChangesNothing(t *testing.T) {
 			{"count overflow", "ana", []string{"work", "get", "t", "--count", "99999999999999999999"}, 2, "count"},
 			{"count not a number", "ana", []string{"work", "get", "t", "--count", "three"}, 2, "count"},
 			{"unknown task", "ana", []string{"work", "get", "nosuch"}, 2, "unknown task"},
+			{"task misspelled", "ana", []string{"work", "get", "tt"}, 2, "unknown task \"tt\" (did you mean `t`?"},
+			{"global flag misspelled", "ana", []string{"--usr", "ana", "pipeline"}, 2, "unknown flag --usr for `loanq` (did you mean --user?"},
 			{"task as SQL", "ana", []string{"work", "get", "t'; DROP TABLE loanq_work--"}, 2, "task"},
 			{"task as tautology", "ana", []string{"work", "get", "' OR '1'='1"}, 2, "task"},
 			{"no task", "ana", []string{"work", "get"}, 2, "argument"},
@@ -57,6 +59,10 @@ func TestBadInputChangesNothing(t *testing.T) {
 			{"unknown flag", "ana", []string{"work", "get", "t", "--bogus"}, 2, "bogus"},
 			{"user empty", "", []string{"work", "get", "t"}, 2, "user"},
 			{"user too long", strings.Repeat("u", 101), []string{"work", "get", "t"}, 2, "user"},
+			// explain: it never changes anything, not even on bad input
+			{"explain unknown task", "admin", []string{"explain", "nosuch"}, 2, "unknown task"},
+			{"explain count zero", "admin", []string{"explain", "t", "--count", "0"}, 2, "--count"},
+			{"explain no task", "admin", []string{"explain"}, 2, "argument"},
 			// The acting user, wherever it is stored or compared: empty (no
 			// --user, LOANQ_USER or USER), blank, with leading or trailing white
 			// space (MySQL's PAD SPACE would make "ana " be "ana"), control
@@ -117,6 +123,26 @@ func TestBadInputChangesNothing(t *testing.T) {
 			{"where over 4000 bytes", "admin", []string{"task", "create", "x", "--where", longCriteria(4001)}, 2, "--where is 4001 bytes"},
 			{"where over 4000 bytes in characters", "admin", []string{"task", "create", "x", "--where", "eligible = 1 OR 'é' = '" + strings.Repeat("é", 2000) + "'"}, 2, "--where is"},
 			{"order over 4000 bytes", "admin", []string{"task", "create", "x", "--where", "1=1", "--order", longOrder(4001)}, 2, "--order is 4001 bytes"},
+			// Criteria that would leave their parentheses in the criteria
+			// query (sqllex), on create and on update.
+			{"where escapes its parentheses", "admin", []string{"task", "create", "x", "--where", "1=1) OR (1=1"}, 2, "')' closes a parenthesis the text did not open at character 4"},
+			{"where with a comment", "admin", []string{"task", "create", "x", "--where", "eligible = 1 -- c"}, 2, "comment marker '--' at character 14"},
+			{"where with a block comment", "admin", []string{"task", "create", "x", "--where", "eligible = 1 /* c */"}, 2, "comment marker '/*'"},
+			{"where never closes a parenthesis", "admin", []string{"task", "create", "x", "--where", "eligible = 1 AND (priority > 5"}, 2, "'(' is never closed at character 18"},
+			{"where never closes a quote", "admin", []string{"task", "create", "x", "--where", "eligible = 1 OR 'x = 1"}, 2, "never closed"},
+			{"where with a bind marker", "admin", []string{"task", "create", "x", "--where", "eligible = $1 OR eligible = ? OR eligible = :x"}, 2, "bind marker"},
+			{"order escapes its place", "admin", []string{"task", "create", "x", "--where", "eligible = 1", "--order", "priority) x (id"}, 2, "--order"},
+			{"order with a comment", "admin", []string{"task", "create", "x", "--where", "eligible = 1", "--order", "priority -- c"}, 2, "comment marker '--'"},
+			{"update where escapes its parentheses", "admin", []string{"task", "update", "t", "--where", "1=1) OR (1=1"}, 2, "')' closes a parenthesis"},
+			{"update where with a comment", "admin", []string{"task", "update", "t", "--where", "x = 1 -- c"}, 2, "comment marker '--'"},
+			{"update order unbalanced", "admin", []string{"task", "update", "t", "--order", "(priority"}, 2, "'(' is never closed"},
+			// Names that would not print as themselves.
+			{"user with a zero-width space", "ana​", []string{"work", "get", "t"}, 2, "character 4 is U+200B"},
+			{"user with ESC", "an[2Ja", []string{"pipeline"}, 2, "character 3 is U+001B"},
+			{"user with a bidi override", "‮ana", []string{"task", "create", "x", "--where", "1=1"}, 2, "character 1 is U+202E"},
+			{"user with DEL", "ana", []string{"disposition", "t", held, "complete"}, 2, "U+007F"},
+			{"task name with ESC", "admin", []string{"task", "create", "x[2J", "--where", "1=1"}, 2, "character 2 is U+001B"},
+			{"task name with a zero-width joiner", "ana", []string{"work", "get", "t‍"}, 2, "character 2 is U+200D"},
 			{"show unknown task", "admin", []string{"task", "show", "nosuch"}, 2, "unknown task"},
 			{"delete task with active work", "admin", []string{"task", "delete", "t"}, 2, "--force"},
 			{"delete unknown task", "admin", []string{"task", "delete", "nosuch", "--force"}, 2, "unknown task"},

@@ -195,6 +195,21 @@ func TestDashboardInBrowser(t *testing.T) {
 		}
 		screenshot(t, ctx, filepath.Join(filepath.Dir(shot), "dashboard-task.png"))
 	}
+
+	// More tasks than --max-tasks: the page shows the busiest and says how
+	// many it left out, from the embedded figures and after each refresh.
+	bounded := startServe(t, dsn, "--max-tasks", "2", "--cache", "1s")
+	if err := chromedp.Do(ctx, chromedp.Navigate(bounded.url+"/"), chromedp.WaitVisible(`#omitted`)); err != nil {
+		t.Fatalf("the page with --max-tasks 2 does not show what it left out: %v", err)
+	}
+	note := eval[string](t, ctx, `document.getElementById('omitted').textContent`)
+	rows := eval[int](t, ctx, `document.querySelectorAll('#tasks tbody tr[data-task]').length`)
+	if rows != 2 || !strings.Contains(note, "the 2 busiest of 4 tasks") {
+		t.Errorf("--max-tasks 2 over 4 tasks: %d rows, note %q; want 2 rows and a note naming the 2 busiest of 4 tasks", rows, note)
+	}
+	if shot != "" {
+		screenshot(t, ctx, filepath.Join(filepath.Dir(shot), "dashboard-bounded.png"))
+	}
 }
 
 func eval[T any](t *testing.T, ctx context.Context, js string) T {

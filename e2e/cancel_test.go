@@ -358,6 +358,11 @@ func TestSignalWhileServing(t *testing.T) {
 					}
 					time.Sleep(10 * time.Millisecond)
 				}
+				// The NOWAIT probe of lockHeld takes the lock for an instant:
+				// a holder that tried right then was told busy and queued, and
+				// is granted the lock a moment later. Give it that moment, so
+				// that it is serving (its 1-minute query) when the signal comes.
+				time.Sleep(500 * time.Millisecond)
 				if err := p.cmd.Process.Signal(syscall.SIGINT); err != nil {
 					t.Fatal(err)
 				}

@@ -15,7 +15,7 @@ import (
 // `--backoff 60s` and a holder whose query takes about a second, the waiter
 // exits 0 (assigned) long before its first 60 s recheck.
 func TestWaiterWokenByCommitCLI(t *testing.T) {
-	testdb.Each(t, func(t *testing.T, dsn string) {
+	testdb.EachPooled(t, func(t *testing.T, dsn string) {
 		d, e := prepare(t, dsn, 20)
 		mustOK(t, dsn, "admin", "task", "create", "woken", "--where", "eligible = 1", "--query-delay", "1500ms")
 		id := taskID(t, e, "woken")
@@ -43,7 +43,7 @@ func TestWaiterWokenByCommitCLI(t *testing.T) {
 // TTL is 15 s; here 10 minutes, so only the dead-process check can explain a
 // quick answer), and serves the dead holder's request too.
 func TestKilledLeaseHolderTakenOverAtOnce(t *testing.T) {
-	testdb.Each(t, func(t *testing.T, dsn string) {
+	testdb.EachPooled(t, func(t *testing.T, dsn string) {
 		d, e := prepare(t, dsn, 20)
 		mustOK(t, dsn, "admin", "task", "create", "leased", "--where", "eligible = 1", "--lock", "lease",
 			"--query-delay", "3s", "--lease-ttl", "10m")
@@ -78,7 +78,7 @@ func TestKilledLeaseHolderTakenOverAtOnce(t *testing.T) {
 // stand-in query) loses nothing: another caller skips its rows meanwhile, and
 // once it is dead its rows are free and its request is served by a recheck.
 func TestRowsClaimerKilledMidClaim(t *testing.T) {
-	testdb.Each(t, func(t *testing.T, dsn string) {
+	testdb.EachPooled(t, func(t *testing.T, dsn string) {
 		d, e := prepare(t, dsn, 20)
 		if !drivers.Supports(d, drivers.Rows) {
 			r := loanq(t, dsn, "admin", "task", "create", "claims", "--where", "eligible = 1", "--lock", "rows")

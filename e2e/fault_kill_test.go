@@ -60,7 +60,7 @@ func TestFaultRandomKill(t *testing.T) {
 		seed = n
 	}
 	t.Logf("seed %d (replay the random choices with LOANQ_FAULT_SEED=%d)", seed, seed)
-	testdb.Each(t, func(t *testing.T, dsn string) {
+	testdb.EachPooled(t, func(t *testing.T, dsn string) {
 		t.Parallel()
 		d, e := prepare(t, dsn, 300)
 		dialectIdx := uint64(slices.Index(testdb.Dialects, d.Name()))

@@ -26,9 +26,11 @@ const stopHoldLimit = 4 * time.Second
 // line that says why, having committed nothing; its own request was served by
 // the other caller. PostgreSQL: idle_in_transaction_session_timeout; MariaDB:
 // idle_transaction_timeout. SQLite has no row-lock strategy (its lease TTL
-// bounds a holder, tested in the lease tests).
+// bounds a holder, tested in the lease tests). PostgreSQL again through
+// PgBouncer in transaction pooling mode: the limit is on the server
+// connection the holder's transaction has.
 func TestFaultHolderStopped(t *testing.T) {
-	for _, dialect := range []string{"postgres", "mysql"} {
+	for _, dialect := range []string{"postgres", "mysql", testdb.PgBouncer} {
 		t.Run(dialect, func(t *testing.T) {
 			for _, s := range []drivers.Strategy{drivers.Skip, drivers.NoWait, drivers.Wait} {
 				t.Run(string(s), func(t *testing.T) { holderStopped(t, testdb.Fresh(t, dialect), s) })

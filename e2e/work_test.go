@@ -44,7 +44,7 @@ func audit(t *testing.T, e *dispatch.Engine) {
 // answered, exactly the highest-priority loans handed out, and (with a query
 // delay) far fewer criteria-query runs than requests.
 func TestProcessesNeverShareALoan(t *testing.T) {
-	testdb.Each(t, func(t *testing.T, dsn string) {
+	testdb.EachPooled(t, func(t *testing.T, dsn string) {
 		d, e := prepare(t, dsn, 60)
 		for _, s := range d.Strategies() {
 			t.Run(string(s), func(t *testing.T) {

@@ -1,0 +1,159 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/loanq/loanq/dispatch"
+	"github.com/loanq/loanq/internal/testdb"
+)
+
+// The candidate pool across OS processes (docs/algorithm.md, "The candidate pool"): loanq processes claim
+// from one pool while a `task refill --all --every` process refills it; no
+// loan is handed out twice, and a refill killed with SIGKILL mid-run leaves
+// no pool row claimed.
+func TestPoolAcrossProcesses(t *testing.T) {
+	testdb.Each(t, func(t *testing.T, dsn string) {
+		d, db := testdb.Migrated(t, dsn)
+		testdb.CreateLoans(t, d, db, 120)
+		mustOK(t, dsn, "admin", "task", "create", "heavy", "--where", "eligible = 1", "--order", "priority",
+			"--query-delay", "300ms", "--prefetch", "30")
+
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		refill := command(ctx, dsn, "refresher", "task", "refill", "--all", "--every", "1s")
+		if err := refill.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = refill.Process.Kill(); _ = refill.Wait() }()
+
+		const procs, gets = 6, 8
+		var mu sync.Mutex
+		handed := map[int64]string{}
+		var wg sync.WaitGroup
+		for p := 0; p < procs; p++ {
+			wg.Add(1)
+			go func(p int) {
+				defer wg.Done()
+				user := fmt.Sprintf("proc%d", p)
+				for i := 0; i < gets; i++ {
+					r := loanq(t, dsn, user, "-o", "json", "work", "get", "heavy", "--count", "2")
+					if r.code != 0 {
+						t.Errorf("%s get %d: exit %d: %s", user, i, r.code, r.stderr)
+						return
+					}
+					req := decode(t, r)
+					mu.Lock()
+					for _, l := range req.Loans {
+						if who, dup := handed[l]; dup {
+							t.Errorf("loan %d handed to %s and %s", l, who, user)
+						}
+						handed[l] = user
+					}
+					mu.Unlock()
+				}
+			}(p)
+		}
+		wg.Wait()
+		if len(handed) != procs*gets*2 {
+			t.Errorf("%d loans handed out, want %d", len(handed), procs*gets*2)
+		}
+		hits := testdb.Int(t, d, db, "SELECT COUNT(*) FROM loanq_work_request WHERE pooled = 1")
+		runs := testdb.Int(t, d, db, "SELECT COUNT(*) FROM loanq_query_run")
+		t.Logf("%d of %d gets from the pool, %d criteria runs", hits, procs*gets, runs)
+		if hits < procs*gets/2 {
+			t.Errorf("only %d of %d gets served from the pool", hits, procs*gets)
+		}
+		auditClean(t, dsn)
+
+		// A refill killed with SIGKILL during its criteria query.
+		_ = refill.Process.Kill()
+		_ = refill.Wait()
+		mustOK(t, dsn, "admin", "task", "update", "heavy", "--query-delay", "3s")
+		before := testdb.Int(t, d, db, "SELECT COUNT(*) FROM loanq_pool")
+		victim := command(context.Background(), dsn, "refresher", "task", "refill", "heavy")
+		if err := victim.Start(); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(1500 * time.Millisecond)
+		_ = victim.Process.Signal(syscall.SIGKILL)
+		_ = victim.Wait()
+		// Its transaction dies with its connection: the next refill gets the
+		// lock (or the lease, taken over at once on this host) and the pool.
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			r := loanq(t, dsn, "refresher", "-o", "json", "task", "refill", "heavy")
+			if r.code != 0 {
+				t.Fatalf("refill after the killed one: exit %d: %s", r.code, r.stderr)
+			}
+			if n := testdb.Int(t, d, db, "SELECT COUNT(*) FROM loanq_pool"); n >= before && n > 0 && !strings.Contains(r.stdout, `"skipped"`) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the pool stayed blocked after a refill was killed: %s", r.stdout)
+			}
+			time.Sleep(500 * time.Millisecond)
+		}
+		got := decode(t, mustOK(t, dsn, "late", "-o", "json", "work", "get", "heavy", "--count", "1"))
+		if got.Assigned != 1 {
+			t.Errorf("after the killed refill: %+v", got)
+		}
+		auditClean(t, dsn)
+	})
+}
+
+// auditClean runs the engine's audits (no loan active twice, counts match,
+// nothing pending) against the final state.
+func auditClean(t *testing.T, dsn string) {
+	t.Helper()
+	d, db := testdb.Open(t, dsn)
+	findings, err := dispatch.New(db, d).Audit(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range findings {
+		if f.Count != 0 {
+			t.Errorf("audit %s: %d", f.Check, f.Count)
+		}
+	}
+}
+
+// serve --refill fills an empty pool (no get needed) and keeps it filled.
+func TestServeRefill(t *testing.T) {
+	testdb.Each(t, func(t *testing.T, dsn string) {
+		d, db := testdb.Migrated(t, dsn)
+		testdb.CreateLoans(t, d, db, 50)
+		mustOK(t, dsn, "admin", "task", "create", "heavy", "--where", "eligible = 1", "--order", "priority", "--prefetch", "20")
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		srv := command(ctx, dsn, "refresher", "serve", "--listen", "127.0.0.1:0", "--refill", "--refill-every", "1s")
+		if err := srv.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = srv.Process.Signal(syscall.SIGTERM); _ = srv.Wait() }()
+		deadline := time.Now().Add(20 * time.Second)
+		for testdb.Int(t, d, db, "SELECT COUNT(*) FROM loanq_pool") != 20 {
+			if time.Now().After(deadline) {
+				t.Fatalf("serve --refill did not fill the pool: %d candidates", testdb.Int(t, d, db, "SELECT COUNT(*) FROM loanq_pool"))
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+		// Drain it below the low mark (5): refilled again.
+		got := decode(t, mustOK(t, dsn, "ana", "-o", "json", "work", "get", "heavy", "--count", "16"))
+		if got.Assigned != 16 {
+			t.Fatalf("draining get: %+v", got)
+		}
+		for testdb.Int(t, d, db, "SELECT COUNT(*) FROM loanq_pool") < 20 {
+			if time.Now().After(deadline.Add(10 * time.Second)) {
+				t.Fatalf("serve --refill did not refill a pool below its low mark")
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+		auditClean(t, dsn)
+	})
+}
