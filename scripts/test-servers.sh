@@ -30,6 +30,17 @@ throwaway_dir() { printf '%s' "$LOANQ_THROWAWAY_DIR"; }
 stop_test_servers() {
 	local dir=$LOANQ_THROWAWAY_DIR
 	[ -n "$dir" ] || return 0
+	if [ -f "$dir/pgbouncer/pgbouncer.pid" ]; then
+		# SIGTERM: immediate shutdown; its clients are the finished tests.
+		# PgBouncer removes its pid file before it exits: the pid is read once.
+		local pid
+		pid=$(cat "$dir/pgbouncer/pgbouncer.pid")
+		kill "$pid" 2>/dev/null || true
+		for _ in $(seq 1 50); do
+			kill -0 "$pid" 2>/dev/null || break
+			sleep 0.1
+		done
+	fi
 	if [ -f "$dir/pg/PG_VERSION" ]; then
 		as_pg_user "$(pg_bin pg_ctl)" -D "$dir/pg" -m immediate stop >/dev/null 2>&1 || true
 	fi
@@ -42,10 +53,6 @@ stop_test_servers() {
 		done
 	fi
 	rm -rf "$dir"
-	# One temporary directory holds every throwaway server; it is created here,
-# in the sourcing shell, so that the EXIT trap of scripts/test.sh knows it.
-LOANQ_THROWAWAY_DIR=$(mktemp -d /tmp/loanq-test-servers.XXXXXX)
-chmod 755 "$LOANQ_THROWAWAY_DIR"
 }
 
 # ---------------------------------------------------------------- PostgreSQL
@@ -166,6 +173,94 @@ ensure_mysql() {
 	[ -n "$(mysql_server)" ] && [ -n "$(mysql_installer)" ] ||
 		die "MariaDB or MySQL is required: start one on 127.0.0.1:3306 (root, empty password, database test), set LOANQ_TEST_MYSQL_DSN, or install it (Debian: apt-get install mariadb-server)"
 	start_throwaway_mariadb || die "MariaDB: could not start a throwaway server (see above)"
+}
+
+# ----------------------------------------------------------------- PgBouncer
+
+# The PgBouncer tests (e2e/pgbouncer_test.go and the engine tests run through
+# testdb.Fresh(t, "pgbouncer")) need a PgBouncer in transaction pooling mode in
+# front of the test PostgreSQL:
+#
+#   1. a DSN already in LOANQ_TEST_PGBOUNCER_DSN is used as is (it must be a
+#      transaction-mode PgBouncer in front of the server of
+#      LOANQ_TEST_POSTGRES_DSN, with a `*` fallback database);
+#   2. else a throwaway PgBouncer started from the installed pgbouncer, in the
+#      temporary directory, on a spare port from 56432, stopped on exit;
+#   3. else, when running as root, Debian's pgbouncer is installed with
+#      apt-get and step 2 is taken;
+#   4. else the run fails, saying what to install.
+#
+# Its configuration is PgBouncer's defaults but for what a throwaway needs:
+# no ignore_startup_parameters and no max_prepared_statements, so loanq is
+# tested with what a stock PgBouncer refuses.
+
+pgbouncer_bin() { command -v pgbouncer 2>/dev/null || { [ -x /usr/sbin/pgbouncer ] && echo /usr/sbin/pgbouncer; }; }
+
+start_throwaway_pgbouncer() {
+	local bin dir port user="" pass="" host="" pgport=5432 rest auth hostport auth_type=trust
+	bin=$(pgbouncer_bin) || return 1
+	# The server behind it: host, port, user and password of LOANQ_TEST_POSTGRES_DSN.
+	rest=${LOANQ_TEST_POSTGRES_DSN#*://}
+	if [[ $rest == *@* ]]; then auth=${rest%%@*}; rest=${rest#*@}; else auth=""; fi
+	hostport=${rest%%[/?]*}
+	user=${auth%%:*}
+	if [[ $auth == *:* ]]; then pass=${auth#*:}; pass=$(printf '%b' "${pass//%/\\x}"); fi # %XX decoded
+	host=${hostport%:*}
+	[[ $hostport == *:* ]] && pgport=${hostport##*:}
+	[ -n "$user" ] || user=postgres
+	[ -n "$host" ] || { say "PgBouncer: LOANQ_TEST_POSTGRES_DSN names no TCP host"; return 1; }
+	[ -n "$pass" ] && auth_type=plain
+	for port in $(seq 56432 56532); do port_open 127.0.0.1 "$port" || break; done
+	dir=$(throwaway_dir)/pgbouncer
+	mkdir -p "$dir"
+	printf '"%s" "%s"\n' "$user" "${pass//\"/\"\"}" >"$dir/userlist.txt"
+	cat >"$dir/pgbouncer.ini" <<-INI
+		[databases]
+		; every database (each test creates its own) on the test server
+		* = host=$host port=$pgport
+		[pgbouncer]
+		pool_mode = transaction
+		listen_addr = 127.0.0.1
+		listen_port = $port
+		unix_socket_dir =
+		auth_type = $auth_type
+		auth_file = $dir/userlist.txt
+		max_client_conn = 500
+		default_pool_size = 40
+		logfile = $dir/pgbouncer.log
+		pidfile = $dir/pgbouncer.pid
+	INI
+	chmod 600 "$dir/userlist.txt"
+	# PgBouncer refuses to run as root: like the throwaway PostgreSQL, it runs
+	# as the postgres user (else nobody) when this script runs as root.
+	[ "$(id -u)" = 0 ] && chown -R "$(pg_user)" "$dir"
+	say "starting a throwaway PgBouncer (transaction pooling) on 127.0.0.1:$port in front of $host:$pgport"
+	as_pg_user "$bin" -d "$dir/pgbouncer.ini" >"$dir/start.log" 2>&1 || { cat "$dir/start.log" "$dir/pgbouncer.log" >&2; return 1; }
+	for _ in $(seq 1 100); do
+		if port_open 127.0.0.1 "$port"; then
+			local cred=$user
+			[ -n "$pass" ] && cred="$user:${auth#*:}"
+			export LOANQ_TEST_PGBOUNCER_DSN="postgres://$cred@127.0.0.1:$port/postgres?sslmode=disable"
+			return 0
+		fi
+		sleep 0.1
+	done
+	cat "$dir/pgbouncer.log" >&2
+	return 1
+}
+
+ensure_pgbouncer() {
+	if [ -n "${LOANQ_TEST_PGBOUNCER_DSN:-}" ]; then
+		say "PgBouncer: using LOANQ_TEST_PGBOUNCER_DSN"
+		return
+	fi
+	if [ -z "$(pgbouncer_bin)" ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+		say "PgBouncer: not installed: installing Debian's pgbouncer with apt-get (for the connection-pooler tests)"
+		apt_install pgbouncer
+	fi
+	[ -n "$(pgbouncer_bin)" ] ||
+		die "PgBouncer is required by the connection-pooler tests: install it (Debian: apt-get install pgbouncer) or set LOANQ_TEST_PGBOUNCER_DSN to a transaction-mode PgBouncer in front of the test PostgreSQL"
+	start_throwaway_pgbouncer || die "PgBouncer: could not start a throwaway pgbouncer (see above)"
 }
 
 apt_install() {

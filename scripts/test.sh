@@ -2,7 +2,9 @@
 # The test command of README.md (`make test`): finds or starts PostgreSQL and
 # MariaDB, then runs the whole Go test suite with SQLite, PostgreSQL and
 # MariaDB/MySQL all required: a missing server fails the run, it never skips.
-# Chromium (the dashboard's browser test) likewise.
+# Chromium (the dashboard's browser test) and PgBouncer (a throwaway one in
+# transaction pooling mode in front of the test PostgreSQL, for the tests
+# that run the engine through a connection pooler) likewise.
 # Oracle tests run only when LOANQ_TEST_ORACLE_DSN is set.
 #
 # Extra arguments go to `go test`, e.g. scripts/test.sh -run TestCap ./e2e/
@@ -16,7 +18,8 @@ ensure_postgres
 ensure_mysql
 ensure_chromium
 ensure_nft
-export LOANQ_TEST_REQUIRE=sqlite,postgres,mysql,chromium
+ensure_pgbouncer
+export LOANQ_TEST_REQUIRE=sqlite,postgres,mysql,chromium,pgbouncer
 
 if [ -n "${LOANQ_TEST_ORACLE_DSN:-}" ]; then
 	say "Oracle: LOANQ_TEST_ORACLE_DSN is set, the Oracle conformance tests run"
