@@ -5,7 +5,8 @@
 // the share of each worker, the lock errors, and the duplicates found in the
 // database.
 //
-// Strategies, on the item table loanq_bench_item (migration 00002):
+// Strategies, on the item table loanq_bench_item, which the bench creates
+// before a run and drops after it (tables.go; no migration creates it):
 //
 //   - skip: claim with SELECT … FOR UPDATE SKIP LOCKED in a transaction, work
 //     while holding the row locks, mark done, commit. Workers pass over each
@@ -19,8 +20,9 @@
 //     is finished by a fenced UPDATE (owner, still claimed, lease unexpired).
 //     Items whose lease ran out go back to ready. The only strategy on SQLite.
 //
-// Every statement comes from the dialect's drivers.Statements (`loanq sql`
-// prints them); the claim is claimItems (claim.go).
+// Every statement comes from the bench's own catalogue (sql.go, dialects.go;
+// `loanq sql` prints them after the engine's); the claim is claimItems
+// (claim.go).
 package bench
 
 import (
@@ -56,7 +58,7 @@ const (
 	DefaultBatch   = 1
 )
 
-// fillChunk is how many items one BenchFill call inserts (MySQL's default
+// fillChunk is how many items one Fill call inserts (MySQL's default
 // cte_max_recursion_depth is 1000).
 const fillChunk = 1000
 
@@ -84,6 +86,10 @@ type Config struct {
 	Command []string
 	// Env is added to the children's environment.
 	Env []string
+
+	// inspect, when set (by tests, export_test.go), is called after each
+	// strategy's run and audit, while its items are still in the table.
+	inspect func(strategy string)
 }
 
 // Validate checks the flags; errors are bad input (exit 2).
@@ -175,7 +181,7 @@ type Result struct {
 	LeaseLost      int64  `json:"lease_lost"` // leased items whose fenced finish found the lease gone
 	Server         string `json:"server"`     // product and version, as the server reports it
 	// RawBatchPerS is one statement claiming and finishing --batch items
-	// (BenchClaimDone) with the same workers, measured right after a skip run
+	// (ClaimDone) with the same workers, measured right after a skip run
 	// with --batch above 1 and no work time; 0 when not measured.
 	RawBatchPerS  float64        `json:"raw_batch_items_per_s"`
 	RawBatchRatio float64        `json:"raw_batch_ratio"` // items_per_second / raw_batch_items_per_s
@@ -211,8 +217,9 @@ type Mark struct {
 	EndMS     float64 `json:"end_ms"`
 }
 
-// Run runs every strategy Config asks for and returns one result each.
-func Run(ctx context.Context, cfg Config) ([]*Result, error) {
+// Run runs every strategy Config asks for and returns one result each. The
+// item table exists for the run only.
+func Run(ctx context.Context, cfg Config) (out []*Result, err error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -228,13 +235,21 @@ func Run(ctx context.Context, cfg Config) ([]*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	server, err := ServerVersion(ctx, db, d.Statements())
+	c, err := For(d)
 	if err != nil {
 		return nil, err
 	}
-	var out []*Result
+	server, err := serverVersion(ctx, db, c)
+	if err != nil {
+		return nil, err
+	}
+	drop, err := createTables(ctx, db, c)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { err = errors.Join(err, drop()) }()
 	for _, s := range sts {
-		r, err := runOne(ctx, &cfg, d, db, target, s)
+		r, err := runOne(ctx, &cfg, d, db, c, target, s)
 		if err != nil {
 			return out, fmt.Errorf("bench %s on %s: %w", s, d.Name(), err)
 		}
@@ -249,9 +264,8 @@ func Run(ctx context.Context, cfg Config) ([]*Result, error) {
 	return out, nil
 }
 
-func runOne(ctx context.Context, cfg *Config, d drivers.Driver, db *sql.DB, target dsn.DSN, s drivers.Strategy) (*Result, error) {
-	st := d.Statements()
-	if err := fill(ctx, db, st, cfg.Rows); err != nil {
+func runOne(ctx context.Context, cfg *Config, d drivers.Driver, db *sql.DB, c *Catalogue, target dsn.DSN, s drivers.Strategy) (*Result, error) {
+	if err := fill(ctx, db, c, cfg.Rows); err != nil {
 		return nil, err
 	}
 	r := &Result{Target: "items", Database: target.Redacted(), Dialect: d.Name(), Strategy: string(s), Workers: cfg.Workers,
@@ -259,11 +273,11 @@ func runOne(ctx context.Context, cfg *Config, d drivers.Driver, db *sql.DB, targ
 	ideal := time.Duration(cfg.Rows) * cfg.Work / time.Duration(cfg.Workers)
 	r.IdealMS = ideal.Milliseconds()
 	var err error
-	if r.LockedPerClaim, err = locksPerClaim(ctx, d, db, st, s, cfg.Batch); err != nil { // locks.go
+	if r.LockedPerClaim, err = locksPerClaim(ctx, d, db, c, s, cfg.Batch); err != nil { // locks.go
 		return nil, err
 	}
 
-	stopProgress := startProgress(ctx, cfg, db, st, s)
+	stopProgress := startProgress(ctx, cfg, db, c, s)
 	var workers []WorkerResult
 	var elapsed time.Duration
 	if cfg.Processes > 1 {
@@ -282,21 +296,24 @@ func runOne(ctx context.Context, cfg *Config, d drivers.Driver, db *sql.DB, targ
 	if elapsed > 0 {
 		r.PerSecond = round3(float64(cfg.Rows) / elapsed.Seconds())
 	}
-	if err := audit(ctx, db, st, r, workers); err != nil {
+	if err := audit(ctx, db, c, r, workers); err != nil {
 		return nil, err
 	}
-	if s == drivers.Skip && cfg.Batch > 1 && cfg.Work == 0 && !st.BenchClaimDone.Empty() {
-		if err := rawBatch(ctx, cfg, db, st, r); err != nil {
+	if cfg.inspect != nil {
+		cfg.inspect(string(s))
+	}
+	if s == drivers.Skip && cfg.Batch > 1 && cfg.Work == 0 && !c.ClaimDone.Empty() {
+		if err := rawBatch(ctx, cfg, db, c, r); err != nil {
 			return nil, err
 		}
 	}
 	return r, nil
 }
 
-// rawBatch measures BenchClaimDone: each worker repeats the one statement
+// rawBatch measures ClaimDone: each worker repeats the one statement
 // in autocommit until it finds nothing left, then the table is audited.
-func rawBatch(ctx context.Context, cfg *Config, db *sql.DB, st *drivers.Statements, r *Result) error {
-	if err := fill(ctx, db, st, cfg.Rows); err != nil {
+func rawBatch(ctx context.Context, cfg *Config, db *sql.DB, c *Catalogue, r *Result) error {
+	if err := fill(ctx, db, c, cfg.Rows); err != nil {
 		return err
 	}
 	db.SetMaxOpenConns(cfg.Workers + 1)
@@ -312,12 +329,12 @@ func rawBatch(ctx context.Context, cfg *Config, db *sql.DB, st *drivers.Statemen
 	start := time.Now()
 	errs := make([]error, cfg.Workers)
 	var wg sync.WaitGroup
-	for i, c := range conns {
+	for i, conn := range conns {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for {
-				res, err := st.BenchClaimDone.Exec(ctx, c, drivers.BenchClaimDoneParams{Owner: Owner(i + 1), Limit: cfg.Batch})
+				res, err := c.ClaimDone.Exec(ctx, conn, claimDoneParams{Owner: Owner(i + 1), Limit: cfg.Batch})
 				if err != nil {
 					errs[i] = fmt.Errorf("raw batch claim: %w", err)
 					return
@@ -334,7 +351,7 @@ func rawBatch(ctx context.Context, cfg *Config, db *sql.DB, st *drivers.Statemen
 		return err
 	}
 	var items, done, dups, total, missed int64
-	if err := st.BenchSummary.QueryRow(ctx, db, drivers.NoParams{}).Scan(&items, &done, &dups, &total, &missed); err != nil {
+	if err := c.Summary.QueryRow(ctx, db, drivers.NoParams{}).Scan(&items, &done, &dups, &total, &missed); err != nil {
 		return fmt.Errorf("auditing the raw batch claim: %w", err)
 	}
 	if dups != 0 || missed != 0 {
@@ -372,11 +389,11 @@ func oneStrategy(d drivers.Driver, name string) (drivers.Strategy, error) {
 	return s, nil
 }
 
-// ServerVersion names the server a run went to, as the server reports it
-// (drivers.Statements.ServerVersion), so results say MariaDB, not mysql.
-func ServerVersion(ctx context.Context, db *sql.DB, st *drivers.Statements) (string, error) {
+// serverVersion names the server a run went to, as the server reports it
+// (Statements.ServerVersion), so results say MariaDB, not mysql.
+func serverVersion(ctx context.Context, db *sql.DB, c *Catalogue) (string, error) {
 	var v string
-	if err := st.ServerVersion.QueryRow(ctx, db, drivers.NoParams{}).Scan(&v); err != nil {
+	if err := c.ServerVersion.QueryRow(ctx, db, drivers.NoParams{}).Scan(&v); err != nil {
 		return "", fmt.Errorf("reading the server version: %w", err)
 	}
 	return strings.TrimSpace(v), nil
@@ -386,25 +403,25 @@ func round3(f float64) float64 { return float64(int64(f*1000+0.5)) / 1000 }
 
 // fill resets the item table and inserts ids 1..rows as ready, in one
 // transaction so a run never starts on a half-filled table.
-func fill(ctx context.Context, db *sql.DB, st *drivers.Statements, rows int) error {
+func fill(ctx context.Context, db *sql.DB, c *Catalogue, rows int) error {
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("resetting the bench table: %w", err)
 	}
 	defer tx.Rollback()
-	if _, err := st.BenchReset.Exec(ctx, tx, drivers.NoParams{}); err != nil {
+	if _, err := c.Reset.Exec(ctx, tx, drivers.NoParams{}); err != nil {
 		return fmt.Errorf("resetting the bench table: %w", err)
 	}
 	for first := 1; first <= rows; first += fillChunk {
 		n := min(fillChunk, rows-first+1)
-		if _, err := st.BenchFill.Exec(ctx, tx, drivers.BenchFillParams{First: int64(first), Count: int64(n)}); err != nil {
+		if _, err := c.Fill.Exec(ctx, tx, fillParams{First: int64(first), Count: int64(n)}); err != nil {
 			return fmt.Errorf("filling the bench table (ids %d-%d): %w", first, first+n-1, err)
 		}
 	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("filling the bench table: %w", err)
 	}
-	if _, err := st.BenchAnalyze.Exec(ctx, db, drivers.NoParams{}); err != nil {
+	if _, err := c.Analyze.Exec(ctx, db, drivers.NoParams{}); err != nil {
 		return fmt.Errorf("gathering the statistics of the bench table: %w", err)
 	}
 	return nil
@@ -412,13 +429,13 @@ func fill(ctx context.Context, db *sql.DB, st *drivers.Statements, rows int) err
 
 // audit reads the outcome from the database, not from the workers' word:
 // who finished how many items, duplicates (processed > 1) and items missed.
-func audit(ctx context.Context, db *sql.DB, st *drivers.Statements, r *Result, workers []WorkerResult) error {
+func audit(ctx context.Context, db *sql.DB, c *Catalogue, r *Result, workers []WorkerResult) error {
 	var items, done, total int64
-	if err := st.BenchSummary.QueryRow(ctx, db, drivers.NoParams{}).Scan(&items, &done, &r.Duplicates, &total, &r.Missed); err != nil {
+	if err := c.Summary.QueryRow(ctx, db, drivers.NoParams{}).Scan(&items, &done, &r.Duplicates, &total, &r.Missed); err != nil {
 		return fmt.Errorf("auditing the bench table: %w", err)
 	}
 	byOwner := map[string]int64{}
-	rows, err := st.BenchByOwner.Query(ctx, db, drivers.NoParams{})
+	rows, err := c.ByOwner.Query(ctx, db, drivers.NoParams{})
 	if err != nil {
 		return fmt.Errorf("counting items per worker: %w", err)
 	}
@@ -458,7 +475,7 @@ func Owner(worker int) string { return fmt.Sprintf("worker-%03d", worker) }
 
 // startProgress prints a live line (items done, elapsed) until stopped. It
 // reads the count from the database so that it also follows child processes.
-func startProgress(ctx context.Context, cfg *Config, db *sql.DB, st *drivers.Statements, s drivers.Strategy) func() {
+func startProgress(ctx context.Context, cfg *Config, db *sql.DB, c *Catalogue, s drivers.Strategy) func() {
 	if cfg.Progress == nil {
 		return func() {}
 	}
@@ -478,7 +495,7 @@ func startProgress(ctx context.Context, cfg *Config, db *sql.DB, st *drivers.Sta
 				return
 			case <-t.C:
 				var ready int64
-				if err := st.BenchReady.QueryRow(ctx, db, drivers.NoParams{}).Scan(&ready); err != nil {
+				if err := c.Ready.QueryRow(ctx, db, drivers.NoParams{}).Scan(&ready); err != nil {
 					continue
 				}
 				fmt.Fprintf(cfg.Progress, "\r%s: %d of %d items taken, %.1fs ", s, int64(cfg.Rows)-ready, cfg.Rows, time.Since(start).Seconds())

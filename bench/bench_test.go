@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -46,28 +47,55 @@ func check(t *testing.T, d drivers.Driver, dsn string, r *bench.Result, workers,
 	if sum != int64(rows) {
 		t.Errorf("%s: per-worker counts add up to %d, want %d", r.Strategy, sum, rows)
 	}
-	_, db := testdb.Open(t, dsn)
-	once := testdb.Int(t, d, db, "SELECT COUNT(*) FROM loanq_bench_item WHERE status = 'done' AND processed = 1 AND owner IS NOT NULL")
-	all := testdb.Int(t, d, db, "SELECT COUNT(*) FROM loanq_bench_item")
-	if once != int64(rows) || all != int64(rows) {
-		t.Errorf("%s: %d of %d items finished exactly once, want %d of %d", r.Strategy, once, all, rows, rows)
-	}
 	if r.IdealMS != int64(rows)*int64(r.WorkMS)/int64(workers) {
 		t.Errorf("%s: ideal %d ms, want rows × work / workers", r.Strategy, r.IdealMS)
 	}
 }
 
+// inspectTable checks the item table while a run's items are still in it
+// (the run drops the table when it ends): every item finished exactly once
+// by a worker, read from the database.
+func inspectTable(t *testing.T, d drivers.Driver, dsn string, rows int) func(string) {
+	return func(strategy string) {
+		t.Helper()
+		_, db := testdb.Open(t, dsn)
+		once := testdb.Int(t, d, db, "SELECT COUNT(*) FROM loanq_bench_item WHERE status = 'done' AND processed = 1 AND owner IS NOT NULL")
+		all := testdb.Int(t, d, db, "SELECT COUNT(*) FROM loanq_bench_item")
+		if once != int64(rows) || all != int64(rows) {
+			t.Errorf("%s: %d of %d items finished exactly once, want %d of %d", strategy, once, all, rows, rows)
+		}
+	}
+}
+
+// leftNothing checks that a run left the database as it found it: no bench
+// object (the item table, its indexes, Oracle's procedure) and the same rows
+// in loanq's task tables as before.
+func leftNothing(t *testing.T, d drivers.Driver, dsn string, before map[string]int64) {
+	t.Helper()
+	_, db := testdb.Open(t, dsn)
+	if n := testdb.Objects(t, d, db, "loanq_bench"); n != 0 {
+		t.Errorf("%d bench objects left in the database after the run", n)
+	}
+	if after := testdb.Rows(t, d, db); !reflect.DeepEqual(after, before) {
+		t.Errorf("rows before the run %v, after %v: the bench left rows behind", before, after)
+	}
+}
+
 // Every strategy the database supports, small, with one and with several
-// items per claim. No timing is asserted: only correctness.
+// items per claim. No timing is asserted: only correctness. The run leaves
+// no bench object and no row behind.
 func TestStrategies(t *testing.T) {
 	testdb.Each(t, func(t *testing.T, dsn string) {
-		d, _ := testdb.Migrated(t, dsn)
+		d, db := testdb.Migrated(t, dsn)
+		before := testdb.Rows(t, d, db)
 		for _, batch := range []int{1, 3} {
-			rs, err := bench.Run(context.Background(), bench.Config{DSN: dsn, Strategy: "all",
-				Workers: 4, Rows: 40, Work: 5 * time.Millisecond, Batch: batch})
+			cfg := bench.Config{DSN: dsn, Strategy: "all", Workers: 4, Rows: 40, Work: 5 * time.Millisecond, Batch: batch}
+			bench.InspectItems(&cfg, inspectTable(t, d, dsn, 40))
+			rs, err := bench.Run(context.Background(), cfg)
 			if err != nil {
 				t.Fatalf("batch %d: %v", batch, err)
 			}
+			leftNothing(t, d, dsn, before)
 			if len(rs) != len(d.Strategies()) {
 				t.Fatalf("ran %d strategies, want %v", len(rs), d.Strategies())
 			}
@@ -108,9 +136,11 @@ func TestProcesses(t *testing.T) {
 		d, _ := testdb.Migrated(t, dsn)
 		s := d.Strategies()[0]
 		chart := filepath.Join(t.TempDir(), "run.svg")
-		rs, err := bench.Run(context.Background(), bench.Config{DSN: dsn, Strategy: string(s),
+		cfg := bench.Config{DSN: dsn, Strategy: string(s),
 			Workers: 4, Rows: 40, Work: 5 * time.Millisecond, Batch: 1, Processes: 2, Chart: chart,
-			Command: []string{os.Args[0], "bench", "worker"}, Env: []string{childEnv + "=1"}})
+			Command: []string{os.Args[0], "bench", "worker"}, Env: []string{childEnv + "=1"}}
+		bench.InspectItems(&cfg, inspectTable(t, d, dsn, 40))
+		rs, err := bench.Run(context.Background(), cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -155,9 +185,9 @@ func TestValidate(t *testing.T) {
 	}
 }
 
-// --batch above 1 finishes a claim with one statement (BenchDoneMany), and a
+// --batch above 1 finishes a claim with one statement (DoneMany), and a
 // skip run with no work time is followed by the raw one-statement
-// claim-and-finish where the dialect has one (BenchClaimDone); its audit
+// claim-and-finish where the dialect has one (ClaimDone); its audit
 // (no item finished twice or never) fails the run otherwise.
 func TestBatchRawLimit(t *testing.T) {
 	testdb.Each(t, func(t *testing.T, dsn string) {
@@ -165,13 +195,19 @@ func TestBatchRawLimit(t *testing.T) {
 		if !drivers.Supports(d, drivers.Skip) {
 			t.Skipf("%s has no skip strategy; its batches are covered by TestStrategies", d.Name())
 		}
-		rs, err := bench.Run(context.Background(), bench.Config{DSN: dsn, Strategy: "skip", Workers: 4, Rows: 203, Batch: 10})
+		cfg := bench.Config{DSN: dsn, Strategy: "skip", Workers: 4, Rows: 203, Batch: 10}
+		bench.InspectItems(&cfg, inspectTable(t, d, dsn, 203))
+		rs, err := bench.Run(context.Background(), cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
 		r := rs[0]
 		check(t, d, dsn, r, 4, 203)
-		has := !d.Statements().BenchClaimDone.Empty()
+		c, err := bench.For(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		has := !c.ClaimDone.Empty()
 		if has != (r.RawBatchPerS > 0) || has != (r.RawBatchRatio > 0) || r.MaxClaim != 10 || r.Server == "" {
 			t.Errorf("raw batch %.0f/s ratio %.3f (dialect has the statement: %v), max claim %d, server %q", r.RawBatchPerS, r.RawBatchRatio, has, r.MaxClaim, r.Server)
 		}

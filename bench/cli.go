@@ -29,8 +29,13 @@ import (
 //
 // The ratio of the two rates is the share of that ceiling the work queue
 // reaches; the work get latency is measured around the whole process.
+//
+// Like the engine benchmark, it leaves no task, request or work row behind
+// and drops its item table, and refuses a database holding tasks of its
+// users unless AllowUserTasks is set.
 
-// CLITask is the task `bench --target cli` creates (and replaces).
+// CLITask is the task `bench --target cli` creates for its run (and deletes
+// after it).
 const CLITask = "loanq-bench-cli"
 
 // cliCriteria selects the items of the table no caller has completed yet
@@ -54,6 +59,12 @@ type CLIConfig struct {
 	// default this executable.
 	Command []string
 	Env     []string
+	// AllowUserTasks runs on a database that holds tasks of its users.
+	AllowUserTasks bool
+
+	// inspect, when set (by tests, export_test.go), is called after the
+	// audit, before the task and the item table are removed.
+	inspect func()
 }
 
 // Validate checks the flags; errors are bad input (exit 2).
@@ -96,7 +107,7 @@ type CLIResult struct {
 }
 
 // RunCLI runs both phases and audits the task.
-func RunCLI(ctx context.Context, cfg CLIConfig) (*CLIResult, error) {
+func RunCLI(ctx context.Context, cfg CLIConfig) (_ *CLIResult, err error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -117,14 +128,27 @@ func RunCLI(ctx context.Context, cfg CLIConfig) (*CLIResult, error) {
 		}
 		command = []string{exe}
 	}
-	r := &CLIResult{Target: "cli", Database: target.Redacted(), Strategy: string(s), Processes: cfg.Processes, DurationMS: cfg.Duration.Milliseconds()}
-	if r.Server, err = ServerVersion(ctx, db, d.Statements()); err != nil {
-		return nil, err
-	}
-	if err := fill(ctx, db, d.Statements(), cfg.Rows); err != nil {
+	c, err := For(d)
+	if err != nil {
 		return nil, err
 	}
 	e := dispatch.New(db, d)
+	if err := refuseUserTasks(ctx, e, cfg.AllowUserTasks); err != nil {
+		return nil, err
+	}
+	r := &CLIResult{Target: "cli", Database: target.Redacted(), Strategy: string(s), Processes: cfg.Processes, DurationMS: cfg.Duration.Milliseconds()}
+	if r.Server, err = serverVersion(ctx, db, c); err != nil {
+		return nil, err
+	}
+	drop, err := createTables(ctx, db, c)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { err = errors.Join(err, drop()) }()
+	if err := fill(ctx, db, c, cfg.Rows); err != nil {
+		return nil, err
+	}
+	defer func() { err = errors.Join(err, removeTask(ctx, e, CLITask)) }()
 	if err := replaceTask(ctx, e, dispatch.TaskSpec{Name: CLITask, Where: cliCriteria, Lock: s}); err != nil {
 		return nil, err
 	}
@@ -258,6 +282,9 @@ func RunCLI(ctx context.Context, cfg CLIConfig) (*CLIResult, error) {
 	r.LoansPerS = round3(float64(r.Loans) / elapsed.Seconds())
 	if r.BaselinePerS > 0 {
 		r.Ratio = round3(r.LoansPerS / r.BaselinePerS)
+	}
+	if cfg.inspect != nil {
+		cfg.inspect()
 	}
 	return r, nil
 }

@@ -22,15 +22,22 @@ import (
 // looping `work get --count C` + `disposition complete` through package
 // dispatch — exactly what the CLI runs — on a task over M generated loans.
 //
-// The loans are the rows of the item table (loanq_bench_item): the task's
-// criteria is status = 'ready' in id order, and a caller "works" on a loan by
-// marking its item done (BenchDone, which counts processed) before it
+// The loans are the rows of the item table (loanq_bench_item, created for
+// the run and dropped after it): the task's criteria is status = 'ready' in
+// id order, and a caller "works" on a loan by marking its item done (Done,
+// which counts processed) before it
 // completes the assignment, so a completed loan no longer matches and is never
 // handed out again. A loan handed to two callers therefore shows up twice in
 // the database — as two work rows of the task and as an item processed twice —
 // and the audit reads both from there, not from the callers' word.
+//
+// The run leaves nothing behind: its task is deleted with its requests, work
+// rows and query runs, and the item table is dropped, even when the run
+// fails or is interrupted. A database that holds tasks of its users is
+// refused unless AllowUserTasks is set (`--allow-user-tasks`).
 
-// EngineTask is the task the engine benchmark creates (and replaces) for its run.
+// EngineTask is the task the engine benchmark creates for its run (and
+// deletes after it).
 const EngineTask = "loanq-bench-engine"
 
 // engineRawRows caps the item-table run that measures the raw single-row
@@ -57,6 +64,13 @@ type EngineConfig struct {
 	Work       time.Duration // simulated work per loan, 0 for none
 	NoRaw      bool          // skip the raw single-row claim measurement
 	Chart      string
+	// AllowUserTasks runs on a database that holds tasks of its users
+	// (refused otherwise: the run loads the server).
+	AllowUserTasks bool
+
+	// inspect, when set (by tests, export_test.go), is called after the
+	// audit, before the task and the item table are removed.
+	inspect func()
 
 	// Command and Env as in Config.
 	Command []string
@@ -178,7 +192,7 @@ const maxWaits = 3
 
 // RunEngine runs the engine benchmark: the raw single-row claim on the item
 // table first (the limit), then the callers through package dispatch.
-func RunEngine(ctx context.Context, cfg EngineConfig) (*EngineResult, error) {
+func RunEngine(ctx context.Context, cfg EngineConfig) (_ *EngineResult, err error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -194,25 +208,37 @@ func RunEngine(ctx context.Context, cfg EngineConfig) (*EngineResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	st := d.Statements()
+	c, err := For(d)
+	if err != nil {
+		return nil, err
+	}
+	e := dispatch.New(db, d)
+	if err := refuseUserTasks(ctx, e, cfg.AllowUserTasks); err != nil {
+		return nil, err
+	}
 	r := &EngineResult{Target: "engine", Database: target.Redacted(), Strategy: string(s), Workers: cfg.Workers,
 		Count: cfg.Count, Dialect: d.Name(), Processes: cfg.Processes, Rows: cfg.Rows,
 		DurationMS: cfg.Duration.Milliseconds(), QueryDelayMS: cfg.QueryDelay.Milliseconds(), Prefetch: cfg.Prefetch, WorkMS: cfg.Work.Milliseconds()}
-	if r.Server, err = ServerVersion(ctx, db, st); err != nil {
+	if r.Server, err = serverVersion(ctx, db, c); err != nil {
 		return nil, err
 	}
+	drop, err := createTables(ctx, db, c)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { err = errors.Join(err, drop()) }()
 
 	if !cfg.NoRaw {
-		if err := engineRaw(ctx, &cfg, d, db, st, r); err != nil {
+		if err := engineRaw(ctx, &cfg, d, db, c, r); err != nil {
 			return nil, err
 		}
 	}
 
 	// The task over a fresh item table.
-	if err := fill(ctx, db, st, cfg.Rows); err != nil {
+	if err := fill(ctx, db, c, cfg.Rows); err != nil {
 		return nil, err
 	}
-	e := dispatch.New(db, d)
+	defer func() { err = errors.Join(err, removeTask(ctx, e, EngineTask)) }()
 	if err := replaceTask(ctx, e, dispatch.TaskSpec{Name: EngineTask, Where: "status = 'ready'", Lock: s, QueryDelay: cfg.QueryDelay, Prefetch: cfg.Prefetch}); err != nil {
 		return nil, err
 	}
@@ -229,8 +255,11 @@ func RunEngine(ctx context.Context, cfg EngineConfig) (*EngineResult, error) {
 		return nil, err
 	}
 	r.ElapsedMS = elapsed.Milliseconds()
-	if err := auditEngine(ctx, d, db, e, r, reps); err != nil {
+	if err := auditEngine(ctx, d, db, c, e, r, reps); err != nil {
 		return nil, err
+	}
+	if cfg.inspect != nil {
+		cfg.inspect()
 	}
 	if elapsed > 0 {
 		r.LoansPerS = round3(float64(r.Loans) / elapsed.Seconds())
@@ -249,13 +278,13 @@ func RunEngine(ctx context.Context, cfg EngineConfig) (*EngineResult, error) {
 // engineRaw measures the item table's single-row claim with the same number
 // of workers (skip where the database has row locks, its default elsewhere),
 // with no work time: the most loans/s any queue on this server can reach.
-func engineRaw(ctx context.Context, cfg *EngineConfig, d drivers.Driver, db *sql.DB, st *drivers.Statements, r *EngineResult) error {
+func engineRaw(ctx context.Context, cfg *EngineConfig, d drivers.Driver, db *sql.DB, c *Catalogue, r *EngineResult) error {
 	raw := d.Strategies()[0]
 	if drivers.Supports(d, drivers.Skip) {
 		raw = drivers.Skip
 	}
 	n := min(cfg.Rows, engineRawRows)
-	if err := fill(ctx, db, st, n); err != nil {
+	if err := fill(ctx, db, c, n); err != nil {
 		return err
 	}
 	icfg := Config{DSN: cfg.DSN, Workers: cfg.Workers, Rows: n, Batch: 1, Processes: cfg.Processes, Command: nil, Env: cfg.Env}
@@ -271,7 +300,7 @@ func engineRaw(ctx context.Context, cfg *EngineConfig, d drivers.Driver, db *sql
 		return fmt.Errorf("raw %s claim on the item table: %w", raw, err)
 	}
 	ir := &Result{}
-	if err := audit(ctx, db, st, ir, workers); err != nil {
+	if err := audit(ctx, db, c, ir, workers); err != nil {
 		return err
 	}
 	r.RawStrategy = string(raw)
@@ -308,6 +337,10 @@ func runEngineLocal(ctx context.Context, sh engineShare, ready func() error) ([]
 	}
 	defer opened.Close()
 	d, db := opened.Driver, opened.DB
+	c, err := For(d)
+	if err != nil {
+		return nil, 0, err
+	}
 	if ready != nil {
 		if err := ready(); err != nil {
 			return nil, 0, err
@@ -322,7 +355,7 @@ func runEngineLocal(ctx context.Context, sh engineShare, ready func() error) ([]
 	errs := make([]error, sh.N)
 	var wg sync.WaitGroup
 	for i := range reps {
-		w := &engineCaller{e: dispatch.New(db, d), db: db, st: d.Statements(), sh: sh, id: sh.First + i, start: start}
+		w := &engineCaller{e: dispatch.New(db, d), db: db, c: c, sh: sh, id: sh.First + i, start: start}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -338,7 +371,7 @@ func runEngineLocal(ctx context.Context, sh engineShare, ready func() error) ([]
 type engineCaller struct {
 	e     *dispatch.Engine
 	db    *sql.DB
-	st    *drivers.Statements
+	c     *Catalogue
 	sh    engineShare
 	id    int
 	start time.Time
@@ -406,7 +439,7 @@ func (w *engineCaller) run(ctx context.Context, deadline time.Time) error {
 // would.
 func (w *engineCaller) work(ctx context.Context, loan int64, owner string) error {
 	return drivers.RetryDeadlock(ctx, w.e.Driver, 6, func() error {
-		_, err := w.st.BenchDone.Exec(ctx, w.db, drivers.BenchItemParams{ID: loan, Owner: owner})
+		_, err := w.c.Done.Exec(ctx, w.db, itemParams{ID: loan, Owner: owner})
 		return err
 	})
 }
@@ -423,7 +456,7 @@ func (w *engineCaller) addMark(m Mark) {
 // auditEngine reads the outcome from the database: work rows and duplicate
 // assignments of the task, items worked on twice, requests and those still
 // pending, criteria-query runs. Latencies come from the callers.
-func auditEngine(ctx context.Context, d drivers.Driver, db *sql.DB, e *dispatch.Engine, r *EngineResult, reps []engineWorkerReport) error {
+func auditEngine(ctx context.Context, d drivers.Driver, db *sql.DB, c *Catalogue, e *dispatch.Engine, r *EngineResult, reps []engineWorkerReport) error {
 	task, err := e.Task(ctx, EngineTask)
 	if err != nil {
 		return err
@@ -436,7 +469,7 @@ func auditEngine(ctx context.Context, d drivers.Driver, db *sql.DB, e *dispatch.
 		return err
 	}
 	var items, done, total, missed int64
-	if err := st.BenchSummary.QueryRow(ctx, db, drivers.NoParams{}).Scan(&items, &done, &r.ItemsTwice, &total, &missed); err != nil {
+	if err := c.Summary.QueryRow(ctx, db, drivers.NoParams{}).Scan(&items, &done, &r.ItemsTwice, &total, &missed); err != nil {
 		return fmt.Errorf("auditing the bench table: %w", err)
 	}
 	if r.Requests > 0 {
@@ -472,8 +505,8 @@ func percentile(sorted []int64, p float64) int64 {
 	return sorted[max(0, min(i, len(sorted)-1))]
 }
 
-// replaceTask deletes the bench task of a previous run, with its history, and
-// creates it afresh over the item table.
+// replaceTask deletes the bench task a killed run may have left, with its
+// history, and creates it afresh over the item table.
 func replaceTask(ctx context.Context, e *dispatch.Engine, spec dispatch.TaskSpec) error {
 	if _, err := e.DeleteTask(ctx, spec.Name, true); err != nil && problem.KindOf(err) != problem.Usage {
 		return fmt.Errorf("removing the previous bench task: %w", err)

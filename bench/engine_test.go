@@ -3,6 +3,7 @@ package bench_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -11,26 +12,54 @@ import (
 	"time"
 
 	"github.com/loanq/loanq/bench"
+	"github.com/loanq/loanq/dispatch"
 	"github.com/loanq/loanq/internal/testdb"
+	"github.com/loanq/loanq/problem"
 )
 
 // engineKeys are the first keys of `bench --target engine -o json`, in order.
 var engineKeys = []string{"target", "database", "strategy", "workers", "count", "loans", "elapsed_ms",
 	"loans_per_s", "get_p50_ms", "get_p99_ms", "criteria_runs", "requests", "duplicates"}
 
-// checkEngine asserts what the engine benchmark guarantees whatever the
-// timing, against the database: every loan handed out once, each work row
-// counted by a caller, no request left pending, and the JSON's fixed keys.
-func checkEngine(t *testing.T, dsn string, r *bench.EngineResult, rows int) {
+// engineRun runs the engine benchmark and checks the database while the
+// run's task and items are still there (inspect) and after it (nothing left
+// behind).
+func engineRun(t *testing.T, cfg bench.EngineConfig, rows int) *bench.EngineResult {
 	t.Helper()
-	if r.Duplicates != 0 || r.ItemsTwice != 0 || r.Pending != 0 || r.RawDuplicates != 0 {
-		t.Errorf("duplicates %d, items twice %d, pending %d, raw duplicates %d; want 0", r.Duplicates, r.ItemsTwice, r.Pending, r.RawDuplicates)
+	d, db := testdb.Open(t, cfg.DSN)
+	before := testdb.Rows(t, d, db)
+	var db0 engineDB
+	bench.InspectEngine(&cfg, func() { db0 = readEngineDB(t, cfg.DSN) })
+	r, err := bench.RunEngine(context.Background(), cfg)
+	if err != nil {
+		t.Fatalf("%s: %v", cfg.Strategy, err)
 	}
+	checkEngine(t, db0, r, rows)
+	leftNothing(t, d, cfg.DSN, before)
+	return r
+}
+
+// engineDB is what the database held at the end of an engine run.
+type engineDB struct{ work, distinct, active, done int64 }
+
+func readEngineDB(t *testing.T, dsn string) engineDB {
 	d, db := testdb.Open(t, dsn)
 	work := testdb.Int(t, d, db, "SELECT COUNT(*) FROM loanq_work w JOIN loanq_task t ON t.id = w.task_id WHERE t.name = '"+bench.EngineTask+"'")
 	distinct := testdb.Int(t, d, db, "SELECT COUNT(DISTINCT w.loan_id) FROM loanq_work w JOIN loanq_task t ON t.id = w.task_id WHERE t.name = '"+bench.EngineTask+"'")
 	active := testdb.Int(t, d, db, "SELECT COUNT(*) FROM loanq_work WHERE disposition IS NULL")
 	done := testdb.Int(t, d, db, "SELECT COUNT(*) FROM loanq_bench_item WHERE status = 'done' AND processed = 1")
+	return engineDB{work, distinct, active, done}
+}
+
+// checkEngine asserts what the engine benchmark guarantees whatever the
+// timing, against the database: every loan handed out once, each work row
+// counted by a caller, no request left pending, and the JSON's fixed keys.
+func checkEngine(t *testing.T, db engineDB, r *bench.EngineResult, rows int) {
+	t.Helper()
+	if r.Duplicates != 0 || r.ItemsTwice != 0 || r.Pending != 0 || r.RawDuplicates != 0 {
+		t.Errorf("duplicates %d, items twice %d, pending %d, raw duplicates %d; want 0", r.Duplicates, r.ItemsTwice, r.Pending, r.RawDuplicates)
+	}
+	work, distinct, active, done := db.work, db.distinct, db.active, db.done
 	if r.Loans != work || r.LoansCounted != work || distinct != work || work != int64(rows) || done != int64(rows) || active != 0 {
 		t.Errorf("loans %d, counted by the callers %d; database: %d work rows for %d loans, %d active, %d items done once; want all %d (0 active)",
 			r.Loans, r.LoansCounted, work, distinct, active, done, rows)
@@ -77,14 +106,10 @@ func TestEngine(t *testing.T) {
 		d, _ := testdb.Migrated(t, dsn)
 		for _, count := range []int{1, 3} {
 			chart := filepath.Join(t.TempDir(), "engine.svg")
-			r, err := bench.RunEngine(context.Background(), bench.EngineConfig{DSN: dsn, Workers: 4, Count: count, Rows: 30, Chart: chart})
-			if err != nil {
-				t.Fatalf("count %d: %v", count, err)
-			}
+			r := engineRun(t, bench.EngineConfig{DSN: dsn, Workers: 4, Count: count, Rows: 30, Chart: chart}, 30)
 			if r.Strategy != string(d.Strategies()[0]) || r.Count != count || r.Target != "engine" {
 				t.Errorf("strategy %s count %d target %s", r.Strategy, r.Count, r.Target)
 			}
-			checkEngine(t, dsn, r, 30)
 			svg, err := os.ReadFile(chart)
 			if err != nil {
 				t.Fatal(err)
@@ -102,15 +127,11 @@ func TestEngineProcesses(t *testing.T) {
 	testdb.Each(t, func(t *testing.T, dsn string) {
 		d, _ := testdb.Migrated(t, dsn)
 		for _, s := range d.Strategies() {
-			r, err := bench.RunEngine(context.Background(), bench.EngineConfig{DSN: dsn, Strategy: string(s), Workers: 4, Processes: 2,
-				Count: 2, Rows: 24, Command: []string{os.Args[0], "bench", "engine-worker"}, Env: []string{childEnv + "=1"}})
-			if err != nil {
-				t.Fatalf("%s: %v", s, err)
-			}
+			r := engineRun(t, bench.EngineConfig{DSN: dsn, Strategy: string(s), Workers: 4, Processes: 2,
+				Count: 2, Rows: 24, Command: []string{os.Args[0], "bench", "engine-worker"}, Env: []string{childEnv + "=1"}}, 24)
 			if r.Processes != 2 || r.Strategy != string(s) || len(r.PerWorker) != 4 {
 				t.Errorf("%s: processes %d, strategy %s, %d callers", s, r.Processes, r.Strategy, len(r.PerWorker))
 			}
-			checkEngine(t, dsn, r, 24)
 		}
 	})
 }
@@ -145,16 +166,53 @@ func TestEngineValidate(t *testing.T) {
 // handed out twice, no request left pending.
 func TestCLI(t *testing.T) {
 	testdb.Each(t, func(t *testing.T, dsn string) {
-		testdb.Migrated(t, dsn)
-		r, err := bench.RunCLI(context.Background(), bench.CLIConfig{DSN: dsn, Processes: 2, Rows: 50, Duration: time.Second,
-			Command: []string{os.Args[0]}, Env: []string{childEnv + "=1"}})
+		d, db := testdb.Migrated(t, dsn)
+		before := testdb.Rows(t, d, db)
+		cfg := bench.CLIConfig{DSN: dsn, Processes: 2, Rows: 50, Duration: time.Second,
+			Command: []string{os.Args[0]}, Env: []string{childEnv + "=1"}}
+		var done int64
+		bench.InspectCLI(&cfg, func() {
+			done = testdb.Int(t, d, db, "SELECT COUNT(*) FROM loanq_work w JOIN loanq_task t ON t.id = w.task_id WHERE t.name = '"+bench.CLITask+"' AND w.disposition = 'complete'")
+		})
+		r, err := bench.RunCLI(context.Background(), cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
-		d, db := testdb.Open(t, dsn)
-		done := testdb.Int(t, d, db, "SELECT COUNT(*) FROM loanq_work w JOIN loanq_task t ON t.id = w.task_id WHERE t.name = '"+bench.CLITask+"' AND w.disposition = 'complete'")
+		leftNothing(t, d, dsn, before)
 		if r.Duplicates != 0 || r.Pending != 0 || r.Loans != done || r.Loans == 0 || r.BaselinePairs == 0 || r.Ratio <= 0 || r.Server == "" {
 			t.Errorf("cli result %+v; %d completed work rows in the database", r, done)
+		}
+	})
+}
+
+// The engine and CLI benches refuse a database that holds tasks of its
+// users (bad input, naming --allow-user-tasks) and change nothing there; with
+// AllowUserTasks they run and leave the users' task and every row as they
+// were. The item bench creates no task and runs anyway.
+func TestRefusesUserTasks(t *testing.T) {
+	testdb.Each(t, func(t *testing.T, dsn string) {
+		d, db := testdb.Migrated(t, dsn)
+		testdb.CreateLoans(t, d, db, 3)
+		e := dispatch.New(db, d)
+		if _, _, err := e.CreateTask(context.Background(), dispatch.TaskSpec{Name: "payments", Source: "loan", Key: "id",
+			Where: "eligible = 1", Order: "priority", Lock: d.Strategies()[0], CreatedBy: "test"}); err != nil {
+			t.Fatal(err)
+		}
+		before := testdb.Rows(t, d, db)
+		_, err := bench.RunEngine(context.Background(), bench.EngineConfig{DSN: dsn, Workers: 1, Count: 1, Rows: 5, NoRaw: true})
+		if problem.KindOf(err) != problem.Usage || !strings.Contains(fmt.Sprint(err), "--allow-user-tasks") || !strings.Contains(fmt.Sprint(err), "payments") {
+			t.Errorf("engine bench on a database with a user task: %v; want bad input naming the task and --allow-user-tasks", err)
+		}
+		_, err = bench.RunCLI(context.Background(), bench.CLIConfig{DSN: dsn, Processes: 1, Rows: 5, Duration: time.Second,
+			Command: []string{os.Args[0]}, Env: []string{childEnv + "=1"}})
+		if problem.KindOf(err) != problem.Usage || !strings.Contains(fmt.Sprint(err), "--allow-user-tasks") {
+			t.Errorf("cli bench on a database with a user task: %v; want bad input naming --allow-user-tasks", err)
+		}
+		leftNothing(t, d, dsn, before)
+
+		engineRun(t, bench.EngineConfig{DSN: dsn, Workers: 2, Count: 1, Rows: 6, AllowUserTasks: true}, 6)
+		if _, err := e.Task(context.Background(), "payments"); err != nil {
+			t.Errorf("the users' task after an allowed bench run: %v", err)
 		}
 	})
 }

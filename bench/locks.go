@@ -17,7 +17,7 @@ import (
 // take. It returns -1 where the database has no row locks (SQLite: one
 // writer at a time). The table must be freshly filled: nothing else holds
 // locks on it.
-func locksPerClaim(ctx context.Context, d drivers.Driver, db *sql.DB, st *drivers.Statements, s drivers.Strategy, batch int) (int, error) {
+func locksPerClaim(ctx context.Context, d drivers.Driver, db *sql.DB, c *Catalogue, s drivers.Strategy, batch int) (int, error) {
 	if _, ok := d.(drivers.RowLocker); !ok {
 		return -1, nil
 	}
@@ -25,7 +25,7 @@ func locksPerClaim(ctx context.Context, d drivers.Driver, db *sql.DB, st *driver
 		return 0, fmt.Errorf("measuring the rows one %s claim locks: %w", s, err)
 	}
 	var ready int
-	if err := st.BenchReady.QueryRow(ctx, db, drivers.NoParams{}).Scan(&ready); err != nil {
+	if err := c.Ready.QueryRow(ctx, db, drivers.NoParams{}).Scan(&ready); err != nil {
 		return fail(err)
 	}
 	a, err := db.BeginTx(ctx, nil) // as the workers' claims (worker.go)
@@ -33,7 +33,7 @@ func locksPerClaim(ctx context.Context, d drivers.Driver, db *sql.DB, st *driver
 		return fail(err)
 	}
 	defer a.Rollback() // changes nothing
-	if _, err := claimItems(ctx, st, a, s, "bench-probe", 60_000, batch); err != nil {
+	if _, err := claimItems(ctx, &c.Statements, a, s, "bench-probe", 60_000, batch); err != nil {
 		return fail(err)
 	}
 	b, err := db.BeginTx(ctx, nil)
@@ -41,7 +41,7 @@ func locksPerClaim(ctx context.Context, d drivers.Driver, db *sql.DB, st *driver
 		return fail(err)
 	}
 	defer b.Rollback()
-	free, err := claimItems(ctx, st, b, drivers.Skip, "bench-probe-b", 60_000, ready)
+	free, err := claimItems(ctx, &c.Statements, b, drivers.Skip, "bench-probe-b", 60_000, ready)
 	if err != nil {
 		return fail(err)
 	}

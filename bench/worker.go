@@ -33,7 +33,7 @@ type worker struct {
 	id    int
 	conn  *sql.Conn
 	d     drivers.Driver
-	st    *drivers.Statements
+	c     *Catalogue
 	s     drivers.Strategy
 	work  time.Duration
 	batch int
@@ -54,6 +54,10 @@ func runLocal(ctx context.Context, dsn string, s drivers.Strategy, first, n int,
 	}
 	defer opened.Close()
 	d, db := opened.Driver, opened.DB
+	c, err := For(d)
+	if err != nil {
+		return nil, 0, err
+	}
 	ws := make([]*worker, n)
 	for i := range ws {
 		conn, err := db.Conn(ctx)
@@ -61,7 +65,7 @@ func runLocal(ctx context.Context, dsn string, s drivers.Strategy, first, n int,
 			return nil, 0, fmt.Errorf("opening the connection of worker %d: %w", first+i, err)
 		}
 		defer conn.Close()
-		ws[i] = &worker{id: first + i, conn: conn, d: d, st: d.Statements(), s: s, work: work, batch: batch}
+		ws[i] = &worker{id: first + i, conn: conn, d: d, c: c, s: s, work: work, batch: batch}
 		ws[i].res.Worker = first + i
 	}
 	if ready != nil {
@@ -112,7 +116,7 @@ func (w *worker) run(ctx context.Context) error {
 			}
 		case err != nil && drivers.IsDeadlock(w.d, err):
 			// A deadlock victim was rolled back, so nothing it claimed
-			// counts: retry like a lock error. (On InnoDB, BenchBegin's READ
+			// counts: retry like a lock error. (On InnoDB, the catalogue's Begin (READ
 			// COMMITTED avoids the gap locks that cause them.)
 			w.res.Deadlocks++
 			w.res.ErrorsAtMS = append(w.res.ErrorsAtMS, ms(time.Since(w.start)))
@@ -138,7 +142,7 @@ func (w *worker) lockOnce(ctx context.Context) (int, error) {
 		return 0, err
 	}
 	defer tx.Rollback() // after Commit, a no-op; on any error it releases the locks
-	ids, err := claimItems(ctx, w.st, tx, w.s, "", 0, w.batch)
+	ids, err := claimItems(ctx, &w.c.Statements, tx, w.s, "", 0, w.batch)
 	if err != nil {
 		return 0, err
 	}
@@ -154,13 +158,13 @@ func (w *worker) lockOnce(ctx context.Context) (int, error) {
 	}
 	owner := Owner(w.id)
 	if len(ids) == 1 {
-		if _, err := w.st.BenchDone.Exec(ctx, tx, drivers.BenchItemParams{ID: ids[0], Owner: owner}); err != nil {
+		if _, err := w.c.Done.Exec(ctx, tx, itemParams{ID: ids[0], Owner: owner}); err != nil {
 			return 0, fmt.Errorf("finishing item %d: %w", ids[0], err)
 		}
 	} else {
 		// One statement for the whole batch: a round trip per item was most
 		// of a batched claim's cost.
-		res, err := w.st.BenchDoneMany.Exec(ctx, tx, drivers.BenchItemsParams{IDs: idList(ids), Owner: owner})
+		res, err := w.c.DoneMany.Exec(ctx, tx, itemsParams{IDs: idList(ids), Owner: owner})
 		if err != nil {
 			return 0, fmt.Errorf("finishing items %v: %w", ids, err)
 		}
@@ -191,14 +195,14 @@ func (w *worker) leaseOnce(ctx context.Context) (int, error) {
 		// Another claimer may have taken the rows this UPDATE picked (its
 		// subselect locks nothing): ask again while ready items are left.
 		var ready int64
-		if err := w.st.BenchReady.QueryRow(ctx, w.conn, drivers.NoParams{}).Scan(&ready); err != nil {
+		if err := w.c.Ready.QueryRow(ctx, w.conn, drivers.NoParams{}).Scan(&ready); err != nil {
 			return 0, fmt.Errorf("counting ready items: %w", err)
 		}
 		if ready > 0 {
 			w.res.Retries++
 			return -1, nil
 		}
-		res, err := w.st.BenchLeaseExpire.Exec(ctx, w.conn, drivers.NoParams{})
+		res, err := w.c.LeaseExpire.Exec(ctx, w.conn, drivers.NoParams{})
 		if err != nil {
 			return 0, fmt.Errorf("taking back expired leases: %w", err)
 		}
@@ -212,7 +216,7 @@ func (w *worker) leaseOnce(ctx context.Context) (int, error) {
 	}
 	var finished []int64
 	if len(ids) == 1 {
-		res, err := w.st.BenchLeaseDone.Exec(ctx, w.conn, drivers.BenchItemParams{ID: ids[0], Owner: owner})
+		res, err := w.c.LeaseDone.Exec(ctx, w.conn, itemParams{ID: ids[0], Owner: owner})
 		if err != nil {
 			return 0, fmt.Errorf("finishing item %d: %w", ids[0], err)
 		}
@@ -224,7 +228,7 @@ func (w *worker) leaseOnce(ctx context.Context) (int, error) {
 			w.res.LeaseLost++
 		}
 	} else {
-		res, err := w.st.BenchLeaseDoneMany.Exec(ctx, w.conn, drivers.BenchItemsParams{IDs: idList(ids), Owner: owner})
+		res, err := w.c.LeaseDoneMany.Exec(ctx, w.conn, itemsParams{IDs: idList(ids), Owner: owner})
 		if err != nil {
 			return 0, fmt.Errorf("finishing items %v: %w", ids, err)
 		}
@@ -250,7 +254,7 @@ func (w *worker) leaseClaim(ctx context.Context, owner string) ([]int64, error) 
 		return nil, err
 	}
 	defer tx.Rollback()
-	ids, err := claimItems(ctx, w.st, tx, drivers.Lease, owner, leaseTTL(w.work, w.batch).Milliseconds(), w.batch)
+	ids, err := claimItems(ctx, &w.c.Statements, tx, drivers.Lease, owner, leaseTTL(w.work, w.batch).Milliseconds(), w.batch)
 	if err != nil {
 		return nil, err
 	}
@@ -261,10 +265,10 @@ func (w *worker) leaseClaim(ctx context.Context, owner string) ([]int64, error) 
 }
 
 // begin starts a claim transaction on the worker's connection, after the
-// dialect's BenchBegin (MySQL: READ COMMITTED for this transaction).
+// catalogue's Begin (MySQL: READ COMMITTED for this transaction).
 func (w *worker) begin(ctx context.Context) (*sql.Tx, error) {
-	if !w.st.BenchBegin.Empty() {
-		if _, err := w.st.BenchBegin.Exec(ctx, w.conn, drivers.NoParams{}); err != nil {
+	if !w.c.Begin.Empty() {
+		if _, err := w.c.Begin.Exec(ctx, w.conn, drivers.NoParams{}); err != nil {
 			return nil, fmt.Errorf("before begin: %w", err)
 		}
 	}
@@ -284,7 +288,7 @@ func (w *worker) mark(ids []int64, t0, t1 time.Time) {
 		StartMS: ms(t0.Sub(w.start)), ClaimedMS: ms(t1.Sub(w.start)), EndMS: ms(time.Since(w.start))})
 }
 
-// idList is the JSON array text BenchDoneMany and BenchLeaseDoneMany bind.
+// idList is the JSON array text DoneMany and LeaseDoneMany bind.
 func idList(ids []int64) string {
 	var b strings.Builder
 	b.WriteByte('[')

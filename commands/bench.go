@@ -19,8 +19,8 @@ func benchCommand() *cli.Command {
 		Name:      "bench",
 		Usage:     "measure how the database's row locks share a work table between workers (BENCHMARKS.md has the figures)",
 		ArgsUsage: " ",
-		Description: `Resets and fills loanq's own item table (loanq_bench_item) with --rows items,
-then runs --workers workers, each on its own connection. A worker claims up to
+		Description: `Creates the bench's own item table (loanq_bench_item), fills it with --rows
+items, then runs --workers workers, each on its own connection. A worker claims up to
 --batch items in a transaction with the strategy's lock, holds the lock for
 --work per item (a sleep standing in for real work), marks the items done and
 commits, until no item is left. lease claims with a committed UPDATE and an
@@ -57,9 +57,14 @@ from the database and must be 0.
 loanq processes, first each looping task list + task show (two calls that
 take no lock), then work get --count 1 + disposition complete, each phase
 for --duration (default 20s), on a task of --rows loans (default 100000).
-The schema must be migrated (loanq migrate up; SQLite migrates itself).
-Run it on a database of its own: it only touches loanq_bench_item, but it
-loads the server. See ` + "`loanq sql`" + ` for the exact statements.
+The schema must be migrated (loanq migrate up; SQLite migrates itself), and
+the bench's user must be allowed to create tables: the item table (and on
+Oracle its claim procedure) exists only while the bench runs and is dropped
+after it, even when the run fails or is interrupted. engine and cli create a
+task of their own and delete it afterwards with its requests and work rows;
+they refuse a database that holds tasks of its users (give --allow-user-tasks
+to run there anyway). Run it on a database of its own: it loads the server.
+See ` + "`loanq sql`" + ` for the exact statements.
 
 Examples:
    loanq bench                                   # 10 workers × 200 items × 100ms
@@ -84,6 +89,7 @@ Examples:
 			&cli.StringFlag{Name: "query-delay", Value: "0s", Usage: "engine: the task's --query-delay, a criteria query made slow on purpose"},
 			&cli.IntFlag{Name: "prefetch", Usage: "engine: the task's --prefetch, a candidate pool of N loans"},
 			&cli.BoolFlag{Name: "no-raw", Usage: "engine: skip the raw single-row claim measured before the run"},
+			&cli.BoolFlag{Name: "allow-user-tasks", Usage: "engine and cli: run on a database that holds tasks of its users (refused otherwise; the bench's own task is deleted afterwards)"},
 		},
 		Action: benchRun,
 		Subcommands: []*cli.Command{{
@@ -133,6 +139,9 @@ func benchRun(c *cli.Context) error {
 			if c.IsSet(f) {
 				return problem.Usagef("--%s goes with --target engine (the item table has no work get)", f)
 			}
+		}
+		if c.IsSet("allow-user-tasks") {
+			return problem.Usagef("--allow-user-tasks goes with --target engine or cli (the item bench creates no task)")
 		}
 	case "engine":
 		return benchEngine(c)
@@ -216,7 +225,7 @@ func benchEngine(c *cli.Context) error {
 	rows := c.Int("rows")
 	cfg := bench.EngineConfig{DSN: c.String("db"), MustExist: c.IsSet("db"), Strategy: strings.ToLower(c.String("strategy")), Workers: c.Int("workers"),
 		Processes: c.Int("processes"), Count: c.Int("count"), Rows: rows, Duration: dur, QueryDelay: delay, Prefetch: c.Int("prefetch"), Work: work,
-		NoRaw: c.Bool("no-raw"), Chart: c.String("chart")}
+		NoRaw: c.Bool("no-raw"), Chart: c.String("chart"), AllowUserTasks: c.Bool("allow-user-tasks")}
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
@@ -274,7 +283,8 @@ func benchCLI(c *cli.Context) error {
 	if c.IsSet("rows") {
 		rows = c.Int("rows")
 	}
-	cfg := bench.CLIConfig{DSN: c.String("db"), MustExist: c.IsSet("db"), Strategy: strings.ToLower(c.String("strategy")), Processes: procs, Rows: rows, Duration: dur}
+	cfg := bench.CLIConfig{DSN: c.String("db"), MustExist: c.IsSet("db"), Strategy: strings.ToLower(c.String("strategy")), Processes: procs, Rows: rows, Duration: dur,
+		AllowUserTasks: c.Bool("allow-user-tasks")}
 	if err := cfg.Validate(); err != nil {
 		return err
 	}

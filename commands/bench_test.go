@@ -143,3 +143,40 @@ func TestBenchEngineCommand(t *testing.T) {
 		t.Errorf("--count without --target engine: exit %d, %q", code, errs)
 	}
 }
+
+// The engine and CLI benches refuse a database that holds tasks of its
+// users: exit 2, a one-line message naming --allow-user-tasks. With it the
+// engine bench runs and leaves the users' task and no bench task or table.
+// The item bench creates no task: the flag does not go with it.
+func TestBenchRefusesUserTasks(t *testing.T) {
+	dsn := testdb.Fresh(t, "sqlite")
+	if out, errs, code := run(t, "--db", dsn, "migrate", "up"); code != 0 {
+		t.Fatalf("migrate up: exit %d\n%s%s", code, out, errs)
+	}
+	d, db := testdb.Open(t, dsn)
+	testdb.CreateLoans(t, d, db, 3)
+	if out, errs, code := run(t, "--db", dsn, "task", "create", "payments", "--source", "loan", "--key", "id", "--where", "eligible = 1"); code != 0 {
+		t.Fatalf("task create: exit %d\n%s%s", code, out, errs)
+	}
+	for _, target := range []string{"engine", "cli"} {
+		_, errs, code := run(t, "--db", dsn, "bench", "--target", target, "--rows", "5", "--duration", "1s")
+		if code != 2 || !strings.Contains(errs, "--allow-user-tasks") || !strings.Contains(errs, "payments") ||
+			strings.Count(strings.TrimSpace(errs), "\n") != 0 {
+			t.Errorf("bench --target %s on a database with a user task: exit %d, %q; want exit 2 naming --allow-user-tasks", target, code, errs)
+		}
+	}
+	_, errs, code := run(t, "--db", dsn, "bench", "--allow-user-tasks", "--rows", "5")
+	if code != 2 || !strings.Contains(errs, "--allow-user-tasks goes with --target engine or cli") {
+		t.Errorf("bench --target items --allow-user-tasks: exit %d, %q", code, errs)
+	}
+	out, errs, code := run(t, "--db", dsn, "--output", "json", "bench", "--target", "engine", "--allow-user-tasks", "--workers", "2", "--rows", "6", "--no-raw")
+	if code != 0 || !strings.Contains(out, `"loans": 6`) {
+		t.Fatalf("bench --target engine --allow-user-tasks: exit %d\n%s%s", code, out, errs)
+	}
+	if n := testdb.Int(t, d, db, "SELECT COUNT(*) FROM loanq_task"); n != 1 {
+		t.Errorf("%d tasks after the bench, want the users' one alone", n)
+	}
+	if n := testdb.Objects(t, d, db, "loanq_bench"); n != 0 {
+		t.Errorf("%d bench objects left after the bench", n)
+	}
+}

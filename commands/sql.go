@@ -9,6 +9,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/loanq/loanq/bench"
 	"github.com/loanq/loanq/drivers"
 )
 
@@ -18,7 +19,8 @@ func sqlCommand() *cli.Command {
 		Usage:     "print every statement a dialect sends, by purpose (no database needed)",
 		ArgsUsage: " ",
 		Description: `Prints the statements from the same values the driver executes, the shape of
-the criteria query, and the embedded migrations.
+the criteria query, the statements and tables of loanq bench (which creates
+its item table for a run and drops it after), and the embedded migrations.
 
 Examples:
    loanq sql --dialect postgres
@@ -68,6 +70,24 @@ func printSQL(c *cli.Context) error {
 	if pl, ok := d.(drivers.PoolLocker); ok && d.Statements().PoolClaim.Empty() {
 		list = append(list, stmt{"PoolClaim", "candidate pool: lock the first fresh candidates nobody else is claiming, through the cursor procedure",
 			pl.PoolClaimSQL()})
+	}
+	// loanq bench's own catalogue: not part of the engine, and its table is
+	// no part of the schema (bench/sql.go).
+	bc, err := bench.For(d)
+	if err != nil {
+		return err
+	}
+	for _, n := range bc.List() {
+		if n.SQL == "" {
+			n.SQL = fmt.Sprintf("-- not used on %s: %s", d.Name(), n.Empty)
+		}
+		list = append(list, stmt{"Bench" + n.Field, n.Purpose, n.SQL})
+	}
+	for i, ddl := range bc.Create {
+		list = append(list, stmt{fmt.Sprintf("BenchCreate%d", i+1), "bench: create its own objects before a run", ddl})
+	}
+	for i, ddl := range bc.Drop {
+		list = append(list, stmt{fmt.Sprintf("BenchDrop%d", i+1), "bench: drop its own objects after a run (nothing when they do not exist)", ddl})
 	}
 	migs, err := fs.Glob(d.Migrations(), "*.sql")
 	if err != nil {

@@ -25,16 +25,6 @@ type NameParams struct {
 	Name string `bind:"name"`
 }
 
-// OwnerParams is a bench worker's owner name.
-type OwnerParams struct {
-	Owner string `bind:"owner"`
-}
-
-// LimitParams is a row count.
-type LimitParams struct {
-	Limit int `bind:"limit"`
-}
-
 // MillisParams is a duration in milliseconds.
 type MillisParams struct {
 	MS int64 `bind:"ms"`
@@ -282,38 +272,6 @@ type NamedLockRenewParams struct {
 	Holder string `bind:"holder"`
 	Token  int64  `bind:"token"`
 	TTLMS  int64  `bind:"ttl_ms"`
-}
-
-// BenchFillParams inserts count ready items from id first.
-type BenchFillParams struct {
-	First int64 `bind:"first"`
-	Count int64 `bind:"count"`
-}
-
-// BenchLeaseClaimParams leases up to limit items to owner for ttl_ms.
-type BenchLeaseClaimParams struct {
-	Owner string `bind:"owner"`
-	TTLMS int64  `bind:"ttl_ms"`
-	Limit int    `bind:"limit"`
-}
-
-// BenchItemParams is one bench item and the worker finishing it.
-type BenchItemParams struct {
-	ID    int64  `bind:"id"`
-	Owner string `bind:"owner"`
-}
-
-// BenchItemsParams is a batch of bench items (a JSON array text) and the
-// worker finishing them.
-type BenchItemsParams struct {
-	IDs   string `bind:"ids"`
-	Owner string `bind:"owner"`
-}
-
-// BenchClaimDoneParams claims and finishes up to limit items for owner.
-type BenchClaimDoneParams struct {
-	Owner string `bind:"owner"`
-	Limit int    `bind:"limit"`
 }
 
 // CriteriaParams are the binds of a task's criteria query.

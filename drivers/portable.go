@@ -131,40 +131,6 @@ WHERE id = :task_id AND lease_owner = :dead_owner`},
 		WorkInsertRows: Stmt[WorkInsertParams]{SQL: `INSERT INTO loanq_work (task_id, loan_id, user_name, request_id, assigned_at)
 VALUES (:task_id, :loan_id, :user, :request_id, {{now}}){{skipActiveConflict}}`},
 
-		// The bench's item table. The claims read the (status, id) index in
-		// claim order; the row limit stops the locking read after K rows.
-		BenchReset:       Stmt[NoParams]{SQL: `DELETE FROM loanq_bench_item`},
-		BenchAnalyze:     Stmt[NoParams]{SQL: `ANALYZE loanq_bench_item`},
-		BenchClaimSkip:   Stmt[LimitParams]{SQL: `SELECT id FROM loanq_bench_item WHERE status = 'ready' ORDER BY id LIMIT :limit FOR UPDATE SKIP LOCKED`},
-		BenchClaimNoWait: Stmt[LimitParams]{SQL: `SELECT id FROM loanq_bench_item WHERE status = 'ready' ORDER BY id LIMIT :limit FOR UPDATE NOWAIT`},
-		BenchClaimWait:   Stmt[LimitParams]{SQL: `SELECT id FROM loanq_bench_item WHERE status = 'ready' ORDER BY id LIMIT :limit FOR UPDATE`},
-		BenchDone: Stmt[BenchItemParams]{SQL: `UPDATE loanq_bench_item
-SET status = 'done', owner = :owner, processed = processed + 1, processed_at = {{now}}
-WHERE id = :id`},
-		BenchLeaseDone: Stmt[BenchItemParams]{SQL: `UPDATE loanq_bench_item
-SET status = 'done', processed = processed + 1, processed_at = {{now}}
-WHERE id = :id AND owner = :owner AND status = 'claimed' AND lease_expires_at > {{now}}`},
-		BenchLeaseExpire: Stmt[NoParams]{SQL: `UPDATE loanq_bench_item
-SET status = 'ready', owner = NULL, claimed_at = NULL, lease_expires_at = NULL
-WHERE status = 'claimed' AND lease_expires_at <= {{now}}`},
-		BenchReady: Stmt[NoParams]{SQL: `SELECT COUNT(*) FROM loanq_bench_item WHERE status = 'ready'`},
-		BenchSummary: Stmt[NoParams]{SQL: `SELECT COUNT(*),
-       COALESCE(SUM(CASE WHEN status = 'done' THEN 1 ELSE 0 END), 0),
-       COALESCE(SUM(CASE WHEN processed > 1 THEN 1 ELSE 0 END), 0),
-       COALESCE(SUM(processed), 0),
-       COALESCE(SUM(CASE WHEN processed = 0 THEN 1 ELSE 0 END), 0)
-FROM loanq_bench_item`},
-		BenchByOwner: Stmt[NoParams]{SQL: `SELECT owner, COUNT(*) FROM loanq_bench_item WHERE status = 'done' GROUP BY owner ORDER BY owner`},
-		// One bind for the whole batch, whatever its size: no placeholder
-		// list to build, one round trip.
-		BenchDoneMany: Stmt[BenchItemsParams]{SQL: `UPDATE loanq_bench_item
-SET status = 'done', owner = :owner, processed = processed + 1, processed_at = {{now}}
-WHERE {{inIDs "id" ":ids"}}`},
-		BenchLeaseDoneMany: Stmt[BenchItemsParams]{SQL: `UPDATE loanq_bench_item
-SET status = 'done', processed = processed + 1, processed_at = {{now}}
-WHERE owner = :owner AND {{inIDs "id" ":ids"}}
-  AND status = 'claimed' AND lease_expires_at > {{now}}`},
-
 		HoldMeasured: Stmt[TaskParams]{SQL: `SELECT MAX(duration_ms) FROM (
   SELECT duration_ms FROM loanq_query_run WHERE task_id = :task_id ORDER BY id DESC {{limit "10"}}) recent`},
 

@@ -1,6 +1,7 @@
 package drivers
 
 import (
+	"fmt"
 	"reflect"
 	"strconv"
 	"strings"
@@ -175,69 +176,6 @@ type Statements struct {
 	// statement (MySQL/MariaDB and Oracle).
 	WorkInsertRows Stmt[WorkInsertParams] `purpose:"rows: assign a locked loan unless it was assigned meanwhile" empty:"no rows strategy"`
 
-	// --- `loanq bench`: the item table (BENCHMARKS.md) ---
-	//
-	// The claim path is run by bench/claim.go (claimItems) with these
-	// statements only, the same way on every database.
-
-	// BenchReset empties the item table before a run.
-	BenchReset Stmt[NoParams] `purpose:"bench: empty the item table"`
-	// BenchFill takes: first id, count. Inserts ids first … first+count-1 as
-	// ready; called in chunks of at most 1000 (MySQL's default
-	// cte_max_recursion_depth).
-	BenchFill Stmt[BenchFillParams] `purpose:"bench: insert ready items"`
-	// BenchAnalyze binds nothing. Sent once the table is filled, outside the
-	// fill's transaction: without it the planner plans the claims with the
-	// statistics of the table before the fill (PostgreSQL took a bitmap scan
-	// and a sort of all 83,000 ready items for a LIMIT 60 read: 47 ms
-	// instead of 0.1), and the run measures stale statistics, not locking.
-	BenchAnalyze Stmt[NoParams] `purpose:"bench: refresh the planner's statistics of the filled item table"`
-	// BenchBegin binds nothing. Sent on the worker's connection right before
-	// each claim transaction begins, where the dialect's default isolation
-	// would make claims collide: InnoDB's REPEATABLE READ takes next-key (gap)
-	// locks on the scanned index range, and finishing an item — its index
-	// entry moves from (ready, id) to (done, id), into a gap another worker
-	// has locked — then deadlocks against the other claimers.
-	BenchBegin Stmt[NoParams] `purpose:"bench: before each claim transaction" empty:"the default isolation, READ COMMITTED, takes no gap locks"`
-	// BenchClaimSkip, BenchClaimNoWait, BenchClaimWait bind: K. Each locks up to
-	// K ready items, in id order, until the caller's transaction ends and, unless
-	// BenchClaimRead is set, returns their ids. Only the lock clause differs: skip
-	// passes over rows other transactions hold, nowait fails on the first held
-	// row, wait queues behind it.
-	BenchClaimSkip   Stmt[LimitParams] `purpose:"bench claim, strategy skip: lock up to K ready items, passing over held ones" empty:"row-lock strategies are not available; the bench runs lease"`
-	BenchClaimNoWait Stmt[LimitParams] `purpose:"bench claim, strategy nowait: lock up to K ready items or fail at once" empty:"row-lock strategies are not available; the bench runs lease"`
-	BenchClaimWait   Stmt[LimitParams] `purpose:"bench claim, strategy wait: lock up to K ready items, queueing behind holders" empty:"row-lock strategies are not available; the bench runs lease"`
-	// BenchClaimRead binds nothing. Set where a claim statement returns no rows
-	// (Oracle's procedure call): it reads the ids the caller's transaction has
-	// just claimed.
-	BenchClaimRead Stmt[NoParams] `purpose:"bench claim: read the ids the transaction just locked" empty:"the claim statements return the ids themselves"`
-	// BenchLeaseClaim takes: owner, ttl ms, K. Marks up to K ready items claimed
-	// by owner until now + ttl, and returns their ids unless BenchLeaseRead is
-	// set. Run in its own short transaction, which is committed at once: the
-	// lease, not a lock, keeps others off the items while they are worked on.
-	BenchLeaseClaim Stmt[BenchLeaseClaimParams] `purpose:"bench claim, strategy lease: mark up to K ready items claimed, with an expiry"`
-	// BenchLeaseRead takes: owner. The items owner holds a lease on (MySQL and
-	// Oracle, which have no UPDATE … RETURNING of several rows).
-	BenchLeaseRead Stmt[OwnerParams] `purpose:"bench claim, strategy lease: read the ids just leased" empty:"the lease claim returns the ids itself (UPDATE … RETURNING)"`
-	// BenchDone takes: owner, id. Finishes an item claimed with a row lock, in
-	// the claim's transaction. It matches the id alone and counts, so an item
-	// finished twice shows up as processed > 1 instead of being hidden.
-	BenchDone Stmt[BenchItemParams] `purpose:"bench: finish an item held by a row lock"`
-	// BenchLeaseDone takes: id, owner. Finishes a leased item, fenced: one row
-	// only while owner still holds an unexpired lease; 0 rows means the lease
-	// was lost and the work must not count.
-	BenchLeaseDone Stmt[BenchItemParams] `purpose:"bench: finish a leased item (fencing check)"`
-	// BenchLeaseExpire binds nothing. Puts items whose lease ran out back to
-	// ready (their holder died or overran); run when no ready item is left.
-	BenchLeaseExpire Stmt[NoParams] `purpose:"bench: put items with expired leases back"`
-	// BenchReady binds nothing: how many items are still ready.
-	BenchReady Stmt[NoParams] `purpose:"bench: count ready items"`
-	// BenchSummary binds nothing. Columns: items, done, duplicates (processed
-	// more than once), total processed, never processed.
-	BenchSummary Stmt[NoParams] `purpose:"bench: audit the run (duplicates, missed items)"`
-	// BenchByOwner binds nothing. Columns: owner, items finished.
-	BenchByOwner Stmt[NoParams] `purpose:"bench: items finished per worker"`
-
 	// --- the hold limit: the database ends a stalled lock holder's session
 	// (docs/reliability.md) ---
 
@@ -255,27 +193,6 @@ type Statements struct {
 	// HoldLimitReset binds nothing. Restores the session defaults that
 	// HoldLimitSet changed, before its pooled connection serves anything else.
 	HoldLimitReset Stmt[NoParams] `purpose:"hold limit: restore the session's defaults before the connection is reused" empty:"the settings end with the transaction (SET LOCAL), or none were made"`
-
-	// --- `loanq bench`: the server it ran on, batched finishes ---
-
-	// ServerVersion binds nothing. One text column: the server's product and
-	// version as the server itself reports it (so a MariaDB behind a mysql://
-	// DSN is named MariaDB), printed in bench results.
-	ServerVersion Stmt[NoParams] `purpose:"bench: name the server product and version"`
-	// BenchDoneMany takes: owner, the ids as a JSON array text ("[3,7,9]").
-	// Finishes every item of a batch claim with one statement, in the claim's
-	// transaction. Like BenchDone it matches the ids alone and counts, so an
-	// item finished twice still shows up as processed > 1.
-	BenchDoneMany Stmt[BenchItemsParams] `purpose:"bench: finish a batch of items held by row locks, one statement"`
-	// BenchLeaseDoneMany takes: owner, the ids as a JSON array text. The fenced
-	// finish of a batch of leased items: only the items owner still holds an
-	// unexpired lease on change; fewer rows than ids means leases were lost.
-	BenchLeaseDoneMany Stmt[BenchItemsParams] `purpose:"bench: finish a batch of leased items (fencing check), one statement"`
-	// BenchClaimDone takes: owner, K. The raw limit of a batched claim: one
-	// statement, in autocommit, that claims up to K ready items passing over
-	// locked ones and finishes them; rows affected is how many. Measured
-	// beside `bench --batch K` with no work time, as what a batch could reach.
-	BenchClaimDone Stmt[BenchClaimDoneParams] `purpose:"bench: raw limit, claim and finish up to K items in one statement" empty:"not measured on this database (no single-statement skip-locked claim)"`
 
 	// --- `loanq lock run`: named leases in loanq_lock (the farm singleton) ---
 	//
@@ -537,10 +454,24 @@ type statement interface {
 
 // each calls f for every statement field, in declaration order.
 func (s *Statements) each(f func(field reflect.StructField, st statement) error) error {
-	v := reflect.ValueOf(s).Elem()
+	return eachStmt(s, f)
+}
+
+// eachStmt calls f for every field of the struct cat points to, in
+// declaration order; every field must be a Stmt[P].
+func eachStmt(cat any, f func(field reflect.StructField, st statement) error) error {
+	v := reflect.ValueOf(cat)
+	if v.Kind() != reflect.Pointer || v.Elem().Kind() != reflect.Struct {
+		return fmt.Errorf("statement catalogue %T is not a pointer to a struct", cat)
+	}
+	v = v.Elem()
 	t := v.Type()
 	for i := 0; i < t.NumField(); i++ {
-		if err := f(t.Field(i), v.Field(i).Addr().Interface().(statement)); err != nil {
+		st, ok := v.Field(i).Addr().Interface().(statement)
+		if !ok {
+			return fmt.Errorf("field %s of statement catalogue %s is not a drivers.Stmt", t.Field(i).Name, t)
+		}
+		if err := f(t.Field(i), st); err != nil {
 			return err
 		}
 	}
@@ -549,14 +480,44 @@ func (s *Statements) each(f func(field reflect.StructField, st statement) error)
 
 // List returns the statements in declaration order with their purposes, as
 // the dialect receives them.
-func (s *Statements) List() []Named {
+func (s *Statements) List() []Named { return ListCatalogue(s) }
+
+// ListCatalogue is List for any statement catalogue (see CompileCatalogue).
+func ListCatalogue(cat any) []Named {
 	var out []Named
-	_ = s.each(func(f reflect.StructField, st statement) error {
+	_ = eachStmt(cat, func(f reflect.StructField, st statement) error {
 		out = append(out, Named{Field: f.Name, Purpose: f.Tag.Get("purpose"), SQL: strings.TrimSpace(st.Text()),
 			Empty: f.Tag.Get("empty")})
 		return nil
 	})
 	return out
+}
+
+// CompileCatalogue compiles a statement catalogue other than Statements for
+// d, exactly as Build compiles Statements: cat points to a struct whose
+// fields are all Stmt[P] with `purpose` (and optional `empty`) tags. A bind
+// without a field of P, a field of P never bound, or an empty statement
+// without an `empty` tag is an error. It lets a package that is not part of
+// the engine (bench/, with its own tables) keep its statements out of
+// Statements and still have them checked when it starts.
+func CompileCatalogue(d Dialect, cat any) error {
+	var missing []string
+	err := eachStmt(cat, func(f reflect.StructField, st statement) error {
+		if err := st.compile(d, f.Name); err != nil {
+			return err
+		}
+		if st.Text() == "" && f.Tag.Get("empty") == "" {
+			missing = append(missing, f.Name)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("statements missing: %s", strings.Join(missing, ", "))
+	}
+	return nil
 }
 
 // Missing lists fields left empty that no dialect may leave empty (fields
@@ -608,19 +569,6 @@ func (s *Statements) BoundedLock(seconds int) *Stmt[TaskParams] {
 	b := s.LockWaitBounded
 	b.text = strings.ReplaceAll(b.text, "{wait_s}", strconv.Itoa(seconds))
 	return &b
-}
-
-// BenchClaim returns the bench claim statement of a row-lock strategy.
-func (s *Statements) BenchClaim(st Strategy) *Stmt[LimitParams] {
-	switch st {
-	case Skip, Rows: // on the item table, claiming straight from it is what skip does
-		return &s.BenchClaimSkip
-	case NoWait:
-		return &s.BenchClaimNoWait
-	case Wait:
-		return &s.BenchClaimWait
-	}
-	return nil
 }
 
 // Audits are the audit statements, each a count that must be 0.

@@ -125,9 +125,6 @@ func statements(t *testing.T, d drivers.Driver) {
 		if s != drivers.Lease && st.Lock(s).Empty() {
 			t.Errorf("strategy %s is declared but its lock statement is empty", s)
 		}
-		if s != drivers.Lease && st.BenchClaim(s).Empty() {
-			t.Errorf("strategy %s is declared but its bench claim statement is empty", s)
-		}
 	}
 }
 

@@ -86,30 +86,6 @@ JOIN loanq_pool p ON p.task_id = :task_id AND p.loan_id = j.id`
 	// LOCK IN SHARE MODE, not FOR SHARE: MariaDB has only this spelling.
 	s.LockShareBounded.SQL = `SELECT id FROM loanq_task WHERE id = :task_id LOCK IN SHARE MODE`
 
-	// The bench. InnoDB locks every index record a locking read scans: the
-	// claims go through the (status, id) index, in claim order, so the read
-	// touches the ready rows only and stops after K.
-	s.BenchAnalyze.SQL = `ANALYZE TABLE loanq_bench_item`
-	s.BenchFill.SQL = `INSERT INTO loanq_bench_item (id, status, processed)
-WITH RECURSIVE seq (n, k) AS (
-  SELECT CAST(:first AS SIGNED), CAST(:count AS SIGNED)
-  UNION ALL SELECT n + 1, k - 1 FROM seq WHERE k > 1)
-SELECT n, 'ready', 0 FROM seq`
-	// SET TRANSACTION without SESSION applies to the next transaction only.
-	// READ COMMITTED locks index records without the gaps between them, so
-	// finishing an item (a new (done, id) entry in the status index) never
-	// waits for another claimer's gap lock: no deadlocks, even with wait.
-	s.BenchBegin.SQL = `SET TRANSACTION ISOLATION LEVEL READ COMMITTED`
-	// MySQL rejects a subselect on the table being updated (error 1093) and
-	// has no RETURNING: the lease is an UPDATE … ORDER BY … LIMIT, and the ids
-	// are read back by owner in the same transaction.
-	s.BenchLeaseClaim.SQL = `UPDATE loanq_bench_item
-SET status = 'claimed', owner = :owner, claimed_at = UTC_TIMESTAMP(6),
-    lease_expires_at = UTC_TIMESTAMP(6) + INTERVAL (:ttl_ms * 1000) MICROSECOND
-WHERE status = 'ready'
-ORDER BY id LIMIT :limit`
-	s.BenchLeaseRead.SQL = `SELECT id FROM loanq_bench_item WHERE owner = :owner AND status = 'claimed' ORDER BY id`
-
 	// The hold limit (docs/reliability.md), MariaDB's session variables:
 	// idle_transaction_timeout (whole seconds) ends a session idle inside a
 	// transaction, max_statement_time (seconds) aborts one statement. They
@@ -119,9 +95,6 @@ ORDER BY id LIMIT :limit`
 	// the driver sends holdLimitSetMySQL8 / holdLimitResetMySQL8 there.
 	s.HoldLimitSet.SQL = `SET SESSION idle_transaction_timeout = CEIL(:idle_ms / 1000), max_statement_time = :statement_ms / 1000`
 	s.HoldLimitReset.SQL = `SET SESSION idle_transaction_timeout = DEFAULT, max_statement_time = DEFAULT`
-
-	// VERSION() alone reads "10.11.6-MariaDB-…" or "8.0.36": name the product.
-	s.ServerVersion.SQL = `SELECT CASE WHEN LOCATE('MariaDB', VERSION()) > 0 THEN CONCAT('MariaDB ', VERSION()) ELSE CONCAT('MySQL ', VERSION()) END`
 
 	// Named locks. ON DUPLICATE KEY UPDATE rather than INSERT IGNORE, which
 	// would also turn a too-long name into a silent truncation.

@@ -131,40 +131,10 @@ ORDER BY assigned_at, id`
 	// session setting to change or restore. {wait_s} is the bound, a literal.
 	s.LockWaitBounded.SQL = `SELECT id FROM loanq_task WHERE id = :task_id FOR UPDATE WAIT {wait_s}`
 
-	// The bench. A locking claim cannot be one SELECT: Oracle applies ROWNUM
-	// before locking (COUNT STOPKEY under FOR UPDATE), so "ROWNUM <= K … FOR
-	// UPDATE SKIP LOCKED" picks K rows and then skips the held ones,
-	// returning fewer than K; and it rejects FETCH FIRST with FOR UPDATE
-	// (ORA-02014). The claims call the PL/SQL cursor procedure
-	// loanq_bench_claim (migrations/oracle/00002_bench.sql), which locks
-	// exactly the rows it fetches and marks them 'claimed' inside the
-	// caller's transaction; BenchClaimRead then reads them back — only this
-	// transaction sees its own uncommitted 'claimed' rows with no owner.
-	s.BenchAnalyze.SQL = `BEGIN DBMS_STATS.GATHER_TABLE_STATS(USER, 'LOANQ_BENCH_ITEM'); END;`
-	s.BenchFill.SQL = `INSERT INTO loanq_bench_item (id, status, processed)
-SELECT :first + LEVEL - 1, 'ready', 0 FROM DUAL CONNECT BY LEVEL <= :count`
-	s.BenchClaimSkip.SQL = `BEGIN loanq_bench_claim(:limit, 'skip'); END;`
-	s.BenchClaimNoWait.SQL = `BEGIN loanq_bench_claim(:limit, 'nowait'); END;`
-	s.BenchClaimWait.SQL = `BEGIN loanq_bench_claim(:limit, 'wait'); END;`
-	s.BenchClaimRead.SQL = `SELECT id FROM loanq_bench_item WHERE status = 'claimed' AND owner IS NULL ORDER BY id`
-	// The subselect takes no lock, so FETCH FIRST is allowed in it; the outer
-	// status = 'ready' makes a second claimer of the same row update nothing
-	// (Oracle restarts an UPDATE whose rows changed under it).
-	s.BenchLeaseClaim.SQL = `UPDATE loanq_bench_item
-SET status = 'claimed', owner = :owner, claimed_at = {{now}},
-    lease_expires_at = {{nowPlusMs ":ttl_ms"}}
-WHERE status = 'ready'
-  AND id IN (SELECT id FROM loanq_bench_item WHERE status = 'ready' ORDER BY id
-             FETCH FIRST :limit ROWS ONLY)`
-	s.BenchLeaseRead.SQL = `SELECT id FROM loanq_bench_item WHERE owner = :owner AND status = 'claimed' ORDER BY id`
-
 	// The hold limit: an Oracle session cannot bound its own idle time
 	// inside a transaction; a DBA configures the bound (a profile's
 	// IDLE_TIME, Resource Manager's MAX_IDLE_BLOCKER_TIME, SQLNET.EXPIRE_TIME
 	// for vanished clients), as docs/oracle.md describes. HoldLimitSet stays empty.
-
-	// v$version is readable by every user (a public synonym).
-	s.ServerVersion.SQL = `SELECT banner FROM v$version WHERE ROWNUM = 1`
 
 	// Named locks. Oracle has no INSERT … ON CONFLICT, and MERGE can still
 	// raise ORA-00001 under a race: a plain INSERT whose unique violation the

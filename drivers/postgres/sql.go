@@ -113,38 +113,6 @@ WHERE r.id = f.id AND r.task_id = :task_id AND r.status = 'pending'`
 
 	s.UserLockEnsure.SQL = `INSERT INTO loanq_task_user (task_id, user_name) VALUES (:task_id, :user) ON CONFLICT DO NOTHING`
 	s.UserLock.SQL = `SELECT task_id FROM loanq_task_user WHERE task_id = :task_id AND user_name = :user FOR NO KEY UPDATE`
-	s.BenchFill.SQL = `INSERT INTO loanq_bench_item (id, status, processed)
-SELECT g, 'ready', 0 FROM generate_series(:first::bigint, :first::bigint + :count::bigint - 1) AS g`
-	// The subselect's SKIP LOCKED only lasts for the claim's own short
-	// transaction: it keeps concurrent claimers from picking the same ids.
-	// Without it they all pick the first ready ids, all but one wait for the
-	// winner's commit and then find the rows no longer ready (PostgreSQL
-	// re-checks status = 'ready' on the new row version, so nothing is leased
-	// twice), and come back empty: measured at 32 workers × 20,000 items,
-	// under 100 items/s. The lease, not this lock, covers the work.
-	// The pick is a MATERIALIZED CTE, run exactly once. As an IN (subquery)
-	// the planner may re-run it for every row it scans (a SubPlan in a nested
-	// loop); with SKIP LOCKED each run skips the rows the previous one locked
-	// and returns the next ones, so one claim took every ready item
-	// (bench_test's max_claim check caught it on a 40-row table).
-	s.BenchLeaseClaim.SQL = `WITH picked AS MATERIALIZED (
-  SELECT id FROM loanq_bench_item WHERE status = 'ready' ORDER BY id LIMIT :limit
-  FOR UPDATE SKIP LOCKED)
-UPDATE loanq_bench_item b
-SET status = 'claimed', owner = :owner, claimed_at = clock_timestamp(),
-    lease_expires_at = clock_timestamp() + :ttl_ms::bigint * INTERVAL '1 millisecond'
-FROM picked
-WHERE b.id = picked.id
-RETURNING b.id`
-	// MATERIALIZED for the same reason as BenchLeaseClaim: the pick runs once.
-	s.BenchClaimDone.SQL = `WITH picked AS MATERIALIZED (
-  SELECT id FROM loanq_bench_item WHERE status = 'ready' ORDER BY id LIMIT :limit
-  FOR UPDATE SKIP LOCKED)
-UPDATE loanq_bench_item b
-SET status = 'done', owner = :owner, processed = b.processed + 1, processed_at = clock_timestamp()
-FROM picked
-WHERE b.id = picked.id`
-
 	// The hold limit (docs/reliability.md). SET LOCAL through set_config(…,
 	// true): the settings end with the lock transaction, so the pooled
 	// connection keeps none of them. idle_in_transaction_session_timeout ends
@@ -153,8 +121,6 @@ WHERE b.id = picked.id`
 	// after which the aborted transaction idles and is ended the same way.
 	s.HoldLimitSet.SQL = `SELECT set_config('idle_in_transaction_session_timeout', (:idle_ms::bigint)::text, true),
        set_config('statement_timeout', (:statement_ms::bigint)::text, true)`
-
-	s.ServerVersion.SQL = `SELECT 'PostgreSQL ' || current_setting('server_version')`
 })
 
 // rowsClaim is the criteria query of the rows strategy: each caller locks the

@@ -67,8 +67,7 @@ var statements = drivers.Build(dialect{}, func(s *drivers.Statements) {
 WHERE task_id = :task_id AND filled_at > {{nowMinusMs ":ttl_ms"}}
 ORDER BY pos LIMIT :limit`
 	for _, rowLock := range []*string{&s.LockSkip.SQL, &s.LockNoWait.SQL, &s.LockWait.SQL,
-		&s.LockWaitBounded.SQL, &s.UserLockEnsure.SQL, &s.UserLock.SQL, &s.WorkInsertRows.SQL,
-		&s.BenchClaimSkip.SQL, &s.BenchClaimNoWait.SQL, &s.BenchClaimWait.SQL} {
+		&s.LockWaitBounded.SQL, &s.UserLockEnsure.SQL, &s.UserLock.SQL, &s.WorkInsertRows.SQL} {
 		*rowLock = ""
 	}
 	// A serving round's requests, finished in one statement (UPDATE … FROM:
@@ -81,22 +80,4 @@ WHERE loanq_work_request.id = f.id AND loanq_work_request.task_id = :task_id
   AND loanq_work_request.status = 'pending'`
 	// No row locks: a waiter polls RequestWake (a primary-key read; WAL
 	// readers never wait).
-
-	// The bench: only lease. The claim runs in an immediate transaction (the
-	// write lock is taken at BEGIN), so two claimers never read the same
-	// ready rows; it is committed at once and nobody holds a lock while the
-	// items are worked on.
-	s.BenchFill.SQL = `WITH RECURSIVE seq (n, k) AS (
-  SELECT CAST(:first AS INTEGER), CAST(:count AS INTEGER)
-  UNION ALL SELECT n + 1, k - 1 FROM seq WHERE k > 1)
-INSERT INTO loanq_bench_item (id, status, processed)
-SELECT n, 'ready', 0 FROM seq`
-	s.BenchLeaseClaim.SQL = `UPDATE loanq_bench_item
-SET status = 'claimed', owner = :owner, claimed_at = {{now}},
-    lease_expires_at = {{nowPlusMs ":ttl_ms"}}
-WHERE status = 'ready'
-  AND id IN (SELECT id FROM loanq_bench_item WHERE status = 'ready' ORDER BY id LIMIT :limit)
-RETURNING id`
-
-	s.ServerVersion.SQL = `SELECT 'SQLite ' || sqlite_version()`
 })

@@ -317,3 +317,41 @@ func Int(t testing.TB, d drivers.Driver, db *sql.DB, query string, args ...any) 
 	}
 	return n
 }
+
+// Objects counts the database objects (tables, indexes, procedures) of the
+// current schema whose name starts with prefix, read from the catalogue of
+// each database: how a test sees that something does not exist, rather than
+// trusting a query's failure.
+func Objects(t testing.TB, d drivers.Driver, db *sql.DB, prefix string) int64 {
+	t.Helper()
+	var q string
+	switch d.Name() {
+	case "postgres":
+		q = `SELECT COUNT(*) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+WHERE n.nspname = current_schema() AND c.relname LIKE ? || '%'`
+	case "mysql":
+		q = `SELECT (SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = DATABASE() AND table_name LIKE CONCAT(?, '%'))
+     + (SELECT COUNT(*) FROM information_schema.statistics WHERE table_schema = DATABASE() AND index_name LIKE CONCAT(?, '%'))
+     + (SELECT COUNT(*) FROM information_schema.routines WHERE routine_schema = DATABASE() AND routine_name LIKE CONCAT(?, '%'))`
+		return Int(t, d, db, q, prefix, prefix, prefix)
+	case "sqlite":
+		q = `SELECT COUNT(*) FROM sqlite_master WHERE name LIKE ? || '%'`
+	case "oracle":
+		q = `SELECT COUNT(*) FROM user_objects WHERE object_name LIKE UPPER(?) || '%'`
+	default:
+		t.Fatalf("testdb.Objects: unknown dialect %s", d.Name())
+	}
+	return Int(t, d, db, q, prefix)
+}
+
+// Rows counts the rows of each of loanq's tables that a task's life fills
+// (tasks, requests, work, query runs, per-user rows, pool), by table: a
+// command that must leave nothing behind is checked against it.
+func Rows(t testing.TB, d drivers.Driver, db *sql.DB) map[string]int64 {
+	t.Helper()
+	out := map[string]int64{}
+	for _, table := range []string{"loanq_task", "loanq_work_request", "loanq_work", "loanq_query_run", "loanq_task_user", "loanq_pool"} {
+		out[table] = Int(t, d, db, "SELECT COUNT(*) FROM "+table)
+	}
+	return out
+}

@@ -1,3 +1,5 @@
+-- Superseded by 00014: the bench creates its own table now (bench/dialects.go);
+-- this stays for the history of databases migrated before.
 -- The item table of `loanq bench` (figures in BENCHMARKS.md) and the PL/SQL
 -- procedure that claims items from it. Nothing in the work queue reads them.
 -- Same rules as 00001_schema.sql: every statement is wrapped in
@@ -108,10 +110,19 @@ END loanq_bench_claim;
 -- +goose StatementEnd
 
 -- +goose Down
+-- Each drop ignores "does not exist": 00014 dropped both already.
 -- +goose StatementBegin
-DROP PROCEDURE loanq_bench_claim
+BEGIN
+    EXECUTE IMMEDIATE 'DROP PROCEDURE loanq_bench_claim';
+EXCEPTION WHEN OTHERS THEN
+    IF SQLCODE != -4043 THEN RAISE; END IF;
+END;
 -- +goose StatementEnd
 
 -- +goose StatementBegin
-DROP TABLE loanq_bench_item PURGE
+BEGIN
+    EXECUTE IMMEDIATE 'DROP TABLE loanq_bench_item PURGE';
+EXCEPTION WHEN OTHERS THEN
+    IF SQLCODE != -942 THEN RAISE; END IF;
+END;
 -- +goose StatementEnd

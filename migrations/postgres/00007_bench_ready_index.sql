@@ -16,4 +16,5 @@
 CREATE INDEX loanq_bench_item_ready_ix ON loanq_bench_item (id) WHERE status = 'ready';
 
 -- +goose Down
-DROP INDEX loanq_bench_item_ready_ix;
+-- IF EXISTS: 00014 dropped it with its table.
+DROP INDEX IF EXISTS loanq_bench_item_ready_ix;

@@ -1,3 +1,5 @@
+-- Superseded by 00014: the bench creates its own table now (bench/dialects.go);
+-- this stays for the history of databases migrated before.
 -- The item table of `loanq bench` (figures in BENCHMARKS.md). SQLite has no
 -- row locks, so only the lease strategy runs here: an item is claimed by an
 -- UPDATE in an immediate (write-locked) transaction that is committed at
@@ -18,4 +20,5 @@ CREATE TABLE loanq_bench_item (
 CREATE INDEX loanq_bench_item_status_ix ON loanq_bench_item (status, id);
 
 -- +goose Down
-DROP TABLE loanq_bench_item;
+-- IF EXISTS: 00014 (or a bench run) may have dropped it already.
+DROP TABLE IF EXISTS loanq_bench_item;

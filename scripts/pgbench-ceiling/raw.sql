@@ -1,4 +1,4 @@
--- The raw single-row claim of `loanq bench` (BenchClaimSkip + BenchDone):
+-- The raw single-row claim of `loanq bench` (bench/sql.go: ClaimSkip + Done):
 -- one transaction that locks the first ready item and finishes it.
 BEGIN;
 SELECT id FROM loanq_bench_item WHERE status = 'ready' ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED \gset

@@ -31,6 +31,14 @@ done
 fresh() {
 	psql -qX -d postgres -c "DROP DATABASE IF EXISTS $db" -c "CREATE DATABASE $db" >/dev/null
 	"$loanq" --db "$dsn" migrate up >/dev/null
+	# The bench's item table is no part of loanq's schema (migration 00014):
+	# made here as `loanq bench` makes it (bench/dialects.go, postgresCreate).
+	psql -qX -d "$db" -c "CREATE TABLE loanq_bench_item (id BIGINT NOT NULL PRIMARY KEY,
+		status VARCHAR(10) NOT NULL DEFAULT 'ready', owner VARCHAR(100), claimed_at TIMESTAMPTZ,
+		lease_expires_at TIMESTAMPTZ, processed_at TIMESTAMPTZ, processed INTEGER NOT NULL DEFAULT 0,
+		CONSTRAINT loanq_bench_item_status_ck CHECK (status IN ('ready', 'claimed', 'done')))" \
+		-c "CREATE INDEX loanq_bench_item_status_ix ON loanq_bench_item (status, id)" \
+		-c "CREATE INDEX loanq_bench_item_ready_ix ON loanq_bench_item (id) WHERE status = 'ready'" >/dev/null
 	psql -qX -d "$db" -c "INSERT INTO loanq_bench_item (id, status, processed) SELECT g, 'ready', 0 FROM generate_series(1, 400000) g" \
 		-c "VACUUM ANALYZE loanq_bench_item"
 	"$loanq" --db "$dsn" task create ceiling --source loanq_bench_item --where "status = 'ready'" --lock rows >/dev/null

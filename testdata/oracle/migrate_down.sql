@@ -23,11 +23,7 @@ SELECT version_id, is_applied FROM loanq_schema_version ORDER BY tstamp DESC, id
 
 -- (begin)
 
--- 5, in transaction
-DROP TABLE loanq_api_token PURGE
-/
-
--- 6, in transaction; binds :1 = 12
+-- 5, in transaction; binds :1 = 14
 DELETE FROM loanq_schema_version WHERE version_id = :1
 /
 

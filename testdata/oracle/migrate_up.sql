@@ -603,7 +603,31 @@ INSERT INTO loanq_schema_version (version_id, is_applied) VALUES (:1, 1)
 
 -- (commit)
 
--- 69, autocommit
+-- (begin)
+
+-- 69, in transaction
+BEGIN
+    EXECUTE IMMEDIATE 'DROP PROCEDURE loanq_bench_claim';
+EXCEPTION WHEN OTHERS THEN
+    IF SQLCODE != -4043 THEN RAISE; END IF;
+END;
+/
+
+-- 70, in transaction
+BEGIN
+    EXECUTE IMMEDIATE 'DROP TABLE loanq_bench_item PURGE';
+EXCEPTION WHEN OTHERS THEN
+    IF SQLCODE != -942 THEN RAISE; END IF;
+END;
+/
+
+-- 71, in transaction; binds :1 = 14
+INSERT INTO loanq_schema_version (version_id, is_applied) VALUES (:1, 1)
+/
+
+-- (commit)
+
+-- 72, autocommit
 SELECT MAX(version_id) FROM loanq_schema_version
 /
 

@@ -222,87 +222,6 @@ INSERT INTO loanq_work (task_id, loan_id, user_name, request_id, assigned_at)
 VALUES (:1, :2, :3, :4, SYS_EXTRACT_UTC(SYSTIMESTAMP))
 /
 
--- BenchReset: bench: empty the item table
-DELETE FROM loanq_bench_item
-/
-
--- BenchFill: bench: insert ready items
-INSERT INTO loanq_bench_item (id, status, processed)
-SELECT :1 + LEVEL - 1, 'ready', 0 FROM DUAL CONNECT BY LEVEL <= :2
-/
-
--- BenchAnalyze: bench: refresh the planner's statistics of the filled item table
-BEGIN DBMS_STATS.GATHER_TABLE_STATS(USER, 'LOANQ_BENCH_ITEM'); END;
-/
-
--- BenchBegin: bench: before each claim transaction
-
-/
-
--- BenchClaimSkip: bench claim, strategy skip: lock up to K ready items, passing over held ones
-BEGIN loanq_bench_claim(:1, 'skip'); END;
-/
-
--- BenchClaimNoWait: bench claim, strategy nowait: lock up to K ready items or fail at once
-BEGIN loanq_bench_claim(:1, 'nowait'); END;
-/
-
--- BenchClaimWait: bench claim, strategy wait: lock up to K ready items, queueing behind holders
-BEGIN loanq_bench_claim(:1, 'wait'); END;
-/
-
--- BenchClaimRead: bench claim: read the ids the transaction just locked
-SELECT id FROM loanq_bench_item WHERE status = 'claimed' AND owner IS NULL ORDER BY id
-/
-
--- BenchLeaseClaim: bench claim, strategy lease: mark up to K ready items claimed, with an expiry
-UPDATE loanq_bench_item
-SET status = 'claimed', owner = :1, claimed_at = SYS_EXTRACT_UTC(SYSTIMESTAMP),
-    lease_expires_at = SYS_EXTRACT_UTC(SYSTIMESTAMP) + NUMTODSINTERVAL(:2 / 1000, 'SECOND')
-WHERE status = 'ready'
-  AND id IN (SELECT id FROM loanq_bench_item WHERE status = 'ready' ORDER BY id
-             FETCH FIRST :3 ROWS ONLY)
-/
-
--- BenchLeaseRead: bench claim, strategy lease: read the ids just leased
-SELECT id FROM loanq_bench_item WHERE owner = :1 AND status = 'claimed' ORDER BY id
-/
-
--- BenchDone: bench: finish an item held by a row lock
-UPDATE loanq_bench_item
-SET status = 'done', owner = :1, processed = processed + 1, processed_at = SYS_EXTRACT_UTC(SYSTIMESTAMP)
-WHERE id = :2
-/
-
--- BenchLeaseDone: bench: finish a leased item (fencing check)
-UPDATE loanq_bench_item
-SET status = 'done', processed = processed + 1, processed_at = SYS_EXTRACT_UTC(SYSTIMESTAMP)
-WHERE id = :1 AND owner = :2 AND status = 'claimed' AND lease_expires_at > SYS_EXTRACT_UTC(SYSTIMESTAMP)
-/
-
--- BenchLeaseExpire: bench: put items with expired leases back
-UPDATE loanq_bench_item
-SET status = 'ready', owner = NULL, claimed_at = NULL, lease_expires_at = NULL
-WHERE status = 'claimed' AND lease_expires_at <= SYS_EXTRACT_UTC(SYSTIMESTAMP)
-/
-
--- BenchReady: bench: count ready items
-SELECT COUNT(*) FROM loanq_bench_item WHERE status = 'ready'
-/
-
--- BenchSummary: bench: audit the run (duplicates, missed items)
-SELECT COUNT(*),
-       COALESCE(SUM(CASE WHEN status = 'done' THEN 1 ELSE 0 END), 0),
-       COALESCE(SUM(CASE WHEN processed > 1 THEN 1 ELSE 0 END), 0),
-       COALESCE(SUM(processed), 0),
-       COALESCE(SUM(CASE WHEN processed = 0 THEN 1 ELSE 0 END), 0)
-FROM loanq_bench_item
-/
-
--- BenchByOwner: bench: items finished per worker
-SELECT owner, COUNT(*) FROM loanq_bench_item WHERE status = 'done' GROUP BY owner ORDER BY owner
-/
-
 -- HoldMeasured: hold limit: the task's recent criteria-query time
 SELECT MAX(duration_ms) FROM (
   SELECT duration_ms FROM loanq_query_run WHERE task_id = :1 ORDER BY id DESC FETCH FIRST 10 ROWS ONLY) recent
@@ -313,27 +232,6 @@ SELECT MAX(duration_ms) FROM (
 /
 
 -- HoldLimitReset: hold limit: restore the session's defaults before the connection is reused
-
-/
-
--- ServerVersion: bench: name the server product and version
-SELECT banner FROM v$version WHERE ROWNUM = 1
-/
-
--- BenchDoneMany: bench: finish a batch of items held by row locks, one statement
-UPDATE loanq_bench_item
-SET status = 'done', owner = :1, processed = processed + 1, processed_at = SYS_EXTRACT_UTC(SYSTIMESTAMP)
-WHERE id IN (SELECT j.id FROM JSON_TABLE(:2, '$[*]' COLUMNS (id NUMBER(19) PATH '$')) j)
-/
-
--- BenchLeaseDoneMany: bench: finish a batch of leased items (fencing check), one statement
-UPDATE loanq_bench_item
-SET status = 'done', processed = processed + 1, processed_at = SYS_EXTRACT_UTC(SYSTIMESTAMP)
-WHERE owner = :1 AND id IN (SELECT j.id FROM JSON_TABLE(:2, '$[*]' COLUMNS (id NUMBER(19) PATH '$')) j)
-  AND status = 'claimed' AND lease_expires_at > SYS_EXTRACT_UTC(SYSTIMESTAMP)
-/
-
--- BenchClaimDone: bench: raw limit, claim and finish up to K items in one statement
 
 /
 
