@@ -15,7 +15,7 @@ import (
 
 	"github.com/loanq/loanq/internal/child"
 	"github.com/loanq/loanq/internal/textsafe"
-	"github.com/loanq/loanq/locks"
+	locks "github.com/loanq/loanq/namedlock"
 	"github.com/loanq/loanq/problem"
 )
 

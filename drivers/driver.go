@@ -1,24 +1,45 @@
 // Package drivers defines the one interface every database loanq supports
 // implements, and the registry that picks a driver from a DSN's scheme.
 //
-// Writing a new driver:
+// Writing a new driver: the checklist. It is every place the last driver
+// (Oracle) touched outside its own folder; `git grep -il oracle` lists them.
 //
-//  1. Create drivers/<db> with a type that implements Driver, and assert it:
-//     var _ drivers.Driver = (*Driver)(nil).
-//  2. Put every statement the dialect sends in one file, sql.go: its Dialect
-//     (the vocabulary portable statements are written in) and, through
-//     drivers.Build, the statements it says differently from Portable.
-//     `loanq sql` prints the result, so what users read is what the driver
-//     executes.
-//  3. Add the dialect's schema to migrations/<db>, and implement
-//     schema.MigrationStorer (goose's version-table store for the dialect).
-//  4. Implement the optional capabilities that apply (drivers/capability.go:
-//     TableMaker for the demo's and tests' tables, ReadTxOptioner; RowLocker,
-//     LockableChecker, HoldLimiter, SelfMigrating, PlainPathDriver,
-//     BuildSupport, DeadlockDetector in this package).
-//  5. Register the driver from init() and blank-import the package in
-//     drivers/all.
-//  6. Run the conformance suite of drivers/drivertest from the package's tests.
+//  1. drivers/<db>/: a type that implements Driver, asserted with
+//     var _ drivers.Driver = (*Driver)(nil); its DSN parser (dsn.go) and
+//     its registration from init() (drivers.Register).
+//  2. drivers/<db>/sql.go: every statement the dialect sends, in one file:
+//     its Dialect (the vocabulary portable statements are written in,
+//     drivers/dialect.go) and, through drivers.Build, the statements it says
+//     differently from Portable. `loanq sql` prints the result, so what
+//     users read is what the driver executes; e2e/fault_injection_test.go
+//     checks that the file builds SQL from literals and constants only.
+//  3. migrations/<db>/: the dialect's schema, every migration number the
+//     other dialects have (a folder may skip a number), and <db> added to
+//     the //go:embed line of migrations/migrations.go (a folder not named
+//     there is silently empty). Implement schema.MigrationStorer (goose's
+//     version-table store) and, if the server can list tables, schema.TableLister.
+//  4. The optional capabilities that apply, each an interface asserted in
+//     the driver: in this package RowLocker, RowWaiter,
+//     PoolLocker, LockableChecker, HoldLimiter, DeadlockDetector,
+//     SelfMigrating, PlainPathDriver, BuildSupport, ReadTxOptioner,
+//     TableMaker, Explainer, DataLocker, ClaimPlanner, GrantWriter,
+//     PermissionChecker, KeyTyper; sqllex.Syntaxer (internal/sqllex/syntaxes.go:
+//     how the dialect quotes, for the checks of a task's --where/--order).
+//  5. drivers/all/all.go: a blank import, so every binary registers it.
+//  6. Tests: drivers/<db>/conformance_test.go runs the drivers/drivertest
+//     suite; internal/testdb learns to make a fresh database on it (Fresh,
+//     BaseDSN, the LOANQ_TEST_<DB>_DSN variable, Objects) and, if it is to
+//     run in `make test`, joins testdb.Dialects; scripts/test-servers.sh
+//     learns to find or start a server (an ensure_<db> called from
+//     scripts/test.sh, and <db> in its LOANQ_TEST_REQUIRE). A dialect no CI
+//     machine can run is pinned by golden files instead: testdata/<db>/ and
+//     a golden test with -update, as drivers/oracle/golden_test.go.
+//  7. loanq bench: the item table's DDL and statement overrides in
+//     bench/dialects.go (`go test ./bench -run Golden -update` for a golden
+//     dialect).
+//  8. Docs: docs/<db>.md (privileges, what the dialect does its own way),
+//     the database list and DSN forms of README.md and commands/app.go's
+//     --db usage, docs/install.md when the build needs more than Go.
 package drivers
 
 import (

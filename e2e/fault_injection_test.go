@@ -19,6 +19,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/loanq/loanq/bench"
 	"github.com/loanq/loanq/dispatch"
 	"github.com/loanq/loanq/drivers"
 	"github.com/loanq/loanq/internal/testdb"
@@ -165,41 +166,48 @@ func TestStatementsUseBinds(t *testing.T) {
 			t.Logf("%s: not in this build (%v)", name, err)
 			continue
 		}
-		all := reflect.ValueOf(d.Statements()).Elem()
-		for i := 0; i < all.NumField(); i++ {
-			field := all.Type().Field(i).Name
-			stmt := all.Field(i).Addr()
-			text := stmt.MethodByName("Text").Call(nil)[0].String()
-			if text == "" {
-				continue // not sent on this dialect (SQLite's row locks)
-			}
-			argsOf := stmt.MethodByName("Args")
-			want := argsOf.Call([]reflect.Value{reflect.Zero(argsOf.Type().In(0))})[0].Len()
-			for _, lit := range quoted.FindAllString(text, -1) {
-				if strings.Contains(lit, "%") && !(name == "sqlite" && strftimeFmt.MatchString(lit)) {
-					t.Errorf("%s %s: literal %s carries a %% verb", name, field, lit)
+		// The engine's statements, then loanq bench's own catalogue.
+		bc, err := bench.For(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, catalogue := range []any{d.Statements(), &bc.Statements} {
+			all := reflect.ValueOf(catalogue).Elem()
+			for i := 0; i < all.NumField(); i++ {
+				field := all.Type().Field(i).Name
+				stmt := all.Field(i).Addr()
+				text := stmt.MethodByName("Text").Call(nil)[0].String()
+				if text == "" {
+					continue // not sent on this dialect (SQLite's row locks)
 				}
-			}
-			bare := quoted.ReplaceAllString(text, "''")
-			if strings.Contains(bare, "%") {
-				t.Errorf("%s %s: a %% outside a literal (a fmt verb?):\n%s", name, field, text)
-			}
-			var got int
-			switch name {
-			case "postgres":
-				got = len(pgBind.FindAllString(bare, -1))
-			case "oracle":
-				got = len(oracleBind.FindAllString(bare, -1))
-				if got == want+1 && strings.Contains(bare, "RETURNING id INTO") {
-					got = want // the out bind of InsertID
+				argsOf := stmt.MethodByName("Args")
+				want := argsOf.Call([]reflect.Value{reflect.Zero(argsOf.Type().In(0))})[0].Len()
+				for _, lit := range quoted.FindAllString(text, -1) {
+					if strings.Contains(lit, "%") && !(name == "sqlite" && strftimeFmt.MatchString(lit)) {
+						t.Errorf("%s %s: literal %s carries a %% verb", name, field, lit)
+					}
 				}
-			default:
-				got = strings.Count(bare, "?")
+				bare := quoted.ReplaceAllString(text, "''")
+				if strings.Contains(bare, "%") {
+					t.Errorf("%s %s: a %% outside a literal (a fmt verb?):\n%s", name, field, text)
+				}
+				var got int
+				switch name {
+				case "postgres":
+					got = len(pgBind.FindAllString(bare, -1))
+				case "oracle":
+					got = len(oracleBind.FindAllString(bare, -1))
+					if got == want+1 && strings.Contains(bare, "RETURNING id INTO") {
+						got = want // the out bind of InsertID
+					}
+				default:
+					got = strings.Count(bare, "?")
+				}
+				if got != want {
+					t.Errorf("%s %s: %d placeholders, its parameters bind %d:\n%s", name, field, got, want, text)
+				}
+				checked++
 			}
-			if got != want {
-				t.Errorf("%s %s: %d placeholders, its parameters bind %d:\n%s", name, field, got, want, text)
-			}
-			checked++
 		}
 	}
 	t.Logf("%d statements checked", checked)
@@ -298,6 +306,41 @@ func TestSQLSourcesUseBinds(t *testing.T) {
 			}
 			return true
 		})
+	}
+
+	// loanq bench's catalogue and DDL (bench/sql.go, bench/dialects.go): every
+	// statement's SQL, every override and every DDL string is built from
+	// literals and constants.
+	benchSQL := 0
+	for _, f := range []string{"../bench/sql.go", "../bench/dialects.go"} {
+		src := parseGo(t, f, true)
+		ast.Inspect(src.file, func(n ast.Node) bool {
+			switch x := n.(type) {
+			case *ast.KeyValueExpr:
+				if isIdent(x.Key, "SQL") {
+					checkConstExpr(t, src.fset, src.consts, nil, x.Value)
+					benchSQL++
+				}
+			case *ast.AssignStmt:
+				for i, l := range x.Lhs {
+					if sel, ok := l.(*ast.SelectorExpr); ok && sel.Sel.Name == "SQL" && i < len(x.Rhs) {
+						checkConstExpr(t, src.fset, src.consts, nil, x.Rhs[i])
+						benchSQL++
+					}
+				}
+			case *ast.CompositeLit:
+				if at, ok := x.Type.(*ast.ArrayType); ok && isIdent(at.Elt, "string") {
+					for _, e := range x.Elts {
+						checkConstExpr(t, src.fset, src.consts, nil, e)
+						benchSQL++
+					}
+				}
+			}
+			return true
+		})
+	}
+	if benchSQL < 30 {
+		t.Fatalf("bench/sql.go and bench/dialects.go: only %d SQL texts found", benchSQL)
 	}
 
 	// The engine side is checked on types, not on names: every statement it

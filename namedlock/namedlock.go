@@ -1,11 +1,12 @@
-// Package locks is `loanq lock run`: named leases in loanq's own table
-// loanq_lock, for jobs that must run on one node of a farm at a time (the
-// farm singleton). A lease is taken with one UPDATE that succeeds only when
-// the lock is free or expired by the database clock, renewed while its
-// holder works, and fenced by a token that grows at every take: a holder
+// Package namedlock is `loanq lock run`'s named lock — not the lock
+// strategies of work get, which are drivers.Strategy. Named leases in loanq's
+// own table loanq_lock, for jobs that must run on one node of a farm at a
+// time (the farm singleton). A lease is taken with one UPDATE that succeeds
+// only when the lock is free or expired by the database clock, renewed while
+// its holder works, and fenced by a token that grows at every take: a holder
 // that lost its lease can neither renew nor release the next holder's.
 // docs/algorithm.md, "Named locks", is the contract.
-package locks
+package namedlock
 
 import (
 	"context"

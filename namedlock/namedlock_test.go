@@ -1,4 +1,4 @@
-package locks_test
+package namedlock_test
 
 import (
 	"context"
@@ -9,7 +9,7 @@ import (
 
 	_ "github.com/loanq/loanq/drivers/all"
 	"github.com/loanq/loanq/internal/testdb"
-	"github.com/loanq/loanq/locks"
+	"github.com/loanq/loanq/namedlock"
 )
 
 // Many goroutines, each its own holder, race for one name in rounds: in
@@ -19,13 +19,13 @@ import (
 func TestTakeRaceOneWinner(t *testing.T) {
 	testdb.Each(t, func(t *testing.T, dsn string) {
 		d, db := testdb.Migrated(t, dsn)
-		s := &locks.Store{DB: db, Driver: d}
+		s := &namedlock.Store{DB: db, Driver: d}
 		ctx := context.Background()
 		const racers, rounds = 12, 5
-		var prev *locks.Lease
+		var prev *namedlock.Lease
 		for round := 1; round <= rounds; round++ {
 			var wg sync.WaitGroup
-			won := make(chan *locks.Lease, racers)
+			won := make(chan *namedlock.Lease, racers)
 			errs := make(chan error, racers)
 			for i := 0; i < racers; i++ {
 				wg.Add(1)
@@ -48,7 +48,7 @@ func TestTakeRaceOneWinner(t *testing.T) {
 			for err := range errs {
 				t.Fatal(err)
 			}
-			var winners []*locks.Lease
+			var winners []*namedlock.Lease
 			for l := range won {
 				winners = append(winners, l)
 			}
@@ -86,7 +86,7 @@ func TestTakeRaceOneWinner(t *testing.T) {
 func TestExpiredLeaseIsTakenOver(t *testing.T) {
 	testdb.Each(t, func(t *testing.T, dsn string) {
 		d, db := testdb.Migrated(t, dsn)
-		s := &locks.Store{DB: db, Driver: d}
+		s := &namedlock.Store{DB: db, Driver: d}
 		ctx := context.Background()
 		a, _, err := s.Take(ctx, "exp", "a", time.Second)
 		if err != nil || a == nil {
