@@ -42,7 +42,7 @@ release: ## static archives for linux+darwin (amd64, arm64) and windows/amd64 wi
 	cd $(DIST) && sha256sum -c loanq_$(VERSION)_checksums.txt
 	@echo "release $(VERSION): $(DIST)/"
 
-test: ## run every test on SQLite, PostgreSQL and MariaDB (finds or starts the servers)
+test: ## run every test on SQLite, PostgreSQL and MariaDB (finds or starts the servers); lists the 15 slowest, keeps every time in $TMPDIR/loanq-test-timings.json
 	scripts/test.sh
 
 vet: ## go vet and gofmt check

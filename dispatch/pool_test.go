@@ -28,7 +28,7 @@ func poolSize(t *testing.T, f *fixture, task *dispatch.Task) int {
 // A get of a prefetch task is served from the pool without a criteria run,
 // in the criteria order, and marked as a pool hit.
 func TestPoolServesWithoutQuery(t *testing.T) {
-	testdb.Each(t, func(t *testing.T, dsn string) {
+	testdb.EachSerial(t, func(t *testing.T, dsn string) { // serial: a pool get is timed
 		f := setup(t, dsn, 60)
 		ctx := context.Background()
 		task := f.task(t, dispatch.TaskSpec{Name: "heavy", Prefetch: 20, QueryDelay: 400 * time.Millisecond})

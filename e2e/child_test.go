@@ -104,7 +104,7 @@ func aliveCheck(pids []int) string {
 // takes the lock after the TTL and finds nothing of the old command
 // running beside it.
 func TestLockRunKilledStopsTheCommandTree(t *testing.T) {
-	testdb.Each(t, func(t *testing.T, dsn string) {
+	testdb.EachSerial(t, func(t *testing.T, dsn string) { // serial: it times the tree's end
 		mustOK(t, dsn, "admin", "migrate", "up")
 		dir := t.TempDir()
 		a := startProc(t, dsn, "admin", 2*time.Minute, "lock", "run", "single", "--ttl", "3s", "--", "sh", "-c", treeScript(dir, true))
@@ -130,7 +130,7 @@ func TestLockRunKilledStopsTheCommandTree(t *testing.T) {
 // SIGTERM at once and end; the loan stays active with its holder, as after a
 // crashed `work get`.
 func TestWorkRunKilledStopsTheCommandTree(t *testing.T) {
-	testdb.Each(t, func(t *testing.T, dsn string) {
+	testdb.EachSerial(t, func(t *testing.T, dsn string) { // serial: it times the tree's end
 		d, e := prepare(t, dsn, 3)
 		mustOK(t, dsn, "admin", "task", "create", "kill", "--where", "eligible = 1", "--order", "priority")
 		dir := t.TempDir()

@@ -60,8 +60,7 @@ func TestFaultRandomKill(t *testing.T) {
 		seed = n
 	}
 	t.Logf("seed %d (replay the random choices with LOANQ_FAULT_SEED=%d)", seed, seed)
-	testdb.EachPooled(t, func(t *testing.T, dsn string) {
-		t.Parallel()
+	testdb.EachPooled(t, func(t *testing.T, dsn string) { // parallel: each dialect's own database
 		d, e := prepare(t, dsn, 300)
 		dialectIdx := uint64(slices.Index(testdb.Dialects, d.Name()))
 		rng := rand.New(rand.NewPCG(seed, dialectIdx))

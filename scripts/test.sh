@@ -30,8 +30,18 @@ fi
 if [ $# -eq 0 ]; then
 	set -- ./...
 fi
-go vet ./...
-go test -count=1 -timeout 40m "$@"
+# Vet once per CI: .ci/run runs `make vet` (vet and gofmt) first and sets
+# LOANQ_VETTED=1; a direct run of this script vets here.
+if [ "${LOANQ_VETTED:-}" != 1 ]; then
+	go vet ./...
+fi
+# Every test's time is kept (go test -json) in LOANQ_TEST_TIMINGS, and the
+# slowest are listed at the end; scripts/testtimes prints the rest as plain
+# go test would (a line per package, the output of failed tests).
+timings=${LOANQ_TEST_TIMINGS:-${TMPDIR:-/tmp}/loanq-test-timings.json}
+go build -o "$LOANQ_THROWAWAY_DIR/testtimes" ./scripts/testtimes
+go test -count=1 -timeout 40m -json "$@" | tee "$timings" | "$LOANQ_THROWAWAY_DIR/testtimes" -top 15
+say "every test's time (go test -json): $timings"
 
 # The static build without cgo: it compiles, and its Oracle driver explains
 # how to rebuild instead of connecting (drivers/oracle/open_nocgo_test.go).

@@ -160,9 +160,11 @@ func freshPgBouncer(t testing.TB) string {
 // EachPooled is Each, then once more on PostgreSQL through PgBouncer in
 // transaction pooling mode (a subtest named pgbouncer): for the engine's
 // tests that must also hold behind a connection pooler.
+// Like Each, the four run in parallel.
 func EachPooled(t *testing.T, fn func(t *testing.T, dsn string)) {
 	Each(t, fn)
 	t.Run(PgBouncer, func(t *testing.T) {
+		t.Parallel()
 		fn(t, Fresh(t, PgBouncer))
 	})
 }
@@ -226,10 +228,29 @@ func randomHex(n int) string {
 	return hex.EncodeToString(b)
 }
 
-// Each runs fn as a subtest on every dialect, each with its own fresh database.
+// Each runs fn as a subtest on every dialect, each with its own fresh
+// database. The dialects run in parallel: each subtest owns its database,
+// and the test's next top-level sibling starts only when all of them have
+// ended (go test -parallel bounds how many run at once). fn must not call
+// t.Parallel itself, and a test whose fn measures time, or shares a file, a
+// port or a variable between the dialects, uses EachSerial.
 func Each(t *testing.T, fn func(t *testing.T, dsn string)) {
+	each(t, fn, true)
+}
+
+// EachSerial is Each with one dialect after the other: for tests that assert
+// a latency (three databases at once on a small machine would stretch it) or
+// share something between the dialects' runs.
+func EachSerial(t *testing.T, fn func(t *testing.T, dsn string)) {
+	each(t, fn, false)
+}
+
+func each(t *testing.T, fn func(t *testing.T, dsn string), parallel bool) {
 	for _, d := range Dialects {
 		t.Run(d, func(t *testing.T) {
+			if parallel {
+				t.Parallel()
+			}
 			fn(t, Fresh(t, d))
 		})
 	}

@@ -1,0 +1,108 @@
+// Command testtimes reads `go test -json` on stdin and prints what a plain
+// `go test` prints — one line per package, and the output of the tests that
+// failed — then the slowest tests of the run. scripts/test.sh (`make test`)
+// pipes the suite through it and keeps the JSON in a file, so every test's
+// time stays on record:
+//
+//	go test -json ./... | tee timings.json | go run ./scripts/testtimes -top 15
+//
+// It exits 1 when a test or a package failed, so a pipeline with pipefail
+// fails either way.
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strings"
+)
+
+// event is one line of test2json (`go doc test2json`).
+type event struct {
+	Action  string
+	Package string
+	Test    string
+	Elapsed float64
+	Output  string
+}
+
+type result struct {
+	pkg, test string
+	elapsed   float64
+	action    string
+}
+
+func main() {
+	top := flag.Int("top", 15, "how many of the slowest tests to list")
+	flag.Parse()
+	os.Exit(run(os.Stdin, os.Stdout, *top))
+}
+
+func run(in io.Reader, out io.Writer, top int) int {
+	buffered := map[string][]string{} // package + test → its output, printed if it fails
+	var results []result
+	failed := false
+	sc := bufio.NewScanner(in)
+	sc.Buffer(make([]byte, 1<<20), 16<<20)
+	for sc.Scan() {
+		line := sc.Bytes()
+		var e event
+		if len(line) == 0 || line[0] != '{' || json.Unmarshal(line, &e) != nil {
+			fmt.Fprintln(out, string(line)) // not test2json (a build error printed as is)
+			continue
+		}
+		key := e.Package + " " + e.Test
+		switch {
+		case e.Action == "build-output":
+			fmt.Fprint(out, e.Output)
+		case e.Action == "build-fail":
+			failed = true
+		case e.Test != "" && e.Action == "output":
+			buffered[key] = append(buffered[key], e.Output)
+		case e.Test != "" && (e.Action == "pass" || e.Action == "fail" || e.Action == "skip"):
+			if e.Action == "fail" {
+				failed = true
+				// A failed subtest's parent fails too and prints its own
+				// output (its --- FAIL line): print each once, as they end.
+				fmt.Fprint(out, strings.Join(buffered[key], ""))
+			}
+			delete(buffered, key)
+			results = append(results, result{e.Package, e.Test, e.Elapsed, e.Action})
+		case e.Test == "" && e.Action == "output":
+			// The package's own lines: "ok  pkg 1.2s", "FAIL pkg", a panic
+			// outside a test. The bare PASS / FAIL summary is dropped, as
+			// plain go test does without -v.
+			if o := strings.TrimSpace(e.Output); o != "PASS" && o != "FAIL" && !strings.HasPrefix(o, "=== ") {
+				fmt.Fprint(out, e.Output)
+			}
+		case e.Test == "" && e.Action == "fail":
+			failed = true
+		}
+	}
+	if err := sc.Err(); err != nil {
+		fmt.Fprintf(out, "testtimes: reading go test -json: %v\n", err)
+		return 1
+	}
+	// Top-level tests only: a subtest's time is part of its parent's.
+	var tops []result
+	for _, r := range results {
+		if !strings.Contains(r.test, "/") {
+			tops = append(tops, r)
+		}
+	}
+	sort.SliceStable(tops, func(i, j int) bool { return tops[i].elapsed > tops[j].elapsed })
+	if n := min(top, len(tops)); n > 0 {
+		fmt.Fprintf(out, "\nthe %d slowest tests (of %d):\n", n, len(tops))
+		for _, r := range tops[:n] {
+			fmt.Fprintf(out, "%8.1fs  %-4s  %s %s\n", r.elapsed, r.action, strings.TrimPrefix(r.pkg, "github.com/loanq/loanq/"), r.test)
+		}
+	}
+	if failed {
+		return 1
+	}
+	return 0
+}

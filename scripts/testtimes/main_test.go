@@ -1,0 +1,37 @@
+package main
+
+import (
+	"strings"
+	"testing"
+)
+
+// A failed test's output is printed and the run fails; a passing test's is
+// not; the slowest top-level tests are listed, slowest first.
+func TestRun(t *testing.T) {
+	in := strings.Join([]string{
+		`{"Action":"run","Package":"p","Test":"TestA"}`,
+		`{"Action":"output","Package":"p","Test":"TestA","Output":"=== RUN   TestA\n"}`,
+		`{"Action":"output","Package":"p","Test":"TestA","Output":"    a_test.go:9: quiet\n"}`,
+		`{"Action":"pass","Package":"p","Test":"TestA","Elapsed":2.5}`,
+		`{"Action":"output","Package":"p","Test":"TestB/sqlite","Output":"    b_test.go:3: broke\n"}`,
+		`{"Action":"fail","Package":"p","Test":"TestB/sqlite","Elapsed":7}`,
+		`{"Action":"output","Package":"p","Test":"TestB","Output":"--- FAIL: TestB (7.00s)\n"}`,
+		`{"Action":"fail","Package":"p","Test":"TestB","Elapsed":7.1}`,
+		`{"Action":"output","Package":"p","Output":"FAIL\n"}`,
+		`{"Action":"output","Package":"p","Output":"FAIL\tp\t9.9s\n"}`,
+		`{"Action":"fail","Package":"p","Elapsed":9.9}`,
+	}, "\n")
+	var out strings.Builder
+	if code := run(strings.NewReader(in), &out, 15); code != 1 {
+		t.Errorf("exit %d, want 1 for a failed test", code)
+	}
+	got := out.String()
+	for _, want := range []string{"b_test.go:3: broke", "--- FAIL: TestB", "FAIL\tp\t9.9s", "the 2 slowest tests (of 2):\n     7.1s  fail  p TestB\n     2.5s  pass  p TestA\n"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("output lacks %q:\n%s", want, got)
+		}
+	}
+	if strings.Contains(got, "quiet") || strings.Contains(got, "=== RUN") {
+		t.Errorf("a passing test's output was printed:\n%s", got)
+	}
+}
