@@ -226,30 +226,22 @@ func Run(ctx context.Context, cfg Config) (out []*Result, err error) {
 	if cfg.Processes == 0 {
 		cfg.Processes = 1
 	}
-	d, db, target, err := open(ctx, cfg.DSN, cfg.MustExist)
+	ss, err := openSession(ctx, cfg.DSN, cfg.MustExist)
 	if err != nil {
 		return nil, err
 	}
-	defer db.Close()
+	defer ss.close(ctx, &err)
+	d := ss.d
 	sts, err := cfg.strategies(d)
 	if err != nil {
 		return nil, err
 	}
-	c, err := For(d)
+	server, err := ss.start(ctx)
 	if err != nil {
 		return nil, err
 	}
-	server, err := serverVersion(ctx, db, c)
-	if err != nil {
-		return nil, err
-	}
-	drop, err := createTables(ctx, db, c)
-	if err != nil {
-		return nil, err
-	}
-	defer func() { err = errors.Join(err, drop()) }()
 	for _, s := range sts {
-		r, err := runOne(ctx, &cfg, d, db, c, target, s)
+		r, err := runOne(ctx, &cfg, d, ss.db, ss.c, ss.target, s)
 		if err != nil {
 			return out, fmt.Errorf("bench %s on %s: %w", s, d.Name(), err)
 		}

@@ -111,15 +111,60 @@ func RunCLI(ctx context.Context, cfg CLIConfig) (_ *CLIResult, err error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	d, db, target, err := open(ctx, cfg.DSN, cfg.MustExist)
+	ss, err := openSession(ctx, cfg.DSN, cfg.MustExist)
 	if err != nil {
 		return nil, err
 	}
-	defer db.Close()
-	s, err := oneStrategy(d, cfg.Strategy)
+	defer ss.close(ctx, &err)
+	s, err := oneStrategy(ss.d, cfg.Strategy)
 	if err != nil {
 		return nil, err
 	}
+	cl, err := newCLICaller(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if err := refuseUserTasks(ctx, ss.e, cfg.AllowUserTasks); err != nil {
+		return nil, err
+	}
+	r := &CLIResult{Target: "cli", Database: ss.target.Redacted(), Strategy: string(s), Processes: cfg.Processes, DurationMS: cfg.Duration.Milliseconds()}
+	if r.Server, err = ss.start(ctx); err != nil {
+		return nil, err
+	}
+	if err := fill(ctx, ss.db, ss.c, cfg.Rows); err != nil {
+		return nil, err
+	}
+	if err := ss.task(ctx, dispatch.TaskSpec{Name: CLITask, Where: cliCriteria, Lock: s}); err != nil {
+		return nil, err
+	}
+	if err := cl.baseline(ctx, cfg, r); err != nil {
+		return nil, err
+	}
+	elapsed, err := cl.workLoop(ctx, cfg, r)
+	if err != nil {
+		return nil, err
+	}
+	if err := auditCLI(ctx, ss, r); err != nil {
+		return nil, err
+	}
+	r.LoansPerS = round3(float64(r.Loans) / elapsed.Seconds())
+	if r.BaselinePerS > 0 {
+		r.Ratio = round3(r.LoansPerS / r.BaselinePerS)
+	}
+	if cfg.inspect != nil {
+		cfg.inspect()
+	}
+	return r, nil
+}
+
+// cliCaller runs loanq processes: the executable and the environment every
+// call shares.
+type cliCaller struct {
+	command []string
+	env     []string
+}
+
+func newCLICaller(cfg CLIConfig) (*cliCaller, error) {
 	command := cfg.Command
 	if len(command) == 0 {
 		exe, err := os.Executable()
@@ -128,63 +173,45 @@ func RunCLI(ctx context.Context, cfg CLIConfig) (_ *CLIResult, err error) {
 		}
 		command = []string{exe}
 	}
-	c, err := For(d)
-	if err != nil {
-		return nil, err
-	}
-	e := dispatch.New(db, d)
-	if err := refuseUserTasks(ctx, e, cfg.AllowUserTasks); err != nil {
-		return nil, err
-	}
-	r := &CLIResult{Target: "cli", Database: target.Redacted(), Strategy: string(s), Processes: cfg.Processes, DurationMS: cfg.Duration.Milliseconds()}
-	if r.Server, err = serverVersion(ctx, db, c); err != nil {
-		return nil, err
-	}
-	drop, err := createTables(ctx, db, c)
-	if err != nil {
-		return nil, err
-	}
-	defer func() { err = errors.Join(err, drop()) }()
-	if err := fill(ctx, db, c, cfg.Rows); err != nil {
-		return nil, err
-	}
-	defer func() { err = errors.Join(err, removeTask(ctx, e, CLITask)) }()
-	if err := replaceTask(ctx, e, dispatch.TaskSpec{Name: CLITask, Where: cliCriteria, Lock: s}); err != nil {
-		return nil, err
-	}
 	env := append(append(os.Environ(), cfg.Env...), "LOANQ_DB="+cfg.DSN, "LOANQ_OUTPUT=json")
-	call := func(ctx context.Context, user string, args ...string) ([]byte, time.Duration, int, error) {
-		cmd := exec.CommandContext(ctx, command[0], append(append([]string{}, command[1:]...), args...)...)
-		cmd.Env = slices.Concat(env, []string{"LOANQ_USER=" + user}) // a copy: the loops run at once
-		var out, errb bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &errb
-		t0 := time.Now()
-		err := cmd.Run()
-		took := time.Since(t0)
-		code := 0
-		if err != nil {
-			var ee *exec.ExitError
-			if !errors.As(err, &ee) {
-				return nil, took, -1, err
-			}
-			code = ee.ExitCode()
-			if code != problem.ExitBusy {
-				return nil, took, code, fmt.Errorf("loanq %v exited %d: %s", args, code, bytes.TrimSpace(errb.Bytes()))
-			}
-		}
-		return out.Bytes(), took, code, nil
-	}
+	return &cliCaller{command: command, env: env}, nil
+}
 
-	// Phase 1: two lock-free calls per loop.
+// call runs one loanq process as user and returns its stdout, how long it
+// took and its exit code; an exit other than 0 or 75 (busy) is an error.
+func (cl *cliCaller) call(ctx context.Context, user string, args ...string) ([]byte, time.Duration, int, error) {
+	cmd := exec.CommandContext(ctx, cl.command[0], append(append([]string{}, cl.command[1:]...), args...)...)
+	cmd.Env = slices.Concat(cl.env, []string{"LOANQ_USER=" + user}) // a copy: the loops run at once
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	t0 := time.Now()
+	err := cmd.Run()
+	took := time.Since(t0)
+	code := 0
+	if err != nil {
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) {
+			return nil, took, -1, err
+		}
+		code = ee.ExitCode()
+		if code != problem.ExitBusy {
+			return nil, took, code, fmt.Errorf("loanq %v exited %d: %s", args, code, bytes.TrimSpace(errb.Bytes()))
+		}
+	}
+	return out.Bytes(), took, code, nil
+}
+
+// baseline is phase 1: two lock-free calls per loop.
+func (cl *cliCaller) baseline(ctx context.Context, cfg CLIConfig, r *CLIResult) error {
 	var mu sync.Mutex
 	var calls []int64
 	pairs, elapsed, err := loops(ctx, cfg.Processes, cfg.Duration, func(ctx context.Context, p int) (bool, error) {
 		user := fmt.Sprintf("bench-cli-%03d", p)
-		_, t1, _, err := call(ctx, user, "task", "list")
+		_, t1, _, err := cl.call(ctx, user, "task", "list")
 		if err != nil {
 			return false, err
 		}
-		_, t2, _, err := call(ctx, user, "task", "show", CLITask)
+		_, t2, _, err := cl.call(ctx, user, "task", "show", CLITask)
 		if err != nil {
 			return false, err
 		}
@@ -194,7 +221,7 @@ func RunCLI(ctx context.Context, cfg CLIConfig) (_ *CLIResult, err error) {
 		return true, nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("baseline loop: %w", err)
+		return fmt.Errorf("baseline loop: %w", err)
 	}
 	r.BaselinePairs = pairs
 	r.BaselinePerS = round3(float64(pairs) / elapsed.Seconds())
@@ -202,13 +229,18 @@ func RunCLI(ctx context.Context, cfg CLIConfig) (_ *CLIResult, err error) {
 	if len(calls) > 0 {
 		r.CallP50MS = (percentile(calls, 0.5) + 500) / 1000
 	}
+	return nil
+}
 
-	// Phase 2: work get + complete.
+// workLoop is phase 2: work get + complete, until drained or the phase
+// ends. It returns the phase's elapsed time.
+func (cl *cliCaller) workLoop(ctx context.Context, cfg CLIConfig, r *CLIResult) (time.Duration, error) {
+	var mu sync.Mutex
 	var gets []int64
 	var busy int64
-	_, elapsed, err = loops(ctx, cfg.Processes, cfg.Duration, func(ctx context.Context, p int) (bool, error) {
+	_, elapsed, err := loops(ctx, cfg.Processes, cfg.Duration, func(ctx context.Context, p int) (bool, error) {
 		user := fmt.Sprintf("bench-cli-%03d", p)
-		out, took, code, err := call(ctx, user, "work", "get", CLITask, "--count", "1", "--timeout", getTimeout.String())
+		out, took, code, err := cl.call(ctx, user, "work", "get", CLITask, "--count", "1", "--timeout", getTimeout.String())
 		if err != nil {
 			return false, err
 		}
@@ -231,14 +263,14 @@ func RunCLI(ctx context.Context, cfg CLIConfig) (_ *CLIResult, err error) {
 			return false, nil // drained
 		}
 		for _, loan := range req.Loans {
-			if _, _, _, err := call(ctx, user, "disposition", CLITask, strconv.FormatInt(loan, 10), "complete"); err != nil {
+			if _, _, _, err := cl.call(ctx, user, "disposition", CLITask, strconv.FormatInt(loan, 10), "complete"); err != nil {
 				return false, err
 			}
 		}
 		return true, nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("work get loop: %w", err)
+		return 0, fmt.Errorf("work get loop: %w", err)
 	}
 	r.EngineElapsedMS = elapsed.Milliseconds()
 	r.Busy = busy
@@ -248,45 +280,44 @@ func RunCLI(ctx context.Context, cfg CLIConfig) (_ *CLIResult, err error) {
 		r.GetP99MS = (percentile(gets, 0.99) + 500) / 1000
 		r.GetMaxMS = (gets[len(gets)-1] + 500) / 1000
 	}
+	return elapsed, nil
+}
 
-	// Audit from the database.
-	task, err := e.Task(ctx, CLITask)
+// auditCLI reads the outcome from the database: completed loans,
+// duplicate assignments, requests and criteria runs of the task.
+func auditCLI(ctx context.Context, ss *session, r *CLIResult) error {
+	task, err := ss.e.Task(ctx, CLITask)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	st := d.Statements()
+	st := ss.d.Statements()
 	var work int64
-	if err := st.WorkDuplicates.QueryRow(ctx, db, drivers.TaskParams{TaskID: task.ID}).Scan(&work, &r.Duplicates); err != nil {
-		return nil, fmt.Errorf("auditing the bench task's work: %w", err)
+	if err := st.WorkDuplicates.QueryRow(ctx, ss.db, drivers.TaskParams{TaskID: task.ID}).Scan(&work, &r.Duplicates); err != nil {
+		return fmt.Errorf("auditing the bench task's work: %w", err)
 	}
-	rows, err := st.WorkByUser.Query(ctx, db, drivers.TaskParams{TaskID: task.ID})
+	rows, err := st.WorkByUser.Query(ctx, ss.db, drivers.TaskParams{TaskID: task.ID})
 	if err != nil {
-		return nil, fmt.Errorf("counting completed loans: %w", err)
+		return fmt.Errorf("counting completed loans: %w", err)
 	}
+	defer rows.Close()
 	for rows.Next() {
 		var user string
 		var disp *string
 		var n int64
 		if err := rows.Scan(&user, &disp, &n); err != nil {
-			rows.Close()
-			return nil, fmt.Errorf("counting completed loans: %w", err)
+			return fmt.Errorf("counting completed loans: %w", err)
 		}
 		if disp != nil && *disp == dispatch.Complete {
 			r.Loans += n
 		}
 	}
-	rows.Close()
-	if r.CriteriaRuns, r.Requests, r.Pending, err = taskCounts(ctx, db, st, task.ID); err != nil {
-		return nil, err
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("counting completed loans: %w", err)
 	}
-	r.LoansPerS = round3(float64(r.Loans) / elapsed.Seconds())
-	if r.BaselinePerS > 0 {
-		r.Ratio = round3(r.LoansPerS / r.BaselinePerS)
+	if r.CriteriaRuns, r.Requests, r.Pending, err = taskCounts(ctx, ss.db, st, task.ID); err != nil {
+		return err
 	}
-	if cfg.inspect != nil {
-		cfg.inspect()
-	}
-	return r, nil
+	return nil
 }
 
 // loops runs n loops of step until d has passed or a step says stop, and

@@ -199,34 +199,25 @@ func RunEngine(ctx context.Context, cfg EngineConfig) (_ *EngineResult, err erro
 	if cfg.Processes == 0 {
 		cfg.Processes = 1
 	}
-	d, db, target, err := open(ctx, cfg.DSN, cfg.MustExist)
+	ss, err := openSession(ctx, cfg.DSN, cfg.MustExist)
 	if err != nil {
 		return nil, err
 	}
-	defer db.Close()
+	defer ss.close(ctx, &err)
+	d, db, c, e := ss.d, ss.db, ss.c, ss.e
 	s, err := oneStrategy(d, cfg.Strategy)
 	if err != nil {
 		return nil, err
 	}
-	c, err := For(d)
-	if err != nil {
-		return nil, err
-	}
-	e := dispatch.New(db, d)
 	if err := refuseUserTasks(ctx, e, cfg.AllowUserTasks); err != nil {
 		return nil, err
 	}
-	r := &EngineResult{Target: "engine", Database: target.Redacted(), Strategy: string(s), Workers: cfg.Workers,
+	r := &EngineResult{Target: "engine", Database: ss.target.Redacted(), Strategy: string(s), Workers: cfg.Workers,
 		Count: cfg.Count, Dialect: d.Name(), Processes: cfg.Processes, Rows: cfg.Rows,
 		DurationMS: cfg.Duration.Milliseconds(), QueryDelayMS: cfg.QueryDelay.Milliseconds(), Prefetch: cfg.Prefetch, WorkMS: cfg.Work.Milliseconds()}
-	if r.Server, err = serverVersion(ctx, db, c); err != nil {
+	if r.Server, err = ss.start(ctx); err != nil {
 		return nil, err
 	}
-	drop, err := createTables(ctx, db, c)
-	if err != nil {
-		return nil, err
-	}
-	defer func() { err = errors.Join(err, drop()) }()
 
 	if !cfg.NoRaw {
 		if err := engineRaw(ctx, &cfg, d, db, c, r); err != nil {
@@ -238,8 +229,7 @@ func RunEngine(ctx context.Context, cfg EngineConfig) (_ *EngineResult, err erro
 	if err := fill(ctx, db, c, cfg.Rows); err != nil {
 		return nil, err
 	}
-	defer func() { err = errors.Join(err, removeTask(ctx, e, EngineTask)) }()
-	if err := replaceTask(ctx, e, dispatch.TaskSpec{Name: EngineTask, Where: "status = 'ready'", Lock: s, QueryDelay: cfg.QueryDelay, Prefetch: cfg.Prefetch}); err != nil {
+	if err := ss.task(ctx, dispatch.TaskSpec{Name: EngineTask, Where: "status = 'ready'", Lock: s, QueryDelay: cfg.QueryDelay, Prefetch: cfg.Prefetch}); err != nil {
 		return nil, err
 	}
 

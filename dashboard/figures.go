@@ -385,74 +385,111 @@ func (q *queryCounter) step(name string, fn func() error) error {
 	return err
 }
 
+// refresh reads every figure from the database, one reader per figure, and
+// times the whole (Snapshot.Refresh: queries, time, time per statement).
 func (s *Source) refresh(ctx context.Context) (*Snapshot, error) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	start := time.Now()
-	st := s.Driver.Statements()
-	q := &queryCounter{db: s.DB, steps: map[string]int64{}}
-	snap := &Snapshot{Database: s.Driver.Name(), HoldMS: s.Hold.Milliseconds(), byID: map[int64]*TaskFigure{}}
+	r := &refreshing{s: s, st: s.Driver.Statements(), q: &queryCounter{db: s.DB, steps: map[string]int64{}},
+		snap:  &Snapshot{Database: s.Driver.Name(), HoldMS: s.Hold.Milliseconds(), byID: map[int64]*TaskFigure{}},
+		users: map[string]*UserFigure{}}
+	// One reader per figure, in this order: the tasks first (every other
+	// figure is filed under its task), the floors before the history they
+	// split.
+	for _, read := range []func(context.Context) error{
+		r.tasks, r.pending, r.active, r.dispositions, r.runHistogram, r.recentRuns,
+	} {
+		if err := read(ctx); err != nil {
+			return nil, err
+		}
+	}
+	snap := r.totals()
+	took := time.Since(start)
+	snap.Refresh = Cost{Queries: r.q.n, DurationMS: took.Milliseconds(), DurationUS: took.Microseconds(), StepsUS: r.q.steps}
+	snap.RefreshedAt = time.Now().UTC()
+	return snap, nil
+}
 
-	q.n++
+// refreshing is one refresh under way: the snapshot its readers fill.
+type refreshing struct {
+	s     *Source
+	st    *drivers.Statements
+	q     *queryCounter
+	snap  *Snapshot
+	users map[string]*UserFigure
+}
+
+// user returns the figure of a user, made on first use.
+func (r *refreshing) user(name string) *UserFigure {
+	u := r.users[name]
+	if u == nil {
+		u = &UserFigure{User: name, ActiveByTask: map[string]int{}}
+		r.users[name] = u
+	}
+	return u
+}
+
+// tasks reads the task list: one figure per task.
+func (r *refreshing) tasks(ctx context.Context) error {
+	r.q.n++
 	var tasks []*dispatch.Task
-	err := q.step("TaskList", func() (err error) {
-		tasks, err = s.Engine.Tasks(ctx)
+	err := r.q.step("TaskList", func() (err error) {
+		tasks, err = r.s.Engine.Tasks(ctx)
 		return err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("reading the tasks: %w", err)
+		return fmt.Errorf("reading the tasks: %w", err)
 	}
 	for _, t := range tasks {
 		f := &TaskFigure{ID: t.ID, Name: t.Name, Lock: string(t.Lock), MaxActive: t.MaxActive,
 			DoneToday: zeroKinds(), DoneTotal: zeroKinds(),
 			DurationBuckets: make([]int64, len(drivers.RunDurationBucketsMS)+1), RecentRuns: []Run{}}
-		snap.Tasks = append(snap.Tasks, f)
-		snap.byID[t.ID] = f
+		r.snap.Tasks = append(r.snap.Tasks, f)
+		r.snap.byID[t.ID] = f
 	}
-	users := map[string]*UserFigure{}
-	user := func(name string) *UserFigure {
-		u := users[name]
-		if u == nil {
-			u = &UserFigure{User: name, ActiveByTask: map[string]int{}}
-			users[name] = u
-		}
-		return u
-	}
+	return nil
+}
 
-	// Pending requests.
-	err = q.step("DashPending", func() error {
-		return each(ctx, q, &st.DashPending, drivers.NoParams{}, func(r *sql.Rows) error {
+// pending reads the pending requests per task and the oldest one's age.
+func (r *refreshing) pending(ctx context.Context) error {
+	err := r.q.step("DashPending", func() error {
+		return each(ctx, r.q, &r.st.DashPending, drivers.NoParams{}, func(rows *sql.Rows) error {
 			var id int64
 			var n int
 			var age sql.NullInt64
-			if err := r.Scan(&id, &n, &age); err != nil {
+			if err := rows.Scan(&id, &n, &age); err != nil {
 				return err
 			}
-			if f := snap.byID[id]; f != nil {
+			if f := r.snap.byID[id]; f != nil {
 				f.Pending, f.OldestPendingMS = n, age.Int64*1000
 			}
 			return nil
 		})
 	})
 	if err != nil {
-		return nil, fmt.Errorf("reading pending requests: %w", err)
+		return fmt.Errorf("reading pending requests: %w", err)
 	}
+	return nil
+}
 
-	// Active work per task and user.
-	hold := int64(s.Hold / time.Second)
+// active reads the active work per task and user, and what is held past
+// the hold limit.
+func (r *refreshing) active(ctx context.Context) error {
+	hold := int64(r.s.Hold / time.Second)
 	if hold <= 0 {
 		hold = 1 << 50 // no limit: nothing is that old
 	}
-	err = q.step("DashActive", func() error {
-		return each(ctx, q, &st.DashActive, drivers.DashActiveParams{HoldSeconds: hold}, func(r *sql.Rows) error {
+	err := r.q.step("DashActive", func() error {
+		return each(ctx, r.q, &r.st.DashActive, drivers.DashActiveParams{HoldSeconds: hold}, func(rows *sql.Rows) error {
 			var id int64
 			var name string
 			var n, over int
 			var age sql.NullInt64
-			if err := r.Scan(&id, &name, &n, &age, &over); err != nil {
+			if err := rows.Scan(&id, &name, &n, &age, &over); err != nil {
 				return err
 			}
-			f := snap.byID[id]
+			f := r.snap.byID[id]
 			if f == nil {
 				return nil
 			}
@@ -460,7 +497,7 @@ func (s *Source) refresh(ctx context.Context) (*Snapshot, error) {
 			f.Active += n
 			f.OverHold += over
 			f.OldestActiveMS = max(f.OldestActiveMS, ms)
-			u := user(name)
+			u := r.user(name)
 			u.Active += n
 			u.OverHold += over
 			u.OldestActiveMS = max(u.OldestActiveMS, ms)
@@ -469,57 +506,63 @@ func (s *Source) refresh(ctx context.Context) (*Snapshot, error) {
 		})
 	})
 	if err != nil {
-		return nil, fmt.Errorf("reading active work: %w", err)
+		return fmt.Errorf("reading active work: %w", err)
 	}
+	return nil
+}
 
-	// Dispositions, in all and today: the fixed part below the floor id,
-	// then a primary-key range from the floor up.
-	if err := s.raiseFloor(ctx, q); err != nil {
-		return nil, fmt.Errorf("reading the work history: %w", err)
+// dispositions reads the dispositions, in all and today: the fixed part
+// below the floor id, then a primary-key range from the floor up.
+func (r *refreshing) dispositions(ctx context.Context) error {
+	if err := r.s.raiseFloor(ctx, r.q); err != nil {
+		return fmt.Errorf("reading the work history: %w", err)
 	}
-	for k, n := range s.below {
-		if f := snap.byID[k.task]; f != nil {
+	for k, n := range r.s.below {
+		if f := r.snap.byID[k.task]; f != nil {
 			f.DoneTotal[k.kind] += n
 		}
 	}
-	err = q.step("DashDone", func() error {
-		return each(ctx, q, &st.DashDone, drivers.FloorParams{Floor: s.floor}, func(r *sql.Rows) error {
+	err := r.q.step("DashDone", func() error {
+		return each(ctx, r.q, &r.st.DashDone, drivers.FloorParams{Floor: r.s.floor}, func(rows *sql.Rows) error {
 			var id int64
 			var name, kind string
 			var total, today int
-			if err := r.Scan(&id, &name, &kind, &total, &today); err != nil {
+			if err := rows.Scan(&id, &name, &kind, &total, &today); err != nil {
 				return err
 			}
-			f := snap.byID[id]
+			f := r.snap.byID[id]
 			if f == nil {
 				return nil
 			}
 			f.DoneTotal[kind] += total
 			f.DoneToday[kind] += today
 			if today > 0 {
-				user(name).DoneToday += today
+				r.user(name).DoneToday += today
 			}
 			return nil
 		})
 	})
 	if err != nil {
-		return nil, fmt.Errorf("reading dispositions: %w", err)
+		return fmt.Errorf("reading dispositions: %w", err)
 	}
+	return nil
+}
 
-	// Criteria-query runs: totals and the duration histogram, the fixed
-	// part below the floor plus a primary-key range from it.
+// runHistogram reads the criteria-query runs: totals and the duration
+// histogram, the fixed part below the floor plus a primary-key range from it.
+func (r *refreshing) runHistogram(ctx context.Context) error {
 	sums := map[runKey]runSums{}
-	for k, v := range s.runBelow {
+	for k, v := range r.s.runBelow {
 		sums[k] = v
 	}
-	err = q.step("DashRunHistogram", func() error {
-		return scanRuns(ctx, q, &st.DashRunHistogram, s.runFloor, sums)
+	err := r.q.step("DashRunHistogram", func() error {
+		return scanRuns(ctx, r.q, &r.st.DashRunHistogram, r.s.runFloor, sums)
 	})
 	if err != nil {
-		return nil, fmt.Errorf("reading the criteria-query log: %w", err)
+		return fmt.Errorf("reading the criteria-query log: %w", err)
 	}
 	for k, v := range sums {
-		f := snap.byID[k.task]
+		f := r.snap.byID[k.task]
 		if f == nil || k.bucket < 0 || int(k.bucket) >= len(f.DurationBuckets) {
 			continue
 		}
@@ -529,16 +572,20 @@ func (s *Source) refresh(ctx context.Context) (*Snapshot, error) {
 		f.RequestsServed += v.served
 		f.LoansAssigned += v.assigned
 	}
+	return nil
+}
 
-	// The latest runs of each task, through the (task_id, id) index.
-	for _, f := range snap.Tasks {
+// recentRuns reads the latest runs of each task that has any, through the
+// (task_id, id) index.
+func (r *refreshing) recentRuns(ctx context.Context) error {
+	for _, f := range r.snap.Tasks {
 		if f.Runs == 0 {
 			continue
 		}
-		err = q.step("DashRuns", func() error {
-			return each(ctx, q, &st.DashRuns, drivers.TaskLimitParams{TaskID: f.ID, Limit: recentRuns}, func(r *sql.Rows) error {
+		err := r.q.step("DashRuns", func() error {
+			return each(ctx, r.q, &r.st.DashRuns, drivers.TaskLimitParams{TaskID: f.ID, Limit: recentRuns}, func(rows *sql.Rows) error {
 				var x Run
-				if err := r.Scan(&x.ID, &x.AgeMS, &x.DurationMS, &x.RowsFound, &x.RequestsServed, &x.LoansAssigned); err != nil {
+				if err := rows.Scan(&x.ID, &x.AgeMS, &x.DurationMS, &x.RowsFound, &x.RequestsServed, &x.LoansAssigned); err != nil {
 					return err
 				}
 				x.AgeMS *= 1000
@@ -547,14 +594,20 @@ func (s *Source) refresh(ctx context.Context) (*Snapshot, error) {
 			})
 		})
 		if err != nil {
-			return nil, fmt.Errorf("reading the runs of task %s: %w", f.Name, err)
+			return fmt.Errorf("reading the runs of task %s: %w", f.Name, err)
 		}
 		if len(f.RecentRuns) > 0 {
 			last := f.RecentRuns[0]
 			f.EligibleLastRun, f.LastRunAgeMS = &last.RowsFound, &last.AgeMS
 		}
 	}
+	return nil
+}
 
+// totals derives what the readers' figures add up to, and orders the users
+// (longest-held work first).
+func (r *refreshing) totals() *Snapshot {
+	snap := r.snap
 	for _, f := range snap.Tasks {
 		if f.Runs > 0 {
 			f.RequestsPerRun = float64(f.RequestsServed) / float64(f.Runs)
@@ -572,7 +625,7 @@ func (s *Source) refresh(ctx context.Context) (*Snapshot, error) {
 			snap.TotalToday += n
 		}
 	}
-	for _, u := range users {
+	for _, u := range r.users {
 		snap.Users = append(snap.Users, u)
 	}
 	sort.Slice(snap.Users, func(i, j int) bool {
@@ -588,10 +641,7 @@ func (s *Source) refresh(ctx context.Context) (*Snapshot, error) {
 	if snap.Users == nil {
 		snap.Users = []*UserFigure{}
 	}
-	took := time.Since(start)
-	snap.Refresh = Cost{Queries: q.n, DurationMS: took.Milliseconds(), DurationUS: took.Microseconds(), StepsUS: q.steps}
-	snap.RefreshedAt = time.Now().UTC()
-	return snap, nil
+	return snap
 }
 
 // raiseFloor reads a new floor id and the dispositions below it, at the
