@@ -40,7 +40,9 @@ fi
 # go test would (a line per package, the output of failed tests).
 timings=${LOANQ_TEST_TIMINGS:-${TMPDIR:-/tmp}/loanq-test-timings.json}
 go build -o "$LOANQ_THROWAWAY_DIR/testtimes" ./scripts/testtimes
-go test -count=1 -timeout 40m -json "$@" | tee "$timings" | "$LOANQ_THROWAWAY_DIR/testtimes" -top 15
+# -parallel: the dialects of a test run at once (testdb.Each), and they wait
+# on the servers more than on the CPU, so more of them than cores.
+go test -count=1 -timeout 40m -parallel "${LOANQ_TEST_PARALLEL:-4}" -json "$@" | tee "$timings" | "$LOANQ_THROWAWAY_DIR/testtimes" -top 15
 say "every test's time (go test -json): $timings"
 
 # The static build without cgo: it compiles, and its Oracle driver explains
