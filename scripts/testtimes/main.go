@@ -19,10 +19,12 @@ import (
 	"os"
 	"sort"
 	"strings"
+	"time"
 )
 
 // event is one line of test2json (`go doc test2json`).
 type event struct {
+	Time    time.Time
 	Action  string
 	Package string
 	Test    string
@@ -44,6 +46,7 @@ func main() {
 
 func run(in io.Reader, out io.Writer, top int) int {
 	buffered := map[string][]string{} // package + test → its output, printed if it fails
+	started := map[string]time.Time{} // package + test → its run event
 	var results []result
 	failed := false
 	sc := bufio.NewScanner(in)
@@ -61,6 +64,8 @@ func run(in io.Reader, out io.Writer, top int) int {
 			fmt.Fprint(out, e.Output)
 		case e.Action == "build-fail":
 			failed = true
+		case e.Test != "" && e.Action == "run":
+			started[key] = e.Time
 		case e.Test != "" && e.Action == "output":
 			buffered[key] = append(buffered[key], e.Output)
 		case e.Test != "" && (e.Action == "pass" || e.Action == "fail" || e.Action == "skip"):
@@ -71,7 +76,14 @@ func run(in io.Reader, out io.Writer, top int) int {
 				fmt.Fprint(out, strings.Join(buffered[key], ""))
 			}
 			delete(buffered, key)
-			results = append(results, result{e.Package, e.Test, e.Elapsed, e.Action})
+			// A test's own Elapsed leaves out its parallel subtests (they
+			// run after its function returns): the time from its run event
+			// to its end is what it cost the suite.
+			took := e.Elapsed
+			if t0, ok := started[key]; ok && !t0.IsZero() && !e.Time.IsZero() {
+				took = max(took, e.Time.Sub(t0).Seconds())
+			}
+			results = append(results, result{e.Package, e.Test, took, e.Action})
 		case e.Test == "" && e.Action == "output":
 			// The package's own lines: "ok  pkg 1.2s", "FAIL pkg", a panic
 			// outside a test. The bare PASS / FAIL summary is dropped, as
