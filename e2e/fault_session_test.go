@@ -30,6 +30,7 @@ import (
 func TestFaultSessionKilled(t *testing.T) {
 	for _, dialect := range []string{"postgres", "mysql"} {
 		t.Run(dialect, func(t *testing.T) {
+			t.Parallel() // each kills sessions of its own database only
 			dsn := testdb.Fresh(t, dialect)
 			d, e := prepare(t, dsn, 40)
 			for _, s := range d.Strategies() {

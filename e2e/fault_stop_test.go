@@ -32,6 +32,9 @@ const stopHoldLimit = 4 * time.Second
 func TestFaultHolderStopped(t *testing.T) {
 	for _, dialect := range []string{"postgres", "mysql", testdb.PgBouncer} {
 		t.Run(dialect, func(t *testing.T) {
+			// Parallel: each stops its own holder on its own database; the
+			// bound it checks (twice the hold limit and 10 s) has room for it.
+			t.Parallel()
 			for _, s := range []drivers.Strategy{drivers.Skip, drivers.NoWait, drivers.Wait} {
 				t.Run(string(s), func(t *testing.T) { holderStopped(t, testdb.Fresh(t, dialect), s) })
 			}
