@@ -180,3 +180,29 @@ func TestBenchRefusesUserTasks(t *testing.T) {
 		t.Errorf("%d bench objects left after the bench", n)
 	}
 }
+
+// `loanq sql` prints the bench's own catalogue after the engine's, with the
+// DDL that makes and drops its objects, and the migration that removed them
+// from the schema: what the bench sends is as visible as what the engine
+// sends.
+func TestSQLPrintsTheBenchCatalogue(t *testing.T) {
+	out, errs, code := run(t, "sql", "--dialect", "oracle")
+	if code != 0 {
+		t.Fatalf("sql --dialect oracle: exit %d\n%s", code, errs)
+	}
+	for _, want := range []string{
+		"-- BenchClaimSkip: bench claim, strategy skip",
+		"BEGIN loanq_bench_claim(:1, 'skip'); END;",
+		"-- BenchCreate3: bench: create its own objects before a run\nCREATE OR REPLACE PROCEDURE loanq_bench_claim",
+		"-- BenchDrop2: bench: drop its own objects after a run",
+		"-- migration 00014_bench_out_of_schema.sql",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("sql --dialect oracle lacks %q", want)
+		}
+	}
+	out, _, _ = run(t, "sql", "--dialect", "sqlite")
+	if !strings.Contains(out, "-- BenchClaimSkip: bench claim, strategy skip: lock up to K ready items, passing over held ones\n-- not used on sqlite:") {
+		t.Errorf("sql --dialect sqlite does not say the row-lock bench claims are not used")
+	}
+}
