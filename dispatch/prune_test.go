@@ -349,7 +349,8 @@ func TestPruneRefusesBadInput(t *testing.T) {
 // index: 2 in 10,620 dispositions over 20 s here), which would hide what
 // this test is about.
 func TestPruneBesideProcessors(t *testing.T) {
-	testdb.Each(t, func(t *testing.T, dsn string) {
+	// Serial: it bounds how long a get may take during the prune.
+	testdb.EachSerial(t, func(t *testing.T, dsn string) {
 		f := setup(t, dsn, 400)
 		ctx := context.Background()
 		var tasks []*dispatch.Task
