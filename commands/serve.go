@@ -87,6 +87,7 @@ connection while it queues on the task's lock. /api/v1/openapi.json describes it
 			&cli.StringFlag{Name: "cache", Value: "2s", Usage: "serve the figures of one refresh for `D` (every viewer shares it)"},
 			&cli.BoolFlag{Name: "refill", Usage: "also keep every prefetch task's candidate pool above its low mark (task refill --all, in this process; it then writes and runs criteria queries)"},
 			&cli.StringFlag{Name: "refill-every", Value: "5s", Usage: "with --refill: look at the pools every `D`"},
+			&cli.StringFlag{Name: "backlog-every", Value: "1m", Usage: "count every task's backlog (loans waiting) every `D` for the dashboard and /metrics; each count reads every eligible row (docs/scaling.md); 0s: never"},
 			&cli.BoolFlag{Name: "api", Usage: "also serve the JSON API under /api/v1/ for processors without database accounts (docs/api.md); it writes to the database"},
 			&cli.StringFlag{Name: "auth", Value: "token", Usage: "with --api: how API callers authenticate: token (`loanq token create`; Authorization: Bearer TOKEN) or proxy (a trusted reverse proxy names the user in --user-header)"},
 			&cli.StringSliceFlag{Name: "trusted-proxy", Usage: "with --auth proxy: the reverse proxy's address or network (`CIDR`; comma-separated or repeated); the user header is honoured only from these"},
@@ -287,6 +288,16 @@ func serve(c *cli.Context) error {
 			return problem.Usagef("invalid --refill-every %s: give at least 1s", c.String("refill-every"))
 		}
 		go refillLoop(c.Context, dispatch.New(db, d), every, logf)
+	}
+	backlogEvery, err := parseDuration("backlog-every", c.String("backlog-every"))
+	if err != nil {
+		return err
+	}
+	if backlogEvery != 0 && backlogEvery < time.Second {
+		return problem.Usagef("invalid --backlog-every %s: give at least 1s, or 0s to never count", c.String("backlog-every"))
+	}
+	if backlogEvery > 0 {
+		go src.RunBacklog(c.Context, backlogEvery)
 	}
 	// The first refresh before the first visitor: /healthz has a state to
 	// report from the start.
