@@ -261,6 +261,9 @@ type doneKey struct {
 	user, kind string
 }
 
+// RecoveredMsg is what Log receives when a refresh succeeds after a failure.
+const RecoveredMsg = "refresh: the database answers again"
+
 // Refreshes is how many times the figures were read from the database.
 func (s *Source) Refreshes() int {
 	s.mu.Lock()
@@ -342,7 +345,7 @@ func (s *Source) log(msg string, now time.Time) {
 		return
 	}
 	if msg == "" {
-		s.Log("refresh: the database answers again")
+		s.Log(RecoveredMsg)
 	} else {
 		s.Log("refresh failed: " + msg)
 	}
