@@ -31,8 +31,8 @@ import (
 // `# not run: REASON` is skipped, with the reason in the README itself (a
 // long-running command such as `loanq serve`, the whole test suite, the
 // install step this test replaces with its own build). `go run . ARGS` runs
-// as `loanq ARGS` (the same source, built once by TestMain). Blocks fenced
-// other than ```console are not run.
+// as `loanq ARGS` (the same source, built once by TestMain). A fenced block
+// other than ```console must show no command (`$ ` lines): output only.
 func TestREADMERuns(t *testing.T) {
 	text, err := os.ReadFile("../README.md")
 	if err != nil {
@@ -44,11 +44,18 @@ func TestREADMERuns(t *testing.T) {
 		want []string
 	}
 	var steps []step
-	in := false
+	in, other := false, false
 	for i, l := range strings.Split(string(text), "\n") {
 		switch {
-		case !in && l == "```console":
+		case other && l == "```":
+			other = false
+		case other && strings.HasPrefix(l, "$ "):
+			// Every command shown in a fenced block is run or says why not.
+			t.Errorf("README.md:%d: a command outside a ```console block, neither run nor marked `# not run: REASON`: %s", i+1, l)
+		case !in && !other && l == "```console":
 			in = true
+		case !in && !other && strings.HasPrefix(l, "```"):
+			other = true
 		case in && l == "```":
 			in = false
 		case in && strings.HasPrefix(l, "$ "):
