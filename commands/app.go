@@ -48,6 +48,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	}
 	err = app.RunContext(ctx, args)
 	if err == nil {
+		reportEnd(app, nil, problem.ExitOK)
 		return problem.ExitOK
 	}
 	if problem.KindOf(err) == problem.Failure && drivers.IsPermissionDenied(err) {
@@ -61,6 +62,9 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		// urfave/cli failed before any action ran: a bad flag or argument.
 		err = problem.AsUsage(err, "bad command line")
 		err = problem.WithHint(err, "run `loanq --help` or `loanq COMMAND --help`")
+	}
+	if reportEnd(app, err, problem.ExitCode(err)) {
+		return problem.ExitCode(err) // --log-format json: the end as a JSON event
 	}
 	if err.Error() != "" { // an exit status passed on from a command loanq ran says nothing more
 		// Escaped: a message may quote a name or criteria read from the database.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/signal"
 	"strconv"
@@ -72,6 +73,7 @@ Examples:
 				Flags: []cli.Flag{
 					&cli.StringFlag{Name: "ttl", Value: locks.DefaultTTL.String(), Usage: "lease length (1s-24h); renewed every third of it"},
 					&cli.StringFlag{Name: "wait", Value: "0s", Usage: "when held elsewhere, try again for up to this long before exit 75 (0s-24h)"},
+					logFormatFlag(),
 				},
 				Action: lockRun,
 			},
@@ -127,6 +129,10 @@ func lockRun(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	lg, err := newEventLog(c)
+	if err != nil {
+		return err
+	}
 	// loanq handles SIGINT/SIGTERM itself from here on: they go to CMD, and
 	// the database calls (the release above all) must not be cancelled by
 	// them, so they run on a context the signals do not cancel.
@@ -143,7 +149,7 @@ func lockRun(c *cli.Context) error {
 	store := &locks.Store{DB: e.DB, Driver: e.Driver}
 	host, _ := os.Hostname()
 	holder := fmt.Sprintf("%s:%d", host, os.Getpid())
-	stderr := c.App.ErrWriter
+	stderr := lg
 
 	deadline := time.Now().Add(wait)
 	var lease *locks.Lease
@@ -171,7 +177,13 @@ func lockRun(c *cli.Context) error {
 	}
 
 	env := child.Environ(os.Environ(), c.String("db"), "LOANQ_LOCK_NAME="+name, "LOANQ_LOCK_TOKEN="+strconv.FormatInt(lease.Token, 10))
-	p, err := child.Start(path, argv, env, lockKillAfter(ttl), os.Stdin, c.App.Writer, stderr)
+	if lg.JSON() {
+		lg.j.Info("lock taken", "lock", name, "holder", holder, "token", lease.Token, "ttl_ms", ttl.Milliseconds())
+	}
+	// In JSON mode each line CMD writes to stderr becomes an event.
+	cmdErr := lg.Output(c.App.ErrWriter, "stderr", "lock", name, "token", lease.Token)
+	p, err := child.Start(path, argv, env, lockKillAfter(ttl), os.Stdin, c.App.Writer, cmdErr.writer())
+	defer cmdErr.Flush()
 	if err != nil {
 		releaseLease(ctx, store, lease, stderr)
 		return fmt.Errorf("lock %s: start %s: %w", name, argv[0], err)
@@ -194,7 +206,7 @@ func lockRun(c *cli.Context) error {
 // that failed until the lease would have expired. Then CMD gets SIGTERM, and
 // SIGKILL one ttl later if it still runs, and keepLease waits for it to end.
 func keepLease(ctx context.Context, store *locks.Store, lease *locks.Lease, ttl time.Duration, p *child.Proc,
-	sigc <-chan os.Signal, stderr io.Writer) string {
+	sigc <-chan os.Signal, stderr *eventLog) string {
 	tick := time.NewTicker(ttl / 3)
 	defer tick.Stop()
 	// renewedAt is taken before each renewal is sent: the database computes
@@ -227,25 +239,31 @@ func keepLease(ctx context.Context, store *locks.Store, lease *locks.Lease, ttl 
 			case time.Since(renewedAt) >= ttl:
 				lost = fmt.Sprintf("renewals failed for %s, longer than --ttl %s: %v", time.Since(renewedAt).Round(time.Millisecond), ttl, err)
 			default:
-				fmt.Fprintf(stderr, "loanq: lock %s: renewal failed, retrying: %v\n", lease.Name, err)
+				stderr.Event(slog.LevelWarn, fmt.Sprintf("loanq: lock %s: renewal failed, retrying: %v", lease.Name, err),
+					"renewal failed, retrying", "lock", lease.Name, "token", lease.Token, "error", err.Error())
 				continue
 			}
-			fmt.Fprintf(stderr, "loanq: lock %s: lease lost; sending SIGTERM to the command\n", lease.Name)
+			stderr.Event(slog.LevelError, fmt.Sprintf("loanq: lock %s: lease lost; sending SIGTERM to the command", lease.Name),
+				"lease lost; sending SIGTERM to the command", "lock", lease.Name, "token", lease.Token, "why", lost)
 			p.Signal(syscall.SIGTERM)
 			kill = time.After(ttl)
 		}
 	}
 }
 
-func releaseLease(ctx context.Context, store *locks.Store, lease *locks.Lease, stderr io.Writer) {
+func releaseLease(ctx context.Context, store *locks.Store, lease *locks.Lease, stderr *eventLog) {
 	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	ok, err := store.Release(rctx, lease)
 	switch {
 	case err != nil:
-		fmt.Fprintf(stderr, "loanq: lock %s: %v; the lease ends at its expiry\n", lease.Name, err)
+		stderr.Event(slog.LevelWarn, fmt.Sprintf("loanq: lock %s: %v; the lease ends at its expiry", lease.Name, err),
+			"release failed; the lease ends at its expiry", "lock", lease.Name, "token", lease.Token, "error", err.Error())
 	case !ok:
-		fmt.Fprintf(stderr, "loanq: lock %s: at release the lease was no longer ours (token %d); nothing released\n", lease.Name, lease.Token)
+		stderr.Event(slog.LevelWarn, fmt.Sprintf("loanq: lock %s: at release the lease was no longer ours (token %d); nothing released", lease.Name, lease.Token),
+			"at release the lease was no longer ours; nothing released", "lock", lease.Name, "token", lease.Token)
+	case stderr.JSON():
+		stderr.j.Info("lock released", "lock", lease.Name, "token", lease.Token)
 	}
 }
 

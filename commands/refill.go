@@ -1,8 +1,10 @@
 package commands
 
 import (
+	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -34,6 +36,7 @@ Examples:
 		Flags: []cli.Flag{
 			&cli.BoolFlag{Name: "all", Usage: "every prefetch task at or below its low mark"},
 			&cli.StringFlag{Name: "every", Usage: "with --all: repeat at this interval until interrupted"},
+			logFormatFlag(),
 		},
 		Action: taskRefill,
 	}
@@ -58,6 +61,10 @@ func taskRefill(c *cli.Context) error {
 		}
 		every = d
 	}
+	lg, err := newEventLog(c)
+	if err != nil {
+		return err
+	}
 	e, err := open(c)
 	if err != nil {
 		return err
@@ -80,17 +87,26 @@ func taskRefill(c *cli.Context) error {
 			return err
 		}
 		if err != nil {
-			fmt.Fprintf(c.App.ErrWriter, "loanq: refill: %s (trying again in %s)\n", textsafe.Escape(err.Error()), every)
+			lg.Event(slog.LevelError, fmt.Sprintf("loanq: refill: %s (trying again in %s)", textsafe.Escape(err.Error()), every),
+				"refill failed, trying again", "error", textsafe.Escape(err.Error()), "retry_in_ms", every.Milliseconds())
 		} else if every == 0 {
 			return emit(c, map[string]any{"refills": outs}, func(w io.Writer) { printRefills(w, outs) })
 		} else {
 			for _, o := range outs {
 				if o.Refused == "" {
 					fmt.Fprintf(c.App.Writer, "%s refilled %s: %d -> %d candidates\n", time.Now().UTC().Format(TimestampLayout), textsafe.Escape(o.Task), o.Before, o.After)
+					if lg.JSON() {
+						lg.j.Info("refilled", "task", o.Task, "before", o.Before, "after", o.After)
+					}
 				}
 			}
 		}
 		if err := pause.For(c.Context, every); err != nil {
+			// SIGINT/SIGTERM end the loop as a shell would report them
+			// (130/143), not as a failure (context canceled, exit 1).
+			if cause := context.Cause(c.Context); cause != nil {
+				return &problem.Error{Kind: problem.Interrupted, Err: cause, Msg: "refill loop stopped"}
+			}
 			return err
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"strings"
@@ -87,6 +88,8 @@ connection while it queues on the task's lock. /api/v1/openapi.json describes it
 			&cli.StringFlag{Name: "cache", Value: "2s", Usage: "serve the figures of one refresh for `D` (every viewer shares it)"},
 			&cli.BoolFlag{Name: "refill", Usage: "also keep every prefetch task's candidate pool above its low mark (task refill --all, in this process; it then writes and runs criteria queries)"},
 			&cli.StringFlag{Name: "refill-every", Value: "5s", Usage: "with --refill: look at the pools every `D`"},
+			&cli.StringFlag{Name: "backlog-every", Value: "1m", Usage: "count every task's backlog (loans waiting) every `D` for the dashboard and /metrics; each count reads every eligible row (docs/scaling.md); 0s: never"},
+			logFormatFlag(),
 			&cli.BoolFlag{Name: "api", Usage: "also serve the JSON API under /api/v1/ for processors without database accounts (docs/api.md); it writes to the database"},
 			&cli.StringFlag{Name: "auth", Value: "token", Usage: "with --api: how API callers authenticate: token (`loanq token create`; Authorization: Bearer TOKEN) or proxy (a trusted reverse proxy names the user in --user-header)"},
 			&cli.StringSliceFlag{Name: "trusted-proxy", Usage: "with --auth proxy: the reverse proxy's address or network (`CIDR`; comma-separated or repeated); the user header is honoured only from these"},
@@ -211,8 +214,12 @@ func serve(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	lg, err := newEventLog(c)
+	if err != nil {
+		return err
+	}
 	for _, w := range cfg.warnings {
-		fmt.Fprintf(c.App.ErrWriter, "loanq serve: warning: %s\n", w)
+		lg.Event(slog.LevelWarn, "loanq serve: warning: "+w, w)
 	}
 
 	// Open without the embedded SQLite's self-migration: serve writes
@@ -256,7 +263,15 @@ func serve(c *cli.Context) error {
 	// Give idle sessions back to the server between refreshes.
 	opened.DB.SetConnMaxIdleTime(time.Minute)
 	d, db := opened.Driver, opened.DB
-	logf := func(s string) { fmt.Fprintf(c.App.ErrWriter, "loanq serve: %s\n", s) }
+	// What goes wrong while serving (a refresh, a count, an API call) and
+	// the recovery of the database: errors, but for the recovery.
+	logf := func(s string) {
+		level := slog.LevelError
+		if s == dashboard.RecoveredMsg {
+			level = slog.LevelInfo
+		}
+		lg.Event(level, "loanq serve: "+s, s)
+	}
 	src := &dashboard.Source{DB: db, Driver: d, Engine: dispatch.New(db, d), TTL: cfg.ttl, Hold: cfg.hold, Log: logf}
 	srv := &dashboard.Server{Source: src, Token: cfg.token, PerUser: c.Bool("metrics-per-user"), Log: logf,
 		AllowedHosts: cfg.allowedHosts, SessionTTL: cfg.session, MaxTasks: cfg.maxTasks}
@@ -276,7 +291,8 @@ func serve(c *cli.Context) error {
 		return &problem.Error{Kind: problem.Usage, Msg: fmt.Sprintf("cannot listen on %s: %v", cfg.listen, errors.Unwrap(err)), Hint: hint}
 	}
 	if cfg.token == "" && !cfg.loopback {
-		fmt.Fprintf(c.App.ErrWriter, "loanq serve: warning: --no-auth: listening on %s without a token: anyone who can reach it sees the queues\n", cfg.listen)
+		lg.Event(slog.LevelWarn, fmt.Sprintf("loanq serve: warning: --no-auth: listening on %s without a token: anyone who can reach it sees the queues", cfg.listen),
+			"--no-auth: listening without a token: anyone who can reach it sees the queues", "listen", cfg.listen)
 	}
 	if c.Bool("refill") {
 		every, err := parseDuration("refill-every", c.String("refill-every"))
@@ -287,6 +303,16 @@ func serve(c *cli.Context) error {
 			return problem.Usagef("invalid --refill-every %s: give at least 1s", c.String("refill-every"))
 		}
 		go refillLoop(c.Context, dispatch.New(db, d), every, logf)
+	}
+	backlogEvery, err := parseDuration("backlog-every", c.String("backlog-every"))
+	if err != nil {
+		return err
+	}
+	if backlogEvery != 0 && backlogEvery < time.Second {
+		return problem.Usagef("invalid --backlog-every %s: give at least 1s, or 0s to never count", c.String("backlog-every"))
+	}
+	if backlogEvery > 0 {
+		go src.RunBacklog(c.Context, backlogEvery)
 	}
 	// The first refresh before the first visitor: /healthz has a state to
 	// report from the start.
@@ -303,6 +329,9 @@ func serve(c *cli.Context) error {
 	}
 	fmt.Fprintf(c.App.Writer, "loanq serve: dashboard on http://%s/ (database %s, %s%s); /metrics, /healthz\n",
 		ln.Addr(), d.Name(), mode, auth)
+	if lg.JSON() {
+		lg.j.Info("serving", "address", ln.Addr().String(), "database", d.Name(), "api", api, "token", cfg.token != "")
+	}
 	if err := dashboard.Serve(c.Context, dashboard.NewHTTPServer(h), ln); err != nil {
 		return fmt.Errorf("serving on %s: %w", ln.Addr(), err)
 	}

@@ -16,13 +16,19 @@ import (
 func taskStatsCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "stats",
-		Usage:     "per task: pending requests, active work per user, dispositions and criteria-query runs of the last 24 h",
+		Usage:     "per task: loans waiting, pending requests, active work per user, dispositions and criteria-query runs of the last 24 h",
 		ArgsUsage: "[TASK]",
 		Description: `For every task, or only TASK: pending requests; active work per user;
 dispositions made in the last 24 h by kind; criteria-query runs of the last
 24 h with their p50/p95 duration (nearest rank) and the mean number of
 requests one run served (above 1: callers shared a query). The window is
 measured with the database clock.
+
+The backlog (loans waiting) is counted now, one COUNT per task over its
+criteria with the engine's eligibility rules: it reads every eligible row,
+so on large tables it costs what a criteria query without a limit costs
+(docs/scaling.md). An account that may not read the source shows it as
+unknown, with the reason.
 
 Examples:
    loanq task stats
@@ -50,6 +56,9 @@ func taskStats(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	if err := e.AddBacklogs(c.Context, stats); err != nil {
+		return err
+	}
 	return emit(c, map[string]any{"window_ms": dispatch.StatsWindow.Milliseconds(), "tasks": stats}, func(w io.Writer) {
 		if len(stats) == 0 {
 			fmt.Fprintln(w, "no tasks yet: create one with `loanq task create NAME --where SQL`")
@@ -60,6 +69,7 @@ func taskStats(c *cli.Context) error {
 				fmt.Fprintln(w)
 			}
 			fmt.Fprintf(w, "%s\n", textsafe.Escape(s.Task))
+			fmt.Fprintf(w, "  backlog           %s\n", backlogText(s.Backlog, s.BacklogError))
 			fmt.Fprintf(w, "  pending requests  %d\n", s.PendingRequests)
 			users := make([]string, len(s.ActiveByUser))
 			for j, u := range s.ActiveByUser {
@@ -90,4 +100,16 @@ func bracket(s string) string {
 		return ""
 	}
 	return " (" + s + ")"
+}
+
+// backlogText is a backlog figure as task show and task stats print it.
+func backlogText(b *dispatch.Backlog, failed string) string {
+	if b == nil {
+		return "unknown: " + textsafe.Escape(failed)
+	}
+	when := "counted now"
+	if b.AgeS > 0 {
+		when = fmt.Sprintf("counted %s ago", time.Duration(b.AgeS)*time.Second)
+	}
+	return fmt.Sprintf("%d loan(s) waiting (%s, in %dms)", b.Loans, when, b.DurationMS)
 }

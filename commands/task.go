@@ -313,6 +313,18 @@ func taskShow(c *cli.Context) error {
 		return err
 	}
 	tj["lock_verdict"] = nil // never probed (not --lock rows)
+	// The backlog is counted now (one COUNT over the criteria); a failed
+	// count (no SELECT on the source) leaves it unknown, with the reason.
+	backlog, backlogErr := e.CountBacklog(c.Context, t)
+	tj["backlog"] = backlog
+	failed := ""
+	if backlogErr != nil {
+		if c.Context.Err() != nil {
+			return backlogErr
+		}
+		failed = backlogErr.Error()
+		tj["backlog_error"] = failed
+	}
 	if verdict != "" {
 		tj["lock_verdict"] = verdict
 	}
@@ -342,6 +354,7 @@ func taskShow(c *cli.Context) error {
 			fmt.Fprintf(tw, "max hold:\t- (active work never expires)\n")
 		}
 		fmt.Fprintf(tw, "pool:\t%s\n", poolText(t, pool))
+		fmt.Fprintf(tw, "backlog:\t%s\n", backlogText(backlog, failed))
 		fmt.Fprintf(tw, "created:\t%s by %s\n", t.CreatedAt.Format(time.RFC3339), textsafe.Escape(t.CreatedBy))
 		tw.Flush()
 		fmt.Fprintln(w)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"strconv"
 	"strings"
@@ -87,6 +88,7 @@ Examples:
 			&cli.IntFlag{Name: "max-failures", Usage: "stop the loop after this many failures (0: never)"},
 			&cli.StringFlag{Name: "grace", Value: "30s", Usage: "on SIGINT/SIGTERM, how long running commands may finish before they are stopped"},
 			&cli.IntFlag{Name: "max-repeats", Value: runRepeatsDefault, Usage: "stop (exit 3) once a loan CMD completed has come back this many times in a row (0: no limit)"},
+			logFormatFlag(),
 		},
 		Action: workRun,
 	}
@@ -181,6 +183,8 @@ type runner struct {
 	db   context.Context // database calls: not cancelled by the signals, so unfinished loans are still returned
 	dsn  string          // the DSN in use, kept from CMD's environment (child.Environ)
 
+	log *eventLog // stderr's events: text lines, or JSON (--log-format)
+
 	mu        sync.Mutex
 	out       io.Writer
 	errw      io.Writer
@@ -260,6 +264,10 @@ func workRun(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	lg, err := newEventLog(c)
+	if err != nil {
+		return err
+	}
 	e, err := openActing(c)
 	if err != nil {
 		return err
@@ -270,9 +278,13 @@ func workRun(c *cli.Context) error {
 		return err
 	}
 	r := &runner{e: e, o: o, stop: c.Context.Done(), db: context.WithoutCancel(c.Context), dsn: c.String("db"),
-		out: c.App.Writer, errw: c.App.ErrWriter, cmdOut: c.App.Writer, json: e.json, progress: isTerminal(c.App.ErrWriter)}
+		out: c.App.Writer, errw: c.App.ErrWriter, cmdOut: c.App.Writer, json: e.json, log: lg,
+		progress: isTerminal(c.App.ErrWriter) && !lg.JSON()}
 	if r.json {
 		r.cmdOut = c.App.ErrWriter // stdout is for the JSON lines
+	}
+	if lg.JSON() {
+		lg.j.Info("work run started", "task", o.task, "user", e.user, "concurrency", o.concurrency, "count", o.count)
 	}
 	return r.loop(c.Context)
 }
@@ -378,10 +390,12 @@ func (r *runner) cameBack(loan int64) int {
 	if !r.repeats.warned {
 		r.repeats.warned = true
 		r.clearProgress()
-		fmt.Fprintf(r.errw, "loanq: loan %d came back right after this runner completed it: the command completed it, "+
+		r.log.Event(slog.LevelWarn, fmt.Sprintf("loanq: loan %d came back right after this runner completed it: the command completed it, "+
 			"but it still matches the criteria of task %s, so it is eligible again. Make the command change the data "+
 			"the criteria read, or have it exit 65 (never) or 75 (return after --retry-after) for such loans. "+
-			"%s\n", loan, r.o.task, r.repeatLimit())
+			"%s", loan, r.o.task, r.repeatLimit()),
+			"loan came back right after this runner completed it: it still matches the task's criteria; make the command change the data the criteria read, or exit 65 (never) or 75 (return)",
+			"task", r.o.task, "user", r.e.user, "loan", loan, "max_repeats", r.o.maxRepeats)
 		r.showProgress()
 	}
 	if r.o.maxRepeats > 0 && back >= r.o.maxRepeats && !r.repeats.stop {
@@ -424,11 +438,24 @@ func (r *runner) process(req *dispatch.Request, loan int64, back int) {
 	start := time.Now()
 	res := runResult{Task: r.o.task, LoanID: loan}
 	interrupted := false
-	p, err := child.Start(r.o.path, argv, env, runKillAfter, nil, r.cmdOut, r.errw)
+	// In JSON mode each line CMD writes to stderr (and to stdout when that
+	// is stderr, --output json) becomes an event naming the loan.
+	cmdOut := r.cmdOut
+	var outEvents *lineEvents
+	if r.json {
+		outEvents = r.log.Output(r.cmdOut, "stdout", "task", r.o.task, "loan", loan, "request", req.ID)
+		cmdOut = outEvents.writer()
+	}
+	errEvents := r.log.Output(r.errw, "stderr", "task", r.o.task, "loan", loan, "request", req.ID)
+	p, err := child.Start(r.o.path, argv, env, runKillAfter, nil, cmdOut, errEvents.writer())
 	if err != nil {
 		res.ExitCode, res.why = 127, "could not start: "+err.Error()
 	} else {
 		res.ExitCode, interrupted, res.why = r.watch(p)
+	}
+	errEvents.Flush()
+	if outEvents != nil {
+		outEvents.Flush()
 	}
 	res.DurationMS = time.Since(start).Milliseconds()
 
@@ -464,9 +491,28 @@ func (r *runner) process(req *dispatch.Request, loan int64, back int) {
 	r.clearProgress()
 	if derr != nil {
 		r.lastError = derr
-		fmt.Fprintf(r.errw, "loanq: loan %d: disposition %s failed: %v\n", loan, action, derr)
+		r.log.Event(slog.LevelError, fmt.Sprintf("loanq: loan %d: disposition %s failed: %v", loan, action, derr),
+			"disposition failed", "task", r.o.task, "user", r.e.user, "request", req.ID, "loan", loan, "disposition", action, "error", derr.Error())
 	}
 	r.print(res, after, interrupted)
+	if r.log.JSON() {
+		level := slog.LevelInfo
+		if res.failure {
+			level = slog.LevelWarn
+		}
+		attrs := []any{"task", r.o.task, "user", r.e.user, "request", req.ID, "loan", loan, "exit", res.ExitCode,
+			"disposition", string(action), "duration_ms", res.DurationMS, "failure", res.failure}
+		if action == dispatch.Return {
+			attrs = append(attrs, "return_after_ms", after.Milliseconds())
+		}
+		if interrupted {
+			attrs = append(attrs, "interrupted", true)
+		}
+		if res.why != "" {
+			attrs = append(attrs, "why", res.why)
+		}
+		r.log.j.Log(context.Background(), level, "loan done", attrs...)
+	}
 	r.showProgress()
 }
 

@@ -147,12 +147,17 @@ type Cost struct {
 
 // TaskFigure is one task's line of the dashboard.
 type TaskFigure struct {
-	ID               int64          `json:"-"`
-	Name             string         `json:"name"`
-	Lock             string         `json:"lock"`
-	MaxActive        int            `json:"max_active"`
-	EligibleLastRun  *int           `json:"eligible_at_last_run"` // rows_found of the latest run; null before any
-	LastRunAgeMS     *int64         `json:"last_run_age_ms"`
+	ID              int64  `json:"-"`
+	Name            string `json:"name"`
+	Lock            string `json:"lock"`
+	MaxActive       int    `json:"max_active"`
+	EligibleLastRun *int   `json:"eligible_at_last_run"` // rows_found of the latest run; null before any
+	LastRunAgeMS    *int64 `json:"last_run_age_ms"`
+	// BacklogLoans is the loans waiting (serve's periodic count,
+	// --backlog-every), BacklogAgeMS its age; null before a count or after
+	// a failed one.
+	BacklogLoans     *int64         `json:"backlog_loans"`
+	BacklogAgeMS     *int64         `json:"backlog_age_ms"`
 	Pending          int            `json:"pending"`
 	OldestPendingMS  int64          `json:"oldest_pending_ms"`
 	Active           int            `json:"active"`
@@ -223,6 +228,11 @@ type Source struct {
 	// The criteria-query runs below runFloor, likewise.
 	runFloor int64
 	runBelow map[runKey]runSums
+
+	// backlogs are the latest backlog counts by task id (CountBacklogs),
+	// under mu.
+	backlogs   map[int64]*dispatch.Backlog
+	backlogErr map[int64]string // the latest failure logged, per task
 }
 
 // flight is one refresh under way; done is closed when it ends.
@@ -250,6 +260,9 @@ type doneKey struct {
 	task       int64
 	user, kind string
 }
+
+// RecoveredMsg is what Log receives when a refresh succeeds after a failure.
+const RecoveredMsg = "refresh: the database answers again"
 
 // Refreshes is how many times the figures were read from the database.
 func (s *Source) Refreshes() int {
@@ -332,7 +345,7 @@ func (s *Source) log(msg string, now time.Time) {
 		return
 	}
 	if msg == "" {
-		s.Log("refresh: the database answers again")
+		s.Log(RecoveredMsg)
 	} else {
 		s.Log("refresh failed: " + msg)
 	}
@@ -608,7 +621,12 @@ func (r *refreshing) recentRuns(ctx context.Context) error {
 // (longest-held work first).
 func (r *refreshing) totals() *Snapshot {
 	snap := r.snap
+	now := time.Now()
 	for _, f := range snap.Tasks {
+		if b := r.s.backlog(f.ID, now); b != nil {
+			age := now.Sub(b.CountedAt).Milliseconds()
+			f.BacklogLoans, f.BacklogAgeMS = &b.Loans, &age
+		}
 		if f.Runs > 0 {
 			f.RequestsPerRun = float64(f.RequestsServed) / float64(f.Runs)
 		}

@@ -22,6 +22,7 @@ type Collector struct {
 	active, oldestActive, overHold, activeByUser *prometheus.Desc
 	eligible, dispositions, doneToday            *prometheus.Desc
 	runDuration, served, assigned                *prometheus.Desc
+	backlog, backlogAge                          *prometheus.Desc
 }
 
 // NewCollector describes loanq's metrics; units are in the names.
@@ -59,6 +60,10 @@ func NewCollector(s *Source, perUser bool) *Collector {
 			"Work requests served by criteria-query runs, per task.", task, nil),
 		assigned: prometheus.NewDesc("loanq_loans_assigned_total",
 			"Loans assigned by criteria-query runs, per task.", task, nil),
+		backlog: prometheus.NewDesc("loanq_backlog_loans",
+			"Loans waiting, per task: the rows its criteria match that are eligible (serve's periodic count, --backlog-every; absent before a count or after a failed one).", task, nil),
+		backlogAge: prometheus.NewDesc("loanq_backlog_age_seconds",
+			"Age of the task's loanq_backlog_loans count.", task, nil),
 	}
 }
 
@@ -66,7 +71,7 @@ func NewCollector(s *Source, perUser bool) *Collector {
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.up, c.refreshSeconds, c.refreshQueries, c.pending, c.oldestPending,
 		c.active, c.oldestActive, c.overHold, c.activeByUser, c.eligible, c.dispositions, c.doneToday,
-		c.runDuration, c.served, c.assigned} {
+		c.runDuration, c.served, c.assigned, c.backlog, c.backlogAge} {
 		ch <- d
 	}
 }
@@ -101,6 +106,10 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		gauge(c.overHold, float64(f.OverHold))
 		if f.EligibleLastRun != nil {
 			gauge(c.eligible, float64(*f.EligibleLastRun))
+		}
+		if f.BacklogLoans != nil {
+			gauge(c.backlog, float64(*f.BacklogLoans))
+			gauge(c.backlogAge, float64(*f.BacklogAgeMS)/1000)
 		}
 		for _, k := range Dispositions {
 			ch <- prometheus.MustNewConstMetric(c.dispositions, prometheus.CounterValue, float64(f.DoneTotal[k]), f.Name, k)

@@ -119,6 +119,33 @@ type TaskStats struct {
 	Runs            RunStats         `json:"runs"`
 	// Pool is the task's candidate pool (absent for a task without one).
 	Pool *PoolStatus `json:"pool,omitempty"`
+	// Backlog is the loans waiting for the task, counted by AddBacklogs (nil
+	// when not counted, or when the count failed: BacklogError says why).
+	Backlog      *Backlog `json:"backlog"`
+	BacklogError string   `json:"backlog_error,omitempty"`
+}
+
+// AddBacklogs counts the backlog of each task of stats, one statement per
+// task (docs/scaling.md: its cost). A count that fails (an account that may
+// not read the source, a count past BacklogTimeout) leaves that task's
+// backlog unknown, with the reason, instead of failing the others.
+func (e *Engine) AddBacklogs(ctx context.Context, stats []*TaskStats) error {
+	for _, s := range stats {
+		t, err := e.Task(ctx, s.Task)
+		if err != nil {
+			return err
+		}
+		b, err := e.CountBacklog(ctx, t)
+		if err != nil {
+			if ctx.Err() != nil {
+				return err
+			}
+			s.BacklogError = err.Error()
+			continue
+		}
+		s.Backlog = b
+	}
+	return nil
 }
 
 // Stats returns the stats of every task (taskName "") or of one, by name.

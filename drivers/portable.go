@@ -366,6 +366,11 @@ func criteriaSelect(d Dialect, src CriteriaSource, list string, taskBind int, an
 	if strings.TrimSpace(src.Order) != "" {
 		order = src.Order + ", src." + src.Key
 	}
+	return criteriaFilter(d, src, list, taskBind, and) + "\nORDER BY " + order
+}
+
+// criteriaFilter is criteriaSelect without its ORDER BY: the rows, unsorted.
+func criteriaFilter(d Dialect, src CriteriaSource, list string, taskBind int, and string) string {
 	return fmt.Sprintf(`SELECT %[8]s FROM %[2]s src
 WHERE (%[3]s)
   AND NOT EXISTS (
@@ -373,8 +378,7 @@ WHERE (%[3]s)
     WHERE w.task_id = %[5]s AND w.loan_id = src.%[1]s
       AND (w.disposition IS NULL
            OR w.disposition = 'never'
-           OR (w.disposition = 'return' AND w.return_at > %[6]s)))%[7]s
-ORDER BY %[4]s`, src.Key, src.Source, src.Where, order, d.Placeholder(taskBind), d.Now(), and, list)
+           OR (w.disposition = 'return' AND w.return_at > %[6]s)))%[7]s`, src.Key, src.Source, src.Where, "" /* %[4]s: unused, the order was here */, d.Placeholder(taskBind), d.Now(), and, list)
 }
 
 // CriteriaRecheck is the criteria query over the given keys only, locking
@@ -409,6 +413,21 @@ func CriteriaClaim(d Dialect, src CriteriaSource) *Stmt[ClaimParams] {
 	s, err := Compile[ClaimParams](d, "CriteriaClaim", text, "task_id", "user", "request_id", "task_id", "ids")
 	if err != nil {
 		panic("drivers: " + err.Error()) // ClaimParams has every field
+	}
+	return s
+}
+
+// BacklogCount counts the loans waiting for a task: the rows of its criteria
+// query, with the same eligibility rules (not active in the task, never
+// dispositioned never, no return pending), unsorted and unlimited. Binds
+// the task id. It reads every eligible row (or index entry) once, where the
+// criteria query stops at its limit: the cost is stated in docs/scaling.md,
+// and callers run it on a schedule or on an operator's request, never on a
+// processor's get.
+func BacklogCount(d Dialect, src CriteriaSource) *Stmt[TaskParams] {
+	s, err := Compile[TaskParams](d, "BacklogCount", criteriaFilter(d, src, "COUNT(*)", 1, ""), "task_id")
+	if err != nil {
+		panic("drivers: " + err.Error()) // TaskParams has task_id
 	}
 	return s
 }

@@ -155,6 +155,7 @@ func TestJSONDocuments(t *testing.T) {
 		check("disposition", "disposition", "big", itoa64(req.Loans[1]), "complete")
 		check("task update", "task", "update", "big", "--max-active", "5", "--max-hold", "8h")
 		check("task show", "task", "show", "big")
+		check("task stats", "task", "stats")
 		check("prune", "prune", "--task", "big", "--dry-run")
 		check("explain", "explain", "big")
 		check("migrate status", "migrate", "status")

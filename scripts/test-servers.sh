@@ -10,6 +10,10 @@
 #   4. else, when running as root, the server package is installed with
 #      apt-get and step 3 is taken;
 #   5. else the run fails, saying what to install.
+# LOANQ_TEST_INSTALL=0 turns step 4 (and every other apt-get install here)
+# off: check_requirements then fails at once with the list of every missing
+# Debian package. apt-get's output goes to a log file, shown only when it
+# fails.
 #
 # Nothing here changes a server it did not start.
 
@@ -17,6 +21,12 @@
 # in the sourcing shell, so that the EXIT trap of scripts/test.sh knows it.
 LOANQ_THROWAWAY_DIR=$(mktemp -d /tmp/loanq-test-servers.XXXXXX)
 chmod 755 "$LOANQ_THROWAWAY_DIR"
+
+# Where the server binaries are looked for besides the PATH, and the local
+# ports of running servers: variables so that a test can point them away
+# from this machine's (e2e/testservers_test.go).
+: "${LOANQ_TEST_SBIN:=/usr/sbin}" "${LOANQ_TEST_PGLIB:=/usr/lib/postgresql}"
+: "${LOANQ_TEST_PG_PORT:=5432}" "${LOANQ_TEST_MYSQL_PORT:=3306}"
 
 say() { printf 'test-servers: %s\n' "$*" >&2; }
 die() { say "$*"; exit 1; }
@@ -59,7 +69,7 @@ stop_test_servers() {
 
 pg_bin() {
 	local name=$1 dir
-	for dir in /usr/lib/postgresql/*/bin; do
+	for dir in "$LOANQ_TEST_PGLIB"/*/bin; do
 		if [ -x "$dir/$name" ]; then printf '%s/%s' "$dir" "$name"; return 0; fi
 	done
 	command -v "$name" 2>/dev/null
@@ -102,12 +112,12 @@ ensure_postgres() {
 		say "PostgreSQL: using LOANQ_TEST_POSTGRES_DSN"
 		return
 	fi
-	if pg_accepts 127.0.0.1 5432; then
-		say "PostgreSQL: using the server running on 127.0.0.1:5432"
-		export LOANQ_TEST_POSTGRES_DSN="postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
+	if pg_accepts 127.0.0.1 "$LOANQ_TEST_PG_PORT"; then
+		say "PostgreSQL: using the server running on 127.0.0.1:$LOANQ_TEST_PG_PORT"
+		export LOANQ_TEST_POSTGRES_DSN="postgres://postgres@127.0.0.1:$LOANQ_TEST_PG_PORT/postgres?sslmode=disable"
 		return
 	fi
-	if [ -z "$(pg_bin initdb)" ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+	if [ -z "$(pg_bin initdb)" ] && may_install; then
 		say "PostgreSQL: no server running and none installed: installing it with apt-get"
 		apt_install postgresql
 	fi
@@ -127,7 +137,7 @@ mysql_accepts() {
 	"$client" --protocol=tcp -h "$host" -P "$port" -u root --connect-timeout=5 -e 'SELECT 1' test >/dev/null 2>&1
 }
 
-mysql_server() { command -v mariadbd || command -v mysqld || { [ -x /usr/sbin/mariadbd ] && echo /usr/sbin/mariadbd; } || { [ -x /usr/sbin/mysqld ] && echo /usr/sbin/mysqld; }; }
+mysql_server() { command -v mariadbd || command -v mysqld || { [ -x "$LOANQ_TEST_SBIN/mariadbd" ] && echo "$LOANQ_TEST_SBIN/mariadbd"; } || { [ -x "$LOANQ_TEST_SBIN/mysqld" ] && echo "$LOANQ_TEST_SBIN/mysqld"; }; }
 mysql_installer() { command -v mariadb-install-db || command -v mysql_install_db; }
 
 start_throwaway_mariadb() {
@@ -161,12 +171,12 @@ ensure_mysql() {
 		say "MariaDB/MySQL: using LOANQ_TEST_MYSQL_DSN"
 		return
 	fi
-	if mysql_accepts 127.0.0.1 3306; then
-		say "MariaDB/MySQL: using the server running on 127.0.0.1:3306"
-		export LOANQ_TEST_MYSQL_DSN="mysql://root:@127.0.0.1:3306/test"
+	if mysql_accepts 127.0.0.1 "$LOANQ_TEST_MYSQL_PORT"; then
+		say "MariaDB/MySQL: using the server running on 127.0.0.1:$LOANQ_TEST_MYSQL_PORT"
+		export LOANQ_TEST_MYSQL_DSN="mysql://root:@127.0.0.1:$LOANQ_TEST_MYSQL_PORT/test"
 		return
 	fi
-	if [ -z "$(mysql_server)" ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+	if [ -z "$(mysql_server)" ] && may_install; then
 		say "MariaDB: no server running and none installed: installing it with apt-get"
 		apt_install mariadb-server
 	fi
@@ -194,7 +204,7 @@ ensure_mysql() {
 # no ignore_startup_parameters and no max_prepared_statements, so loanq is
 # tested with what a stock PgBouncer refuses.
 
-pgbouncer_bin() { command -v pgbouncer 2>/dev/null || { [ -x /usr/sbin/pgbouncer ] && echo /usr/sbin/pgbouncer; }; }
+pgbouncer_bin() { command -v pgbouncer 2>/dev/null || { [ -x "$LOANQ_TEST_SBIN/pgbouncer" ] && echo "$LOANQ_TEST_SBIN/pgbouncer"; }; }
 
 start_throwaway_pgbouncer() {
 	local bin dir port user="" pass="" host="" pgport=5432 rest auth hostport auth_type=trust
@@ -254,7 +264,7 @@ ensure_pgbouncer() {
 		say "PgBouncer: using LOANQ_TEST_PGBOUNCER_DSN"
 		return
 	fi
-	if [ -z "$(pgbouncer_bin)" ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+	if [ -z "$(pgbouncer_bin)" ] && may_install; then
 		say "PgBouncer: not installed: installing Debian's pgbouncer with apt-get (for the connection-pooler tests)"
 		apt_install pgbouncer
 	fi
@@ -263,12 +273,53 @@ ensure_pgbouncer() {
 	start_throwaway_pgbouncer || die "PgBouncer: could not start a throwaway pgbouncer (see above)"
 }
 
+# may_install: apt-get may install what is missing (root, apt-get present,
+# and LOANQ_TEST_INSTALL is not 0).
+may_install() { [ "${LOANQ_TEST_INSTALL:-1}" != 0 ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; }
+
 apt_install() {
 	# Debian's maintainer scripts try to start the service; there may be no
 	# init system to do it, which is fine: the throwaway server is used.
-	DEBIAN_FRONTEND=noninteractive apt-get update -qq >&2 &&
-		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" >&2 ||
+	# Quiet: apt's and dpkg's progress go to a log, shown only on failure.
+	local log=$LOANQ_THROWAWAY_DIR/apt.log
+	say "installing $* with apt-get (log: $log)"
+	if ! { DEBIAN_FRONTEND=noninteractive apt-get update -qq &&
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@"; } >>"$log" 2>&1; then
+		cat "$log" >&2
 		say "apt-get install $* failed"
+	fi
+}
+
+# missing_packages prints the Debian packages the run needs and would
+# install, one per line: what no DSN, running server or installed binary
+# provides.
+missing_packages() {
+	if [ -z "${LOANQ_TEST_POSTGRES_DSN:-}" ] && ! pg_accepts 127.0.0.1 "$LOANQ_TEST_PG_PORT" && [ -z "$(pg_bin initdb)" ]; then
+		echo postgresql
+	fi
+	if [ -z "${LOANQ_TEST_MYSQL_DSN:-}" ] && ! mysql_accepts 127.0.0.1 "$LOANQ_TEST_MYSQL_PORT" &&
+		{ [ -z "$(mysql_server)" ] || [ -z "$(mysql_installer)" ]; }; then
+		echo mariadb-server
+	fi
+	if [ -z "${LOANQ_TEST_CHROMIUM:-}" ] && ! command -v chromium >/dev/null; then
+		echo chromium
+	fi
+	command -v nft >/dev/null || echo nftables
+	if [ -z "${LOANQ_TEST_PGBOUNCER_DSN:-}" ] && [ -z "$(pgbouncer_bin)" ]; then
+		echo pgbouncer
+	fi
+}
+
+# check_requirements: with LOANQ_TEST_INSTALL=0, fail before anything runs
+# when packages are missing, naming every one of them.
+check_requirements() {
+	[ "${LOANQ_TEST_INSTALL:-1}" = 0 ] || return 0
+	local missing
+	missing=$(missing_packages | tr '\n' ' ')
+	missing=${missing% }
+	[ -z "$missing" ] ||
+		die "LOANQ_TEST_INSTALL=0 and these packages are missing: $missing (Debian: apt-get install $missing; or set LOANQ_TEST_POSTGRES_DSN, LOANQ_TEST_MYSQL_DSN, LOANQ_TEST_PGBOUNCER_DSN, LOANQ_TEST_CHROMIUM for what runs elsewhere)"
+	say "LOANQ_TEST_INSTALL=0: every package the tests need is there"
 }
 
 # ------------------------------------------------------------------ Chromium
@@ -283,7 +334,7 @@ ensure_chromium() {
 		say "Chromium: using $LOANQ_TEST_CHROMIUM"
 		return
 	fi
-	if ! command -v chromium >/dev/null && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+	if ! command -v chromium >/dev/null && may_install; then
 		say "Chromium: not installed: installing Debian's chromium with apt-get (for the dashboard's browser test)"
 		apt_install chromium fonts-dejavu-core
 	fi
@@ -299,7 +350,7 @@ ensure_chromium() {
 # package installed with apt-get when running as root, else the run fails
 # saying what to install.
 ensure_nft() {
-	if ! command -v nft >/dev/null && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+	if ! command -v nft >/dev/null && may_install; then
 		say "nftables: not installed: installing Debian's nftables with apt-get (for the packet-loss fault test)"
 		apt_install nftables
 	fi

@@ -14,6 +14,7 @@ cd "$(dirname "$0")/.."
 . scripts/test-servers.sh
 trap stop_test_servers EXIT
 
+check_requirements
 ensure_postgres
 ensure_mysql
 ensure_chromium

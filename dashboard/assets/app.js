@@ -84,6 +84,8 @@
     var meta = t.lock + (t.max_active ? " · cap " + t.max_active : "");
     name.appendChild(el("span", "sub", meta));
     tr.appendChild(name);
+    tr.appendChild(pair(t.backlog_loans === null ? "–" : t.backlog_loans,
+      t.backlog_age_ms === null ? "not counted yet" : age(t.backlog_age_ms) + " ago"));
     tr.appendChild(pair(t.eligible_at_last_run === null ? "–" : t.eligible_at_last_run,
       t.last_run_age_ms === null ? "no run yet" : age(t.last_run_age_ms) + " ago"));
     tr.appendChild(pair(t.pending, t.pending ? age(t.oldest_pending_ms) : "", t.pending ? "warn-soft" : ""));
@@ -135,7 +137,7 @@
   function render(s) {
     if (!s || !s.tasks) return;
     last = s;
-    fill(document.querySelector("#tasks tbody"), s.tasks.map(taskRow), "no task yet: loanq task create NAME --where SQL", 7);
+    fill(document.querySelector("#tasks tbody"), s.tasks.map(taskRow), "no task yet: loanq task create NAME --where SQL", 8);
     fill(document.querySelector("#users tbody"), s.users.filter(function (u) { return u.active || u.done_today; })
       .map(function (u) { return userRow(u, s.hold_ms); }), "nobody holds or finished work today", 6);
     var oldestP = 0, oldestA = 0, byKind = {};

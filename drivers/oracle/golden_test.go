@@ -75,6 +75,9 @@ func TestGoldenStatements(t *testing.T) {
 		"-- when CriteriaClaim met a duplicate key (binds :1 task id, :2 the keys as a\n"+
 		"-- JSON array), same task\n%s\n/\n",
 		drivers.CriteriaRecheck((&Driver{}).Dialect(), sampleCriteria).Text())
+	fmt.Fprintf(&b, "\n-- BacklogCount: the loans waiting for the task (task show, task stats, serve's\n"+
+		"-- periodic count; binds :1 task id), same task\n%s\n/\n",
+		drivers.BacklogCount((&Driver{}).Dialect(), sampleCriteria).Text())
 	golden(t, "statements.sql", b.String())
 }
 
@@ -296,6 +299,9 @@ func TestStatementRules(t *testing.T) {
 	q := drivers.CriteriaQuery(d.Dialect(), sampleCriteria).Text()
 	checkTerminator(t, "CriteriaQuery", q)
 	checkBinds(t, "CriteriaQuery", q)
+	bc := drivers.BacklogCount(d.Dialect(), sampleCriteria).Text()
+	checkTerminator(t, "BacklogCount", bc)
+	checkBinds(t, "BacklogCount", bc)
 	if got := binds(q); !reflect.DeepEqual(got, []int{1, 2}) {
 		t.Errorf("criteria query binds %v, want [1 2] (task id, limit)", got)
 	}

@@ -664,3 +664,15 @@ WHERE (eligible = 1)
   AND src.id IN (SELECT j.id FROM JSON_TABLE(:2, '$[*]' COLUMNS (id NUMBER(19) PATH '$')) j)
 ORDER BY priority DESC, src.id
 /
+
+-- BacklogCount: the loans waiting for the task (task show, task stats, serve's
+-- periodic count; binds :1 task id), same task
+SELECT COUNT(*) FROM loan src
+WHERE (eligible = 1)
+  AND NOT EXISTS (
+    SELECT 1 FROM loanq_work w
+    WHERE w.task_id = :1 AND w.loan_id = src.id
+      AND (w.disposition IS NULL
+           OR w.disposition = 'never'
+           OR (w.disposition = 'return' AND w.return_at > SYS_EXTRACT_UTC(SYSTIMESTAMP))))
+/
