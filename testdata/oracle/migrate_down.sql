@@ -24,10 +24,10 @@ SELECT version_id, is_applied FROM loanq_schema_version ORDER BY tstamp DESC, id
 -- (begin)
 
 -- 5, in transaction
-DROP TABLE loanq_api_token PURGE
+DROP TABLE loanq_session PURGE
 /
 
--- 6, in transaction; binds :1 = 12
+-- 6, in transaction; binds :1 = 16
 DELETE FROM loanq_schema_version WHERE version_id = :1
 /
 
