@@ -246,6 +246,15 @@ func TestWorkPageSessions(t *testing.T) {
 				t.Errorf("%s: %d, or it loads something from elsewhere or uses innerHTML", p, a.status)
 			}
 		}
+		// The dashboard links to the page; a supervisor's page links back.
+		if a := newBrowser(t).do(n1, "GET", "/", "", nil); a.status != 200 || !strings.Contains(a.body, `href="/work"`) {
+			t.Errorf("the dashboard does not link to /work: %d", a.status)
+		}
+		sam := newBrowser(t)
+		sam.signIn(n2, f.tokens["sam"].Token)
+		if a := sam.do(n2, "GET", "/work", "", nil); !strings.Contains(a.body, `<a href="/">Dashboard</a>`) {
+			t.Errorf("a supervisor's page does not link to the dashboard")
+		}
 		if a := newBrowser(t).do(n1, "GET", "/work/assets/work.html", "", nil); a.status != 404 {
 			t.Errorf("the template is served as an asset: %d", a.status)
 		}

@@ -128,7 +128,9 @@
       var ageTd = cell(tr, age(item.age_seconds), 'num age');
       ages.push([ageTd, item.age_seconds, now]);
       var td = document.createElement('td');
-      td.className = 'actions';
+      var box = document.createElement('div');
+      box.className = 'actions';
+      td.appendChild(box);
       var complete = document.createElement('button');
       complete.type = 'button';
       complete.className = 'complete';
@@ -156,10 +158,10 @@
       complete.addEventListener('click', function () { dispose(item, 'complete', null, buttons); });
       ret.addEventListener('click', function () { dispose(item, 'return', after.value, buttons); });
       never.addEventListener('click', function () { dispose(item, 'never', null, buttons); });
-      td.appendChild(complete);
-      td.appendChild(ret);
-      td.appendChild(after);
-      td.appendChild(never);
+      box.appendChild(complete);
+      box.appendChild(ret);
+      box.appendChild(after);
+      box.appendChild(never);
       tr.appendChild(td);
       pipeBody.appendChild(tr);
     });
@@ -212,7 +214,7 @@
     var d = r.doc;
     if (d.status === 'cancelled') { say('Stopped looking.', ''); return; }
     if (d.assigned > 0) {
-      say('Got ' + d.assigned + ' of ' + d.requested + ': loan ' + d.loans.join(', ') + (d.status === 'partial' ? ' (no more work right now)' : '') + '.', 'ok');
+      say('Got ' + d.assigned + ' of ' + d.requested + ': loan' + (d.loans.length > 1 ? 's ' : ' ') + d.loans.join(', ') + (d.status === 'partial' ? ' (no more work right now)' : '') + '.', 'ok');
     } else {
       say('No work in ' + d.task + ' right now.', '');
     }
