@@ -221,7 +221,7 @@ func workPageInBrowser(t *testing.T, browser, dialect string) {
 	bobLoan := testdb.Int(t, d, db, "SELECT MIN(loan_id) FROM loanq_work WHERE user_name = 'bob' AND disposition IS NULL")
 	csrf := `document.querySelector('meta[name="loanq-csrf"]').content`
 	for name, js := range map[string]string{
-		"bob's request": fmt.Sprintf(`fetch('/api/v1/requests/%d').then(r => r.status)`, bobReq),
+		"bob's request":        fmt.Sprintf(`fetch('/api/v1/requests/%d').then(r => r.status)`, bobReq),
 		"cancel bob's request": fmt.Sprintf(`fetch('/api/v1/requests/%d', {method: 'DELETE', headers: {'X-CSRF-Token': %s}}).then(r => r.status)`, bobReq, csrf),
 		"bob's loan": fmt.Sprintf(`fetch('/api/v1/tasks/verify-bank/loans/%d/disposition', {method: 'POST',
 			headers: {'X-CSRF-Token': %s, 'Content-Type': 'application/json'}, body: '{"action": "complete"}'}).then(r => r.status)`, bobLoan, csrf),
