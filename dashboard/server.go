@@ -101,6 +101,9 @@ func (s *Server) Handler() (http.Handler, error) {
 	if err := reg.Register(NewCollector(s.Source, s.PerUser)); err != nil {
 		return nil, fmt.Errorf("registering the metrics: %w", err)
 	}
+	if err := reg.Register(newRuntimeCollector(s.Source.DB)); err != nil {
+		return nil, fmt.Errorf("registering the metrics: %w", err)
+	}
 	static, err := fs.Sub(assets, "assets")
 	if err != nil {
 		return nil, err
