@@ -109,7 +109,7 @@ func (wp *workPage) open(w http.ResponseWriter, r *http.Request, p *dispatch.Pri
 		return nil, err
 	}
 	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: id, Path: "/", MaxAge: int(wp.ttl / time.Second),
-		Expires: time.Now().Add(wp.ttl), HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil})
+		Expires: time.Now().Add(wp.ttl), HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: secure(r)})
 	return s, nil
 }
 
@@ -138,7 +138,7 @@ func (wp *workPage) page(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		http.SetCookie(w, &http.Cookie{Name: loginCookie, Value: csrf, Path: "/work/", MaxAge: 3600,
-			HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil})
+			HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: secure(r)})
 		wp.render(w, "login.html", map[string]any{"CSRF": csrf})
 		return
 	}
@@ -264,4 +264,11 @@ func randomText() (string, error) {
 		return "", fmt.Errorf("reading random bytes: %w", err)
 	}
 	return base64.RawURLEncoding.EncodeToString(b), nil
+}
+
+// secure: the page was reached over HTTPS, directly or through a proxy that
+// ended TLS (X-Forwarded-Proto). Believing the header from anyone is safe
+// here: it can only make a caller's own cookie stricter (sent over HTTPS only).
+func secure(r *http.Request) bool {
+	return r.TLS != nil || strings.EqualFold(r.Header.Get("X-Forwarded-Proto"), "https")
 }
