@@ -105,6 +105,7 @@ func (a *apiServer) routes() []apiRoute {
 		{method: "DELETE", path: "/api/v1/requests/{id}", h: a.cancel},
 		{method: "POST", path: "/api/v1/tasks/{task}/loans/{loan}/disposition", h: a.dispose},
 		{method: "GET", path: "/api/v1/pipeline", h: a.pipeline},
+		{method: "GET", path: "/api/v1/history", h: a.history},
 		{method: "GET", path: "/api/v1/work", supervisor: true, h: a.work},
 		{method: "POST", path: "/api/v1/tasks/{task}/reclaim", supervisor: true, h: a.reclaim},
 	}
@@ -131,7 +132,27 @@ func (a *apiServer) authed(rt apiRoute) http.Handler {
 			return
 		}
 		var p *dispatch.Principal
-		if a.proxy != nil {
+		if c, err := r.Cookie(sessionCookie); err == nil && r.Header.Get("Authorization") == "" {
+			// The processor's page (/work): its session cookie, and on
+			// anything but GET the CSRF token and a same-origin Origin.
+			s, err := a.e.SessionOf(r.Context(), c.Value)
+			switch {
+			case err != nil:
+				a.fail(w, err)
+				return
+			case s == nil:
+				writeProblem(w, http.StatusUnauthorized, "your session has expired or ended: sign in again at /work")
+				return
+			case a.proxy != nil && !a.proxy.sameUser(r, s.User):
+				writeProblem(w, http.StatusUnauthorized, "the proxy names another user than this session's: sign in again at /work")
+				return
+			}
+			if why := csrfRefused(r, s.CSRF); why != "" {
+				writeProblem(w, http.StatusForbidden, why)
+				return
+			}
+			p = &s.Principal
+		} else if a.proxy != nil {
 			var why string
 			if p, why = a.proxy.principal(r); p == nil {
 				writeProblem(w, http.StatusUnauthorized, why)
@@ -408,6 +429,19 @@ func (a *apiServer) pipeline(w http.ResponseWriter, r *http.Request, p *dispatch
 		return
 	}
 	a.writeDoc(w, http.StatusOK, map[string]any{"user": p.User, "work": items})
+}
+
+// history is the page's "today": the caller's dispositions since midnight
+// (this server's time zone).
+func (a *apiServer) history(w http.ResponseWriter, r *http.Request, p *dispatch.Principal) {
+	now := time.Now()
+	midnight := time.Date(now.Year(), now.Month(), now.Day(), 0, 0, 0, 0, now.Location())
+	items, err := a.e.History(r.Context(), p.User, now.Sub(midnight))
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	a.writeDoc(w, http.StatusOK, map[string]any{"user": p.User, "history": items})
 }
 
 func (a *apiServer) tasks(w http.ResponseWriter, r *http.Request, p *dispatch.Principal) {

@@ -428,7 +428,7 @@ func TestAPITwoServersOneDatabase(t *testing.T) {
 
 // Every curl call in docs/api.md names a route of the API with its method
 // (-X METHOD, else POST with -d, else GET), so the examples cannot drift
-// from the handlers. (The calls themselves are made by the tests above.)
+// from the handlers. (e2e TestAPIDocsCurlExamples runs them with curl.)
 func TestAPIDocsCurlCallsAreRoutes(t *testing.T) {
 	b, err := os.ReadFile("../docs/api.md")
 	if err != nil {

@@ -69,7 +69,10 @@ list their pipeline over HTTP, authenticated by the API tokens of
 members of --supervisor-group in --groups-header are supervisors). The
 dashboard's --token does not apply to /api/v1/. This process's database
 account does the work as the caller's user, so it needs the serve role
-(loanq grants). With --api,
+(loanq grants). With --api, /work is the processor's page: sign in
+with an API token (or through the --auth proxy), pick a task, Get Work,
+dispose of the pipeline; its session cookie lasts --session-ttl and lives in
+the database, so any serve node accepts it. With --api,
 --max-conns defaults to 16: a caller waiting for its request may hold a
 connection while it queues on the task's lock. /api/v1/openapi.json describes it.
    loanq serve --api --auth token --listen 0.0.0.0:8080 --token-file /etc/loanq/serve-token
@@ -80,7 +83,7 @@ connection while it queues on the task's lock. /api/v1/openapi.json describes it
 			&cli.StringFlag{Name: "token", EnvVars: []string{"LOANQ_SERVE_TOKEN"}, Usage: "require this bearer `TOKEN`; prefer LOANQ_SERVE_TOKEN or --token-file: a command line is visible to every user of the machine (ps)"},
 			&cli.BoolFlag{Name: "no-auth", Usage: "serve without a token on an address other than loopback: anyone who can reach it sees the queues"},
 			&cli.StringSliceFlag{Name: "allowed-hosts", Usage: "host `NAME`s the server answers to, besides IP addresses and localhost (comma-separated or repeated; default: a name given in --listen, and this machine's host name when listening beyond loopback)"},
-			&cli.StringFlag{Name: "session-ttl", Value: "12h", Usage: "how long the session cookie of a ?token= link lasts (`D`, 1m to 720h)"},
+			&cli.StringFlag{Name: "session-ttl", Value: "12h", Usage: "how long a session cookie lasts: the dashboard's ?token= link, and a sign-in on /work with --api (`D`, 1m to 720h)"},
 			&cli.IntFlag{Name: "max-conns", Value: 4, Usage: "open at most `N` database connections (1 to 100; with --api the default is 16)"},
 			&cli.IntFlag{Name: "max-tasks", Value: dashboard.DefaultMaxTasks, Usage: "show at most `N` tasks and N processors on the page and in /api/dashboard, the busiest (0: all)"},
 			&cli.BoolFlag{Name: "metrics-per-user", Usage: "also export active work per task and user (one series per processor)"},
@@ -276,7 +279,13 @@ func serve(c *cli.Context) error {
 	srv := &dashboard.Server{Source: src, Token: cfg.token, PerUser: c.Bool("metrics-per-user"), Log: logf,
 		AllowedHosts: cfg.allowedHosts, SessionTTL: cfg.session, MaxTasks: cfg.maxTasks}
 	if api {
-		srv.API = (&apiServer{e: dispatch.New(db, d), log: logf, proxy: proxy}).handler()
+		as := &apiServer{e: dispatch.New(db, d), log: logf, proxy: proxy}
+		srv.API = as.handler()
+		wp, err := newWorkPage(as, cfg.session)
+		if err != nil {
+			return err
+		}
+		srv.Work = wp.handler()
 	}
 	h, err := srv.Handler()
 	if err != nil {

@@ -75,6 +75,11 @@ type Server struct {
 	// authenticates its callers itself (API tokens), so the dashboard's
 	// token does not apply to it; the Host and Origin checks do.
 	API http.Handler
+	// Work, when set, serves the processor's page (/work, /work/…): it
+	// signs its users in itself (a session cookie), so the dashboard's
+	// token does not apply to it; the Host and Origin checks do. The
+	// dashboard links to it.
+	Work http.Handler
 
 	pages *template.Template
 
@@ -96,6 +101,9 @@ func (s *Server) Handler() (http.Handler, error) {
 	if err := reg.Register(NewCollector(s.Source, s.PerUser)); err != nil {
 		return nil, fmt.Errorf("registering the metrics: %w", err)
 	}
+	if err := reg.Register(newRuntimeCollector(s.Source.DB)); err != nil {
+		return nil, fmt.Errorf("registering the metrics: %w", err)
+	}
 	static, err := fs.Sub(assets, "assets")
 	if err != nil {
 		return nil, err
@@ -110,6 +118,10 @@ func (s *Server) Handler() (http.Handler, error) {
 	mux.Handle("GET /{$}", s.auth(gzipped(http.HandlerFunc(s.index))))
 	if s.API != nil {
 		mux.Handle("/api/v1/", s.API)
+	}
+	if s.Work != nil {
+		mux.Handle("/work", s.Work)
+		mux.Handle("/work/", s.Work)
 	}
 	return secureHeaders(s.sameSite(mux)), nil
 }
@@ -404,7 +416,8 @@ func (s *Server) taskPage(w http.ResponseWriter, r *http.Request) {
 	s.render(w, "task.html", map[string]any{"D": d, "Database": s.Source.Driver.Name()})
 }
 
-func (s *Server) render(w http.ResponseWriter, name string, data any) {
+func (s *Server) render(w http.ResponseWriter, name string, data map[string]any) {
+	data["WorkPage"] = s.Work != nil
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	if err := s.pages.ExecuteTemplate(w, name, data); err != nil {
 		fmt.Fprintf(w, "\n<!-- template error: %s -->", template.HTMLEscapeString(err.Error()))

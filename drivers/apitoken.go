@@ -21,3 +21,20 @@ type TokenRevokeParams struct {
 	ID int64  `bind:"id"`
 	By string `bind:"by"`
 }
+
+// SessionInsertParams binds SessionInsert: a page session's hash, owner,
+// CSRF token, the API token it was opened with and its validity.
+type SessionInsertParams struct {
+	Hash    string        `bind:"hash"`
+	User    string        `bind:"user"`
+	Role    string        `bind:"role"`
+	CSRF    string        `bind:"csrf"`
+	TokenID sql.NullInt64 `bind:"token_id"` // NULL: --auth proxy
+	TTLMs   int64         `bind:"ttl_ms"`
+}
+
+// HistoryParams binds History: whose dispositions, over the last AgeMs.
+type HistoryParams struct {
+	User  string `bind:"user"`
+	AgeMs int64  `bind:"age_ms"`
+}

@@ -159,7 +159,8 @@ func PlanGrants(req GrantRequest) (*Plan, error) {
 	case RoleServe:
 		// Also reads the API tokens (serve --api --auth token): only their
 		// hashes, never a way to issue or revoke one.
-		p.Tables = append(processor[:len(processor):len(processor)], read("loanq_api_token", "authenticate API calls by token hash"))
+		p.Tables = append(processor[:len(processor):len(processor)], read("loanq_api_token", "authenticate API calls by token hash"),
+			TableGrant{Table: "loanq_session", Privs: []string{"SELECT", "INSERT", "DELETE"}, Why: "sessions of the processor's page (/work): sign in, check, sign out"})
 		p.LockSources = true
 	case RoleAdmin:
 		p.Tables = []TableGrant{version, account,

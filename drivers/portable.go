@@ -329,6 +329,19 @@ WHERE token_hash = :hash AND revoked_at IS NULL AND (expires_at IS NULL OR expir
 FROM loanq_api_token ORDER BY id`},
 		TokenRevoke: Stmt[TokenRevokeParams]{SQL: `UPDATE loanq_api_token SET revoked_at = {{now}}, revoked_by = :by
 WHERE id = :id AND revoked_at IS NULL`},
+
+		SessionInsert: Stmt[SessionInsertParams]{SQL: `INSERT INTO loanq_session (session_hash, user_name, role, csrf, token_id, created_at, expires_at)
+VALUES (:hash, :user, :role, :csrf, :token_id, {{now}}, {{nowPlusMs ":ttl_ms"}})`},
+		SessionAuth: Stmt[HashParams]{SQL: `SELECT s.user_name, s.role, s.csrf FROM loanq_session s
+LEFT JOIN loanq_api_token t ON t.id = s.token_id
+WHERE s.session_hash = :hash AND s.expires_at > {{now}}
+  AND (s.token_id IS NULL OR (t.id IS NOT NULL AND t.revoked_at IS NULL AND (t.expires_at IS NULL OR t.expires_at > {{now}})))`},
+		SessionDelete: Stmt[HashParams]{SQL: `DELETE FROM loanq_session WHERE session_hash = :hash`},
+		SessionPrune:  Stmt[NoParams]{SQL: `DELETE FROM loanq_session WHERE expires_at <= {{now}}`},
+		History: Stmt[HistoryParams]{SQL: `SELECT t.name, w.loan_id, w.disposition, w.disposed_at, w.return_at
+FROM loanq_work w JOIN loanq_task t ON t.id = w.task_id
+WHERE w.user_name = :user AND w.disposition IS NOT NULL AND w.disposed_at > {{nowMinusMs ":age_ms"}}
+ORDER BY w.disposed_at DESC, w.id DESC {{limit "200"}}`},
 	}
 }
 

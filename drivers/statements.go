@@ -435,6 +435,25 @@ type Statements struct {
 	// TokenRevoke takes: who revokes it, id. 0 rows: no such token, or
 	// already revoked.
 	TokenRevoke Stmt[TokenRevokeParams] `purpose:"api: revoke a token"`
+
+	// --- Sessions of the processor's page (/work of serve --api) ---
+
+	// SessionInsert takes: the session id's SHA-256 (hex), user, role, the
+	// CSRF token, the API token's id (NULL under --auth proxy), validity
+	// in ms. The session id itself is never stored.
+	SessionInsert Stmt[SessionInsertParams] `purpose:"page: open a session (only its hash is kept)"`
+	// SessionAuth takes: hash. The session's user, role and CSRF token when
+	// it has not expired and its API token (if any) is neither revoked nor
+	// expired (database clock); no row otherwise.
+	SessionAuth Stmt[HashParams] `purpose:"page: authenticate a call by its session cookie's hash"`
+	// SessionDelete takes: hash. Sign-out.
+	SessionDelete Stmt[HashParams] `purpose:"page: end a session (sign out)"`
+	// SessionPrune takes nothing. Deletes expired sessions.
+	SessionPrune Stmt[NoParams] `purpose:"page: delete expired sessions"`
+	// History takes: user, age ms. Columns: task name, loan id,
+	// disposition, disposed_at, return_at (NULL unless returned), of the
+	// user's dispositions in the last age ms, newest first, at most 200.
+	History Stmt[HistoryParams] `purpose:"page: a user's dispositions of the day"`
 }
 
 // Named is one statement with its purpose.

@@ -189,6 +189,8 @@ GRANT SELECT, INSERT, UPDATE, DELETE ON loanq_pool TO LOANQ_SERVE
 GRANT SELECT, INSERT, UPDATE (name, holder, token, taken_at, expires_at) ON loanq_lock TO LOANQ_SERVE
 -- authenticate API calls by token hash
 GRANT SELECT ON loanq_api_token TO LOANQ_SERVE
+-- sessions of the processor's page (/work): sign in, check, sign out
+GRANT SELECT, INSERT, DELETE ON loanq_session TO LOANQ_SERVE
 -- who the account may act as (docs/security.md)
 GRANT EXECUTE ON loanq_may_act_as TO LOANQ_SERVE
 MERGE INTO loanq_account a

@@ -23,7 +23,11 @@ SELECT version_id, is_applied FROM loanq_schema_version ORDER BY tstamp DESC, id
 
 -- (begin)
 
--- 5, in transaction; binds :1 = 14
+-- 5, in transaction
+DROP TABLE loanq_session PURGE
+/
+
+-- 6, in transaction; binds :1 = 16
 DELETE FROM loanq_schema_version WHERE version_id = :1
 /
 

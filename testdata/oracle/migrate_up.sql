@@ -627,7 +627,33 @@ INSERT INTO loanq_schema_version (version_id, is_applied) VALUES (:1, 1)
 
 -- (commit)
 
--- 72, autocommit
+-- (begin)
+
+-- 72, in transaction
+CREATE TABLE loanq_session (
+    session_hash CHAR(64)           NOT NULL,
+    user_name    VARCHAR2(100 CHAR) NOT NULL,
+    role         VARCHAR2(20 CHAR)  NOT NULL,
+    csrf         VARCHAR2(64 CHAR)  NOT NULL,
+    token_id     NUMBER(19),
+    created_at   TIMESTAMP(6)       NOT NULL,
+    expires_at   TIMESTAMP(6)       NOT NULL,
+    CONSTRAINT loanq_session_pk PRIMARY KEY (session_hash),
+    CONSTRAINT loanq_session_role_ck CHECK (role IN ('processor', 'supervisor'))
+)
+/
+
+-- 73, in transaction
+CREATE INDEX loanq_session_expires_ix ON loanq_session (expires_at)
+/
+
+-- 74, in transaction; binds :1 = 16
+INSERT INTO loanq_schema_version (version_id, is_applied) VALUES (:1, 1)
+/
+
+-- (commit)
+
+-- 75, autocommit
 SELECT MAX(version_id) FROM loanq_schema_version
 /
 

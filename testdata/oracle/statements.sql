@@ -620,6 +620,33 @@ UPDATE loanq_api_token SET revoked_at = SYS_EXTRACT_UTC(SYSTIMESTAMP), revoked_b
 WHERE id = :2 AND revoked_at IS NULL
 /
 
+-- SessionInsert: page: open a session (only its hash is kept)
+INSERT INTO loanq_session (session_hash, user_name, role, csrf, token_id, created_at, expires_at)
+VALUES (:1, :2, :3, :4, :5, SYS_EXTRACT_UTC(SYSTIMESTAMP), SYS_EXTRACT_UTC(SYSTIMESTAMP) + NUMTODSINTERVAL(:6 / 1000, 'SECOND'))
+/
+
+-- SessionAuth: page: authenticate a call by its session cookie's hash
+SELECT s.user_name, s.role, s.csrf FROM loanq_session s
+LEFT JOIN loanq_api_token t ON t.id = s.token_id
+WHERE s.session_hash = :1 AND s.expires_at > SYS_EXTRACT_UTC(SYSTIMESTAMP)
+  AND (s.token_id IS NULL OR (t.id IS NOT NULL AND t.revoked_at IS NULL AND (t.expires_at IS NULL OR t.expires_at > SYS_EXTRACT_UTC(SYSTIMESTAMP))))
+/
+
+-- SessionDelete: page: end a session (sign out)
+DELETE FROM loanq_session WHERE session_hash = :1
+/
+
+-- SessionPrune: page: delete expired sessions
+DELETE FROM loanq_session WHERE expires_at <= SYS_EXTRACT_UTC(SYSTIMESTAMP)
+/
+
+-- History: page: a user's dispositions of the day
+SELECT t.name, w.loan_id, w.disposition, w.disposed_at, w.return_at
+FROM loanq_work w JOIN loanq_task t ON t.id = w.task_id
+WHERE w.user_name = :1 AND w.disposition IS NOT NULL AND w.disposed_at > SYS_EXTRACT_UTC(SYSTIMESTAMP) - NUMTODSINTERVAL(:2 / 1000, 'SECOND')
+ORDER BY w.disposed_at DESC, w.id DESC FETCH FIRST 200 ROWS ONLY
+/
+
 -- CriteriaQuery: the heavy criteria query (binds :1 task id, :2 row limit), for
 -- a task with --source loan --key id --where "eligible = 1" --order "priority DESC"
 SELECT src.id FROM loan src

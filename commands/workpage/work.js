@@ -1,0 +1,262 @@
+// The processor's page of loanq serve --api (/work). Every value from the
+// server is put on the page with textContent, never as HTML.
+(function () {
+  'use strict';
+  var meta = document.querySelector('meta[name="loanq-csrf"]');
+  var csrf = meta ? meta.getAttribute('content') : '';
+  var statusEl = document.getElementById('status');
+
+  function say(text, kind) {
+    statusEl.textContent = text;
+    statusEl.className = kind || '';
+  }
+
+  // call sends a JSON API call with the session cookie; POST and DELETE
+  // carry the CSRF token. A 401 means the session ended: sign in again.
+  function call(method, path, body) {
+    var opts = { method: method, credentials: 'same-origin', headers: { 'Accept': 'application/json' } };
+    if (method !== 'GET') { opts.headers['X-CSRF-Token'] = csrf; }
+    if (body !== undefined) {
+      opts.headers['Content-Type'] = 'application/json';
+      opts.body = JSON.stringify(body);
+    }
+    return fetch(path, opts).then(function (res) {
+      if (res.status === 401 && document.body.dataset.page === 'work') {
+        say('Your session has ended: signing in again…', 'error');
+        window.location.assign('/work');
+        return new Promise(function () {});
+      }
+      if (res.status === 204) { return { status: 204, doc: null }; }
+      return res.json().then(function (doc) { return { status: res.status, doc: doc }; },
+        function () { return { status: res.status, doc: null }; });
+    });
+  }
+
+  function problem(r) {
+    return (r.doc && r.doc.detail) ? r.doc.detail : ('the server answered ' + r.status);
+  }
+
+  function cell(tr, text, cls) {
+    var td = document.createElement('td');
+    td.textContent = text;
+    if (cls) { td.className = cls; }
+    tr.appendChild(td);
+    return td;
+  }
+
+  function age(seconds) {
+    if (seconds < 60) { return seconds + 's'; }
+    if (seconds < 3600) { return Math.floor(seconds / 60) + 'm ' + (seconds % 60) + 's'; }
+    var h = Math.floor(seconds / 3600);
+    return h + 'h ' + Math.floor((seconds % 3600) / 60) + 'm';
+  }
+
+  function clock(iso) {
+    var d = new Date(iso);
+    return isNaN(d) ? '' : d.toLocaleTimeString([], { hour: '2-digit', minute: '2-digit' });
+  }
+
+  // ---- sign-in page ----
+  if (document.body.dataset.page === 'login') {
+    var form = document.getElementById('login');
+    if (!form) { return; }
+    form.addEventListener('submit', function (ev) {
+      ev.preventDefault();
+      say('Signing in…');
+      call('POST', '/work/login', { token: document.getElementById('token').value }).then(function (r) {
+        if (r.status === 204) { window.location.replace('/work'); return; }
+        say(problem(r), 'error');
+      }, function () { say('The server cannot be reached; try again.', 'error'); });
+    });
+    return;
+  }
+
+  // ---- the work page ----
+  var taskSel = document.getElementById('task');
+  var countIn = document.getElementById('count');
+  var getBtn = document.getElementById('get');
+  var cancelBtn = document.getElementById('cancel');
+  var pipeBody = document.querySelector('#pipeline tbody');
+  var histBody = document.querySelector('#history tbody');
+  var pending = null; // the request id being looked for
+  var shown = {};     // loans shown before the last answer, to mark new ones
+  var ages = [];      // [td, seconds at load, load time]
+
+  function loadTasks() {
+    return call('GET', '/api/v1/tasks').then(function (r) {
+      if (r.status !== 200) { say(problem(r), 'error'); return; }
+      var keep = taskSel.value || sessionStorage.getItem('loanq-task') || '';
+      taskSel.textContent = '';
+      r.doc.tasks.forEach(function (t) {
+        var o = document.createElement('option');
+        o.value = t.name;
+        o.textContent = t.name;
+        taskSel.appendChild(o);
+      });
+      if (keep) { taskSel.value = keep; }
+      if (!taskSel.value && taskSel.options.length) { taskSel.selectedIndex = 0; }
+    });
+  }
+
+  function dispose(item, action, after, buttons) {
+    buttons.forEach(function (b) { b.disabled = true; });
+    var body = { action: action };
+    if (action === 'return') { body.after = after; }
+    var path = '/api/v1/tasks/' + encodeURIComponent(item.task) + '/loans/' + encodeURIComponent(item.loan_id) + '/disposition';
+    call('POST', path, body).then(function (r) {
+      if (r.status !== 200) {
+        say(problem(r), 'error');
+        buttons.forEach(function (b) { b.disabled = false; });
+        return;
+      }
+      say('Loan ' + item.loan_id + ': ' + (action === 'return' ? 'returned for ' + after : action) + '.', 'ok');
+      refresh();
+    });
+  }
+
+  function renderPipeline(work, fresh) {
+    pipeBody.textContent = '';
+    ages = [];
+    var now = Date.now();
+    work.forEach(function (item) {
+      var tr = document.createElement('tr');
+      tr.dataset.loan = String(item.loan_id);
+      tr.dataset.task = item.task;
+      if (fresh && !shown[item.task + '/' + item.loan_id]) { tr.className = 'new'; }
+      cell(tr, item.task);
+      cell(tr, String(item.loan_id), 'num');
+      var ageTd = cell(tr, age(item.age_seconds), 'num age');
+      ages.push([ageTd, item.age_seconds, now]);
+      var td = document.createElement('td');
+      var box = document.createElement('div');
+      box.className = 'actions';
+      td.appendChild(box);
+      var complete = document.createElement('button');
+      complete.type = 'button';
+      complete.className = 'complete';
+      complete.textContent = 'Complete';
+      var after = document.createElement('select');
+      after.className = 'after';
+      after.setAttribute('aria-label', 'return after, for loan ' + item.loan_id);
+      [['1h', '1 hour'], ['4h', '4 hours'], ['24h', '1 day'], ['72h', '3 days']].forEach(function (a) {
+        var o = document.createElement('option');
+        o.value = a[0];
+        o.textContent = a[1];
+        after.appendChild(o);
+      });
+      var ret = document.createElement('button');
+      ret.type = 'button';
+      ret.className = 'return';
+      ret.textContent = 'Return after…';
+      var never = document.createElement('button');
+      never.type = 'button';
+      never.className = 'never';
+      never.textContent = 'Never';
+      complete.setAttribute('aria-label', 'Complete loan ' + item.loan_id);
+      never.setAttribute('aria-label', 'Never: loan ' + item.loan_id + ' is not to be worked again');
+      var buttons = [complete, ret, never, after];
+      complete.addEventListener('click', function () { dispose(item, 'complete', null, buttons); });
+      ret.addEventListener('click', function () { dispose(item, 'return', after.value, buttons); });
+      never.addEventListener('click', function () { dispose(item, 'never', null, buttons); });
+      box.appendChild(complete);
+      box.appendChild(ret);
+      box.appendChild(after);
+      box.appendChild(never);
+      tr.appendChild(td);
+      pipeBody.appendChild(tr);
+    });
+    shown = {};
+    work.forEach(function (item) { shown[item.task + '/' + item.loan_id] = true; });
+    document.getElementById('pipe-empty').hidden = work.length > 0;
+    document.getElementById('pipeline').hidden = work.length === 0;
+    document.getElementById('pipe-count').textContent = work.length ? '(' + work.length + ')' : '';
+  }
+
+  function renderHistory(items) {
+    histBody.textContent = '';
+    items.forEach(function (h) {
+      var tr = document.createElement('tr');
+      cell(tr, clock(h.disposed_at), 'num');
+      cell(tr, h.task);
+      cell(tr, String(h.loan_id), 'num');
+      var what = h.disposition;
+      if (h.disposition === 'return' && h.return_at) { what += ' (back at ' + clock(h.return_at) + ')'; }
+      cell(tr, what);
+      histBody.appendChild(tr);
+    });
+    document.getElementById('hist-empty').hidden = items.length > 0;
+    document.getElementById('history').hidden = items.length === 0;
+  }
+
+  function refresh(fresh) {
+    return Promise.all([call('GET', '/api/v1/pipeline'), call('GET', '/api/v1/history')]).then(function (rs) {
+      if (rs[0].status === 200) { renderPipeline(rs[0].doc.work, fresh); } else { say(problem(rs[0]), 'error'); }
+      if (rs[1].status === 200) { renderHistory(rs[1].doc.history); }
+    });
+  }
+
+  function looking(on) {
+    getBtn.disabled = on;
+    cancelBtn.hidden = !on;
+    if (on) { say('looking… for ' + countIn.value + ' loan(s) in ' + taskSel.value, 'looking'); }
+  }
+
+  // answered shows a request's answer; pending ones are long-polled.
+  function answered(r) {
+    if (r.status === 202 && r.doc && r.doc.request_id) {
+      pending = r.doc.request_id;
+      looking(true);
+      return call('GET', '/api/v1/requests/' + encodeURIComponent(pending) + '?wait_ms=25000').then(answered, retry);
+    }
+    pending = null;
+    looking(false);
+    if (r.status !== 200) { say(problem(r), 'error'); return; }
+    var d = r.doc;
+    if (d.status === 'cancelled') { say('Stopped looking.', ''); return; }
+    if (d.assigned > 0) {
+      say('Got ' + d.assigned + ' of ' + d.requested + ': loan' + (d.loans.length > 1 ? 's ' : ' ') + d.loans.join(', ') + (d.status === 'partial' ? ' (no more work right now)' : '') + '.', 'ok');
+    } else {
+      say('No work in ' + d.task + ' right now.', '');
+    }
+    return refresh(true);
+  }
+
+  function retry() {
+    // The connection dropped (a node restarted?): ask again; the pending
+    // request is the same one, whichever node answers.
+    say('looking… (reconnecting)', 'looking');
+    setTimeout(function () {
+      if (pending) {
+        call('GET', '/api/v1/requests/' + encodeURIComponent(pending) + '?wait_ms=25000').then(answered, retry);
+      }
+    }, 1000);
+  }
+
+  document.getElementById('ask').addEventListener('submit', function (ev) {
+    ev.preventDefault();
+    if (pending) { return; }
+    sessionStorage.setItem('loanq-task', taskSel.value);
+    looking(true);
+    var n = parseInt(countIn.value, 10) || 1;
+    call('POST', '/api/v1/tasks/' + encodeURIComponent(taskSel.value) + '/requests', { count: n, wait_ms: 1000 })
+      .then(answered, retry);
+  });
+
+  cancelBtn.addEventListener('click', function () {
+    if (!pending) { return; }
+    call('DELETE', '/api/v1/requests/' + encodeURIComponent(pending));
+  });
+
+  document.getElementById('logout').addEventListener('click', function () {
+    call('POST', '/work/logout').then(function () { window.location.assign('/work'); });
+  });
+
+  // Ages tick every second between refreshes; the lists reload every 30 s.
+  setInterval(function () {
+    var now = Date.now();
+    ages.forEach(function (a) { a[0].textContent = age(a[1] + Math.floor((now - a[2]) / 1000)); });
+  }, 1000);
+  setInterval(function () { if (!pending) { refresh(false); } }, 30000);
+
+  loadTasks().then(function () { return refresh(false); });
+})();

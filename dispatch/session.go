@@ -1,0 +1,122 @@
+package dispatch
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/loanq/loanq/drivers"
+)
+
+// Sessions of the processor's page (/work of `loanq serve --api`): a browser
+// signs in once and then carries a cookie holding a random session id. The
+// session is a row of loanq_session (only the id's SHA-256), so every serve
+// node accepts it and a sign-out or an expiry holds on every node at once.
+
+// Session is a signed-in browser: its user, role and the CSRF token every
+// POST and DELETE of the page must echo.
+type Session struct {
+	Principal
+	CSRF string
+}
+
+// randomToken is 32 random bytes, base64url: a session id or a CSRF token.
+func randomToken() (string, error) {
+	b := make([]byte, 32)
+	if _, err := rand.Read(b); err != nil {
+		return "", fmt.Errorf("reading random bytes: %w", err)
+	}
+	return base64.RawURLEncoding.EncodeToString(b), nil
+}
+
+// CreateSession opens a session for p, valid for ttl; it returns the
+// session id (the cookie's value, never stored) and the session. Expired
+// sessions are deleted on the way, so the table holds only live ones.
+func (e *Engine) CreateSession(ctx context.Context, p *Principal, ttl time.Duration) (string, *Session, error) {
+	if err := validateUser(p.User); err != nil {
+		return "", nil, err
+	}
+	id, err := randomToken()
+	if err != nil {
+		return "", nil, err
+	}
+	csrf, err := randomToken()
+	if err != nil {
+		return "", nil, err
+	}
+	if _, err := e.sql().SessionPrune.Exec(ctx, e.DB, drivers.NoParams{}); err != nil {
+		return "", nil, fmt.Errorf("deleting expired sessions: %w", err)
+	}
+	tok := sql.NullInt64{Int64: p.TokenID, Valid: p.TokenID != 0}
+	if _, err := e.sql().SessionInsert.Exec(ctx, e.DB, drivers.SessionInsertParams{Hash: HashToken(id), User: p.User, Role: p.Role,
+		CSRF: csrf, TokenID: tok, TTLMs: ttl.Milliseconds()}); err != nil {
+		return "", nil, fmt.Errorf("opening a session for %s: %w", p.User, err)
+	}
+	return id, &Session{Principal: *p, CSRF: csrf}, nil
+}
+
+// SessionOf reads the session whose id is id; nil when there is none, it
+// expired, or the API token it was opened with was revoked or expired.
+func (e *Engine) SessionOf(ctx context.Context, id string) (*Session, error) {
+	if id == "" || len(id) > 100 {
+		return nil, nil // not one of ours: no query
+	}
+	var s Session
+	err := e.sql().SessionAuth.QueryRow(ctx, e.DB, drivers.HashParams{Hash: HashToken(id)}).Scan(&s.User, &s.Role, &s.CSRF)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("checking a session: %w", err)
+	}
+	return &s, nil
+}
+
+// EndSession deletes the session whose id is id (sign-out); no session is
+// not an error.
+func (e *Engine) EndSession(ctx context.Context, id string) error {
+	if _, err := e.sql().SessionDelete.Exec(ctx, e.DB, drivers.HashParams{Hash: HashToken(id)}); err != nil {
+		return fmt.Errorf("ending a session: %w", err)
+	}
+	return nil
+}
+
+// HistoryItem is one disposition of the user's day.
+type HistoryItem struct {
+	Task        string     `json:"task"`
+	LoanID      int64      `json:"loan_id"`
+	Disposition string     `json:"disposition"`
+	DisposedAt  time.Time  `json:"disposed_at"`
+	ReturnAt    *time.Time `json:"return_at"`
+}
+
+// History lists user's dispositions over the last since (the page's
+// "today": since local midnight), newest first, at most 200.
+func (e *Engine) History(ctx context.Context, user string, since time.Duration) ([]HistoryItem, error) {
+	if err := validateUser(user); err != nil {
+		return nil, err
+	}
+	rows, err := e.sql().History.Query(ctx, e.DB, drivers.HistoryParams{User: user, AgeMs: since.Milliseconds()})
+	if err != nil {
+		return nil, fmt.Errorf("reading the history of %s: %w", user, err)
+	}
+	defer rows.Close()
+	out := []HistoryItem{}
+	for rows.Next() {
+		var it HistoryItem
+		var at, ret nullTime
+		if err := rows.Scan(&it.Task, &it.LoanID, &it.Disposition, &at, &ret); err != nil {
+			return nil, fmt.Errorf("reading the history of %s: %w", user, err)
+		}
+		it.DisposedAt = at.T
+		if !ret.T.IsZero() {
+			it.ReturnAt = &ret.T
+		}
+		out = append(out, it)
+	}
+	return out, rows.Err()
+}
