@@ -205,12 +205,21 @@ func heldClaimLeaves(t *testing.T, d drivers.Driver, e *dispatch.Engine, dsn, ta
 		t.Fatal(err)
 	}
 	defer func() { _ = holder.Wait() }()
-	// In its claim (rows) or query: its request is logged, and a second later
-	// it is well inside the 3 s.
+	// In its query (skip, lease): its request is logged, committed before
+	// the query. In its claim (rows): its request is logged inside the
+	// claim's own transaction, invisible until it commits; what shows is
+	// the transaction holding row locks (pg_locks / innodb_trx). A second
+	// later it is well inside the 3 s.
+	inFlight := func() bool {
+		if s == drivers.Rows {
+			return testdb.TransactionsOpen(t, d, e.DB) > 0
+		}
+		return testdb.Int(t, d, e.DB, "SELECT COUNT(*) FROM loanq_work_request WHERE task_id = ? AND status = 'pending'", id) > 0
+	}
 	deadline := time.Now().Add(time.Minute)
-	for testdb.Int(t, d, e.DB, "SELECT COUNT(*) FROM loanq_work_request WHERE task_id = ? AND status = 'pending'", id) == 0 {
+	for !inFlight() {
 		if time.Now().After(deadline) {
-			t.Fatal("the holder never logged its request")
+			t.Fatal("the holder never got into its claim or query")
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

@@ -91,9 +91,15 @@ func restartRound(t *testing.T, srv *throwaway.Server, dsn string, round int, s 
 			append([]string{"--output", "json", "work", "get", task, "--count", "2"}, fastRecheck...)...)
 	}
 	// In flight: every request logged, and one caller holds the task lock.
+	// A rows caller logs its request inside its claim's transaction
+	// (invisible until it commits): there, every caller's transaction holds
+	// its row locks (pg_locks / innodb_trx) while its 2 s query runs.
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
 		logged := testdb.Int(t, d, db, "SELECT COUNT(*) FROM loanq_work_request WHERE user_name LIKE ?", fmt.Sprintf("r%d-p%%", round))
+		if s == drivers.Rows {
+			logged = testdb.TransactionsOpen(t, d, db)
+		}
 		if logged == callers && lockHeld(t, d, e, taskID, s) {
 			break
 		}
@@ -159,8 +165,26 @@ func restartRound(t *testing.T, srv *throwaway.Server, dsn string, round int, s 
 	// status ID --wait`, serves it (all at once, so one criteria query serves
 	// them all). A caller that asked again with `work get` would get a second
 	// request served as well.
+	// A rows caller that failed inside its claim had logged its request in
+	// the claim's transaction: nothing of it is left (no request, no loan),
+	// its message says so and names no request, and the retry is `work
+	// get` again.
 	retries := make([]*proc, len(failed))
 	for i, p := range failedProcs {
+		if s == drivers.Rows && !requestIDRE.MatchString(p.res.stderr) {
+			if !strings.Contains(p.res.stderr, "no request is left pending") {
+				t.Errorf("rows caller %s failed naming no request, without saying that none is left pending:\n%s", p.user, p.res.stderr)
+			}
+			if n := testdb.Int(t, d, db, "SELECT COUNT(*) FROM loanq_work_request WHERE user_name = ?", p.user); n != 0 {
+				t.Errorf("rows caller %s failed in its claim but %d requests of it are recorded", p.user, n)
+			}
+			if n := testdb.Int(t, d, db, "SELECT COUNT(*) FROM loanq_work WHERE user_name = ?", p.user); n != 0 {
+				t.Errorf("rows caller %s failed in its claim but holds %d loans", p.user, n)
+			}
+			retries[i] = startProc(t, dsn, p.user, 3*time.Minute,
+				append([]string{"--output", "json", "work", "get", task, "--count", "2"}, fastRecheck...)...)
+			continue
+		}
 		id := requestIDOf(t, p.res.stderr)
 		retries[i] = startProc(t, dsn, p.user, 3*time.Minute,
 			append([]string{"--output", "json", "work", "status", strconv.FormatInt(id, 10), "--wait"}, fastRecheck...)...)

@@ -212,26 +212,30 @@ func TestHolderKilledMidQuery(t *testing.T) {
 	})
 }
 
-// waitUntilLocked returns once the holder has logged its request and holds
-// the task lock, as seen from another session: the row lock answers NOWAIT
-// with busy, or the lease has an owner.
+// waitUntilLocked returns once the holder holds its lock, as seen from
+// another session: the row lock answers NOWAIT with busy, or the lease has
+// an owner — and, for those, its request is logged (committed before any
+// lock is tried). A rows claimer logs its request inside its claim's own
+// transaction, so nothing of it is visible before its commit: what shows is
+// the lock itself, an eligible loan row that NOWAIT finds held, in a
+// transaction that has locked rows (pg_locks / innodb_trx).
 func waitUntilLocked(t *testing.T, d drivers.Driver, e *dispatch.Engine, taskID int64, s drivers.Strategy) {
 	t.Helper()
 	ctx := context.Background()
 	deadline := time.Now().Add(2 * time.Minute)
 	for time.Now().Before(deadline) {
-		if testdb.Int(t, d, e.DB, "SELECT COUNT(*) FROM loanq_work_request WHERE task_id = ? AND user_name = 'doomed'", taskID) == 1 {
-			if s == drivers.Lease {
-				if testdb.Int(t, d, e.DB, "SELECT COUNT(*) FROM loanq_task WHERE id = ? AND lease_owner IS NOT NULL", taskID) == 1 {
-					return
-				}
-			} else if s == drivers.Rows {
-				if sourceRowLocked(t, ctx, d, e) {
-					return
-				}
-			} else if rowLockHeld(t, ctx, d, e, taskID) {
+		switch {
+		case s == drivers.Rows:
+			if testdb.TransactionsOpen(t, d, e.DB) > 0 && sourceRowLocked(t, ctx, d, e) {
 				return
 			}
+		case testdb.Int(t, d, e.DB, "SELECT COUNT(*) FROM loanq_work_request WHERE task_id = ? AND user_name = 'doomed'", taskID) != 1:
+		case s == drivers.Lease:
+			if testdb.Int(t, d, e.DB, "SELECT COUNT(*) FROM loanq_task WHERE id = ? AND lease_owner IS NOT NULL", taskID) == 1 {
+				return
+			}
+		case rowLockHeld(t, ctx, d, e, taskID):
+			return
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
