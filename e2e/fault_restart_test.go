@@ -92,13 +92,13 @@ func restartRound(t *testing.T, srv *throwaway.Server, dsn string, round int, s 
 	}
 	// In flight: every request logged, and one caller holds the task lock.
 	// A rows caller logs its request inside its claim's transaction
-	// (invisible until it commits): there, every caller's transaction holds
-	// its row locks (pg_locks / innodb_trx) while its 2 s query runs.
+	// (invisible until it commits): there, every caller holds its 2 loan
+	// rows while its 2 s query runs, which a SKIP LOCKED probe passes over.
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
 		logged := testdb.Int(t, d, db, "SELECT COUNT(*) FROM loanq_work_request WHERE user_name LIKE ?", fmt.Sprintf("r%d-p%%", round))
 		if s == drivers.Rows {
-			logged = testdb.TransactionsOpen(t, d, db)
+			logged = int64(heldSourceRows(t, d, db) / 2)
 		}
 		if logged == callers && lockHeld(t, d, e, taskID, s) {
 			break

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"sort"
 	"strconv"
@@ -217,8 +218,7 @@ func TestHolderKilledMidQuery(t *testing.T) {
 // an owner — and, for those, its request is logged (committed before any
 // lock is tried). A rows claimer logs its request inside its claim's own
 // transaction, so nothing of it is visible before its commit: what shows is
-// the lock itself, an eligible loan row that NOWAIT finds held, in a
-// transaction that has locked rows (pg_locks / innodb_trx).
+// the lock itself, an eligible loan row that NOWAIT finds held.
 func waitUntilLocked(t *testing.T, d drivers.Driver, e *dispatch.Engine, taskID int64, s drivers.Strategy) {
 	t.Helper()
 	ctx := context.Background()
@@ -226,7 +226,7 @@ func waitUntilLocked(t *testing.T, d drivers.Driver, e *dispatch.Engine, taskID 
 	for time.Now().Before(deadline) {
 		switch {
 		case s == drivers.Rows:
-			if testdb.TransactionsOpen(t, d, e.DB) > 0 && sourceRowLocked(t, ctx, d, e) {
+			if sourceRowLocked(t, ctx, d, e) {
 				return
 			}
 		case testdb.Int(t, d, e.DB, "SELECT COUNT(*) FROM loanq_work_request WHERE task_id = ? AND user_name = 'doomed'", taskID) != 1:
@@ -291,4 +291,25 @@ func sourceRowLocked(t *testing.T, ctx context.Context, d drivers.Driver, e *dis
 		t.Fatalf("probing the loan rows: %v", err)
 		return false
 	}
+}
+
+// heldSourceRows counts the eligible loan rows of the test table that other
+// transactions hold: a SKIP LOCKED read from another session, rolled back,
+// passes over exactly those. What rows claimers in their queries hold (their
+// requests are logged in their own transactions, invisible until they
+// commit).
+func heldSourceRows(t *testing.T, d drivers.Driver, db *sql.DB) int {
+	t.Helper()
+	ctx := context.Background()
+	all := testdb.Int(t, d, db, "SELECT COUNT(*) FROM loan WHERE eligible = 1")
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	ids, err := drivers.ScanIDs(tx.QueryContext(ctx, "SELECT id FROM loan WHERE eligible = 1 FOR UPDATE SKIP LOCKED"))
+	if err != nil {
+		t.Fatalf("probing the loan rows: %v", err)
+	}
+	return int(all) - len(ids)
 }
