@@ -104,7 +104,7 @@ func restartRound(t *testing.T, srv *throwaway.Server, dsn string, round int, s 
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the callers never got in flight (%d of %d requests logged)", logged, callers)
+			t.Fatalf("the callers never got in flight (%d of %d requests logged, or rows claims holding their rows)", logged, callers)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -207,7 +207,7 @@ func restartRound(t *testing.T, srv *throwaway.Server, dsn string, round int, s 
 	rechecked := recheckAll(t, dsn, d, e, taskID)
 	audit(t, e)
 	lockFree(t, d, e, taskID, s)
-	t.Logf("retries: %d failed callers served by `work status ID --wait`, %d other pending requests rechecked; audit clean", len(failed), rechecked)
+	t.Logf("retries: %d failed callers served by `work status ID --wait` (rows: by `work get` again), %d other pending requests rechecked; audit clean", len(failed), rechecked)
 }
 
 // lockHeld: the row lock answers NOWAIT with busy, or the lease has an owner.

@@ -302,12 +302,14 @@ func heldSourceRows(t *testing.T, d drivers.Driver, db *sql.DB) int {
 	t.Helper()
 	ctx := context.Background()
 	all := testdb.Int(t, d, db, "SELECT COUNT(*) FROM loan WHERE eligible = 1")
-	tx, err := db.BeginTx(ctx, nil)
+	// READ COMMITTED, as the claims themselves (InnoDB at REPEATABLE READ
+	// would read the gaps too).
+	tx, err := db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer tx.Rollback()
-	ids, err := drivers.ScanIDs(tx.QueryContext(ctx, "SELECT id FROM loan WHERE eligible = 1 FOR UPDATE SKIP LOCKED"))
+	ids, err := drivers.ScanIDs(tx.QueryContext(ctx, "SELECT id FROM loan WHERE eligible = 1 ORDER BY id FOR UPDATE SKIP LOCKED"))
 	if err != nil {
 		t.Fatalf("probing the loan rows: %v", err)
 	}
