@@ -337,12 +337,20 @@ func TestRowsClaimRechecksAfterLock(t *testing.T) {
 			r, err := f.engine(t).Get(ctx, task.Name, "late", 1, fast)
 			done <- answer{r, err}
 		}()
-		// The claim has logged its request and is in its scan, sleeping on
-		// the only loan's row; another caller gets that loan and sets it to
-		// never, each committed at once.
+		// The claim is in its locking read (seen running from another
+		// session: its request is logged in its own transaction, invisible
+		// until it commits), sleeping in its scan before it reaches the only
+		// loan's row; another caller gets that loan and sets it to never,
+		// each committed at once.
 		deadline := time.Now().Add(time.Minute)
-		for f.count(t, "SELECT COUNT(*) FROM loanq_work_request WHERE task_id = ? AND user_name = 'late'", task.ID) == 0 && time.Now().Before(deadline) {
+		for !testdb.StatementRunning(t, f.d, f.db, "SKIP LOCKED") {
+			if time.Now().After(deadline) {
+				t.Fatal("the claim's locking read never ran")
+			}
 			time.Sleep(10 * time.Millisecond)
+		}
+		if n := f.count(t, "SELECT COUNT(*) FROM loanq_work_request WHERE task_id = ?", task.ID); n != 0 {
+			t.Fatalf("%d requests visible while the claim runs: a rows claim logs its request in its own transaction", n)
 		}
 		time.Sleep(400 * time.Millisecond)
 		st := f.d.Statements()
@@ -368,6 +376,9 @@ func TestRowsClaimRechecksAfterLock(t *testing.T) {
 		}
 		if n := f.count(t, "SELECT COUNT(*) FROM loanq_work WHERE task_id = ? AND loan_id = 1", task.ID); n != 1 {
 			t.Fatalf("loan 1 has %d work rows in the task; want 1 (the never)", n)
+		}
+		if n := f.count(t, "SELECT COUNT(*) FROM loanq_work_request WHERE task_id = ? AND user_name = 'late' AND status = 'empty' AND id = ?", task.ID, a.r.ID); n != 1 {
+			t.Fatalf("the claim's request %d is not logged empty", a.r.ID)
 		}
 		f.audit(t)
 	})

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/loanq/loanq/drivers"
+	"github.com/loanq/loanq/internal/pause"
 	"github.com/loanq/loanq/problem"
 )
 
@@ -93,91 +94,123 @@ func (e *Engine) servePool(ctx context.Context, task *Task, user string, count i
 		}
 	}
 	var id int64
-	err := drivers.RetryDeadlock(ctx, e.Driver, 4, func() error {
-		var err error
-		id, err = e.claimPool(ctx, task, user, count, opts)
-		return err
-	})
-	if drivers.IsDeadlock(e.Driver, err) {
-		return nil, nil // chosen as a victim again and again: the usual path serves it
+	for wait := poolHeldWait; ; wait *= 2 {
+		short := false
+		err := drivers.RetryDeadlock(ctx, e.Driver, 4, func() error {
+			var err error
+			id, short, err = e.claimPool(ctx, task, user, count, opts)
+			return err
+		})
+		if drivers.IsDeadlock(e.Driver, err) {
+			return nil, nil // chosen as a victim again and again: the usual path serves it
+		}
+		if err != nil {
+			return nil, err
+		}
+		if id != 0 {
+			return e.Request(ctx, id)
+		}
+		if !short || wait > poolHeldWaitMax {
+			return nil, nil
+		}
+		// The pool could not fill the request. Fresh candidates left in it
+		// are held: by a round replacing the pool (it locks every row
+		// nobody claims, for the moment between its query and its commit)
+		// or by claims that may give some back. A short wait for them
+		// beats a criteria query (the tail of BENCHMARKS.md's pool
+		// scenario with a refresher: a get that met a refill waited a
+		// whole query).
+		st, err := e.Pool(ctx, task)
+		if err != nil || st.Size == 0 {
+			return nil, err
+		}
+		if err := pause.For(ctx, wait); err != nil {
+			return nil, err
+		}
 	}
-	if err != nil || id == 0 {
-		return nil, err
-	}
-	return e.Request(ctx, id)
 }
 
+// poolHeldWait is the first pause before a pool claim that found the pool's
+// fresh candidates held tries again; it doubles up to poolHeldWaitMax (five
+// tries, 375 ms of pauses at most, then the usual path).
+const (
+	poolHeldWait    = 25 * time.Millisecond
+	poolHeldWaitMax = 200 * time.Millisecond
+)
+
 // claimPool is servePool's transaction; it returns the served request's id,
-// or 0 when the pool could not fill it (rolled back).
-func (e *Engine) claimPool(ctx context.Context, task *Task, user string, count int, opts *sql.TxOptions) (int64, error) {
+// or 0 when the pool could not fill it (rolled back): short when it found
+// too few candidates it could lock, not because of the cap or a pending
+// request of the user.
+func (e *Engine) claimPool(ctx context.Context, task *Task, user string, count int, opts *sql.TxOptions) (id int64, short bool, err error) {
 	tx, err := e.DB.BeginTx(ctx, opts)
 	if err != nil {
-		return 0, fmt.Errorf("beginning the pool claim: %w", err)
+		return 0, false, fmt.Errorf("beginning the pool claim: %w", err)
 	}
 	defer tx.Rollback() // no-op after Commit
 	allow := count
 	if task.MaxActive > 0 && !e.sql().UserLock.Empty() {
 		var locked int64
 		if err := e.sql().UserLock.QueryRow(ctx, tx, drivers.TaskUserParams{TaskID: task.ID, User: user}).Scan(&locked); err != nil {
-			return 0, fmt.Errorf("locking the per-user cap of %s in task %s: %w", user, task.Name, err)
+			return 0, false, fmt.Errorf("locking the per-user cap of %s in task %s: %w", user, task.Name, err)
 		}
 	}
 	if err := e.expire(ctx, tx, task); err != nil {
-		return 0, err
+		return 0, false, err
 	}
 	if task.MaxActive > 0 {
 		var active int
 		if err := e.sql().ActiveCountForUser.QueryRow(ctx, tx, drivers.TaskUserParams{TaskID: task.ID, User: user}).Scan(&active); err != nil {
-			return 0, fmt.Errorf("counting active work of %s: %w", user, err)
+			return 0, false, fmt.Errorf("counting active work of %s: %w", user, err)
 		}
 		allow = max(0, min(allow, task.MaxActive-active))
 		if allow == 0 {
-			return 0, nil // the usual path answers, and says why
+			return 0, false, nil // the usual path answers, and says why
 		}
 	}
-	id, err := e.sql().RequestInsert.InsertID(ctx, tx, drivers.RequestInsertParams{TaskID: task.ID, User: user, Requested: count})
+	id, err = e.sql().RequestInsert.InsertID(ctx, tx, drivers.RequestInsertParams{TaskID: task.ID, User: user, Requested: count})
 	if err != nil {
 		if e.Driver.IsUniqueViolation(err) {
-			return 0, nil // a pending request of this user: the usual path attaches to it
+			return 0, false, nil // a pending request of this user: the usual path attaches to it
 		}
-		return 0, fmt.Errorf("logging the request: %w", err)
+		return 0, false, fmt.Errorf("logging the request: %w", err)
 	}
 	req := &Request{ID: id, TaskID: task.ID, Task: task.Name, User: user, Requested: count}
 	take := 0
 	for round := 0; take < allow && round < maxClaimRounds; round++ {
 		ids, err := drivers.ClaimPool(ctx, e.Driver, tx, task.ID, task.PrefetchTTL.Milliseconds(), allow-take)
 		if err != nil {
-			return 0, fmt.Errorf("claiming from the pool of task %s: %w", task.Name, err)
+			return 0, false, fmt.Errorf("claiming from the pool of task %s: %w", task.Name, err)
 		}
 		if len(ids) == 0 {
 			break
 		}
 		n, err := e.assignLocked(ctx, tx, task, ids, req)
 		if err != nil {
-			return 0, err
+			return 0, false, err
 		}
 		if err := e.dropPooled(ctx, tx, task, ids); err != nil {
-			return 0, err
+			return 0, false, err
 		}
 		take += n
 	}
 	if take < allow {
-		return 0, nil // roll back: the usual path serves it, and refills the pool
+		return 0, true, nil // roll back: the usual path serves it, and refills the pool
 	}
 	status := StatusAssigned
 	if take < count {
 		status = StatusPartial // the cap
 	}
 	if _, err := e.sql().RequestFinishPooled.Exec(ctx, tx, drivers.RequestFinishParams{Assigned: take, Status: status, ID: id}); err != nil {
-		return 0, fmt.Errorf("finishing request %d: %w", id, err)
+		return 0, false, fmt.Errorf("finishing request %d: %w", id, err)
 	}
 	if e.beforeCommit != nil {
 		e.beforeCommit()
 	}
 	if err := tx.Commit(); err != nil {
-		return 0, fmt.Errorf("committing the pool claim of task %s: %w", task.Name, err)
+		return 0, false, fmt.Errorf("committing the pool claim of task %s: %w", task.Name, err)
 	}
-	return id, nil
+	return id, false, nil
 }
 
 func (e *Engine) dropPooled(ctx context.Context, q drivers.Querier, task *Task, ids []int64) error {

@@ -264,3 +264,54 @@ func TestPoolClaimKilledLosesNothing(t *testing.T) {
 		f.audit(t)
 	})
 }
+
+// A pool claim that finds the pool's fresh candidates held — by a round
+// replacing the pool, which locks every row nobody claims between its query
+// and its commit — waits a moment for them instead of falling back to a
+// criteria query (the tail of the pool scenario with a refresher on
+// MariaDB). Here another transaction holds every pool row for 150 ms: the
+// get is served from the pool, well within the 1.5 s query, with no
+// criteria run. SQLite has no row locks: its single writer queues the claim
+// behind any writer anyway.
+func TestPoolClaimWaitsForHeldCandidates(t *testing.T) {
+	testdb.Each(t, func(t *testing.T, dsn string) {
+		f := setup(t, dsn, 60)
+		if !drivers.Supports(f.d, drivers.Rows) {
+			t.Skipf("%s has no row locks: a writer holds the whole database", f.d.Name())
+		}
+		ctx := context.Background()
+		task := f.task(t, dispatch.TaskSpec{Name: "heavy", Prefetch: 20, QueryDelay: 1500 * time.Millisecond})
+		if r, err := f.e.Get(ctx, "heavy", "ana", 1, fast); err != nil || fmt.Sprint(r.Loans) != "[1]" {
+			t.Fatalf("first get: %+v, %v", r, err)
+		}
+		_, db := testdb.Open(t, dsn)
+		tx, err := db.BeginTx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		held, err := drivers.ScanIDs(tx.QueryContext(ctx, testdb.Rebind(f.d, "SELECT loan_id FROM loanq_pool WHERE task_id = ? FOR UPDATE"), task.ID))
+		if err != nil || len(held) != 20 {
+			t.Fatalf("holding the pool: %v %v", held, err)
+		}
+		go func() {
+			time.Sleep(150 * time.Millisecond)
+			_ = tx.Rollback()
+		}()
+		start := time.Now()
+		r, err := f.e.Get(ctx, "heavy", "bob", 1, fast)
+		took := time.Since(start)
+		if err != nil || r.Status != dispatch.StatusAssigned || fmt.Sprint(r.Loans) != "[2]" {
+			t.Fatalf("get while the pool was held: %+v, %v; want loan 2 from the pool", r, err)
+		}
+		if runs := f.count(t, "SELECT COUNT(*) FROM loanq_query_run WHERE task_id = ?", task.ID); runs != 1 {
+			t.Errorf("%d criteria runs, want 1: the get fell back to a query instead of waiting %s for the held pool", runs, took)
+		}
+		if hits := f.count(t, "SELECT COUNT(*) FROM loanq_work_request WHERE pooled = 1 AND id = ?", r.ID); hits != 1 {
+			t.Errorf("the get is not recorded as a pool hit")
+		}
+		if took >= 1500*time.Millisecond {
+			t.Errorf("the get took %s: it waited for a query", took)
+		}
+		f.audit(t)
+	})
+}

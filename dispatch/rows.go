@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -22,15 +23,67 @@ import (
 //     of other users never meet it;
 //  2. run the criteria query locking up to n source rows, skipping rows other
 //     callers hold (drivers.RowLocker);
-//  3. insert a work row per locked loan that is still eligible, in one
+//  3. a new request is logged here, inside the claim (serveRowsFresh): it
+//     stays invisible until the commit, and a caller killed before it
+//     leaves nothing pending — which is fine, since nobody holds its id;
+//  4. insert a work row per locked loan that is still eligible, in one
 //     statement that runs the criteria again over the locked keys
 //     (assignLocked); a loan another caller assigned after the locking
 //     read's snapshot is left out and replaced by running the claim again;
-//  4. finish the request, log the run (requests_served 1), commit.
+//  5. finish the request, log the run (requests_served 1), commit: one
+//     commit per get.
 //
-// A caller killed anywhere before its commit loses nothing: its transaction
-// rolls back, its row locks go with it, and its request stays pending until
+// A request that must wait — its user has one pending already (attach), or
+// loans other claimers hold may still come back (rowswait.go) — is rolled
+// back and logged on its own, committed, before the caller waits: then
+// another process of the user can attach to it, `work cancel` can cancel it
+// and `work status ID --wait` can serve it. A caller killed while it claims
+// for such a committed request loses nothing either: its transaction rolls
+// back, its row locks go with it, and the request stays pending until
 // `loanq work status ID --wait` serves it.
+
+// errRowsLogFirst: the fresh claim rolled back because its request must be
+// committed pending before anyone serves it (see above).
+var errRowsLogFirst = errors.New("the request must be logged on its own first")
+
+// serveRowsFresh serves a new request of a rows task with the claim that
+// logs it (one commit). It returns nil and no error when the request must
+// be logged on its own first: nothing was written, and the caller takes
+// the usual path (logRequest, serveUntilDone).
+func (e *Engine) serveRowsFresh(ctx context.Context, task *Task, user string, count int) (*Request, error) {
+	rl, ok := e.Driver.(drivers.RowLocker)
+	if !ok {
+		return nil, problem.Usagef("lock strategy rows is not available on %s: use one of %s", e.Driver.Name(), strategyList(e.Driver))
+	}
+	if err := e.ensureUserLock(ctx, task, user); err != nil {
+		return nil, err
+	}
+	req := &Request{TaskID: task.ID, Task: task.Name, User: user, Requested: count}
+	err := drivers.RetryDeadlock(ctx, e.Driver, 6, func() error {
+		req.ID = 0
+		return e.claimRows(ctx, rl, task, req, true)
+	})
+	if errors.Is(err, errRowsLogFirst) || drivers.IsDeadlock(e.Driver, err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return e.Request(ctx, req.ID)
+}
+
+// ensureUserLock creates the caller's (task, user) row of a capped task,
+// outside the claim transaction: the row must exist before it can be
+// locked. Idempotent; a concurrent first call may insert it too.
+func (e *Engine) ensureUserLock(ctx context.Context, task *Task, user string) error {
+	if task.MaxActive <= 0 {
+		return nil
+	}
+	if _, err := e.sql().UserLockEnsure.Exec(ctx, e.DB, drivers.TaskUserParams{TaskID: task.ID, User: user}); err != nil && !e.Driver.IsUniqueViolation(err) {
+		return fmt.Errorf("preparing the per-user lock of %s: %w", user, err)
+	}
+	return nil
+}
 
 // maxClaimRounds bounds how often one claim replaces loans it lost to others.
 const maxClaimRounds = 10
@@ -55,17 +108,16 @@ func (e *Engine) serveRows(ctx context.Context, task *Task, own *ownRequest) err
 		}
 		req = r
 	}
-	if task.MaxActive > 0 {
-		// Outside the claim transaction and idempotent: the row must exist
-		// before it can be locked. A concurrent first call may insert it too.
-		if _, err := e.sql().UserLockEnsure.Exec(ctx, e.DB, drivers.TaskUserParams{TaskID: task.ID, User: req.User}); err != nil && !e.Driver.IsUniqueViolation(err) {
-			return fmt.Errorf("preparing the per-user lock of %s: %w", req.User, err)
-		}
+	if err := e.ensureUserLock(ctx, task, req.User); err != nil {
+		return err
 	}
-	return drivers.RetryDeadlock(ctx, e.Driver, 6, func() error { return e.claimRows(ctx, rl, task, req) })
+	return drivers.RetryDeadlock(ctx, e.Driver, 6, func() error { return e.claimRows(ctx, rl, task, req, false) })
 }
 
-func (e *Engine) claimRows(ctx context.Context, rl drivers.RowLocker, task *Task, req *Request) error {
+// claimRows is one claim transaction. fresh: req is a new request, not yet
+// logged; the claim logs it (req.ID set), and returns errRowsLogFirst
+// instead of waiting when it must be logged on its own first.
+func (e *Engine) claimRows(ctx context.Context, rl drivers.RowLocker, task *Task, req *Request, fresh bool) error {
 	tx, err := e.DB.BeginTx(ctx, rl.RowsTxOptions())
 	if err != nil {
 		return fmt.Errorf("beginning the claim transaction: %w", err)
@@ -113,6 +165,16 @@ func (e *Engine) claimRows(ctx context.Context, rl drivers.RowLocker, task *Task
 			}
 		}
 		run.RowsFound += len(locked)
+		if fresh && req.ID == 0 {
+			// Logged after the locking read and its stand-in delay, right
+			// before the work rows that name it: the entry it makes in the
+			// one-pending-request index is held the shortest time (another
+			// call of the same user inserting meanwhile waits for this
+			// commit, then logs its own).
+			if err := e.logInClaim(ctx, tx, req); err != nil {
+				return err
+			}
+		}
 		n, err := e.assignLocked(ctx, tx, task, locked, req)
 		if err != nil {
 			return err
@@ -126,7 +188,19 @@ func (e *Engine) claimRows(ctx context.Context, rl drivers.RowLocker, task *Task
 		// Fewer than this caller may take: are the rest held by other
 		// claimers (rowswait.go)? Then this answer would be false: roll
 		// back, leave the request pending, and wait for them.
-		if _, held, err := e.heldEligible(ctx, tx, task); err != nil || held {
+		_, held, err := e.heldEligible(ctx, tx, task)
+		if err != nil {
+			return err
+		}
+		if held && fresh {
+			return errRowsLogFirst // committed pending first, then waited for
+		}
+		if held {
+			return nil
+		}
+	}
+	if fresh && req.ID == 0 { // nothing was locked (capped, or none left)
+		if err := e.logInClaim(ctx, tx, req); err != nil {
 			return err
 		}
 	}
@@ -157,6 +231,21 @@ func (e *Engine) claimRows(ctx context.Context, rl drivers.RowLocker, task *Task
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("committing the claim of task %s: %w", task.Name, err)
 	}
+	return nil
+}
+
+// logInClaim inserts a fresh rows request, pending, inside its claim
+// transaction. A unique violation means the user has a pending request of
+// the task already: the claim rolls back and the caller attaches to it.
+func (e *Engine) logInClaim(ctx context.Context, tx *sql.Tx, req *Request) error {
+	id, err := e.sql().RequestInsert.InsertID(ctx, tx, drivers.RequestInsertParams{TaskID: req.TaskID, User: req.User, Requested: req.Requested})
+	if err != nil {
+		if e.Driver.IsUniqueViolation(err) {
+			return errRowsLogFirst
+		}
+		return fmt.Errorf("logging the request: %w", err)
+	}
+	req.ID = id
 	return nil
 }
 

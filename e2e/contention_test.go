@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"context"
-	"strconv"
 	"syscall"
 	"testing"
 	"time"
@@ -75,8 +74,11 @@ func TestKilledLeaseHolderTakenOverAtOnce(t *testing.T) {
 }
 
 // rows: a claimer killed while it holds its claimed rows (in its 5-minute
-// stand-in query) loses nothing: another caller skips its rows meanwhile, and
-// once it is dead its rows are free and its request is served by a recheck.
+// stand-in query) loses nothing: another caller skips its rows meanwhile;
+// its request, logged inside the claim's transaction, never shows (nobody
+// holds its id, so nobody can wait for it) and dies with it; once it is
+// dead its rows are free, nothing of it is pending or assigned, and asking
+// again gets the same top loans.
 func TestRowsClaimerKilledMidClaim(t *testing.T) {
 	testdb.EachPooled(t, func(t *testing.T, dsn string) {
 		d, e := prepare(t, dsn, 20)
@@ -96,22 +98,28 @@ func TestRowsClaimerKilledMidClaim(t *testing.T) {
 		}
 		// The holder has locked loans 1 and 2 (a NOWAIT probe on loan 1 fails).
 		probe := testdb.Rebind(d, "SELECT id FROM loan WHERE id = ? FOR UPDATE NOWAIT")
-		deadline := time.Now().Add(2 * time.Minute)
-		for {
+		loanLocked := func() bool {
 			tx, err := e.DB.BeginTx(context.Background(), nil)
 			if err != nil {
 				t.Fatal(err)
 			}
+			defer tx.Rollback()
 			var got int64
 			err = tx.QueryRowContext(context.Background(), probe, 1).Scan(&got)
-			_ = tx.Rollback()
-			if err != nil && d.IsLockBusy(err) {
-				break
+			if err != nil && !d.IsLockBusy(err) {
+				t.Fatalf("probing loan 1: %v", err)
 			}
+			return err != nil
+		}
+		deadline := time.Now().Add(2 * time.Minute)
+		for !loanLocked() {
 			if time.Now().After(deadline) {
 				t.Fatal("the claimer never locked loan 1")
 			}
 			time.Sleep(50 * time.Millisecond)
+		}
+		if n := testdb.Int(t, d, e.DB, "SELECT COUNT(*) FROM loanq_work_request WHERE task_id = ?", id); n != 0 {
+			t.Fatalf("%d requests visible while the claim runs: a rows claim logs its request in its own transaction", n)
 		}
 		// The stand-in query delay applies to every caller of the task: off
 		// for the others (the holder read its task before it started).
@@ -124,13 +132,27 @@ func TestRowsClaimerKilledMidClaim(t *testing.T) {
 			t.Fatal(err)
 		}
 		_ = holder.Wait()
-		var doomed int64
-		if err := e.DB.QueryRowContext(context.Background(), testdb.Rebind(d, "SELECT id FROM loanq_work_request WHERE task_id = ? AND user_name = 'doomed'"), id).Scan(&doomed); err != nil {
-			t.Fatal(err)
+		// Its backend ends once it reads the closed socket: then no
+		// transaction of it is left, and its rows are free.
+		deadline = time.Now().Add(10 * time.Second)
+		for testdb.TransactionsOpen(t, d, e.DB) > 0 || loanLocked() {
+			if time.Now().After(deadline) {
+				t.Fatal("the killed claimer's transaction or row locks outlived it by 10 s")
+			}
+			time.Sleep(50 * time.Millisecond)
 		}
-		r = loanq(t, dsn, "doomed", "--output", "json", "work", "status", strconv.FormatInt(doomed, 10), "--wait")
+		if n := testdb.Int(t, d, e.DB, "SELECT COUNT(*) FROM loanq_work_request WHERE task_id = ? AND user_name = 'doomed'", id); n != 0 {
+			t.Fatalf("the killed claimer left %d requests; want none (nothing pending, nothing anyone could wait for)", n)
+		}
+		if n := testdb.Int(t, d, e.DB, "SELECT COUNT(*) FROM loanq_work WHERE task_id = ? AND user_name = 'doomed'", id); n != 0 {
+			t.Fatalf("the killed claimer holds %d loans; want none", n)
+		}
+		r = loanq(t, dsn, "doomed", "--output", "json", "work", "get", "claims", "--count", "2")
 		if got := decode(t, r); r.code != 0 || got.Status != "assigned" || len(got.Loans) != 2 || got.Loans[0] != 1 || got.Loans[1] != 2 {
-			t.Fatalf("recheck of the killed claimer's request: exit %d %+v %s", r.code, got, r.stderr)
+			t.Fatalf("the killed claimer asking again: exit %d %+v %s", r.code, got, r.stderr)
+		}
+		if n := testdb.Int(t, d, e.DB, "SELECT COUNT(*) FROM loanq_work_request WHERE task_id = ? AND status = 'pending'", id); n != 0 {
+			t.Fatalf("%d requests pending at the end", n)
 		}
 		audit(t, e)
 	})

@@ -205,23 +205,43 @@ func heldClaimLeaves(t *testing.T, d drivers.Driver, e *dispatch.Engine, dsn, ta
 		t.Fatal(err)
 	}
 	defer func() { _ = holder.Wait() }()
-	// In its claim (rows) or query: its request is logged, and a second later
-	// it is well inside the 3 s.
+	rl := d.(drivers.RowLocker)
+	src := drivers.CriteriaSource{Source: "acc_loan", Key: "id", Where: "state = 'OPEN'", Order: "prio DESC, id"}
+	// In its query (skip, lease): its request is logged, committed before
+	// the query. In its claim (rows): its request is logged inside the
+	// claim's own transaction, invisible until it commits; what shows is
+	// the lock itself — another session's SKIP LOCKED claim finds fewer
+	// rows than are eligible. A second later it is well inside the 3 s.
+	eligible := int(testdb.Int(t, d, e.DB, "SELECT COUNT(*) FROM acc_loan WHERE state = 'OPEN'"))
+	inFlight := func() bool {
+		if s != drivers.Rows {
+			return testdb.Int(t, d, e.DB, "SELECT COUNT(*) FROM loanq_work_request WHERE task_id = ? AND status = 'pending'", id) > 0
+		}
+		tx, err := e.DB.BeginTx(ctx, rl.RowsTxOptions())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tx.Rollback()
+		keys, err := rl.LockRows(ctx, tx, src, id, dispatch.ProbeLimit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(keys) < eligible
+	}
 	deadline := time.Now().Add(time.Minute)
-	for testdb.Int(t, d, e.DB, "SELECT COUNT(*) FROM loanq_work_request WHERE task_id = ? AND status = 'pending'", id) == 0 {
+	for !inFlight() {
 		if time.Now().After(deadline) {
-			t.Fatal("the holder never logged its request")
+			t.Fatal("the holder never got into its claim or query")
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
 	time.Sleep(time.Second)
-	rl := d.(drivers.RowLocker)
 	tx, err := e.DB.BeginTx(ctx, rl.RowsTxOptions())
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer tx.Rollback()
-	keys, err := rl.LockRows(ctx, tx, drivers.CriteriaSource{Source: "acc_loan", Key: "id", Where: "state = 'OPEN'", Order: "prio DESC, id"}, id, dispatch.ProbeLimit)
+	keys, err := rl.LockRows(ctx, tx, src, id, dispatch.ProbeLimit)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -154,7 +154,7 @@ func killRound(t *testing.T, dsn string, d drivers.Driver, e *dispatch.Engine, r
 			p.pid = pr.cmd.Process.Pid
 			if p.killer {
 				if p.afterLog {
-					waitLogged(t, d, e, p.user, pr)
+					waitLogged(t, d, e, p.user, pr, s)
 				}
 				time.Sleep(p.kill)
 				if pr.running() {
@@ -253,6 +253,14 @@ func killPhase(t *testing.T, d drivers.Driver, e *dispatch.Engine, task *dispatc
 		t.Errorf("sampling %s: %v", user, err)
 		return ""
 	}
+	if n == 0 && s == drivers.Rows && d.Name() == "postgres" {
+		// A rows claim logs its request in its own transaction: invisible
+		// until it commits. Its session shows the claim under way.
+		var open int64
+		if err := e.DB.QueryRowContext(ctx, `SELECT COUNT(*) FROM pg_stat_activity WHERE application_name = $1 AND backend_xid IS NOT NULL`, user).Scan(&open); err == nil && open > 0 {
+			return "claiming: request logged in the claim, not committed"
+		}
+	}
 	if n == 0 {
 		return "before its request was logged"
 	}
@@ -311,12 +319,24 @@ func sentOneOf(query string, statements ...string) bool {
 }
 
 // waitLogged returns once the process's request is in the database (or the
-// process has ended).
-func waitLogged(t *testing.T, d drivers.Driver, e *dispatch.Engine, user string, pr *proc) {
+// process has ended). A rows claim logs its request inside its own
+// transaction, visible only at its commit: on PostgreSQL, the claim's
+// transaction holding row locks (backend_xid, its session named after the
+// user) counts as logged, to land kills inside the claim.
+func waitLogged(t *testing.T, d drivers.Driver, e *dispatch.Engine, user string, pr *proc, s drivers.Strategy) {
 	deadline := time.Now().Add(time.Minute)
+	logged := "SELECT COUNT(*) FROM loanq_work_request WHERE user_name = ?"
+	if s == drivers.Rows && d.Name() == "postgres" {
+		logged = `SELECT (SELECT COUNT(*) FROM loanq_work_request WHERE user_name = ?)
+  + (SELECT COUNT(*) FROM pg_stat_activity WHERE application_name = ? AND backend_xid IS NOT NULL)`
+	}
 	for pr.running() && time.Now().Before(deadline) {
 		var n int64
-		if err := e.DB.QueryRow(testdb.Rebind(d, "SELECT COUNT(*) FROM loanq_work_request WHERE user_name = ?"), user).Scan(&n); err != nil {
+		args := []any{user}
+		if strings.Count(logged, "?") == 2 {
+			args = append(args, user)
+		}
+		if err := e.DB.QueryRow(testdb.Rebind(d, logged), args...).Scan(&n); err != nil {
 			t.Errorf("waiting for the request of %s: %v", user, err)
 			return
 		}

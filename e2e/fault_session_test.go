@@ -110,9 +110,10 @@ func sessionKilled(t *testing.T, dsn string, d drivers.Driver, e *dispatch.Engin
 
 // rowsClaimerKilled: under `rows` there is no task lock and no busy answer;
 // the claimer holds the loan rows it locked, in its transaction, while its
-// query runs. Its session killed, it fails cleanly having assigned nothing,
-// the rows are free at once, and its request — still pending, since `rows`
-// has no holder serving others — is served by `work status --wait`.
+// query runs, and its request is logged in that same transaction. Its
+// session killed, it fails cleanly having assigned and recorded nothing —
+// no request pending, none at all, no loan held, no lock left — and says
+// so; asking again with `work get` gets the same top loans.
 func rowsClaimerKilled(t *testing.T, dsn string, d drivers.Driver, e *dispatch.Engine, id int64, holder *proc) {
 	session := killHolderSession(t, d, e.DB, drivers.Rows)
 	t.Logf("%s/rows: killed the claimer's session %d", d.Name(), session)
@@ -121,24 +122,33 @@ func rowsClaimerKilled(t *testing.T, dsn string, d drivers.Driver, e *dispatch.E
 		t.Fatal("the claimer hung after its session was killed")
 	}
 	cleanFailure(t, "claimer whose session was killed", hr)
-	holderReq := requestIDOf(t, hr.stderr)
+	if !strings.Contains(hr.stderr, "no request is left pending") || requestIDRE.MatchString(hr.stderr) {
+		t.Errorf("the claimer's failure should say that nothing is left pending, and name no request to recheck:\n%s", hr.stderr)
+	}
+	if n := testdb.Int(t, d, e.DB, "SELECT COUNT(*) FROM loanq_work_request WHERE task_id = ?", id); n != 0 {
+		t.Fatalf("%d requests recorded after the claimer's session was killed, want 0 (logged in the claim, rolled back with it)", n)
+	}
 	if n := testdb.Int(t, d, e.DB, "SELECT COUNT(*) FROM loanq_work WHERE task_id = ?", id); n != 0 {
 		t.Fatalf("%d work rows after the claimer's session was killed, want 0", n)
 	}
 	deadline := time.Now().Add(10 * time.Second)
-	for sourceRowLocked(t, context.Background(), d, e) {
+	for sourceRowLocked(t, context.Background(), d, e) || testdb.TransactionsOpen(t, d, e.DB) > 0 {
 		if time.Now().After(deadline) {
 			t.Fatal("loan rows still locked 10 s after the claimer's session was killed")
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
 	testdb.Exec(t, d, e.DB, "UPDATE loanq_task SET query_delay_ms = 0 WHERE id = ?", id)
-	r := mustOK(t, dsn, "doomed", append([]string{"--output", "json", "work", "status", strconv.FormatInt(holderReq, 10), "--wait"}, fastRecheck...)...)
+	task := "cut-" + string(drivers.Rows)
+	r := mustOK(t, dsn, "doomed", append([]string{"--output", "json", "work", "get", task, "--count", "2"}, fastRecheck...)...)
 	if got := decode(t, r); got.Status != "assigned" || len(got.Loans) != 2 || got.User != "doomed" {
-		t.Fatalf("the claimer's request after its retry: %+v", got)
+		t.Fatalf("the claimer asking again: %+v", got)
 	}
 	if n := testdb.Int(t, d, e.DB, "SELECT COUNT(*) FROM loanq_work WHERE task_id = ?", id); n != 2 {
 		t.Fatalf("%d work rows, want 2", n)
+	}
+	if n := testdb.Int(t, d, e.DB, "SELECT COUNT(*) FROM loanq_work_request WHERE task_id = ?", id); n != 1 {
+		t.Fatalf("%d requests, want 1 (the one asked again)", n)
 	}
 	audit(t, e)
 }

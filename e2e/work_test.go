@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"sort"
 	"strconv"
@@ -212,26 +213,29 @@ func TestHolderKilledMidQuery(t *testing.T) {
 	})
 }
 
-// waitUntilLocked returns once the holder has logged its request and holds
-// the task lock, as seen from another session: the row lock answers NOWAIT
-// with busy, or the lease has an owner.
+// waitUntilLocked returns once the holder holds its lock, as seen from
+// another session: the row lock answers NOWAIT with busy, or the lease has
+// an owner — and, for those, its request is logged (committed before any
+// lock is tried). A rows claimer logs its request inside its claim's own
+// transaction, so nothing of it is visible before its commit: what shows is
+// the lock itself, an eligible loan row that NOWAIT finds held.
 func waitUntilLocked(t *testing.T, d drivers.Driver, e *dispatch.Engine, taskID int64, s drivers.Strategy) {
 	t.Helper()
 	ctx := context.Background()
 	deadline := time.Now().Add(2 * time.Minute)
 	for time.Now().Before(deadline) {
-		if testdb.Int(t, d, e.DB, "SELECT COUNT(*) FROM loanq_work_request WHERE task_id = ? AND user_name = 'doomed'", taskID) == 1 {
-			if s == drivers.Lease {
-				if testdb.Int(t, d, e.DB, "SELECT COUNT(*) FROM loanq_task WHERE id = ? AND lease_owner IS NOT NULL", taskID) == 1 {
-					return
-				}
-			} else if s == drivers.Rows {
-				if sourceRowLocked(t, ctx, d, e) {
-					return
-				}
-			} else if rowLockHeld(t, ctx, d, e, taskID) {
+		switch {
+		case s == drivers.Rows:
+			if sourceRowLocked(t, ctx, d, e) {
 				return
 			}
+		case testdb.Int(t, d, e.DB, "SELECT COUNT(*) FROM loanq_work_request WHERE task_id = ? AND user_name = 'doomed'", taskID) != 1:
+		case s == drivers.Lease:
+			if testdb.Int(t, d, e.DB, "SELECT COUNT(*) FROM loanq_task WHERE id = ? AND lease_owner IS NOT NULL", taskID) == 1 {
+				return
+			}
+		case rowLockHeld(t, ctx, d, e, taskID):
+			return
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -287,4 +291,27 @@ func sourceRowLocked(t *testing.T, ctx context.Context, d drivers.Driver, e *dis
 		t.Fatalf("probing the loan rows: %v", err)
 		return false
 	}
+}
+
+// heldSourceRows counts the eligible loan rows of the test table that other
+// transactions hold: a SKIP LOCKED read from another session, rolled back,
+// passes over exactly those. What rows claimers in their queries hold (their
+// requests are logged in their own transactions, invisible until they
+// commit).
+func heldSourceRows(t *testing.T, d drivers.Driver, db *sql.DB) int {
+	t.Helper()
+	ctx := context.Background()
+	all := testdb.Int(t, d, db, "SELECT COUNT(*) FROM loan WHERE eligible = 1")
+	// READ COMMITTED, as the claims themselves (InnoDB at REPEATABLE READ
+	// would read the gaps too).
+	tx, err := db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	ids, err := drivers.ScanIDs(tx.QueryContext(ctx, "SELECT id FROM loan WHERE eligible = 1 ORDER BY id FOR UPDATE SKIP LOCKED"))
+	if err != nil {
+		t.Fatalf("probing the loan rows: %v", err)
+	}
+	return int(all) - len(ids)
 }

@@ -376,3 +376,43 @@ func Rows(t testing.TB, d drivers.Driver, db *sql.DB) map[string]int64 {
 	}
 	return out
 }
+
+// StatementRunning reports whether another session of the test's database
+// is running a statement whose text contains fragment (PostgreSQL:
+// pg_stat_activity; MySQL/MariaDB: information_schema.PROCESSLIST). Tests
+// wait on it where the statement's effects are not visible to them yet: a
+// rows claim logs its request in its own transaction, so nothing of it is
+// committed while its locking read runs. SQLite has no sessions: false.
+func StatementRunning(t testing.TB, d drivers.Driver, db *sql.DB, fragment string) bool {
+	t.Helper()
+	var q string
+	switch d.Name() {
+	case "postgres":
+		q = `SELECT COUNT(*) FROM pg_stat_activity WHERE datname = current_database() AND state = 'active'
+  AND pid <> pg_backend_pid() AND position(? in query) > 0`
+	case "mysql":
+		q = `SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE DB = DATABASE() AND COMMAND = 'Query'
+  AND ID <> CONNECTION_ID() AND LOCATE(?, INFO) > 0`
+	default:
+		return false
+	}
+	return Int(t, d, db, q, fragment) > 0
+}
+
+// TransactionsOpen counts the transactions of other sessions of the test's
+// database that have written or locked something (PostgreSQL: pg_locks
+// shows a transaction id taken; MySQL/MariaDB: information_schema.innodb_trx
+// with rows locked or modified). A killed claimer must leave none.
+func TransactionsOpen(t testing.TB, d drivers.Driver, db *sql.DB) int64 {
+	t.Helper()
+	switch d.Name() {
+	case "postgres":
+		return Int(t, d, db, `SELECT COUNT(DISTINCT l.pid) FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
+WHERE a.datname = current_database() AND l.locktype = 'transactionid' AND l.pid <> pg_backend_pid()`)
+	case "mysql":
+		return Int(t, d, db, `SELECT COUNT(*) FROM information_schema.innodb_trx x
+JOIN information_schema.PROCESSLIST p ON p.ID = x.trx_mysql_thread_id
+WHERE p.DB = DATABASE() AND p.ID <> CONNECTION_ID() AND (x.trx_rows_locked > 0 OR x.trx_rows_modified > 0)`)
+	}
+	return 0
+}
