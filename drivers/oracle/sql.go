@@ -57,10 +57,28 @@ func (dialect) InIDs(expr, ids string) string {
 	return expr + ` IN (SELECT j.id FROM JSON_TABLE(` + ids + `, '$[*]' COLUMNS (id NUMBER(19) PATH '$')) j)`
 }
 
+// KeyAsText: TO_CHAR of a NUMBER is its decimal digits (no padding, no
+// exponent for integers up to 38 digits); of a character column, itself.
+func (dialect) KeyAsText(expr string) string { return `TO_CHAR(` + expr + `)` }
+
+// InKeys: as InIDs, the elements read as the key column's kind (integers as
+// NUMBER(19), text as VARCHAR2(200 CHAR)).
+func (d dialect) InKeys(expr, keys string, kind drivers.KeyKind) string {
+	if kind == drivers.KeyInteger {
+		return d.InIDs(expr, keys)
+	}
+	return d.InLoanIDs(expr, keys)
+}
+
+// InLoanIDs: loanq's loan_id columns are VARCHAR2(200 CHAR).
+func (dialect) InLoanIDs(expr, ids string) string {
+	return expr + ` IN (SELECT j.id FROM JSON_TABLE(` + ids + `, '$[*]' COLUMNS (id VARCHAR2(200 CHAR) PATH '$')) j)`
+}
+
 // AssignmentsFromJSON: JSON_TABLE with an ordinality column (12.1.0.2).
 func (dialect) AssignmentsFromJSON(list string) string {
 	return `SELECT j.n, j.loan_id, j.request_id, j.user_name FROM JSON_TABLE(` + list + `, '$[*]' COLUMNS (
-    n FOR ORDINALITY, loan_id NUMBER(19) PATH '$[0]', request_id NUMBER(19) PATH '$[1]', user_name VARCHAR2(100 CHAR) PATH '$[2]')) j`
+    n FOR ORDINALITY, loan_id VARCHAR2(200 CHAR) PATH '$[0]', request_id NUMBER(19) PATH '$[1]', user_name VARCHAR2(100 CHAR) PATH '$[2]')) j`
 }
 func (dialect) ReturningID() string { return "\nRETURNING id INTO :returned_id" }
 
