@@ -1,6 +1,7 @@
 package drivers
 
 import (
+	"context"
 	"database/sql"
 	"encoding/json"
 	"fmt"
@@ -76,6 +77,13 @@ func ParseKeyKind(s string) KeyKind {
 // only, Oracle NUMBER as text). Its answer replaces the generic one.
 type KeyTyper interface {
 	KeyKind(ct *sql.ColumnType) KeyKind
+}
+
+// KeyDescriber is implemented by a driver whose catalogue tells a key's
+// kind where the column type the client reports does not (MariaDB reports
+// its UUID type as CHAR). Unknown: the generic answer stands.
+type KeyDescriber interface {
+	DescribeKey(ctx context.Context, q Querier, src CriteriaSource) (KeyKind, error)
 }
 
 // KeyKindOf classifies the key column of a criteria query by the column
@@ -264,6 +272,22 @@ func Keys(k KeyKind, texts []string) []Key {
 	out := make([]Key, len(texts))
 	for i, t := range texts {
 		out[i] = NewKey(k, t)
+	}
+	return out
+}
+
+// Int64 is an integer key's value (0 for a key that is not an integer):
+// for code that knows its task's keys are integers (the bench, the demo).
+func (k Key) Int64() int64 {
+	n, _ := strconv.ParseInt(k.Text, 10, 64)
+	return n
+}
+
+// Int64s are integer keys' values (Int64).
+func Int64s(keys []Key) []int64 {
+	out := make([]int64, len(keys))
+	for i, k := range keys {
+		out[i] = k.Int64()
 	}
 	return out
 }

@@ -49,7 +49,7 @@ WHERE r.id = :id`},
 WHERE task_id = :task_id AND status = 'pending' ORDER BY created_at, id`},
 		RequestFinish: Stmt[RequestFinishParams]{SQL: `UPDATE loanq_work_request SET assigned = :assigned, status = :status, served_at = {{now}}
 WHERE id = :id AND status = 'pending'`},
-		RequestWithLoans: Stmt[IDParams]{SQL: `SELECT r.id, r.task_id, t.name, r.user_name, r.requested, r.assigned, r.status, r.created_at, w.loan_id
+		RequestWithLoans: Stmt[IDParams]{SQL: `SELECT r.id, r.task_id, t.name, r.user_name, r.requested, r.assigned, r.status, r.created_at, w.loan_id, t.key_kind
 FROM loanq_work_request r JOIN loanq_task t ON t.id = r.task_id
 LEFT JOIN loanq_work w ON w.request_id = r.id
 WHERE r.id = :id
@@ -91,7 +91,7 @@ SET disposition = :disposition, disposed_at = {{now}},
     return_at = {{nowPlusMs ":return_after_ms"}}
 WHERE task_id = :task_id AND loan_id = :loan_id AND user_name = :user AND disposition IS NULL`},
 
-		Pipeline: Stmt[PipelineParams]{SQL: `SELECT t.name, w.loan_id, w.assigned_at, {{age "w.assigned_at"}}
+		Pipeline: Stmt[PipelineParams]{SQL: `SELECT t.name, w.loan_id, w.assigned_at, {{age "w.assigned_at"}}, t.key_kind
 FROM loanq_work w JOIN loanq_task t ON t.id = w.task_id
 WHERE w.user_name = :user AND w.disposition IS NULL AND (:task = '' OR t.name = :task)
 ORDER BY w.assigned_at, w.id`},
@@ -284,7 +284,7 @@ WHERE id = :id`},
 		DeleteTaskRow:   Stmt[TaskParams]{SQL: `DELETE FROM loanq_task WHERE id = :task_id`},
 		WorkDuplicates:  Stmt[TaskParams]{SQL: `SELECT COUNT(*), COUNT(*) - COUNT(DISTINCT loan_id) FROM loanq_work WHERE task_id = :task_id`},
 
-		ActiveWorkAll: Stmt[NoParams]{SQL: `SELECT t.name, w.loan_id, w.user_name, w.assigned_at
+		ActiveWorkAll: Stmt[NoParams]{SQL: `SELECT t.name, w.loan_id, w.user_name, w.assigned_at, t.key_kind
 FROM loanq_work w JOIN loanq_task t ON t.id = w.task_id
 WHERE w.disposition IS NULL
 ORDER BY w.assigned_at, w.id`},
