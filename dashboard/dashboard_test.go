@@ -36,7 +36,7 @@ func seeded(t testing.TB, dsn string) *Source {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := e.Dispose(ctx, r.Task, r.Loans[0], u, "complete", 0, false); err != nil {
+		if _, err := e.Dispose(ctx, r.Task, r.Loans[0].String(), u, "complete", 0, false); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -125,7 +125,7 @@ func TestDispositionsAcrossTheFloor(t *testing.T) {
 				t.Fatal(err)
 			}
 			for i, it := range items {
-				if _, err := src.Engine.Dispose(ctx, it.Task, it.LoanID, u, Dispositions[i%3], 0, false); err != nil {
+				if _, err := src.Engine.Dispose(ctx, it.Task, it.LoanID.String(), u, Dispositions[i%3], 0, false); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -491,7 +491,7 @@ func history(b *testing.B, dsn string, rows int64) *Source {
 			if err != nil {
 				b.Fatal(err)
 			}
-			if _, err := e.Dispose(ctx, name, r.Loans[0], u, "complete", 0, false); err != nil {
+			if _, err := e.Dispose(ctx, name, r.Loans[0].String(), u, "complete", 0, false); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -356,7 +356,7 @@ func TestRowsClaimRechecksAfterLock(t *testing.T) {
 		if _, err := st.RequestFinish.Exec(ctx, f.db, drivers.RequestFinishParams{Assigned: 1, Status: dispatch.StatusAssigned, ID: early}); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := f.e.Dispose(ctx, task.Name, 1, "early", dispatch.Never, 0, false); err != nil {
+		if _, err := f.e.Dispose(ctx, task.Name, "1", "early", dispatch.Never, 0, false); err != nil {
 			t.Fatal(err)
 		}
 		a := <-done

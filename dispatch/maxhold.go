@@ -121,7 +121,7 @@ func (e *Engine) Reclaim(ctx context.Context, taskName, supervisor, user string,
 	for _, it := range out {
 		res, err := e.sql().WorkReclaim.Exec(ctx, tx, drivers.WorkReclaimParams{Supervisor: supervisor, ID: it.workID})
 		if err != nil {
-			return nil, fmt.Errorf("reclaiming loan %d from %s: %w", it.LoanID, it.User, err)
+			return nil, fmt.Errorf("reclaiming loan %s from %s: %w", it.LoanID, it.User, err)
 		}
 		if n, _ := res.RowsAffected(); n == 1 {
 			kept = append(kept, it)

@@ -88,7 +88,7 @@ func TestPoolDropsStaleCandidates(t *testing.T) {
 			action string
 			after  time.Duration
 		}{{4, dispatch.Never, 0}, {5, dispatch.Return, time.Hour}} {
-			if _, err := f.e.Dispose(ctx, "heavy", d.loan, "zoe", d.action, d.after, d.action == dispatch.Return); err != nil {
+			if _, err := f.e.Dispose(ctx, "heavy", fmt.Sprint(d.loan), "zoe", d.action, d.after, d.action == dispatch.Return); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -142,7 +142,7 @@ func TestPoolConcurrentClaimsAndRefills(t *testing.T) {
 		const callers, gets = 10, 12
 		var wg sync.WaitGroup
 		var mu sync.Mutex
-		handed := map[int64]string{}
+		handed := map[drivers.Key]string{}
 		for c := 0; c < callers; c++ {
 			wg.Add(1)
 			go func(c int) {
@@ -158,7 +158,7 @@ func TestPoolConcurrentClaimsAndRefills(t *testing.T) {
 					mu.Lock()
 					for _, l := range r.Loans {
 						if who, dup := handed[l]; dup {
-							t.Errorf("loan %d handed to %s and %s", l, who, user)
+							t.Errorf("loan %s handed to %s and %s", l, who, user)
 						}
 						handed[l] = user
 					}

@@ -107,7 +107,7 @@ func TestInjectionTreatedAsData(t *testing.T) {
 			if _, err := e.Get(ctx, v, "bystander", 1, dispatch.GetOptions{NoWait: true}); problem.KindOf(err) != problem.Usage {
 				t.Fatalf("engine Get of task %q: %v, want bad input", v, err)
 			}
-			if _, err := e.Dispose(ctx, v, 1, "bystander", "complete", 0, false); problem.KindOf(err) != problem.Usage {
+			if _, err := e.Dispose(ctx, v, "1", "bystander", "complete", 0, false); problem.KindOf(err) != problem.Usage {
 				t.Fatalf("engine Dispose in task %q: %v, want bad input", v, err)
 			}
 			if _, err := e.Pipeline(ctx, "bystander", v); problem.KindOf(err) != problem.Usage {
