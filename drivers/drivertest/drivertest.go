@@ -165,7 +165,7 @@ func fixture(t *testing.T, ctx context.Context, d drivers.Driver, db *sql.DB, na
 	st := d.Statements()
 	var err error
 	taskID, err = st.TaskInsert.InsertID(ctx, db, drivers.TaskInsertParams{Name: name, Source: "loan", Key: "id",
-		Criteria: "1 = 1", LockStrategy: string(d.Strategies()[0]), LeaseTTLMS: 60000, CreatedBy: "suite"})
+		Criteria: "1 = 1", LockStrategy: string(d.Strategies()[0]), LeaseTTLMS: 60000, CreatedBy: "suite", KeyKind: "integer"})
 	if err != nil {
 		t.Fatalf("TaskInsert: %v", err)
 	}

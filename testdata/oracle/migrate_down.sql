@@ -24,10 +24,85 @@ SELECT version_id, is_applied FROM loanq_schema_version ORDER BY tstamp DESC, id
 -- (begin)
 
 -- 5, in transaction
-DROP TABLE loanq_api_token PURGE
+CREATE OR REPLACE PROCEDURE loanq_lock_rows (p_task IN NUMBER, p_max IN NUMBER, p_query IN VARCHAR2) IS
+    c    SYS_REFCURSOR;
+    l_id NUMBER(19);
+    l_n  PLS_INTEGER := 0;
+BEGIN
+    DELETE FROM loanq_rows_locked;
+    OPEN c FOR p_query USING p_task;
+    WHILE l_n < p_max LOOP
+        FETCH c INTO l_id;
+        EXIT WHEN c%NOTFOUND;
+        l_n := l_n + 1;
+        INSERT INTO loanq_rows_locked (seq, loan_id) VALUES (l_n, l_id);
+    END LOOP;
+    CLOSE c;
+END loanq_lock_rows;
 /
 
--- 6, in transaction; binds :1 = 12
+-- 6, in transaction
+DROP TABLE loanq_rows_locked PURGE
+/
+
+-- 7, in transaction
+CREATE GLOBAL TEMPORARY TABLE loanq_rows_locked (
+    seq     NUMBER(10) NOT NULL,
+    loan_id NUMBER(19) NOT NULL
+) ON COMMIT DELETE ROWS
+/
+
+-- 8, in transaction
+DELETE FROM loanq_pool
+/
+
+-- 9, in transaction
+ALTER TABLE loanq_pool MODIFY (loan_id NUMBER(19))
+/
+
+-- 10, in transaction
+DROP INDEX loanq_work_one_active_uq
+/
+
+-- 11, in transaction
+DROP INDEX loanq_work_task_loan_ix
+/
+
+-- 12, in transaction
+ALTER TABLE loanq_work ADD (loan_num NUMBER(19))
+/
+
+-- 13, in transaction
+UPDATE loanq_work SET loan_num = TO_NUMBER(loan_id)
+/
+
+-- 14, in transaction
+ALTER TABLE loanq_work DROP COLUMN loan_id
+/
+
+-- 15, in transaction
+ALTER TABLE loanq_work RENAME COLUMN loan_num TO loan_id
+/
+
+-- 16, in transaction
+ALTER TABLE loanq_work MODIFY (loan_id NOT NULL)
+/
+
+-- 17, in transaction
+CREATE UNIQUE INDEX loanq_work_one_active_uq ON loanq_work (
+    CASE WHEN disposition IS NULL THEN task_id END,
+    CASE WHEN disposition IS NULL THEN loan_id END)
+/
+
+-- 18, in transaction
+CREATE INDEX loanq_work_task_loan_ix ON loanq_work (task_id, loan_id, disposition, return_at)
+/
+
+-- 19, in transaction
+ALTER TABLE loanq_task DROP (key_kind)
+/
+
+-- 20, in transaction; binds :1 = 13
 DELETE FROM loanq_schema_version WHERE version_id = :1
 /
 
