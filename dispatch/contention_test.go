@@ -366,7 +366,7 @@ func TestRowsClaimRechecksAfterLock(t *testing.T) {
 		if a.r.Status != dispatch.StatusEmpty || len(a.r.Loans) != 0 {
 			t.Fatalf("the claim answered %s %v: it assigned a loan set to never after its snapshot", a.r.Status, a.r.Loans)
 		}
-		if n := f.count(t, "SELECT COUNT(*) FROM loanq_work WHERE task_id = ? AND loan_id = 1", task.ID); n != 1 {
+		if n := f.count(t, "SELECT COUNT(*) FROM loanq_work WHERE task_id = ? AND loan_id = '1'", task.ID); n != 1 {
 			t.Fatalf("loan 1 has %d work rows in the task; want 1 (the never)", n)
 		}
 		f.audit(t)

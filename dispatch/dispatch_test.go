@@ -394,11 +394,11 @@ func TestDispositions(t *testing.T) {
 		}
 		// 3's return time lies 2 h ahead on the database clock; move it 2 h
 		// back (as if the time had passed) and it is eligible again.
-		ret := f.count(t, "SELECT COUNT(*) FROM loanq_work WHERE loan_id = 3 AND disposition = 'return' AND return_at > assigned_at")
+		ret := f.count(t, "SELECT COUNT(*) FROM loanq_work WHERE loan_id = '3' AND disposition = 'return' AND return_at > assigned_at")
 		if ret != 1 {
 			t.Fatalf("loan 3's return_at is not after its assignment")
 		}
-		testdb.Exec(t, f.d, f.db, "UPDATE loanq_work SET return_at = assigned_at WHERE loan_id = 3")
+		testdb.Exec(t, f.d, f.db, "UPDATE loanq_work SET return_at = assigned_at WHERE loan_id = '3'")
 		if r, _ = f.e.Get(ctx, "disp", "tracy", 4, fast); fmt.Sprint(r.Loans) != "[3]" {
 			t.Fatalf("returned loan past its time: got %v, want [3]", r.Loans)
 		}
@@ -406,7 +406,7 @@ func TestDispositions(t *testing.T) {
 			t.Fatalf("never-dispositioned loan came back: %v", r.Loans)
 		}
 		// History is kept: loan 2 has two rows, the first still says return.
-		if n := f.count(t, "SELECT COUNT(*) FROM loanq_work WHERE loan_id = 2"); n != 2 {
+		if n := f.count(t, "SELECT COUNT(*) FROM loanq_work WHERE loan_id = '2'"); n != 2 {
 			t.Fatalf("loan 2 has %d history rows, want 2", n)
 		}
 		f.audit(t)

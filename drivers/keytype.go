@@ -3,6 +3,7 @@ package drivers
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"encoding/json"
 	"fmt"
 	"reflect"
@@ -291,3 +292,6 @@ func Int64s(keys []Key) []int64 {
 	}
 	return out
 }
+
+// Value binds a key as its text, as loanq's loan_id columns hold it.
+func (k Key) Value() (driver.Value, error) { return k.Text, nil }

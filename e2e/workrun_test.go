@@ -33,7 +33,7 @@ func TestWorkRunProcessesEveryLoanOnce(t *testing.T) {
 		// Completed loans leave the criteria (as a processed loan would in an
 		// application); never and return (after 1h) keep them out anyway.
 		mustOK(t, dsn, "admin", "task", "create", "runs", "--order", "priority",
-			"--where", "eligible = 1 AND src.id NOT IN (SELECT loan_id FROM loanq_work WHERE disposition = 'complete')")
+			"--where", "eligible = 1 AND "+d.Dialect().KeyAsText("src.id")+" NOT IN (SELECT loan_id FROM loanq_work WHERE disposition = 'complete')")
 		dir := t.TempDir()
 		script := `echo "$LOANQ_LOAN_ID {} $LOANQ_TASK $LOANQ_USER $LOANQ_REQUEST_ID" >> ` + dir + `/got.$LOANQ_USER; sleep 0.05; ` +
 			`case $(( LOANQ_LOAN_ID % 4 )) in 0) exit 75;; 1) exit 65;; 2) exit 3;; *) exit 0;; esac`
