@@ -37,7 +37,7 @@ func (*Driver) KeyKind(ct *sql.ColumnType) drivers.KeyKind {
 		return drivers.KeyUUID
 	case strings.Contains(t, "CHAR"), strings.Contains(t, "CLOB"), strings.Contains(t, "TEXT"):
 		return drivers.KeyText
-	case strings.Contains(t, "BLOB"),
+	case strings.Contains(t, "BLOB"), strings.Contains(t, "DATE"), strings.Contains(t, "TIME"),
 		strings.Contains(t, "REAL"), strings.Contains(t, "FLOA"), strings.Contains(t, "DOUB"):
 		return drivers.KeyOther
 	}
