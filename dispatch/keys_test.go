@@ -89,9 +89,11 @@ func TestKeysOfAnyTypeConcurrency(t *testing.T) {
 				}
 				var mu sync.Mutex
 				got := map[string]int{}
+				// The engines first: a failure to connect ends the test
+				// before any goroutine runs.
+				engines := []*dispatch.Engine{f.engine(t), f.engine(t), f.engine(t)}
 				var wg sync.WaitGroup
-				for w := 0; w < 3; w++ {
-					e := f.engine(t)
+				for w, e := range engines {
 					for g := 0; g < 4; g++ {
 						wg.Add(1)
 						go func(user string) {
