@@ -51,23 +51,21 @@ func (dialect) KeyAsText(expr string) string {
 // UUID column as a UUID and with a character column in that column's
 // collation (the JSON_TABLE column takes utf8mb4's default collation, of
 // lower precedence than a column's), so the key's index serves the lookup.
-func (d dialect) InKeys(expr, keys string, kind drivers.KeyKind) string {
+func (dialect) InKeys(expr, keys string, kind drivers.KeyKind) string {
 	if kind == drivers.KeyInteger {
-		return d.InIDs(expr, keys)
+		return expr + ` IN (SELECT j.id FROM JSON_TABLE(` + keys + `, '$[*]' COLUMNS (id BIGINT PATH '$')) AS j)`
 	}
 	return expr + ` IN (SELECT j.id FROM JSON_TABLE(` + keys + `, '$[*]' COLUMNS (id VARCHAR(200) CHARACTER SET utf8mb4 PATH '$')) AS j)`
 }
 
 // InLoanIDs: loanq's loan_id columns are utf8mb4_bin text.
 func (dialect) InLoanIDs(expr, ids string) string {
-	return expr + ` IN (SELECT j.id FROM ` + loanIDs(ids) + `)`
+	return expr + ` IN (SELECT j.id FROM JSON_TABLE(` + ids + `, '$[*]' COLUMNS (id VARCHAR(200) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$')) AS j)`
 }
 
-// loanIDs is a JSON array of loan ids as a table j(id) in loanq's loan_id
-// collation.
-func loanIDs(ids string) string {
-	return `JSON_TABLE(` + ids + `, '$[*]' COLUMNS (id VARCHAR(200) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$')) AS j`
-}
+// poolDropIDs is PoolDrop's list of loan ids as a table j(id) in loanq's
+// loan_id collation.
+const poolDropIDs = `JSON_TABLE(:ids, '$[*]' COLUMNS (id VARCHAR(200) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$')) AS j`
 
 // AssignmentsFromJSON: JSON_TABLE with an ordinality column.
 func (dialect) AssignmentsFromJSON(list string) string {
@@ -100,7 +98,7 @@ var statements = drivers.Build(dialect{}, func(s *drivers.Statements) {
 	// A join that looks each key up by primary key: a DELETE with an IN
 	// subquery may scan the task's pool rows instead, and wait for rows
 	// other claims hold (a lock cycle with a refilling round).
-	s.PoolDrop.SQL = `DELETE p FROM ` + loanIDs(":ids") + `
+	s.PoolDrop.SQL = `DELETE p FROM ` + poolDropIDs + `
 JOIN loanq_pool p ON p.task_id = :task_id AND p.loan_id = j.id`
 	// Who may act as whom: loanq_may_act_as is migration 00008's rule, the
 	// one its triggers apply to every write. The account is USER()'s user

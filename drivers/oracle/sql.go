@@ -63,11 +63,11 @@ func (dialect) KeyAsText(expr string) string { return `TO_CHAR(` + expr + `)` }
 
 // InKeys: as InIDs, the elements read as the key column's kind (integers as
 // NUMBER(19), text as VARCHAR2(200 CHAR)).
-func (d dialect) InKeys(expr, keys string, kind drivers.KeyKind) string {
+func (dialect) InKeys(expr, keys string, kind drivers.KeyKind) string {
 	if kind == drivers.KeyInteger {
-		return d.InIDs(expr, keys)
+		return expr + ` IN (SELECT j.id FROM JSON_TABLE(` + keys + `, '$[*]' COLUMNS (id NUMBER(19) PATH '$')) j)`
 	}
-	return d.InLoanIDs(expr, keys)
+	return expr + ` IN (SELECT j.id FROM JSON_TABLE(` + keys + `, '$[*]' COLUMNS (id VARCHAR2(200 CHAR) PATH '$')) j)`
 }
 
 // InLoanIDs: loanq's loan_id columns are VARCHAR2(200 CHAR).

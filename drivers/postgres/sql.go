@@ -58,14 +58,14 @@ func (dialect) KeyAsText(expr string) string { return `(` + expr + `)::text` }
 // InKeys: as InIDs, the array's elements cast to the key column's type,
 // so that = ANY is an index condition on it (text: the elements as they
 // are; a varchar column compares as text, with its index).
-func (d dialect) InKeys(expr, keys string, kind drivers.KeyKind) string {
+func (dialect) InKeys(expr, keys string, kind drivers.KeyKind) string {
 	switch kind {
 	case drivers.KeyText:
 		return expr + ` = ANY (ARRAY(SELECT jsonb_array_elements_text(` + keys + `::jsonb)))`
 	case drivers.KeyUUID:
 		return expr + ` = ANY (ARRAY(SELECT jsonb_array_elements_text(` + keys + `::jsonb)::uuid))`
 	}
-	return d.InIDs(expr, keys)
+	return expr + ` = ANY (ARRAY(SELECT jsonb_array_elements_text(` + keys + `::jsonb)::bigint))`
 }
 
 // InLoanIDs: loanq's loan_id columns are varchar, compared as text.

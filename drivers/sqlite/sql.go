@@ -46,10 +46,14 @@ func (dialect) KeyAsText(expr string) string { return `CAST(` + expr + ` AS TEXT
 
 // InKeys: json_each's values are integers for an integer task's list and
 // text otherwise, each compared with the key column in its own affinity.
-func (d dialect) InKeys(expr, keys string, _ drivers.KeyKind) string { return d.InIDs(expr, keys) }
+func (dialect) InKeys(expr, keys string, _ drivers.KeyKind) string {
+	return expr + ` IN (SELECT value FROM json_each(` + keys + `))`
+}
 
 // InLoanIDs: the list's strings against loanq's TEXT loan_id columns.
-func (d dialect) InLoanIDs(expr, ids string) string { return d.InIDs(expr, ids) }
+func (dialect) InLoanIDs(expr, ids string) string {
+	return expr + ` IN (SELECT value FROM json_each(` + ids + `))`
+}
 
 // AssignmentsFromJSON: json_each's key is the element's position.
 func (dialect) AssignmentsFromJSON(list string) string {
