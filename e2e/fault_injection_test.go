@@ -69,7 +69,7 @@ func TestInjectionTreatedAsData(t *testing.T) {
 			if stored != user {
 				t.Fatalf("user %q stored as %q", user, stored)
 			}
-			if n := testdb.Int(t, d, e.DB, "SELECT COUNT(*) FROM loanq_work WHERE user_name = ? AND loan_id = ?", user, got.Loans[0]); n != 1 {
+			if n := testdb.Int(t, d, e.DB, "SELECT COUNT(*) FROM loanq_work WHERE user_name = ? AND loan_id = ?", user, fmt.Sprint(got.Loans[0])); n != 1 {
 				t.Fatalf("user %q: its work row is not stored under its name", user)
 			}
 			if p := pipelineLoans(t, dsn, user, "t"); len(p) != 1 || p[0] != got.Loans[0] {

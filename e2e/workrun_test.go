@@ -102,9 +102,9 @@ func TestWorkRunProcessesEveryLoanOnce(t *testing.T) {
 		}
 		// The database agrees: one assignment per loan, disposed as mapped.
 		for id := int64(1); id <= loans; id++ {
-			n := testdb.Int(t, d, e.DB, "SELECT COUNT(*) FROM loanq_work WHERE loan_id = ?", id)
+			n := testdb.Int(t, d, e.DB, "SELECT COUNT(*) FROM loanq_work WHERE loan_id = ?", fmt.Sprint(id))
 			kind := map[string]int64{"complete": 0, "return": 1, "never": 2}[wantDisposition[exitFor(id)]]
-			got := testdb.Int(t, d, e.DB, "SELECT COUNT(*) FROM loanq_work WHERE loan_id = ? AND disposition = ?", id, []string{"complete", "return", "never"}[kind])
+			got := testdb.Int(t, d, e.DB, "SELECT COUNT(*) FROM loanq_work WHERE loan_id = ? AND disposition = ?", fmt.Sprint(id), []string{"complete", "return", "never"}[kind])
 			if n != 1 || got != 1 {
 				t.Fatalf("loan %d: %d assignment(s), %d with disposition %s", id, n, got, wantDisposition[exitFor(id)])
 			}
