@@ -36,9 +36,12 @@ const CLITask = "loanq-bench-cli"
 // cliCriteria selects the items of the table no caller has completed yet
 // for this task: a completed loan still matches `status = 'ready'` (the CLI
 // loop has no step that changes it), and handing it out again would make the
-// duplicate audit meaningless.
-const cliCriteria = `status = 'ready' AND NOT EXISTS (SELECT 1 FROM loanq_work cw JOIN loanq_task ct ON ct.id = cw.task_id
- WHERE ct.name = '` + CLITask + `' AND cw.loan_id = src.id AND cw.disposition = 'complete')`
+// duplicate audit meaningless. loanq's loan ids are text (migration 00013):
+// the source key is compared as the dialect writes it (KeyAsText).
+func cliCriteria(d drivers.Dialect) string {
+	return `status = 'ready' AND NOT EXISTS (SELECT 1 FROM loanq_work cw JOIN loanq_task ct ON ct.id = cw.task_id
+ WHERE ct.name = '` + CLITask + `' AND cw.loan_id = ` + d.KeyAsText("src.id") + ` AND cw.disposition = 'complete')`
+}
 
 // CLIConfig is one `loanq bench --target cli` invocation.
 type CLIConfig struct {
@@ -125,7 +128,7 @@ func RunCLI(ctx context.Context, cfg CLIConfig) (*CLIResult, error) {
 		return nil, err
 	}
 	e := dispatch.New(db, d)
-	if err := replaceTask(ctx, e, dispatch.TaskSpec{Name: CLITask, Where: cliCriteria, Lock: s}); err != nil {
+	if err := replaceTask(ctx, e, dispatch.TaskSpec{Name: CLITask, Where: cliCriteria(e.Driver.Dialect()), Lock: s}); err != nil {
 		return nil, err
 	}
 	env := append(append(os.Environ(), cfg.Env...), "LOANQ_DB="+cfg.DSN, "LOANQ_OUTPUT=json")
