@@ -41,9 +41,12 @@ const CLITask = "loanq-bench-cli"
 // cliCriteria selects the items of the table no caller has completed yet
 // for this task: a completed loan still matches `status = 'ready'` (the CLI
 // loop has no step that changes it), and handing it out again would make the
-// duplicate audit meaningless.
-const cliCriteria = `status = 'ready' AND NOT EXISTS (SELECT 1 FROM loanq_work cw JOIN loanq_task ct ON ct.id = cw.task_id
- WHERE ct.name = '` + CLITask + `' AND cw.loan_id = src.id AND cw.disposition = 'complete')`
+// duplicate audit meaningless. loanq's loan ids are text (migration 00013):
+// the source key is compared as the dialect writes it (KeyAsText).
+func cliCriteria(d drivers.Dialect) string {
+	return `status = 'ready' AND NOT EXISTS (SELECT 1 FROM loanq_work cw JOIN loanq_task ct ON ct.id = cw.task_id
+ WHERE ct.name = '` + CLITask + `' AND cw.loan_id = ` + d.KeyAsText("src.id") + ` AND cw.disposition = 'complete')`
+}
 
 // CLIConfig is one `loanq bench --target cli` invocation.
 type CLIConfig struct {
@@ -134,7 +137,7 @@ func RunCLI(ctx context.Context, cfg CLIConfig) (_ *CLIResult, err error) {
 	if err := fill(ctx, ss.db, ss.c, cfg.Rows); err != nil {
 		return nil, err
 	}
-	if err := ss.task(ctx, dispatch.TaskSpec{Name: CLITask, Where: cliCriteria, Lock: s}); err != nil {
+	if err := ss.task(ctx, dispatch.TaskSpec{Name: CLITask, Where: cliCriteria(ss.e.Driver.Dialect()), Lock: s}); err != nil {
 		return nil, err
 	}
 	if err := cl.baseline(ctx, cfg, r); err != nil {

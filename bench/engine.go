@@ -397,7 +397,7 @@ func (w *engineCaller) run(ctx context.Context, deadline time.Time) error {
 		}
 		w.rep.Requests++
 		w.rep.GetMicros = append(w.rep.GetMicros, took.Microseconds())
-		mark := Mark{Items: req.Loans, StartMS: ms(t0.Sub(w.start)), ClaimedMS: ms(t0.Add(took).Sub(w.start))}
+		mark := Mark{Items: drivers.Int64s(req.Loans), StartMS: ms(t0.Sub(w.start)), ClaimedMS: ms(t0.Add(took).Sub(w.start))}
 		if len(req.Loans) == 0 {
 			w.addMark(mark)
 			return nil
@@ -408,11 +408,11 @@ func (w *engineCaller) run(ctx context.Context, deadline time.Time) error {
 		for _, loan := range req.Loans {
 			// The work: the loan stops matching the criteria (and an item
 			// handed out twice is counted twice).
-			if err := w.work(ctx, loan, owner); err != nil {
-				return fmt.Errorf("caller %d: working on loan %d: %w", w.id, loan, err)
+			if err := w.work(ctx, loan.Int64(), owner); err != nil {
+				return fmt.Errorf("caller %d: working on loan %s: %w", w.id, loan, err)
 			}
-			if _, err := w.e.Dispose(ctx, EngineTask, loan, user, dispatch.Complete, 0, false); err != nil {
-				return fmt.Errorf("caller %d: completing loan %d: %w", w.id, loan, err)
+			if _, err := w.e.Dispose(ctx, EngineTask, loan.String(), user, dispatch.Complete, 0, false); err != nil {
+				return fmt.Errorf("caller %d: completing loan %s: %w", w.id, loan, err)
 			}
 			w.rep.Loans++
 		}

@@ -376,11 +376,6 @@ func (a *apiServer) dispose(w http.ResponseWriter, r *http.Request, p *dispatch.
 		a.fail(w, err)
 		return
 	}
-	loan, err := strconv.ParseInt(r.PathValue("loan"), 10, 64)
-	if err != nil {
-		a.fail(w, problem.Usagef("invalid loan id %q: give the 64-bit integer id that GET /api/v1/pipeline shows", r.PathValue("loan")))
-		return
-	}
 	action, err := dispatch.ParseAction(body.Action)
 	if err != nil {
 		a.fail(w, err)
@@ -401,6 +396,12 @@ func (a *apiServer) dispose(w http.ResponseWriter, r *http.Request, p *dispatch.
 		a.fail(w, err)
 		return
 	}
+	// The key as the task's keys are (an integer, text, a UUID).
+	loan, err := drivers.ParseKey(task.KeyKind, task.Name, r.PathValue("loan"))
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
 	// Someone else's loan is 403, not 400: the engine refuses it either way
 	// (it disposes only the caller's assignment); this says why.
 	var workID int64
@@ -408,7 +409,7 @@ func (a *apiServer) dispose(w http.ResponseWriter, r *http.Request, p *dispatch.
 	err = a.e.Driver.Statements().ActiveWork.QueryRow(r.Context(), a.e.DB, drivers.TaskLoanParams{TaskID: task.ID, LoanID: loan}).Scan(&workID, &assignee)
 	switch {
 	case err == nil && assignee != p.User:
-		writeProblem(w, http.StatusForbidden, fmt.Sprintf("loan %d in task %s is not yours: it is assigned to someone else", loan, task.Name))
+		writeProblem(w, http.StatusForbidden, fmt.Sprintf("loan %s in task %s is not yours: it is assigned to someone else", loan, task.Name))
 		return
 	case err != nil && !errors.Is(err, sql.ErrNoRows):
 		a.fail(w, err)

@@ -3,7 +3,6 @@ package commands
 import (
 	"fmt"
 	"io"
-	"strconv"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -43,9 +42,11 @@ func disposition(c *cli.Context) error {
 	if err := dispatch.ValidateTaskName(a[0]); err != nil {
 		return err
 	}
-	loan, err := strconv.ParseInt(a[1], 10, 64)
-	if err != nil {
-		return problem.Usagef("invalid loan id %q: give the 64-bit integer id that `loanq pipeline` shows", a[1])
+	// The key is parsed per the task's key kind (an integer task refuses
+	// "abc"), once the task is read: Dispose.
+	loan := a[1]
+	if loan == "" {
+		return problem.Usagef("no loan id: give the loan id that `loanq pipeline` shows")
 	}
 	action, err := dispatch.ParseAction(a[2])
 	if err != nil {
@@ -73,10 +74,10 @@ func disposition(c *cli.Context) error {
 	}
 	return emit(c, d, func(w io.Writer) {
 		if d.Disposition == dispatch.Return {
-			fmt.Fprintf(w, "loan %d in task %s: returned to the queue after %s\n", d.LoanID, textsafe.Escape(d.Task), d.After)
+			fmt.Fprintf(w, "loan %s in task %s: returned to the queue after %s\n", textsafe.Escape(d.LoanID.String()), textsafe.Escape(d.Task), d.After)
 			return
 		}
-		fmt.Fprintf(w, "loan %d in task %s: %s\n", d.LoanID, textsafe.Escape(d.Task), d.Disposition)
+		fmt.Fprintf(w, "loan %s in task %s: %s\n", textsafe.Escape(d.LoanID.String()), textsafe.Escape(d.Task), d.Disposition)
 	})
 }
 

@@ -47,7 +47,7 @@ func pipeline(c *cli.Context) error {
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(tw, "TASK\tLOAN\tASSIGNED AT\tFOR")
 		for _, it := range items {
-			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\n", textsafe.Escape(it.Task), it.LoanID, it.AssignedAt.Format(time.RFC3339), time.Duration(it.AgeSeconds)*time.Second)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", textsafe.Escape(it.Task), textsafe.Escape(it.LoanID.String()), it.AssignedAt.Format(time.RFC3339), time.Duration(it.AgeSeconds)*time.Second)
 		}
 		tw.Flush()
 	})

@@ -81,7 +81,7 @@ instead of waiting for a query. Run "loanq task refill --all --every 30s"
 					&cli.StringFlag{Name: "where", Usage: "SQL condition selecting the task's loans (required)"},
 					&cli.StringFlag{Name: "order", Usage: "SQL ORDER BY list: highest priority first (the key breaks ties)"},
 					&cli.StringFlag{Name: "source", Value: "loan", Usage: "table or view holding the loans"},
-					&cli.StringFlag{Name: "key", Value: "id", Usage: "column of --source holding the 64-bit loan id"},
+					&cli.StringFlag{Name: "key", Value: "id", Usage: "column of --source holding the loan key: an integer, text (up to 200 characters) or UUID column"},
 					&cli.IntFlag{Name: "max-active", Usage: "cap on each user's active work in this task (0: none)"},
 					&cli.StringFlag{Name: "lock", Usage: "lock strategy: skip, nowait, wait, lease or rows (default: skip; lease on SQLite, which has no rows)"},
 					&cli.StringFlag{Name: "query-delay", Value: "0s", Usage: "sleep this long inside the locked section: simulates a heavy criteria query (demos, tests)"},
@@ -184,7 +184,7 @@ func taskCreate(c *cli.Context) error {
 }
 
 func taskJSON(t *dispatch.Task) map[string]any {
-	m := map[string]any{"name": t.Name, "source": t.Source, "key": t.Key, "where": t.Where, "order": t.Order,
+	m := map[string]any{"name": t.Name, "source": t.Source, "key": t.Key, "key_kind": t.KeyKind.String(), "where": t.Where, "order": t.Order,
 		"max_active": t.MaxActive, "lock": t.Lock, "query_delay_ms": t.QueryDelay.Milliseconds(),
 		"lease_ttl_ms": t.LeaseTTL.Milliseconds(), "created_by": t.CreatedBy, "created_at": t.CreatedAt.UTC().Format(TimestampLayout)}
 	// null: the default, derived from the measured criteria-query time.
@@ -331,7 +331,7 @@ func taskShow(c *cli.Context) error {
 	return emit(c, map[string]any{"task": tj, "runs": runs}, func(w io.Writer) {
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 		fmt.Fprintf(tw, "task:\t%s\n", textsafe.Escape(t.Name))
-		fmt.Fprintf(tw, "source:\t%s (key %s)\n", textsafe.Escape(t.Source), textsafe.Escape(t.Key))
+		fmt.Fprintf(tw, "source:\t%s (key %s, %s)\n", textsafe.Escape(t.Source), textsafe.Escape(t.Key), t.KeyKind)
 		fmt.Fprintf(tw, "where:\t%s\n", textsafe.Escape(t.Where))
 		fmt.Fprintf(tw, "order:\t%s\n", textsafe.Escape(orDash(t.Order)))
 		fmt.Fprintf(tw, "lock:\t%s\n", textsafe.Escape(string(t.Lock)))

@@ -38,7 +38,7 @@ Examples:
 			&cli.StringFlag{Name: "where", Usage: "SQL condition selecting the task's loans"},
 			&cli.StringFlag{Name: "order", Usage: "SQL ORDER BY list: highest priority first"},
 			&cli.StringFlag{Name: "source", Usage: "table or view holding the loans"},
-			&cli.StringFlag{Name: "key", Usage: "column of --source holding the 64-bit loan id"},
+			&cli.StringFlag{Name: "key", Usage: "column of --source holding the loan key: an integer, text (up to 200 characters) or UUID column"},
 			&cli.IntFlag{Name: "max-active", Usage: "cap on each user's active work in this task (0: none)"},
 			&cli.StringFlag{Name: "lock", Usage: "lock strategy: skip, nowait, wait, lease or rows"},
 			&cli.StringFlag{Name: "query-delay", Usage: "sleep this long inside the locked section (demos, tests)"},

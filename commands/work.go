@@ -243,10 +243,10 @@ func printRequest(c *cli.Context, req *dispatch.Request, err error) error {
 	return perr
 }
 
-func joinIDs(ids []int64) string {
+func joinIDs(ids []drivers.Key) string {
 	s := make([]string, len(ids))
 	for i, id := range ids {
-		s[i] = strconv.FormatInt(id, 10)
+		s[i] = textsafe.Escape(id.String()) // a text key is the database's text
 	}
 	return strings.Join(s, ", ")
 }

@@ -78,7 +78,7 @@ func workReclaim(c *cli.Context) error {
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "LOAN\tUSER\tASSIGNED\tAGE")
 		for _, it := range items {
-			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\n", it.LoanID, textsafe.Escape(it.User), it.AssignedAt.UTC().Format(time.RFC3339), time.Duration(it.AgeMS)*time.Millisecond)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", textsafe.Escape(it.LoanID.String()), textsafe.Escape(it.User), it.AssignedAt.UTC().Format(time.RFC3339), time.Duration(it.AgeMS)*time.Millisecond)
 		}
 		tw.Flush()
 	})

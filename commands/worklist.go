@@ -72,7 +72,7 @@ func workList(c *cli.Context) error {
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(tw, "TASK\tLOAN\tUSER\tASSIGNED AT\tAGE")
 		for _, it := range items {
-			fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\n", textsafe.Escape(it.Task), it.LoanID, textsafe.Escape(it.User), it.AssignedAt.Format(time.RFC3339),
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", textsafe.Escape(it.Task), textsafe.Escape(it.LoanID.String()), textsafe.Escape(it.User), it.AssignedAt.Format(time.RFC3339),
 				(time.Duration(it.AgeMS) * time.Millisecond).Round(time.Second))
 		}
 		tw.Flush()

@@ -17,6 +17,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/loanq/loanq/dispatch"
+	"github.com/loanq/loanq/drivers"
 	"github.com/loanq/loanq/internal/child"
 	"github.com/loanq/loanq/internal/pause"
 	"github.com/loanq/loanq/problem"
@@ -165,11 +166,11 @@ func workRunOptions(c *cli.Context) (runOptions, error) {
 
 // runResult is one processed loan, as printed.
 type runResult struct {
-	Task        string `json:"task"`
-	LoanID      int64  `json:"loan_id"`
-	ExitCode    int    `json:"exit_code"`
-	Disposition string `json:"disposition"`
-	DurationMS  int64  `json:"duration_ms"`
+	Task        string      `json:"task"`
+	LoanID      drivers.Key `json:"loan_id"`
+	ExitCode    int         `json:"exit_code"`
+	Disposition string      `json:"disposition"`
+	DurationMS  int64       `json:"duration_ms"`
 
 	failure bool
 	why     string
@@ -205,25 +206,25 @@ type runner struct {
 // without end. "At once" is: before the task has answered empty, and within
 // the last runRepeatMemory completions. Called with runner.mu held.
 type repeats struct {
-	back   map[int64]repeat // completed loans: how often each came back in a row
-	order  []repeat         // the same, oldest completion first, to forget the oldest
+	back   map[drivers.Key]repeat // completed loans: how often each came back in a row
+	order  []repeat               // the same, oldest completion first, to forget the oldest
 	seq    uint64
 	warned bool
 	// stop is set once a loan came back --max-repeats times in a row.
 	stop      bool
-	stopLoan  int64
+	stopLoan  drivers.Key
 	stopTimes int
 }
 
 type repeat struct {
-	loan  int64
+	loan  drivers.Key
 	times int // times it came back in a row
 	seq   uint64
 }
 
 // taken records a loan a request returned and says how many times in a row
 // it has now come back after this runner completed it (0: it did not).
-func (rp *repeats) taken(loan int64) int {
+func (rp *repeats) taken(loan drivers.Key) int {
 	if c, ok := rp.back[loan]; ok {
 		return c.times + 1
 	}
@@ -232,13 +233,13 @@ func (rp *repeats) taken(loan int64) int {
 
 // disposed records how a taken loan ended: completed, it is remembered with
 // times (how often it had come back when taken); otherwise its streak ends.
-func (rp *repeats) disposed(loan int64, completed bool, times int) {
+func (rp *repeats) disposed(loan drivers.Key, completed bool, times int) {
 	if !completed {
 		delete(rp.back, loan)
 		return
 	}
 	if rp.back == nil {
-		rp.back = map[int64]repeat{}
+		rp.back = map[drivers.Key]repeat{}
 	}
 	rp.seq++
 	c := repeat{loan: loan, times: times, seq: rp.seq}
@@ -350,7 +351,7 @@ func (r *runner) loop(ctx context.Context) error {
 			slots <- struct{}{}
 			taken++
 			wg.Add(1)
-			go func(loan int64) {
+			go func(loan drivers.Key) {
 				defer wg.Done()
 				defer func() { <-slots }()
 				r.process(req, loan, back)
@@ -368,7 +369,7 @@ func (r *runner) loop(ctx context.Context) error {
 	}
 	if rp := r.repeats; rp.stop {
 		return &problem.Exit{Code: problem.ExitRepeats, Msg: fmt.Sprintf(
-			"stopped: loan %d came back %s in a row after this runner completed it (--max-repeats %d): "+
+			"stopped: loan %s came back %s in a row after this runner completed it (--max-repeats %d): "+
 				"completing it leaves it matching the criteria of task %s (see above; --max-repeats 0 never stops)",
 			rp.stopLoan, times(rp.stopTimes), r.o.maxRepeats, r.o.task)}
 	}
@@ -380,7 +381,7 @@ func (r *runner) loop(ctx context.Context) error {
 // once one has come back --max-repeats times in a row no new work is taken
 // (this loan is still processed: it is ours now). It returns how many times
 // in a row the loan has come back (0: it did not).
-func (r *runner) cameBack(loan int64) int {
+func (r *runner) cameBack(loan drivers.Key) int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	back := r.repeats.taken(loan)
@@ -390,7 +391,7 @@ func (r *runner) cameBack(loan int64) int {
 	if !r.repeats.warned {
 		r.repeats.warned = true
 		r.clearProgress()
-		r.log.Event(slog.LevelWarn, fmt.Sprintf("loanq: loan %d came back right after this runner completed it: the command completed it, "+
+		r.log.Event(slog.LevelWarn, fmt.Sprintf("loanq: loan %s came back right after this runner completed it: the command completed it, "+
 			"but it still matches the criteria of task %s, so it is eligible again. Make the command change the data "+
 			"the criteria read, or have it exit 65 (never) or 75 (return after --retry-after) for such loans. "+
 			"%s", loan, r.o.task, r.repeatLimit()),
@@ -419,13 +420,15 @@ func times(n int) string {
 }
 
 // process runs the command for one loan and disposes of the loan.
-func (r *runner) process(req *dispatch.Request, loan int64, back int) {
+func (r *runner) process(req *dispatch.Request, loan drivers.Key, back int) {
 	r.mu.Lock()
 	r.running++
 	r.showProgress()
 	r.mu.Unlock()
 
-	id := strconv.FormatInt(loan, 10)
+	// The key as text: an integer's digits, a UUID, or a text key passed
+	// as one argument (no shell is involved).
+	id := loan.String()
 	argv := make([]string, len(r.o.argv))
 	for i, a := range r.o.argv {
 		argv[i] = strings.ReplaceAll(a, "{}", id)
@@ -475,7 +478,7 @@ func (r *runner) process(req *dispatch.Request, loan int64, back int) {
 		action, after, res.failure = dispatch.Return, r.o.retryAfter, true
 	}
 	res.Disposition = action
-	_, derr := r.e.Dispose(r.db, r.o.task, loan, r.e.user, action, after, action == dispatch.Return)
+	_, derr := r.e.Dispose(r.db, r.o.task, loan.String(), r.e.user, action, after, action == dispatch.Return)
 
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -491,7 +494,7 @@ func (r *runner) process(req *dispatch.Request, loan int64, back int) {
 	r.clearProgress()
 	if derr != nil {
 		r.lastError = derr
-		r.log.Event(slog.LevelError, fmt.Sprintf("loanq: loan %d: disposition %s failed: %v", loan, action, derr),
+		r.log.Event(slog.LevelError, fmt.Sprintf("loanq: loan %s: disposition %s failed: %v", loan, action, derr),
 			"disposition failed", "task", r.o.task, "user", r.e.user, "request", req.ID, "loan", loan, "disposition", action, "error", derr.Error())
 	}
 	r.print(res, after, interrupted)
@@ -570,7 +573,7 @@ func (r *runner) print(res runResult, after time.Duration, interrupted bool) {
 	case res.Disposition == dispatch.Return:
 		what = "return after " + after.String()
 	}
-	line := fmt.Sprintf("loan %d: exit %d -> %s (%s)", res.LoanID, res.ExitCode, what, (time.Duration(res.DurationMS) * time.Millisecond).String())
+	line := fmt.Sprintf("loan %s: exit %d -> %s (%s)", res.LoanID, res.ExitCode, what, (time.Duration(res.DurationMS) * time.Millisecond).String())
 	if res.failure {
 		line += ", failure"
 		if res.why != "" {

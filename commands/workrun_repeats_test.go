@@ -1,6 +1,16 @@
 package commands
 
-import "testing"
+import (
+	"strconv"
+	"testing"
+
+	"github.com/loanq/loanq/drivers"
+)
+
+// k is loan n of an integer task.
+func k[N int | int64](n N) drivers.Key {
+	return drivers.NewKey(drivers.KeyInteger, strconv.FormatInt(int64(n), 10))
+}
 
 // The streak of a loan: it grows while the loan is completed and taken
 // again, ends when the loan is disposed of otherwise or the task answers
@@ -8,38 +18,38 @@ import "testing"
 // ago than runRepeatMemory completions did not come back "at once").
 func TestRepeatsStreak(t *testing.T) {
 	var rp repeats
-	if got := rp.taken(7); got != 0 {
+	if got := rp.taken(k(7)); got != 0 {
 		t.Fatalf("a loan never completed came back %d times", got)
 	}
-	rp.disposed(7, true, 0)
+	rp.disposed(k(7), true, 0)
 	for want := 1; want <= 3; want++ {
-		got := rp.taken(7)
+		got := rp.taken(k(7))
 		if got != want {
 			t.Fatalf("completed and taken again: came back %d times, want %d", got, want)
 		}
-		rp.disposed(7, true, got)
+		rp.disposed(k(7), true, got)
 	}
-	rp.disposed(7, false, 4) // returned: the streak ends
-	if got := rp.taken(7); got != 0 {
+	rp.disposed(k(7), false, 4) // returned: the streak ends
+	if got := rp.taken(k(7)); got != 0 {
 		t.Fatalf("after a return the loan came back %d times, want 0", got)
 	}
-	rp.disposed(7, true, 0)
+	rp.disposed(k(7), true, 0)
 	rp.empty()
-	if got := rp.taken(7); got != 0 {
+	if got := rp.taken(k(7)); got != 0 {
 		t.Fatalf("after an empty answer the loan came back %d times, want 0", got)
 	}
 
-	rp.disposed(1, true, 0)
+	rp.disposed(k(1), true, 0)
 	for id := int64(100); id < 100+runRepeatMemory-1; id++ {
-		rp.disposed(id, true, 0)
+		rp.disposed(k(id), true, 0)
 	}
-	if rp.taken(1) != 1 {
+	if rp.taken(k(1)) != 1 {
 		t.Fatal("loan 1, completed within the memory, was forgotten")
 	}
-	rp.disposed(1, true, 1) // completed again: now the newest
-	rp.disposed(99, true, 0)
-	if rp.taken(1) != 2 || rp.taken(100) != 0 {
-		t.Fatalf("memory: loan 1 came back %d times (want 2), loan 100 (oldest, forgotten) %d (want 0)", rp.taken(1), rp.taken(100))
+	rp.disposed(k(1), true, 1) // completed again: now the newest
+	rp.disposed(k(99), true, 0)
+	if rp.taken(k(1)) != 2 || rp.taken(k(100)) != 0 {
+		t.Fatalf("memory: loan 1 came back %d times (want 2), loan 100 (oldest, forgotten) %d (want 0)", rp.taken(k(1)), rp.taken(k(100)))
 	}
 	if len(rp.back) > runRepeatMemory || len(rp.order) > runRepeatMemory {
 		t.Fatalf("memory holds %d loans, %d completions; at most %d", len(rp.back), len(rp.order), runRepeatMemory)

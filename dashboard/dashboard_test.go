@@ -36,7 +36,7 @@ func seeded(t testing.TB, dsn string) *Source {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := e.Dispose(ctx, r.Task, r.Loans[0], u, "complete", 0, false); err != nil {
+		if _, err := e.Dispose(ctx, r.Task, r.Loans[0].String(), u, "complete", 0, false); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -126,7 +126,7 @@ func TestDispositionsAcrossTheFloor(t *testing.T) {
 				t.Fatal(err)
 			}
 			for i, it := range items {
-				if _, err := src.Engine.Dispose(ctx, it.Task, it.LoanID, u, Dispositions[i%3], 0, false); err != nil {
+				if _, err := src.Engine.Dispose(ctx, it.Task, it.LoanID.String(), u, Dispositions[i%3], 0, false); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -492,7 +492,7 @@ func history(b *testing.B, dsn string, rows int64) *Source {
 			if err != nil {
 				b.Fatal(err)
 			}
-			if _, err := e.Dispose(ctx, name, r.Loans[0], u, "complete", 0, false); err != nil {
+			if _, err := e.Dispose(ctx, name, r.Loans[0].String(), u, "complete", 0, false); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -594,4 +594,45 @@ func tampered(v string) string {
 		last = "1"
 	}
 	return v[:len(v)-1] + last
+}
+
+// A task keyed by text: its page lists its dispositions by their keys,
+// escaped as any text read from the database.
+func TestTaskPageTextKeys(t *testing.T) {
+	testdb.Each(t, func(t *testing.T, dsn string) {
+		src := seeded(t, dsn)
+		ctx := context.Background()
+		testdb.Exec(t, src.Driver, src.DB, "CREATE TABLE kt_app (ref VARCHAR(40) NOT NULL PRIMARY KEY, prio INTEGER NOT NULL)")
+		for i, k := range []string{"LN-2024-000123", "<b>LN-2</b>"} {
+			testdb.Exec(t, src.Driver, src.DB, "INSERT INTO kt_app (ref, prio) VALUES (?, ?)", k, i)
+		}
+		if _, _, err := src.Engine.CreateTask(ctx, dispatch.TaskSpec{Name: "apps", Source: "kt_app", Key: "ref", Where: "1 = 1", Order: "prio", CreatedBy: "t"}); err != nil {
+			t.Fatal(err)
+		}
+		r, err := src.Engine.Get(ctx, "apps", "ana", 2, dispatch.GetOptions{})
+		if err != nil || len(r.Loans) != 2 {
+			t.Fatalf("get: %+v, %v", r, err)
+		}
+		for _, l := range r.Loans {
+			if _, err := src.Engine.Dispose(ctx, "apps", l.String(), "ana", "never", 0, false); err != nil {
+				t.Fatal(err)
+			}
+		}
+		d, err := src.Task(ctx, "apps")
+		if err != nil || len(d.Dispositions) != 2 || d.Dispositions[1].Loan.String() != "LN-2024-000123" {
+			t.Fatalf("task page data: %+v, %v", d, err)
+		}
+		h, err := (&Server{Source: src}).Handler()
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec := httptest.NewRecorder()
+		req := httptest.NewRequest("GET", "/tasks/apps", nil)
+		req.Host = "127.0.0.1:8080"
+		h.ServeHTTP(rec, req)
+		body := rec.Body.String()
+		if rec.Code != 200 || !strings.Contains(body, "LN-2024-000123") || strings.Contains(body, "<b>LN-2</b>") || !strings.Contains(body, "&lt;b&gt;LN-2&lt;/b&gt;") {
+			t.Fatalf("GET /tasks/apps: %d; want both keys, escaped\n%s", rec.Code, body)
+		}
+	})
 }

@@ -778,7 +778,7 @@ type TaskDetail struct {
 
 // Disposition is one ended assignment.
 type Disposition struct {
-	Loan   int64
+	Loan   drivers.Key
 	User   string
 	Kind   string
 	AgeMS  int64
@@ -811,9 +811,11 @@ func (s *Source) Task(ctx context.Context, name string) (*TaskDetail, error) {
 	err = each(ctx, q, &s.Driver.Statements().DashDispositions, drivers.TaskLimitParams{TaskID: t.ID, Limit: 15}, func(r *sql.Rows) error {
 		var x Disposition
 		var age, held sql.NullInt64
-		if err := r.Scan(&x.Loan, &x.User, &x.Kind, &age, &held); err != nil {
+		var loan string
+		if err := r.Scan(&loan, &x.User, &x.Kind, &age, &held); err != nil {
 			return err
 		}
+		x.Loan = drivers.NewKey(t.KeyKind, loan)
 		x.AgeMS, x.HeldMS = age.Int64*1000, held.Int64*1000
 		d.Dispositions = append(d.Dispositions, x)
 		return nil

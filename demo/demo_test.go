@@ -69,7 +69,7 @@ func TestRunSmall(t *testing.T) {
 		}
 		// A completed loan was updated first, so it no longer matches its task.
 		if n := testdb.Int(t, d, db, `SELECT COUNT(*) FROM loanq_work w JOIN loanq_task t ON t.id = w.task_id
-JOIN loan l ON l.id = w.loan_id
+JOIN loan l ON `+d.Dialect().KeyAsText("l.id")+` = w.loan_id
 WHERE t.name = 'verify-bank' AND w.disposition = 'complete' AND l.statements_verified = 0`); n != 0 {
 			t.Errorf("%d completed verify-bank loans still match the criteria", n)
 		}

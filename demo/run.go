@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -141,7 +142,7 @@ func (p *processor) run(ctx context.Context, deadline time.Time) {
 			if err := pause.For(ctx, time.Duration(20+p.rng.IntN(40))*time.Millisecond); err != nil { // "working"
 				return
 			}
-			if err := p.dispose(ctx, t, loan); err != nil {
+			if err := p.dispose(ctx, t, loan.Int64()); err != nil {
 				if ctx.Err() != nil {
 					return
 				}
@@ -218,7 +219,7 @@ func (p *processor) dispose(ctx context.Context, t demoTask, loan int64) error {
 	default:
 		action = dispatch.Never
 	}
-	if _, err := p.eng.Dispose(ctx, t.spec.Name, loan, p.user, action, after, afterGiven); err != nil {
+	if _, err := p.eng.Dispose(ctx, t.spec.Name, strconv.FormatInt(loan, 10), p.user, action, after, afterGiven); err != nil {
 		return err
 	}
 	p.live.disposed.Add(1)

@@ -40,24 +40,24 @@ func TestBacklogCountsEligibleLoans(t *testing.T) {
 			t.Fatalf("get 5: %v %v", r, err)
 		}
 		want(13, "5 assigned")
-		dispose := func(loan int64, action string, after time.Duration) {
+		dispose := func(loan string, action string, after time.Duration) {
 			t.Helper()
 			if _, err := f.e.Dispose(ctx, "bl", loan, "oliver", action, after, action == "return"); err != nil {
-				t.Fatalf("dispose %d %s: %v", loan, action, err)
+				t.Fatalf("dispose %s %s: %v", loan, action, err)
 			}
 		}
-		dispose(1, "never", 0)
+		dispose("1", "never", 0)
 		want(13, "loan 1 dispositioned never")
-		dispose(2, "return", 2*time.Hour)
+		dispose("2", "return", 2*time.Hour)
 		want(13, "loan 2 returned until 2 h from now")
-		dispose(3, "complete", 0)
+		dispose("3", "complete", 0)
 		want(14, "loan 3 complete and still matching")
 		if r, err := f.e.Get(ctx, "other", "tracy", 6, fast); err != nil || len(r.Loans) != 6 {
 			t.Fatalf("get 6 in another task: %v %v", r, err)
 		}
 		want(14, "work in another task")
 		// Loan 2's return time passes (moved back, as in TestDispositions).
-		testdb.Exec(t, f.d, f.db, "UPDATE loanq_work SET return_at = assigned_at WHERE loan_id = 2")
+		testdb.Exec(t, f.d, f.db, "UPDATE loanq_work SET return_at = assigned_at WHERE loan_id = '2'")
 		want(15, "loan 2's return time passed")
 		// The figure is what a get can hand out: 4 and 5 are oliver's still.
 		r, err := f.e.Get(ctx, "bl", "tracy", 100, fast)

@@ -203,7 +203,7 @@ func TestAttachToPendingRequest(t *testing.T) {
 					}()
 				}
 				wg.Wait()
-				loans := map[int64][]int64{}
+				loans := map[int64][]drivers.Key{}
 				for _, r := range answers {
 					if r == nil {
 						continue

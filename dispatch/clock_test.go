@@ -52,7 +52,7 @@ func TestReturnTimeFollowsMovedDatabaseClock(t *testing.T) {
 			if err := d2.Statements().Now.QueryRow(ctx, db2, drivers.NoParams{}).Scan(&now); err != nil || !now.Equal(moved) {
 				t.Fatalf("the moved connection's database clock reads %s (%v), want %s", now, err, moved)
 			}
-			if _, err := e2.Dispose(ctx, "clock", 1, "oliver", "return", 2*time.Hour, true); err != nil {
+			if _, err := e2.Dispose(ctx, "clock", "1", "oliver", "return", 2*time.Hour, true); err != nil {
 				t.Fatal(err)
 			}
 			var disposed, returnAt time.Time

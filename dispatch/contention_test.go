@@ -364,7 +364,7 @@ func TestRowsClaimRechecksAfterLock(t *testing.T) {
 		if _, err := st.RequestFinish.Exec(ctx, f.db, drivers.RequestFinishParams{Assigned: 1, Status: dispatch.StatusAssigned, ID: early}); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := f.e.Dispose(ctx, task.Name, 1, "early", dispatch.Never, 0, false); err != nil {
+		if _, err := f.e.Dispose(ctx, task.Name, "1", "early", dispatch.Never, 0, false); err != nil {
 			t.Fatal(err)
 		}
 		a := <-done
@@ -374,7 +374,7 @@ func TestRowsClaimRechecksAfterLock(t *testing.T) {
 		if a.r.Status != dispatch.StatusEmpty || len(a.r.Loans) != 0 {
 			t.Fatalf("the claim answered %s %v: it assigned a loan set to never after its snapshot", a.r.Status, a.r.Loans)
 		}
-		if n := f.count(t, "SELECT COUNT(*) FROM loanq_work WHERE task_id = ? AND loan_id = 1", task.ID); n != 1 {
+		if n := f.count(t, "SELECT COUNT(*) FROM loanq_work WHERE task_id = ? AND loan_id = '1'", task.ID); n != 1 {
 			t.Fatalf("loan 1 has %d work rows in the task; want 1 (the never)", n)
 		}
 		if n := f.count(t, "SELECT COUNT(*) FROM loanq_work_request WHERE task_id = ? AND user_name = 'late' AND status = 'empty' AND id = ?", task.ID, a.r.ID); n != 1 {

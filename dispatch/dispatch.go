@@ -46,8 +46,8 @@ type Engine struct {
 	// callers' rechecks.
 	MaxRounds int
 
-	// taskIDs maps task names to ids as task reads find them (name → int64):
-	// a disposition needs the id only. A stale entry (the task deleted, or
+	// taskIDs maps task names to ids and key kinds as task reads find them
+	// (name → taskRef): a disposition needs these only. A stale entry (the task deleted, or
 	// deleted and created again under its name) matches no active work, as
 	// task ids are never reused (identity, sequences, SQLite's AUTOINCREMENT,
 	// InnoDB's persistent counter), and the disposition then reads the task

@@ -183,7 +183,7 @@ func TestConcurrentGetsNeverShareALoan(t *testing.T) {
 								return
 							}
 							mu.Lock()
-							got = append(got, r.Loans...)
+							got = append(got, drivers.Int64s(r.Loans)...)
 							mu.Unlock()
 						}
 					}(i)
@@ -368,9 +368,9 @@ func TestDispositions(t *testing.T) {
 		if err != nil || fmt.Sprint(r.Loans) != "[1 2 3 4]" {
 			t.Fatalf("get: %v %v", r, err)
 		}
-		must := func(loan int64, action string, after time.Duration, given bool) {
+		must := func(loan any, action string, after time.Duration, given bool) {
 			t.Helper()
-			if _, err := f.e.Dispose(ctx, "disp", loan, "oliver", action, after, given); err != nil {
+			if _, err := f.e.Dispose(ctx, "disp", fmt.Sprint(loan), "oliver", action, after, given); err != nil {
 				t.Fatalf("dispose %d %s: %v", loan, action, err)
 			}
 		}
@@ -394,11 +394,11 @@ func TestDispositions(t *testing.T) {
 		}
 		// 3's return time lies 2 h ahead on the database clock; move it 2 h
 		// back (as if the time had passed) and it is eligible again.
-		ret := f.count(t, "SELECT COUNT(*) FROM loanq_work WHERE loan_id = 3 AND disposition = 'return' AND return_at > assigned_at")
+		ret := f.count(t, "SELECT COUNT(*) FROM loanq_work WHERE loan_id = '3' AND disposition = 'return' AND return_at > assigned_at")
 		if ret != 1 {
 			t.Fatalf("loan 3's return_at is not after its assignment")
 		}
-		testdb.Exec(t, f.d, f.db, "UPDATE loanq_work SET return_at = assigned_at WHERE loan_id = 3")
+		testdb.Exec(t, f.d, f.db, "UPDATE loanq_work SET return_at = assigned_at WHERE loan_id = '3'")
 		if r, _ = f.e.Get(ctx, "disp", "tracy", 4, fast); fmt.Sprint(r.Loans) != "[3]" {
 			t.Fatalf("returned loan past its time: got %v, want [3]", r.Loans)
 		}
@@ -406,7 +406,7 @@ func TestDispositions(t *testing.T) {
 			t.Fatalf("never-dispositioned loan came back: %v", r.Loans)
 		}
 		// History is kept: loan 2 has two rows, the first still says return.
-		if n := f.count(t, "SELECT COUNT(*) FROM loanq_work WHERE loan_id = 2"); n != 2 {
+		if n := f.count(t, "SELECT COUNT(*) FROM loanq_work WHERE loan_id = '2'"); n != 2 {
 			t.Fatalf("loan 2 has %d history rows, want 2", n)
 		}
 		f.audit(t)
@@ -421,7 +421,7 @@ func TestReturnTimeComesFromDatabaseClock(t *testing.T) {
 		if _, err := f.e.Get(ctx, "clock", "oliver", 1, fast); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := f.e.Dispose(ctx, "clock", 1, "oliver", "return", 2*time.Hour, true); err != nil {
+		if _, err := f.e.Dispose(ctx, "clock", "1", "oliver", "return", 2*time.Hour, true); err != nil {
 			t.Fatal(err)
 		}
 		// return_at - disposed_at is exactly 2 h: both written by the database.
@@ -456,17 +456,17 @@ func TestBadInputChangesNothing(t *testing.T) {
 		cases["task name with SQL"] = err
 		_, err = f.e.Status(ctx, 999999, false, fast)
 		cases["unknown request"] = err
-		_, err = f.e.Dispose(ctx, "bad", 1, "tracy", "complete", 0, false)
+		_, err = f.e.Dispose(ctx, "bad", "1", "tracy", "complete", 0, false)
 		cases["not the assignee"] = err
-		_, err = f.e.Dispose(ctx, "bad", 2, "oliver", "complete", 0, false)
+		_, err = f.e.Dispose(ctx, "bad", "2", "oliver", "complete", 0, false)
 		cases["never assigned"] = err
-		_, err = f.e.Dispose(ctx, "bad", 1, "oliver", "return", 73*time.Hour, true)
+		_, err = f.e.Dispose(ctx, "bad", "1", "oliver", "return", 73*time.Hour, true)
 		cases["after 73h"] = err
-		_, err = f.e.Dispose(ctx, "bad", 1, "oliver", "return", -time.Hour, true)
+		_, err = f.e.Dispose(ctx, "bad", "1", "oliver", "return", -time.Hour, true)
 		cases["after -1h"] = err
-		_, err = f.e.Dispose(ctx, "bad", 1, "oliver", "complete", time.Hour, true)
+		_, err = f.e.Dispose(ctx, "bad", "1", "oliver", "complete", time.Hour, true)
 		cases["after with complete"] = err
-		_, err = f.e.Dispose(ctx, "bad", 1, "oliver", "later", 0, false)
+		_, err = f.e.Dispose(ctx, "bad", "1", "oliver", "later", 0, false)
 		cases["unknown action"] = err
 		_, _, err = f.e.CreateTask(ctx, dispatch.TaskSpec{Name: "bad", Where: "eligible = 1", CreatedBy: "a"})
 		cases["task exists"] = err
@@ -669,10 +669,10 @@ func TestDisposeExplainsRefusal(t *testing.T) {
 		if r, err := f.e.Get(ctx, "refuse", "oliver", 2, fast); err != nil || fmt.Sprint(r.Loans) != "[1 2]" {
 			t.Fatalf("get: %+v, %v", r, err)
 		}
-		refused := func(loan int64, user, want string) {
+		refused := func(loan any, user, want string) {
 			t.Helper()
 			before := snapshot(t, f)
-			_, err := f.e.Dispose(ctx, "refuse", loan, user, dispatch.Complete, 0, false)
+			_, err := f.e.Dispose(ctx, "refuse", fmt.Sprint(loan), user, dispatch.Complete, 0, false)
 			if err == nil || problem.ExitCode(err) != problem.ExitUsage || !strings.Contains(err.Error(), want) {
 				t.Fatalf("dispose %d by %s: %v (exit %d); want exit 2 saying %q", loan, user, err, problem.ExitCode(err), want)
 			}
@@ -682,19 +682,19 @@ func TestDisposeExplainsRefusal(t *testing.T) {
 		}
 		refused(1, "tracy", "loan 1 in task refuse is assigned to oliver, not to tracy")
 		refused(3, "oliver", "loan 3 has never been assigned in task refuse")
-		if _, err := f.e.Dispose(ctx, "refuse", 1, "oliver", dispatch.Never, 0, false); err != nil {
+		if _, err := f.e.Dispose(ctx, "refuse", "1", "oliver", dispatch.Never, 0, false); err != nil {
 			t.Fatal(err)
 		}
 		refused(1, "oliver", "loan 1 in task refuse is not active: its last assignment (to oliver) was already dispositioned never")
-		if _, err := f.e.Dispose(ctx, "refuse", 2, "oliver", dispatch.Complete, 0, false); err != nil {
+		if _, err := f.e.Dispose(ctx, "refuse", "2", "oliver", dispatch.Complete, 0, false); err != nil {
 			t.Fatal(err)
 		}
 		if r, err := f.e.Get(ctx, "refuse", "tracy", 1, fast); err != nil || fmt.Sprint(r.Loans) != "[2]" {
 			t.Fatalf("get after complete: %+v, %v", r, err)
 		}
 		refused(2, "oliver", "loan 2 in task refuse is assigned to tracy, not to oliver")
-		d, err := f.e.Dispose(ctx, "refuse", 2, "tracy", dispatch.Return, time.Hour, true)
-		if err != nil || d.Task != "refuse" || d.LoanID != 2 || d.User != "tracy" || d.Disposition != dispatch.Return || d.AfterMS != time.Hour.Milliseconds() {
+		d, err := f.e.Dispose(ctx, "refuse", "2", "tracy", dispatch.Return, time.Hour, true)
+		if err != nil || d.Task != "refuse" || d.LoanID.String() != "2" || d.User != "tracy" || d.Disposition != dispatch.Return || d.AfterMS != time.Hour.Milliseconds() {
 			t.Fatalf("dispose by the assignee: %+v, %v", d, err)
 		}
 		if n := f.count(t, "SELECT COUNT(*) FROM loanq_work WHERE disposition IS NULL"); n != 0 {
@@ -718,7 +718,7 @@ func TestDisposeAfterTaskRecreated(t *testing.T) {
 			if err != nil || len(r.Loans) != 1 {
 				t.Fatalf("get: %+v, %v", r, err)
 			}
-			if d, err := f.e.Dispose(ctx, "again", r.Loans[0], "oliver", dispatch.Complete, 0, false); err != nil || d.Task != "again" {
+			if d, err := f.e.Dispose(ctx, "again", r.Loans[0].String(), "oliver", dispatch.Complete, 0, false); err != nil || d.Task != "again" {
 				t.Fatalf("dispose: %+v, %v", d, err)
 			}
 			if n := f.count(t, "SELECT COUNT(*) FROM loanq_work WHERE disposition IS NULL"); n != 0 {
@@ -729,7 +729,7 @@ func TestDisposeAfterTaskRecreated(t *testing.T) {
 		if _, err := f.e.DeleteTask(ctx, "again", false); err != nil {
 			t.Fatal(err)
 		}
-		_, err := f.e.Dispose(ctx, "again", 1, "oliver", dispatch.Complete, 0, false)
+		_, err := f.e.Dispose(ctx, "again", "1", "oliver", dispatch.Complete, 0, false)
 		if problem.ExitCode(err) != problem.ExitUsage || !strings.Contains(err.Error(), `unknown task "again"`) {
 			t.Fatalf("dispose in a deleted task: %v", err)
 		}
@@ -746,7 +746,7 @@ func TestDisposeAfterTaskRecreated(t *testing.T) {
 		if err != nil || len(r.Loans) != 1 {
 			t.Fatalf("get: %+v, %v", r, err)
 		}
-		if _, err := f.e.Dispose(ctx, "again", r.Loans[0], "oliver", dispatch.Complete, 0, false); err != nil {
+		if _, err := f.e.Dispose(ctx, "again", r.Loans[0].String(), "oliver", dispatch.Complete, 0, false); err != nil {
 			t.Fatalf("dispose in the task created again: %v", err)
 		}
 		if n := f.count(t, "SELECT COUNT(*) FROM loanq_work WHERE disposition IS NULL"); n != 0 {

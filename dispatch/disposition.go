@@ -23,7 +23,7 @@ const (
 // Disposed is the outcome of a disposition.
 type Disposed struct {
 	Task        string        `json:"task"`
-	LoanID      int64         `json:"loan_id"`
+	LoanID      drivers.Key   `json:"loan_id"`
 	User        string        `json:"user"`
 	Disposition string        `json:"disposition"`
 	After       time.Duration `json:"-"`
@@ -41,8 +41,10 @@ func ParseAction(s string) (string, error) {
 }
 
 // Dispose ends the user's active assignment of a loan in a task. Only the
-// assignee may do it; the row keeps who, when and what as history.
-func (e *Engine) Dispose(ctx context.Context, taskName string, loan int64, user, action string, after time.Duration, afterGiven bool) (*Disposed, error) {
+// assignee may do it; the row keeps who, when and what as history. loanArg
+// is the loan key as given (command line, API), parsed per the task's key
+// kind (drivers.ParseKey): an integer task refuses "abc".
+func (e *Engine) Dispose(ctx context.Context, taskName string, loanArg string, user, action string, after time.Duration, afterGiven bool) (*Disposed, error) {
 	action, err := ParseAction(action)
 	if err != nil {
 		return nil, err
@@ -62,12 +64,26 @@ func (e *Engine) Dispose(ctx context.Context, taskName string, loan int64, user,
 	// The task's id, as this engine last read it; the task is read when it
 	// has not been, or when the id may be stale (below).
 	var task *Task
-	taskID, known := e.taskIDs.Load(taskName)
+	cached, known := e.taskIDs.Load(taskName)
 	if !known {
 		if task, err = e.taskByName(ctx, taskName); err != nil {
 			return nil, err
 		}
-		taskID = task.ID
+		cached = taskRef{id: task.ID, kind: task.KeyKind}
+	}
+	taskID, kind := cached.(taskRef).id, cached.(taskRef).kind
+	loan, err := drivers.ParseKey(kind, taskName, loanArg)
+	if err != nil && task == nil {
+		// The kind came from an earlier read: the task may have another key
+		// column by now (task update). Read it and parse again.
+		if task, err = e.taskByName(ctx, taskName); err != nil {
+			return nil, err
+		}
+		taskID, kind = task.ID, task.KeyKind
+		loan, err = drivers.ParseKey(kind, taskName, loanArg)
+	}
+	if err != nil {
+		return nil, err
 	}
 	var afterMS sql.NullInt64 // NULL: no return time
 	if action == Return {
@@ -83,15 +99,15 @@ func (e *Engine) Dispose(ctx context.Context, taskName string, loan int64, user,
 		var res sql.Result
 		err := drivers.RetryDeadlock(ctx, e.Driver, 4, func() error {
 			var err error
-			res, err = e.sql().DisposeLoan.Exec(ctx, e.DB, drivers.DisposeLoanParams{Disposition: action, ReturnAfterMS: afterMS, TaskID: taskID.(int64), LoanID: loan, User: user})
+			res, err = e.sql().DisposeLoan.Exec(ctx, e.DB, drivers.DisposeLoanParams{Disposition: action, ReturnAfterMS: afterMS, TaskID: taskID, LoanID: loan, User: user})
 			return err
 		})
 		if err != nil {
-			return nil, fmt.Errorf("recording disposition %s of loan %d: %w", action, loan, err)
+			return nil, fmt.Errorf("recording disposition %s of loan %s: %w", action, loan, err)
 		}
 		n, err := res.RowsAffected()
 		if err != nil {
-			return nil, fmt.Errorf("recording disposition %s of loan %d: %w", action, loan, err)
+			return nil, fmt.Errorf("recording disposition %s of loan %s: %w", action, loan, err)
 		}
 		if n == 1 {
 			break
@@ -102,7 +118,7 @@ func (e *Engine) Dispose(ctx context.Context, taskName string, loan int64, user,
 			if task, err = e.taskByName(ctx, taskName); err != nil {
 				return nil, err
 			}
-			if task.ID != taskID.(int64) {
+			if task.ID != taskID {
 				taskID = task.ID
 				continue
 			}
@@ -113,7 +129,7 @@ func (e *Engine) Dispose(ctx context.Context, taskName string, loan int64, user,
 		// Active and the user's now: assigned to them again right after
 		// the UPDATE looked. Try again.
 	}
-	d := &Disposed{Task: taskName, LoanID: loan, User: user, Disposition: action}
+	d := &Disposed{Task: taskName, LoanID: drivers.NewKey(kind, loan), User: user, Disposition: action}
 	if action == Return {
 		d.After, d.AfterSecs, d.AfterMS = after, after.Seconds(), after.Milliseconds()
 	}
@@ -124,7 +140,7 @@ func (e *Engine) Dispose(ctx context.Context, taskName string, loan int64, user,
 // else's, or not active. It returns nil when the loan is active and the
 // user's after all (assigned to them again just after the UPDATE looked), for
 // the caller to try again, at most a few times.
-func (e *Engine) notDisposed(ctx context.Context, task *Task, loan int64, user string, try int) error {
+func (e *Engine) notDisposed(ctx context.Context, task *Task, loan string, user string, try int) error {
 	var workID int64
 	var assignee string
 	err := e.sql().ActiveWork.QueryRow(ctx, e.DB, drivers.TaskLoanParams{TaskID: task.ID, LoanID: loan}).Scan(&workID, &assignee)
@@ -132,34 +148,34 @@ func (e *Engine) notDisposed(ctx context.Context, task *Task, loan int64, user s
 	case errors.Is(err, sql.ErrNoRows):
 		return e.notActive(ctx, task, loan)
 	case err != nil:
-		return fmt.Errorf("reading the assignment of loan %d: %w", loan, err)
+		return fmt.Errorf("reading the assignment of loan %s: %w", loan, err)
 	case assignee != user:
-		return problem.Usagef("loan %d in task %s is assigned to %s, not to %s: only the assignee can disposition it", loan, task.Name, assignee, user)
+		return problem.Usagef("loan %s in task %s is assigned to %s, not to %s: only the assignee can disposition it", loan, task.Name, assignee, user)
 	case try >= 2:
-		return problem.Usagef("loan %d in task %s was dispositioned by another command just now", loan, task.Name)
+		return problem.Usagef("loan %s in task %s was dispositioned by another command just now", loan, task.Name)
 	}
 	return nil
 }
 
-func (e *Engine) notActive(ctx context.Context, task *Task, loan int64) error {
+func (e *Engine) notActive(ctx context.Context, task *Task, loan string) error {
 	var disp sql.NullString
 	var who string
 	err := e.sql().LastWork.QueryRow(ctx, e.DB, drivers.TaskLoanParams{TaskID: task.ID, LoanID: loan}).Scan(&disp, &who)
 	if errors.Is(err, sql.ErrNoRows) {
-		return problem.Usagef("loan %d has never been assigned in task %s: `loanq pipeline` lists your active loans", loan, task.Name)
+		return problem.Usagef("loan %s has never been assigned in task %s: `loanq pipeline` lists your active loans", loan, task.Name)
 	}
 	if err != nil {
-		return fmt.Errorf("reading the history of loan %d: %w", loan, err)
+		return fmt.Errorf("reading the history of loan %s: %w", loan, err)
 	}
-	return problem.Usagef("loan %d in task %s is not active: its last assignment (to %s) was already dispositioned %s", loan, task.Name, who, disp.String)
+	return problem.Usagef("loan %s in task %s is not active: its last assignment (to %s) was already dispositioned %s", loan, task.Name, who, disp.String)
 }
 
 // PipelineItem is one active assignment.
 type PipelineItem struct {
-	Task       string    `json:"task"`
-	LoanID     int64     `json:"loan_id"`
-	AssignedAt time.Time `json:"assigned_at"`
-	AgeSeconds int64     `json:"age_seconds"`
+	Task       string      `json:"task"`
+	LoanID     drivers.Key `json:"loan_id"`
+	AssignedAt time.Time   `json:"assigned_at"`
+	AgeSeconds int64       `json:"age_seconds"`
 	// AgeMS is AgeSeconds in the JSON convention of docs/json.md; the
 	// database counts the age in whole seconds.
 	AgeMS int64 `json:"age_ms"`
@@ -184,9 +200,11 @@ func (e *Engine) Pipeline(ctx context.Context, user, taskName string) ([]Pipelin
 	for rows.Next() {
 		var it PipelineItem
 		var at nullTime
-		if err := rows.Scan(&it.Task, &it.LoanID, &at, &it.AgeSeconds); err != nil {
+		var loan, kind string
+		if err := rows.Scan(&it.Task, &loan, &at, &it.AgeSeconds, &kind); err != nil {
 			return nil, fmt.Errorf("reading the pipeline of %s: %w", user, err)
 		}
+		it.LoanID = drivers.NewKey(drivers.ParseKeyKind(kind), loan)
 		it.AssignedAt = at.T
 		it.AgeMS = it.AgeSeconds * 1000
 		out = append(out, it)

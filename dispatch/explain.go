@@ -196,7 +196,7 @@ func (e *Engine) probe(ctx context.Context, task *Task, strategy drivers.Strateg
 				}
 			}
 		}
-		keys, err := drivers.ScanIDs(drivers.CriteriaQuery(e.Driver.Dialect(), task.criteria()).Query(ctx, txA, drivers.CriteriaParams{TaskID: task.ID, Limit: count}))
+		keys, err := drivers.ScanKeys(drivers.CriteriaQuery(e.Driver.Dialect(), task.criteria()).Query(ctx, txA, drivers.CriteriaParams{TaskID: task.ID, Limit: count}))
 		if err != nil {
 			return fail("running the criteria query", err)
 		}
@@ -212,7 +212,7 @@ func (e *Engine) probe(ctx context.Context, task *Task, strategy drivers.Strateg
 		return fail("beginning the second session", err)
 	}
 	defer txB.Rollback()
-	eligible, err := drivers.ScanIDs(drivers.CriteriaQuery(e.Driver.Dialect(), task.criteria()).Query(ctx, txB, drivers.CriteriaParams{TaskID: task.ID, Limit: ProbeLimit}))
+	eligible, err := drivers.ScanKeys(drivers.CriteriaQuery(e.Driver.Dialect(), task.criteria()).Query(ctx, txB, drivers.CriteriaParams{TaskID: task.ID, Limit: ProbeLimit}))
 	if err != nil {
 		return fail("counting the eligible rows", err)
 	}

@@ -26,15 +26,15 @@ const (
 
 // Request is a logged work request and, once served, its loans.
 type Request struct {
-	ID        int64     `json:"request_id"`
-	TaskID    int64     `json:"-"`
-	Task      string    `json:"task"`
-	User      string    `json:"user"`
-	Requested int       `json:"requested"`
-	Assigned  int       `json:"assigned"`
-	Status    string    `json:"status"`
-	Loans     []int64   `json:"loans"`
-	CreatedAt time.Time `json:"created_at"`
+	ID        int64         `json:"request_id"`
+	TaskID    int64         `json:"-"`
+	Task      string        `json:"task"`
+	User      string        `json:"user"`
+	Requested int           `json:"requested"`
+	Assigned  int           `json:"assigned"`
+	Status    string        `json:"status"`
+	Loans     []drivers.Key `json:"loans"`
+	CreatedAt time.Time     `json:"created_at"`
 	// Attached is set when `work get` found the user's pending request of
 	// the task and attached to it instead of logging another.
 	Attached bool `json:"-"`
@@ -652,11 +652,14 @@ func (e *Engine) runCriteria(ctx context.Context, q drivers.Querier, task *Task,
 	defer rows.Close()
 	var res criteriaResult
 	for rows.Next() {
-		var id int64
-		if err := rows.Scan(&id); err != nil {
+		var key string
+		if err := rows.Scan(&key); err != nil {
 			return criteriaResult{}, run, fmt.Errorf("reading the criteria query of task %s: %w", task.Name, err)
 		}
-		res.loans = append(res.loans, id)
+		if err := checkKeyLength(task, key); err != nil {
+			return criteriaResult{}, run, err
+		}
+		res.loans = append(res.loans, key)
 	}
 	if err := rows.Err(); err != nil {
 		return criteriaResult{}, run, fmt.Errorf("running the criteria query of task %s: %w", task.Name, err)
@@ -671,7 +674,7 @@ func (e *Engine) runCriteria(ctx context.Context, q drivers.Querier, task *Task,
 }
 
 type criteriaResult struct {
-	loans []int64
+	loans []string
 	// exhausted: the query returned fewer rows than asked, so there are no
 	// more eligible loans; requests it cannot fill are final (partial/empty).
 	exhausted bool
@@ -772,7 +775,7 @@ func (e *Engine) assign(ctx context.Context, tx *sql.Tx, task *Task, found crite
 		}
 		if own != nil && r.id == own.id {
 			own.served = &Request{ID: r.id, TaskID: task.ID, Task: task.Name, User: r.user, Requested: r.requested,
-				Assigned: take, Status: status, Loans: append([]int64{}, loans[:take]...), CreatedAt: r.createdAt}
+				Assigned: take, Status: status, Loans: drivers.Keys(task.KeyKind, loans[:take]), CreatedAt: r.createdAt}
 		}
 		for _, loan := range loans[:take] {
 			work = append(work, assignment{loan: loan, request: r.id, user: r.user})
@@ -830,8 +833,9 @@ func (e *Engine) finishRequests(ctx context.Context, tx *sql.Tx, taskID int64, o
 
 // assignment is a work row to insert: a loan for a request of a user.
 type assignment struct {
-	loan, request int64
-	user          string
+	loan    string
+	request int64
+	user    string
 }
 
 // insertWork inserts the work rows of a serving round, every request's, in
@@ -908,16 +912,16 @@ func (e *Engine) Request(ctx context.Context, id int64) (*Request, error) {
 	for rows.Next() {
 		var x Request
 		var created nullTime
-		var loan sql.NullInt64
-		if err := rows.Scan(&x.ID, &x.TaskID, &x.Task, &x.User, &x.Requested, &x.Assigned, &x.Status, &created, &loan); err != nil {
+		var loan, kind sql.NullString
+		if err := rows.Scan(&x.ID, &x.TaskID, &x.Task, &x.User, &x.Requested, &x.Assigned, &x.Status, &created, &loan, &kind); err != nil {
 			return nil, fmt.Errorf("reading request %d: %w", id, err)
 		}
 		if r == nil {
-			x.CreatedAt, x.Loans = created.T, []int64{}
+			x.CreatedAt, x.Loans = created.T, []drivers.Key{}
 			r = &x
 		}
 		if loan.Valid {
-			r.Loans = append(r.Loans, loan.Int64)
+			r.Loans = append(r.Loans, drivers.NewKey(drivers.ParseKeyKind(kind.String), loan.String))
 		}
 	}
 	if err := rows.Err(); err != nil {

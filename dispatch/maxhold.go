@@ -60,10 +60,10 @@ func (e *Engine) expire(ctx context.Context, q drivers.Querier, task *Task) erro
 // --dry-run, would return).
 type ReclaimItem struct {
 	workID     int64
-	LoanID     int64     `json:"loan_id"`
-	User       string    `json:"user"`
-	AssignedAt time.Time `json:"assigned_at"`
-	AgeMS      int64     `json:"age_ms"`
+	LoanID     drivers.Key `json:"loan_id"`
+	User       string      `json:"user"`
+	AssignedAt time.Time   `json:"assigned_at"`
+	AgeMS      int64       `json:"age_ms"`
 }
 
 // Reclaim is `work reclaim`: a supervisor returns the task's active work, of
@@ -101,10 +101,12 @@ func (e *Engine) Reclaim(ctx context.Context, taskName, supervisor, user string,
 		var it ReclaimItem
 		var at nullTime
 		var ageS int64
-		if err := rows.Scan(&it.workID, &it.LoanID, &it.User, &at, &ageS); err != nil {
+		var loan string
+		if err := rows.Scan(&it.workID, &loan, &it.User, &at, &ageS); err != nil {
 			rows.Close()
 			return nil, fmt.Errorf("reading the active work of task %s: %w", task.Name, err)
 		}
+		it.LoanID = task.key(loan)
 		it.AssignedAt, it.AgeMS = at.T, ageS*1000
 		out = append(out, it)
 	}
@@ -119,7 +121,7 @@ func (e *Engine) Reclaim(ctx context.Context, taskName, supervisor, user string,
 	for _, it := range out {
 		res, err := e.sql().WorkReclaim.Exec(ctx, tx, drivers.WorkReclaimParams{Supervisor: supervisor, ID: it.workID})
 		if err != nil {
-			return nil, fmt.Errorf("reclaiming loan %d from %s: %w", it.LoanID, it.User, err)
+			return nil, fmt.Errorf("reclaiming loan %s from %s: %w", it.LoanID, it.User, err)
 		}
 		if n, _ := res.RowsAffected(); n == 1 {
 			kept = append(kept, it)

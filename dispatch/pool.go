@@ -3,7 +3,6 @@ package dispatch
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -213,22 +212,20 @@ func (e *Engine) claimPool(ctx context.Context, task *Task, user string, count i
 	return id, false, nil
 }
 
-func (e *Engine) dropPooled(ctx context.Context, q drivers.Querier, task *Task, ids []int64) error {
-	text, err := json.Marshal(ids)
-	if err != nil {
-		return err
-	}
-	if _, err := e.sql().PoolDrop.Exec(ctx, q, drivers.PoolIDsParams{TaskID: task.ID, IDs: string(text)}); err != nil {
-		return fmt.Errorf("removing claimed candidates from the pool of task %s: %w", task.Name, err)
+func (e *Engine) dropPooled(ctx context.Context, q drivers.Querier, task *Task, ids []string) error {
+	for _, run := range keyChunks(drivers.KeyText, ids) {
+		if _, err := e.sql().PoolDrop.Exec(ctx, q, drivers.PoolIDsParams{TaskID: task.ID, IDs: drivers.LoanIDsJSON(run)}); err != nil {
+			return fmt.Errorf("removing claimed candidates from the pool of task %s: %w", task.Name, err)
+		}
 	}
 	return nil
 }
 
 // roundPool is what a serving round of a prefetch task took of its pool.
 type roundPool struct {
-	loans   []int64        // what the round found, less what claims hold or assigned
-	claimed []int64        // pool rows the round locked (nobody was claiming them)
-	held    map[int64]bool // pool rows claims under way hold
+	loans   []string        // what the round found, less what claims hold or assigned
+	claimed []string        // pool rows the round locked (nobody was claiming them)
+	held    map[string]bool // pool rows claims under way hold
 }
 
 // takePool runs in a serving round of a prefetch task, after its criteria
@@ -244,18 +241,18 @@ type roundPool struct {
 //     commits after it held its rows at the first;
 //   - it leaves both out of what it assigns, so it never meets a claim on
 //     the one-active-row index.
-func (e *Engine) takePool(ctx context.Context, tx *sql.Tx, task *Task, found []int64) (*roundPool, error) {
-	rp := &roundPool{held: map[int64]bool{}}
+func (e *Engine) takePool(ctx context.Context, tx *sql.Tx, task *Task, found []string) (*roundPool, error) {
+	rp := &roundPool{held: map[string]bool{}}
 	var err error
 	// Every row, fresh or not: the round replaces the whole pool.
 	if rp.claimed, err = drivers.ClaimPool(ctx, e.Driver, tx, task.ID, allAges.Milliseconds(), 4*MaxPrefetch); err != nil {
 		return nil, fmt.Errorf("taking the pool of task %s for its refill: %w", task.Name, err)
 	}
-	mine := make(map[int64]bool, len(rp.claimed))
+	mine := make(map[string]bool, len(rp.claimed))
 	for _, id := range rp.claimed {
 		mine[id] = true
 	}
-	all, err := drivers.ScanIDs(e.sql().PoolKeys.Query(ctx, e.DB, drivers.TaskParams{TaskID: task.ID}))
+	all, err := drivers.ScanKeys(e.sql().PoolKeys.Query(ctx, e.DB, drivers.TaskParams{TaskID: task.ID}))
 	if err != nil {
 		return nil, fmt.Errorf("reading the pool of task %s: %w", task.Name, err)
 	}
@@ -264,13 +261,9 @@ func (e *Engine) takePool(ctx context.Context, tx *sql.Tx, task *Task, found []i
 			rp.held[id] = true
 		}
 	}
-	gone := map[int64]bool{}
-	for start := 0; start < len(found); start += activeAmongChunk {
-		text, err := json.Marshal(found[start:min(len(found), start+activeAmongChunk)])
-		if err != nil {
-			return nil, err
-		}
-		taken, err := drivers.ScanIDs(e.sql().ActiveAmong.Query(ctx, e.DB, drivers.PoolIDsParams{TaskID: task.ID, IDs: string(text)}))
+	gone := map[string]bool{}
+	for _, run := range keyChunks(drivers.KeyText, found) {
+		taken, err := drivers.ScanKeys(e.sql().ActiveAmong.Query(ctx, e.DB, drivers.PoolIDsParams{TaskID: task.ID, IDs: drivers.LoanIDsJSON(run)}))
 		if err != nil {
 			return nil, fmt.Errorf("reading the loans assigned from the pool of task %s meanwhile: %w", task.Name, err)
 		}
@@ -278,7 +271,7 @@ func (e *Engine) takePool(ctx context.Context, tx *sql.Tx, task *Task, found []i
 			gone[id] = true
 		}
 	}
-	rp.loans = make([]int64, 0, len(found))
+	rp.loans = make([]string, 0, len(found))
 	for _, id := range found {
 		if !gone[id] && !rp.held[id] {
 			rp.loans = append(rp.loans, id)
@@ -290,17 +283,12 @@ func (e *Engine) takePool(ctx context.Context, tx *sql.Tx, task *Task, found []i
 // allAges is a time to live that every pool row is younger than.
 const allAges = 100 * 365 * 24 * time.Hour
 
-// activeAmongChunk keeps a key list under Oracle's 4,000-byte bind limit.
-const activeAmongChunk = 200
-
 // refillPool replaces the pool rows the round took with the candidates it
 // did not assign, in order, at most --prefetch of them (less the rows
 // claims still hold), and returns how many it put in.
-func (e *Engine) refillPool(ctx context.Context, tx *sql.Tx, task *Task, rp *roundPool, leftovers []int64) (int, error) {
-	for start := 0; start < len(rp.claimed); start += activeAmongChunk {
-		if err := e.dropPooled(ctx, tx, task, rp.claimed[start:min(len(rp.claimed), start+activeAmongChunk)]); err != nil {
-			return 0, err
-		}
+func (e *Engine) refillPool(ctx context.Context, tx *sql.Tx, task *Task, rp *roundPool, leftovers []string) (int, error) {
+	if err := e.dropPooled(ctx, tx, task, rp.claimed); err != nil {
+		return 0, err
 	}
 	leftovers = leftovers[:min(len(leftovers), max(0, task.Prefetch-len(rp.held)))]
 	for start := 0; start < len(leftovers); {
@@ -308,11 +296,15 @@ func (e *Engine) refillPool(ctx context.Context, tx *sql.Tx, task *Task, rp *rou
 		var b strings.Builder
 		b.WriteByte('[')
 		end := start
-		for ; end < len(leftovers) && b.Len() < maxAssignmentsJSON-40; end++ {
+		for ; end < len(leftovers); end++ {
+			one := `[` + quoteKey(leftovers[end]) + `,0,""]`
+			if end > start && b.Len()+len(one)+2 > maxAssignmentsJSON {
+				break
+			}
 			if end > start {
 				b.WriteByte(',')
 			}
-			fmt.Fprintf(&b, `[%d,0,""]`, leftovers[end])
+			b.WriteString(one)
 		}
 		b.WriteByte(']')
 		if _, err := e.sql().PoolFill.Exec(ctx, tx, drivers.PoolFillParams{TaskID: task.ID, Offset: start, Candidates: b.String()}); err != nil {

@@ -67,7 +67,7 @@ func TestEngineLoopRoundTrips(t *testing.T) {
 						if err != nil || len(req.Loans) != 1 {
 							t.Fatalf("work get: %v %+v", err, req)
 						}
-						if _, err := e.Dispose(ctx, name, req.Loans[0], "ruth", dispatch.Complete, 0, false); err != nil {
+						if _, err := e.Dispose(ctx, name, req.Loans[0].String(), "ruth", dispatch.Complete, 0, false); err != nil {
 							t.Fatalf("disposition: %v", err)
 						}
 					}
@@ -369,7 +369,7 @@ func TestAnswerIsTheRequestAsStored(t *testing.T) {
 						t.Errorf("count %d: answered\n%+v\nstored\n%+v", count, *r, *stored)
 					}
 					for _, loan := range r.Loans {
-						if _, err := f.e.Dispose(ctx, name, loan, "nora", dispatch.Never, 0, false); err != nil {
+						if _, err := f.e.Dispose(ctx, name, fmt.Sprint(loan), "nora", dispatch.Never, 0, false); err != nil {
 							t.Fatal(err)
 						}
 					}

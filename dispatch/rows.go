@@ -3,7 +3,6 @@ package dispatch
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -262,16 +261,26 @@ func (e *Engine) logInClaim(ctx context.Context, tx *sql.Tx, req *Request) error
 // strategy (--lock) does not lock source rows. Where the dialect cannot skip
 // such a row in the statement, the duplicate key undoes the statement only,
 // and the keys are assigned one by one instead.
-func (e *Engine) assignLocked(ctx context.Context, tx *sql.Tx, task *Task, locked []int64, req *Request) (int, error) {
-	if len(locked) == 0 {
-		return 0, nil
+func (e *Engine) assignLocked(ctx context.Context, tx *sql.Tx, task *Task, locked []string, req *Request) (int, error) {
+	n := 0
+	// In runs under Oracle's bind limit (text keys), in order, so the work
+	// ids follow the priority order still.
+	for _, run := range keyChunks(task.KeyKind, locked) {
+		got, err := e.assignLockedRun(ctx, tx, task, run, req)
+		if err != nil {
+			return 0, err
+		}
+		n += got
 	}
-	ids, err := json.Marshal(locked)
-	if err != nil {
-		return 0, fmt.Errorf("assigning the claimed rows of task %s: %w", task.Name, err)
-	}
+	return n, nil
+}
+
+func (e *Engine) assignLockedRun(ctx context.Context, tx *sql.Tx, task *Task, locked []string, req *Request) (int, error) {
+	// The keys in the source column's own type (numbers for an integer
+	// task): the claim looks the rows up by the key's index.
+	ids := drivers.KeysJSON(task.KeyKind, locked)
 	res, err := drivers.CriteriaClaim(e.Driver.Dialect(), task.criteria()).Exec(ctx, tx,
-		drivers.ClaimParams{TaskID: task.ID, User: req.User, RequestID: req.ID, IDs: string(ids)})
+		drivers.ClaimParams{TaskID: task.ID, User: req.User, RequestID: req.ID, IDs: ids})
 	if err == nil {
 		n, err := res.RowsAffected()
 		if err != nil {
@@ -282,8 +291,8 @@ func (e *Engine) assignLocked(ctx context.Context, tx *sql.Tx, task *Task, locke
 	if !e.Driver.IsUniqueViolation(err) {
 		return 0, fmt.Errorf("assigning the claimed rows of task %s to %s: %w", task.Name, req.User, err)
 	}
-	keys, err := drivers.ScanIDs(drivers.CriteriaRecheck(e.Driver.Dialect(), task.criteria()).Query(ctx, tx,
-		drivers.RecheckParams{TaskID: task.ID, IDs: string(ids)}))
+	keys, err := drivers.ScanKeys(drivers.CriteriaRecheck(e.Driver.Dialect(), task.criteria()).Query(ctx, tx,
+		drivers.RecheckParams{TaskID: task.ID, IDs: ids}))
 	if err != nil {
 		return 0, fmt.Errorf("checking the claimed rows of task %s again: %w", task.Name, err)
 	}
@@ -304,17 +313,17 @@ func (e *Engine) assignLocked(ctx context.Context, tx *sql.Tx, task *Task, locke
 // it after this claim's snapshot (then the database's one-active-row
 // constraint refuses it: no row inserted, or a unique violation that undoes
 // this statement only).
-func (e *Engine) insertClaimed(ctx context.Context, tx *sql.Tx, task *Task, loan int64, req *Request) (bool, error) {
+func (e *Engine) insertClaimed(ctx context.Context, tx *sql.Tx, task *Task, loan string, req *Request) (bool, error) {
 	res, err := e.sql().WorkInsertRows.Exec(ctx, tx, drivers.WorkInsertParams{TaskID: task.ID, LoanID: loan, User: req.User, RequestID: req.ID})
 	if err != nil {
 		if e.Driver.IsUniqueViolation(err) {
 			return false, nil
 		}
-		return false, fmt.Errorf("assigning loan %d to %s: %w", loan, req.User, err)
+		return false, fmt.Errorf("assigning loan %s to %s: %w", loan, req.User, err)
 	}
 	n, err := res.RowsAffected()
 	if err != nil {
-		return false, fmt.Errorf("assigning loan %d to %s: %w", loan, req.User, err)
+		return false, fmt.Errorf("assigning loan %s to %s: %w", loan, req.User, err)
 	}
 	return n == 1, nil
 }

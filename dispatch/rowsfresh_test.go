@@ -137,7 +137,7 @@ func TestRowsManyCallersOneRequestPerGet(t *testing.T) {
 		const callers, gets = 16, 8
 		var wg sync.WaitGroup
 		var mu sync.Mutex
-		seen := map[int64]string{}
+		seen := map[drivers.Key]string{}
 		for i := 0; i < callers; i++ {
 			e := f.engine(t)
 			wg.Add(1)
@@ -153,7 +153,7 @@ func TestRowsManyCallersOneRequestPerGet(t *testing.T) {
 					mu.Lock()
 					for _, l := range r.Loans {
 						if other, dup := seen[l]; dup {
-							t.Errorf("loan %d handed to %s and %s", l, other, user)
+							t.Errorf("loan %s handed to %s and %s", l, other, user)
 						}
 						seen[l] = user
 					}

@@ -94,7 +94,7 @@ func TestRowsNeverEmptyWhileLoansAreHeld(t *testing.T) {
 			t.Fatalf("24 callers asking for 5 of 600 open loans got %d loans, statuses %v: want 120, all assigned", got, st)
 		}
 		// Leave 23 eligible loans: close all the others.
-		free, err := drivers.ScanIDs(db.QueryContext(ctx, "SELECT id FROM acc_loan WHERE state = 'OPEN' AND id NOT IN (SELECT loan_id FROM loanq_work) ORDER BY id"))
+		free, err := drivers.ScanIDs(db.QueryContext(ctx, "SELECT id FROM acc_loan WHERE state = 'OPEN' AND "+d.Dialect().KeyAsText("id")+" NOT IN (SELECT loan_id FROM loanq_work) ORDER BY id"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -103,7 +103,7 @@ func TestRowsNeverEmptyWhileLoansAreHeld(t *testing.T) {
 			closing = append(closing, fmt.Sprint(id))
 		}
 		testdb.Exec(t, d, db, "UPDATE acc_loan SET state = 'CLOSED' WHERE id IN ("+strings.Join(closing, ", ")+")")
-		left := testdb.Int(t, d, db, "SELECT COUNT(*) FROM acc_loan WHERE state = 'OPEN' AND id NOT IN (SELECT loan_id FROM loanq_work)")
+		left := testdb.Int(t, d, db, "SELECT COUNT(*) FROM acc_loan WHERE state = 'OPEN' AND "+d.Dialect().KeyAsText("id")+" NOT IN (SELECT loan_id FROM loanq_work)")
 		if left != 23 {
 			t.Fatalf("setup: %d loans left, want 23", left)
 		}

@@ -28,21 +28,21 @@ import (
 // eligible loan: inside a claim transaction, the loans this claim assigned
 // are no longer eligible (its own inserts), so any key found is one another
 // transaction holds (or one that became eligible since the claim's read).
-func (e *Engine) heldEligible(ctx context.Context, q drivers.Querier, task *Task) (int64, bool, error) {
+func (e *Engine) heldEligible(ctx context.Context, q drivers.Querier, task *Task) (string, bool, error) {
 	rows, err := drivers.CriteriaQuery(e.Driver.Dialect(), task.criteria()).Query(ctx, q, drivers.CriteriaParams{TaskID: task.ID, Limit: 1})
 	if err != nil {
-		return 0, false, fmt.Errorf("looking for loans other claimers of task %s hold: %w", task.Name, err)
+		return "", false, fmt.Errorf("looking for loans other claimers of task %s hold: %w", task.Name, err)
 	}
 	defer rows.Close()
-	var key int64
+	var key string
 	found := rows.Next()
 	if found {
 		if err := rows.Scan(&key); err != nil {
-			return 0, false, fmt.Errorf("looking for loans other claimers of task %s hold: %w", task.Name, err)
+			return "", false, fmt.Errorf("looking for loans other claimers of task %s hold: %w", task.Name, err)
 		}
 	}
 	if err := rows.Err(); err != nil {
-		return 0, false, fmt.Errorf("looking for loans other claimers of task %s hold: %w", task.Name, err)
+		return "", false, fmt.Errorf("looking for loans other claimers of task %s hold: %w", task.Name, err)
 	}
 	return key, found, nil
 }
@@ -71,7 +71,7 @@ func (e *Engine) awaitRows(ctx context.Context, task *Task, bound time.Duration)
 	}
 	conn, err := e.DB.Conn(ctx)
 	if err != nil {
-		return false, fmt.Errorf("waiting for loan %d of task %s: %w", key, task.Name, err)
+		return false, fmt.Errorf("waiting for loan %s of task %s: %w", key, task.Name, err)
 	}
 	defer conn.Close()
 	if !e.sql().WaitLockSave.Empty() {
@@ -89,7 +89,7 @@ func (e *Engine) awaitRows(ctx context.Context, task *Task, bound time.Duration)
 	}
 	tx, err := conn.BeginTx(ctx, nil)
 	if err != nil {
-		return false, fmt.Errorf("waiting for loan %d of task %s: %w", key, task.Name, err)
+		return false, fmt.Errorf("waiting for loan %s of task %s: %w", key, task.Name, err)
 	}
 	defer tx.Rollback() // a lock taken only to learn of the holder's end
 	if !e.sql().WaitLockSet.Empty() {
@@ -109,6 +109,6 @@ func (e *Engine) awaitRows(ctx context.Context, task *Task, bound time.Duration)
 	case lockCtx.Err() != nil:
 		return false, nil
 	default:
-		return false, fmt.Errorf("waiting for loan %d of task %s: %w", key, task.Name, err)
+		return false, fmt.Errorf("waiting for loan %s of task %s: %w", key, task.Name, err)
 	}
 }

@@ -20,11 +20,11 @@ const StatsWindow = 24 * time.Hour
 
 // ActiveItem is one active assignment of anyone.
 type ActiveItem struct {
-	Task       string    `json:"task"`
-	LoanID     int64     `json:"loan_id"`
-	User       string    `json:"user"`
-	AssignedAt time.Time `json:"assigned_at"`
-	AgeMS      int64     `json:"age_ms"`
+	Task       string      `json:"task"`
+	LoanID     drivers.Key `json:"loan_id"`
+	User       string      `json:"user"`
+	AssignedAt time.Time   `json:"assigned_at"`
+	AgeMS      int64       `json:"age_ms"`
 }
 
 // WorkFilter narrows WorkList; zero values mean "any".
@@ -66,10 +66,11 @@ func (e *Engine) WorkList(ctx context.Context, f WorkFilter) ([]ActiveItem, erro
 	for rows.Next() {
 		var it ActiveItem
 		var at nullTime
-		if err := rows.Scan(&it.Task, &it.LoanID, &it.User, &at); err != nil {
+		var loan, kind string
+		if err := rows.Scan(&it.Task, &loan, &it.User, &at, &kind); err != nil {
 			return nil, fmt.Errorf("reading active work: %w", err)
 		}
-		it.AssignedAt = at.T
+		it.AssignedAt, it.LoanID = at.T, drivers.NewKey(drivers.ParseKeyKind(kind), loan)
 		if (f.Task == "" || it.Task == f.Task) && (f.User == "" || it.User == f.User) {
 			out = append(out, it)
 		}

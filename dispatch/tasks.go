@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 
@@ -47,11 +48,25 @@ type Task struct {
 	PrefetchLow int
 	CreatedBy   string
 	CreatedAt   time.Time
+	// KeyKind is the kind of the key column (integer, text or uuid),
+	// detected at task create (keyKind) and kept in loanq_task.key_kind:
+	// how keys are parsed, bound and shown.
+	KeyKind drivers.KeyKind
 }
 
 func (t *Task) criteria() drivers.CriteriaSource {
-	return drivers.CriteriaSource{Source: t.Source, Key: t.Key, Where: t.Where, Order: t.Order}
+	return drivers.CriteriaSource{Source: t.Source, Key: t.Key, Where: t.Where, Order: t.Order, Kind: t.KeyKind}
 }
+
+// taskRef is what the engine remembers of a task by name (Engine.taskIDs).
+type taskRef struct {
+	id   int64
+	kind drivers.KeyKind
+}
+
+// key is a loan key of the task as shown (a JSON number for an integer
+// task, a string otherwise).
+func (t *Task) key(text string) drivers.Key { return drivers.NewKey(t.KeyKind, text) }
 
 // sameDefinition is what --if-not-exists compares.
 func (t *Task) sameDefinition(o *Task) bool {
@@ -202,7 +217,7 @@ func (e *Engine) CreateTask(ctx context.Context, s TaskSpec) (*Task, bool, error
 			return nil, false, err
 		}
 	}
-	id, err := e.insertTask(ctx, s)
+	id, err := e.insertTask(ctx, s, want.KeyKind)
 	if err != nil {
 		if e.Driver.IsUniqueViolation(err) { // created by someone else in the meantime
 			if existing, err2 := e.taskByName(ctx, s.Name); err2 == nil {
@@ -219,7 +234,7 @@ func (e *Engine) CreateTask(ctx context.Context, s TaskSpec) (*Task, bool, error
 }
 
 // insertTask stores the task and its --max-hold in one transaction.
-func (e *Engine) insertTask(ctx context.Context, s TaskSpec) (int64, error) {
+func (e *Engine) insertTask(ctx context.Context, s TaskSpec, kind drivers.KeyKind) (int64, error) {
 	tx, err := e.DB.BeginTx(ctx, nil)
 	if err != nil {
 		return 0, err
@@ -228,7 +243,7 @@ func (e *Engine) insertTask(ctx context.Context, s TaskSpec) (int64, error) {
 	id, err := e.sql().TaskInsert.InsertID(ctx, tx, drivers.TaskInsertParams{Name: s.Name, Source: s.Source, Key: s.Key,
 		Criteria: s.Where, Order: s.Order, MaxActive: positive(int64(s.MaxActive)), LockStrategy: string(s.Lock),
 		QueryDelayMS: s.QueryDelay.Milliseconds(), LeaseTTLMS: s.LeaseTTL.Milliseconds(), CreatedBy: s.CreatedBy,
-		HoldLimitMS: positive(s.HoldLimit.Milliseconds())})
+		HoldLimitMS: positive(s.HoldLimit.Milliseconds()), KeyKind: kind.String()})
 	if err != nil {
 		return 0, err
 	}
@@ -261,62 +276,100 @@ func (e *Engine) existingTask(existing, want *Task, ifNotExists bool) (*Task, bo
 
 // checkCriteria runs the criteria query once (limit 1) in a transaction that is
 // rolled back: a bad column or a syntax error comes back as bad input, with the
-// database's own message, before anything is stored.
+// database's own message, before anything is stored. It sets t.KeyKind from
+// the key column's type (keyKind).
 func (e *Engine) checkCriteria(ctx context.Context, t *Task) error {
-	if err := e.checkKeyType(ctx, t); err != nil {
+	kind, err := e.keyKind(ctx, t)
+	if err != nil {
 		return err
+	}
+	// Unknown until the rows say: the criteria read as text in any case.
+	t.KeyKind = kind
+	if kind == drivers.KeyUnknown {
+		t.KeyKind = drivers.KeyText
 	}
 	tx, err := e.DB.BeginTx(ctx, drivers.ReadTxOptions(e.Driver))
 	if err != nil {
 		return fmt.Errorf("checking the criteria: %w", err)
 	}
 	defer tx.Rollback()
-	rows, err := drivers.CriteriaQuery(e.Driver.Dialect(), t.criteria()).Query(ctx, tx, drivers.CriteriaParams{TaskID: 0, Limit: 1})
+	rows, err := drivers.CriteriaQuery(e.Driver.Dialect(), t.criteria()).Query(ctx, tx, drivers.CriteriaParams{TaskID: 0, Limit: keySample})
 	if err != nil {
 		return &problem.Error{Kind: problem.Usage, Msg: fmt.Sprintf("the criteria of task %q do not run on %s", t.Name, e.Driver.Name()), Err: err,
 			Hint: "check --where, --order, --source and --key against the table"}
 	}
 	defer rows.Close()
+	integers := true
 	for rows.Next() {
-		var id int64
-		if err := rows.Scan(&id); err != nil {
-			return &problem.Error{Kind: problem.Usage, Msg: fmt.Sprintf("the key column %s of %s is not a 64-bit integer loan id", t.Key, t.Source), Err: err,
-				Hint: "keys must be integer columns for now (text and UUID keys are a planned addition)"}
+		var key string
+		if err := rows.Scan(&key); err != nil {
+			return &problem.Error{Kind: problem.Usage, Msg: fmt.Sprintf("the key column %s of %s cannot be read as a loan key", t.Key, t.Source), Err: err,
+				Hint: "give --key " + drivers.SupportedKeyTypes}
+		}
+		if err := checkKeyLength(t, key); err != nil {
+			return err
+		}
+		if _, err := strconv.ParseInt(key, 10, 64); err != nil {
+			integers = false
 		}
 	}
 	if err := rows.Err(); err != nil {
 		return &problem.Error{Kind: problem.Usage, Msg: fmt.Sprintf("the criteria of task %q fail on %s", t.Name, e.Driver.Name()), Err: err}
 	}
+	if kind == drivers.KeyUnknown {
+		// A column whose type does not tell (a computed view column, an
+		// SQLite column without a declared type, an Oracle NUMBER without a
+		// scale): integer keys when its first rows are all 64-bit integers
+		// (an empty source too: what such a column usually holds), else text.
+		t.KeyKind = drivers.KeyText
+		if integers {
+			t.KeyKind = drivers.KeyInteger
+		}
+	}
 	return nil
 }
 
-// checkKeyType refuses a key column that is not of an integer type, read
-// from a probe that returns no row: a text key passes the criteria check
-// while the source is empty or its keys look like numbers, and breaks the
-// task for everyone at the first row whose key does not. A probe that fails
-// (no such table or column) is left to the criteria query, whose message
-// names the problem. Outside the criteria check's transaction: a failed
-// statement would abort it on PostgreSQL.
-func (e *Engine) checkKeyType(ctx context.Context, t *Task) error {
+// keySample is how many of the criteria query's rows decide the kind of a
+// key column whose type does not tell.
+const keySample = 100
+
+// keyKind reads the kind of the key column from a probe that returns no
+// row (drivers.KeyProbe, drivers.KeyKindOf; a driver may know better from
+// its catalogue: drivers.KeyDescriber) and refuses a type loanq does not
+// take as a key (floating point, dates, binary): a float key would
+// compare by its text, and a date's text depends on the session. A probe that
+// fails (no such table or column) is left to the criteria query, whose
+// message names the problem. Outside the criteria check's transaction: a
+// failed statement would abort it on PostgreSQL.
+func (e *Engine) keyKind(ctx context.Context, t *Task) (drivers.KeyKind, error) {
 	rows, err := drivers.KeyProbe(e.Driver.Dialect(), t.criteria()).Query(ctx, e.DB, drivers.NoParams{})
 	if err != nil {
-		return nil
+		return drivers.KeyUnknown, nil
 	}
-	defer rows.Close()
 	cts, err := rows.ColumnTypes()
-	if err != nil || len(cts) != 1 || drivers.KeyKindOf(e.Driver, cts[0]) != drivers.KeyNotInteger {
-		return nil
+	rows.Close()
+	if err != nil || len(cts) != 1 {
+		return drivers.KeyUnknown, nil
 	}
-	return &problem.Error{Kind: problem.Usage,
-		Msg:  fmt.Sprintf("the key column %s of %s is of type %s: keys must be integer columns for now (text and UUID keys are a planned addition)", t.Key, t.Source, typeName(cts[0])),
-		Hint: "give --key an integer column, or a view over the table that maps each key to an integer"}
+	kind := drivers.KeyKindOf(e.Driver, cts[0])
+	if kd, ok := e.Driver.(drivers.KeyDescriber); ok && kind != drivers.KeyOther {
+		if k, err := kd.DescribeKey(ctx, e.DB, t.criteria()); err == nil && k != drivers.KeyUnknown {
+			kind = k
+		}
+	}
+	if kind != drivers.KeyOther {
+		return kind, nil
+	}
+	return kind, &problem.Error{Kind: problem.Usage,
+		Msg:  fmt.Sprintf("the key column %s of %s is of type %s: a loan key must be %s", t.Key, t.Source, typeName(cts[0]), drivers.SupportedKeyTypes),
+		Hint: "give --key such a column, or a view over the table that maps each row to one"}
 }
 
 func typeName(ct *sql.ColumnType) string {
 	if n := ct.DatabaseTypeName(); n != "" {
 		return n
 	}
-	return "not integer"
+	return "not integer, text or UUID"
 }
 
 // runnable re-checks a task's criteria as read from the database before
@@ -333,11 +386,12 @@ func (e *Engine) scanTask(row interface{ Scan(...any) error }) (*Task, error) {
 	var created nullTime
 	// order_by is NULL on Oracle for a task without --order: Oracle stores the
 	// empty string as NULL.
-	var order sql.NullString
+	var order, kind sql.NullString
 	if err := row.Scan(&t.ID, &t.Name, &t.Source, &t.Key, &t.Where, &order, &maxActive, &lock,
-		&delayMS, &ttlMS, &t.CreatedBy, &created, &holdMS, &maxHoldMS, &prefetch, &prefetchTTL, &prefetchLow); err != nil {
+		&delayMS, &ttlMS, &t.CreatedBy, &created, &holdMS, &maxHoldMS, &prefetch, &prefetchTTL, &prefetchLow, &kind); err != nil {
 		return nil, err
 	}
+	t.KeyKind = drivers.ParseKeyKind(kind.String)
 	t.Order = order.String
 	t.MaxActive = int(maxActive.Int64)
 	t.Lock = drivers.Strategy(lock)
@@ -368,7 +422,7 @@ func (e *Engine) taskByName(ctx context.Context, name string) (*Task, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading task %s: %w", name, err)
 	}
-	e.taskIDs.Store(t.Name, t.ID)
+	e.taskIDs.Store(t.Name, taskRef{id: t.ID, kind: t.KeyKind})
 	return t, nil
 }
 

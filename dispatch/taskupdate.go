@@ -118,7 +118,7 @@ func (e *Engine) UpdateTask(ctx context.Context, name string, c TaskChange) (*Ta
 		Source: s.Source, Key: s.Key, Criteria: s.Where, Order: s.Order, MaxActive: positive(int64(s.MaxActive)),
 		LockStrategy: string(s.Lock), QueryDelayMS: s.QueryDelay.Milliseconds(), LeaseTTLMS: s.LeaseTTL.Milliseconds(),
 		HoldLimitMS: positive(s.HoldLimit.Milliseconds()), MaxHoldMS: positive(s.MaxHold.Milliseconds()),
-		UpdatedBy: c.UpdatedBy})
+		UpdatedBy: c.UpdatedBy, KeyKind: want.KeyKind.String()})
 	if err != nil {
 		return nil, fmt.Errorf("updating task %s: %w", t.Name, err)
 	}

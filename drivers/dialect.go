@@ -40,10 +40,24 @@ type Dialect interface {
 	// planner looks expr up by its index whatever its statistics say: a
 	// freshly filled table must not be scanned whole for a handful of keys.
 	InIDs(expr, ids string) string
+	// KeyAsText is a source key expression as the text loanq stores loan
+	// keys in (its loan_id columns are text, migration 00013): an integer's
+	// decimal digits, a UUID's canonical lower-case form, text as it is.
+	// The criteria query compares the source key with loanq's loan ids
+	// through it, and lists its keys with it.
+	KeyAsText(expr string) string
+	// InKeys is the condition "the source key expr is one of keys", a JSON
+	// array text (KeysJSON: numbers for integer keys, strings otherwise),
+	// read with the key column's own type so that its index serves the
+	// lookup.
+	InKeys(expr, keys string, kind KeyKind) string
+	// InLoanIDs is the condition "loanq's loan_id column expr is one of
+	// ids", a JSON array of strings (LoanIDsJSON).
+	InLoanIDs(expr, ids string) string
 	// AssignmentsFromJSON is a subquery of the assignments in list, a JSON
 	// array text of [loan id, request id, user name] arrays such as
-	// `[[3,17,"ann"],[7,18,"bob"]]`, with columns n (the position, for
-	// ORDER BY), loan_id, request_id and user_name.
+	// `[["3",17,"ann"],["7",18,"bob"]]`, with columns n (the position, for
+	// ORDER BY), loan_id (text), request_id and user_name.
 	AssignmentsFromJSON(list string) string
 	// SkipActiveConflict ends an INSERT INTO loanq_work so that a row the
 	// one-active-row index refuses is skipped instead of failing the

@@ -106,6 +106,9 @@ type CriteriaSource struct {
 	Key    string
 	Where  string
 	Order  string
+	// Kind is the key column's kind (the task's key_kind): how the keys
+	// of the source are bound and listed (InKeys).
+	Kind KeyKind
 }
 
 // Driver is one database family. The algorithm lives in package dispatch and is
@@ -161,9 +164,10 @@ type RowLocker interface {
 	// LockRows runs the task's criteria query inside tx, locking up to n rows
 	// of the source table (only the source: the exclusions read loanq_work
 	// without locking it) in priority order and passing over rows other
-	// transactions hold. It returns the locked keys in priority order; the
+	// transactions hold. It returns the locked keys (as text: KeyAsText)
+	// in priority order; the
 	// locks last until tx ends.
-	LockRows(ctx context.Context, tx Querier, src CriteriaSource, taskID int64, n int) ([]int64, error)
+	LockRows(ctx context.Context, tx Querier, src CriteriaSource, taskID int64, n int) ([]string, error)
 	// RowsTxOptions are the options of a rows claim transaction: InnoDB needs
 	// READ COMMITTED, or its locking read keeps next-key locks on every
 	// index record it scanned, not only on the rows it returned.

@@ -1,24 +1,77 @@
 package drivers
 
 import (
+	"context"
 	"database/sql"
+	"database/sql/driver"
+	"encoding/json"
+	"fmt"
 	"reflect"
+	"regexp"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/loanq/loanq/problem"
 )
 
-// KeyKind is what a key column's type says about the values it can hold.
+// MaxKeyLength is the longest loan key loanq stores, in characters: its
+// tables keep every loan key as text of at most this length (VARCHAR(200),
+// migration 00013). Integer keys take at most 20; a UUID takes 36.
+const MaxKeyLength = 200
+
+// KeyKind is what a key column's type says about the values it can hold,
+// and (stored on the task as its name) how loanq treats the task's keys:
+// integer keys are JSON numbers and bound as int64; text and UUID keys are
+// JSON strings and bound as text.
 type KeyKind int
 
 const (
 	// KeyUnknown: the type does not tell (an SQLite column declared without
-	// a type, a computed view column); the rows themselves decide.
+	// a type, a computed view column, an Oracle NUMBER without a scale);
+	// the rows themselves decide.
 	KeyUnknown KeyKind = iota
-	// KeyInteger: whole numbers, which loanq stores as loan ids.
+	// KeyInteger: whole numbers (64-bit).
 	KeyInteger
-	// KeyNotInteger: text, UUID, binary, floating point, dates. loanq's
-	// loan ids are 64-bit integers for now; such a key would fail every
-	// criteria query of the task once a row has a non-numeric key.
-	KeyNotInteger
+	// KeyText: character strings of up to MaxKeyLength characters.
+	KeyText
+	// KeyUUID: UUIDs (PostgreSQL's and MariaDB's uuid type), as their
+	// canonical text.
+	KeyUUID
+	// KeyOther: a type loanq does not take as a key (floating point, dates,
+	// binary, LOBs).
+	KeyOther
 )
+
+// SupportedKeyTypes is what an error about a key column names.
+const SupportedKeyTypes = "an integer, text (CHAR/VARCHAR/TEXT, keys of up to 200 characters) or UUID column"
+
+// String is the kind's stored name (loanq_task.key_kind).
+func (k KeyKind) String() string {
+	switch k {
+	case KeyText:
+		return "text"
+	case KeyUUID:
+		return "uuid"
+	case KeyOther:
+		return "other"
+	case KeyUnknown:
+		return "unknown"
+	}
+	return "integer"
+}
+
+// ParseKeyKind reads a stored key kind; anything unknown (an empty column
+// of a task created before migration 00013) is an integer task.
+func ParseKeyKind(s string) KeyKind {
+	switch strings.ToLower(strings.TrimSpace(s)) {
+	case "text":
+		return KeyText
+	case "uuid":
+		return KeyUUID
+	}
+	return KeyInteger
+}
 
 // KeyTyper is implemented by a driver whose database/sql driver does not
 // report column types KeyKindOf can read (SQLite reports the declared type
@@ -27,15 +80,30 @@ type KeyTyper interface {
 	KeyKind(ct *sql.ColumnType) KeyKind
 }
 
+// KeyDescriber is implemented by a driver whose catalogue tells a key's
+// kind where the column type the client reports does not (MariaDB reports
+// its UUID type as CHAR). Unknown: the generic answer stands.
+type KeyDescriber interface {
+	DescribeKey(ctx context.Context, q Querier, src CriteriaSource) (KeyKind, error)
+}
+
 // KeyKindOf classifies the key column of a criteria query by the column
 // type the database reports for it (sql.Rows.ColumnTypes, available before
-// any row is read). The generic rule reads the Go type the driver scans the
-// column into, which pgx and go-sql-driver/mysql report from the server's
-// type: integers of any width are keys; a fixed-point type of scale 0
-// (NUMERIC(19,0), DECIMAL(20)) too; anything else the driver names is not.
+// any row is read). The generic rule reads the type name and the Go type the
+// driver scans the column into, which pgx and go-sql-driver/mysql report
+// from the server's type: integers of any width are integer keys, and a
+// fixed-point type of scale 0 (NUMERIC(19,0), DECIMAL(20)) too; a UUID type
+// is a UUID key; character types are text keys; anything else is not a key.
 func KeyKindOf(d Driver, ct *sql.ColumnType) KeyKind {
 	if kt, ok := d.(KeyTyper); ok {
 		return kt.KeyKind(ct)
+	}
+	name := strings.ToUpper(ct.DatabaseTypeName())
+	switch {
+	case strings.Contains(name, "UUID"):
+		return KeyUUID
+	case strings.Contains(name, "CHAR") || strings.Contains(name, "TEXT") || name == "NAME" || name == "CITEXT":
+		return KeyText
 	}
 	t := ct.ScanType()
 	if t == nil || t.Kind() == reflect.Interface {
@@ -47,7 +115,7 @@ func KeyKindOf(d Driver, ct *sql.ColumnType) KeyKind {
 	if _, scale, ok := ct.DecimalSize(); ok && scale == 0 {
 		return KeyInteger
 	}
-	return KeyNotInteger
+	return KeyOther
 }
 
 // integerType: an integer kind, or a nullable wrapper of one (sql.NullInt64,
@@ -68,10 +136,8 @@ func integerType(t reflect.Type) bool {
 }
 
 // KeyProbe is a query that returns no row and the key column of src, so
-// that its type can be read (KeyKindOf) before the criteria query, which
-// compares the key with loanq's integer loan ids and fails on a type
-// mismatch where the database checks types (PostgreSQL) with a message that
-// does not say why. Written once: every dialect reads it alike.
+// that its type can be read (KeyKindOf) before the criteria query runs.
+// Written once: every dialect reads it alike.
 func KeyProbe(d Dialect, src CriteriaSource) *Stmt[NoParams] {
 	s, err := Compile[NoParams](d, "KeyProbe", "SELECT src."+src.Key+" FROM "+src.Source+" src WHERE 1 = 0")
 	if err != nil {
@@ -79,3 +145,153 @@ func KeyProbe(d Dialect, src CriteriaSource) *Stmt[NoParams] {
 	}
 	return s
 }
+
+var uuidRE = regexp.MustCompile(`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`)
+
+// ParseKey checks a loan key given on the command line (or the API) for a
+// task of kind k and returns it as loanq stores it: an integer's decimal
+// text, a UUID in lower case, text as given. Bad input is a usage error
+// that says what a key of this task looks like.
+func ParseKey(k KeyKind, task, s string) (string, error) {
+	switch k {
+	case KeyText:
+		switch n := utf8.RuneCountInString(s); {
+		case strings.TrimSpace(s) == "":
+			return "", problem.Usagef("invalid loan key %q for task %s: give the key as `loanq work list` or `work get` printed it", s, task)
+		case n > MaxKeyLength || !utf8.ValidString(s):
+			return "", problem.Usagef("invalid loan key for task %s: %d characters, more than the %d a loan key may have", task, n, MaxKeyLength)
+		}
+		return s, nil
+	case KeyUUID:
+		if !uuidRE.MatchString(s) {
+			return "", problem.Usagef("invalid loan key %q for task %s: its keys are UUIDs such as 0b6f8a3e-5c1d-4f2a-9e7b-1c2d3e4f5a6b", s, task)
+		}
+		return strings.ToLower(s), nil
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		return "", problem.Usagef("invalid loan id %q for task %s: give the integer loan id that `loanq work get` printed", s, task)
+	}
+	return strconv.FormatInt(n, 10), nil
+}
+
+// KeyArg is key bound with the type of a key column of kind k, so that a
+// lookup of the source row by key is served by the column's index: an
+// int64 for integer keys, the text otherwise.
+func KeyArg(k KeyKind, key string) any {
+	if k == KeyInteger {
+		if n, err := strconv.ParseInt(key, 10, 64); err == nil {
+			return n
+		}
+	}
+	return key
+}
+
+// KeysJSON is a list of keys of kind k as the JSON array text the InKeys
+// conditions read: numbers for integer keys (so that the dialects read them
+// as integers, as before), strings otherwise.
+func KeysJSON(k KeyKind, keys []string) string {
+	var b strings.Builder
+	b.WriteByte('[')
+	for i, key := range keys {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		if k == KeyInteger && isDecimal(key) {
+			b.WriteString(key)
+			continue
+		}
+		q, _ := json.Marshal(key) // a string always marshals
+		b.Write(q)
+	}
+	b.WriteByte(']')
+	return b.String()
+}
+
+// LoanIDsJSON is a list of keys as the JSON array of strings that loanq's
+// own loan_id columns are compared with ({{inLoanIDs}}).
+func LoanIDsJSON(keys []string) string { return KeysJSON(KeyText, keys) }
+
+func isDecimal(s string) bool {
+	if s == "" {
+		return false
+	}
+	if s[0] == '-' {
+		s = s[1:]
+	}
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// Key is a loan key as loanq shows it: the stored text, printed as a JSON
+// number for an integer task (what scripts have always read) and a JSON
+// string for a text or UUID task.
+type Key struct {
+	Text    string
+	Integer bool
+}
+
+// NewKey is the key text of a task of kind k.
+func NewKey(k KeyKind, text string) Key {
+	return Key{Text: text, Integer: k == KeyInteger && isDecimal(text)}
+}
+
+// String is the key's text: what `{}` and LOANQ_LOAN_ID carry in `work run`.
+func (k Key) String() string { return k.Text }
+
+// MarshalJSON: a number for an integer key, a string otherwise.
+func (k Key) MarshalJSON() ([]byte, error) {
+	if k.Integer && isDecimal(k.Text) {
+		return []byte(k.Text), nil
+	}
+	return json.Marshal(k.Text)
+}
+
+// UnmarshalJSON reads either form back (a client of the JSON output).
+func (k *Key) UnmarshalJSON(b []byte) error {
+	if len(b) > 0 && b[0] == '"' {
+		k.Integer = false
+		return json.Unmarshal(b, &k.Text)
+	}
+	var n json.Number
+	if err := json.Unmarshal(b, &n); err != nil {
+		return fmt.Errorf("a loan key is a number or a string: %w", err)
+	}
+	k.Text, k.Integer = n.String(), true
+	return nil
+}
+
+// Keys wraps key texts of a task of kind k.
+func Keys(k KeyKind, texts []string) []Key {
+	out := make([]Key, len(texts))
+	for i, t := range texts {
+		out[i] = NewKey(k, t)
+	}
+	return out
+}
+
+// Int64 is an integer key's value (0 for a key that is not an integer):
+// for code that knows its task's keys are integers (the bench, the demo).
+func (k Key) Int64() int64 {
+	n, _ := strconv.ParseInt(k.Text, 10, 64)
+	return n
+}
+
+// Int64s are integer keys' values (Int64).
+func Int64s(keys []Key) []int64 {
+	out := make([]int64, len(keys))
+	for i, k := range keys {
+		out[i] = k.Int64()
+	}
+	return out
+}
+
+// Value binds a key as its text, as loanq's loan_id columns hold it.
+func (k Key) Value() (driver.Value, error) { return k.Text, nil }

@@ -61,8 +61,8 @@ type TaskUserParams struct {
 
 // TaskLoanParams is a task and one of its loans.
 type TaskLoanParams struct {
-	TaskID int64 `bind:"task_id"`
-	LoanID int64 `bind:"loan_id"`
+	TaskID int64  `bind:"task_id"`
+	LoanID string `bind:"loan_id"`
 }
 
 // TaskLimitParams is a task and a row count.
@@ -96,6 +96,7 @@ type TaskInsertParams struct {
 	LeaseTTLMS   int64         `bind:"lease_ttl_ms"`
 	CreatedBy    string        `bind:"created_by"`
 	HoldLimitMS  sql.NullInt64 `bind:"hold_limit_ms"` // NULL: derived from measured runs
+	KeyKind      string        `bind:"key_kind"`      // integer, text or uuid
 }
 
 // TaskUpdateParams is a task's changed definition.
@@ -112,6 +113,7 @@ type TaskUpdateParams struct {
 	HoldLimitMS  sql.NullInt64 `bind:"hold_limit_ms"` // NULL: derived
 	MaxHoldMS    sql.NullInt64 `bind:"max_hold_ms"`   // NULL: never expires
 	UpdatedBy    string        `bind:"updated_by"`
+	KeyKind      string        `bind:"key_kind"` // integer, text or uuid
 }
 
 // TaskMaxHoldParams sets a task's max hold.
@@ -173,7 +175,7 @@ type LeaseTakeOverParams struct {
 // WorkInsertParams assigns a loan to a user for a request.
 type WorkInsertParams struct {
 	TaskID    int64  `bind:"task_id"`
-	LoanID    int64  `bind:"loan_id"`
+	LoanID    string `bind:"loan_id"`
 	User      string `bind:"user"`
 	RequestID int64  `bind:"request_id"`
 }
@@ -209,7 +211,7 @@ type QueryRunParams struct {
 // DisposeLoanParams ends a user's active assignment of a loan in a task.
 type DisposeLoanParams struct {
 	TaskID        int64         `bind:"task_id"`
-	LoanID        int64         `bind:"loan_id"`
+	LoanID        string        `bind:"loan_id"`
 	User          string        `bind:"user"`
 	Disposition   string        `bind:"disposition"`
 	ReturnAfterMS sql.NullInt64 `bind:"return_after_ms"` // NULL unless return
@@ -290,7 +292,7 @@ type ClaimParams struct {
 }
 
 // RecheckParams binds the criteria query over given keys: the task id and
-// the keys as a JSON array text ("[3,7,9]").
+// the keys as a JSON array text (drivers.KeysJSON: "[3,7,9]", "["a","b"]").
 type RecheckParams struct {
 	TaskID int64  `bind:"task_id"`
 	IDs    string `bind:"ids"`

@@ -15,17 +15,17 @@ type PoolLocker interface {
 	// LockPool locks up to limit fresh candidates of the task's pool in
 	// order inside tx, passing over those other transactions hold, and
 	// returns their keys in order.
-	LockPool(ctx context.Context, tx Querier, taskID, ttlMS int64, limit int) ([]int64, error)
+	LockPool(ctx context.Context, tx Querier, taskID, ttlMS int64, limit int) ([]string, error)
 }
 
 // ClaimPool locks up to limit fresh candidates of a task's pool in order,
 // passing over those other claimers hold (docs/algorithm.md, "The candidate
 // pool"). The locks last until tx ends.
-func ClaimPool(ctx context.Context, d Driver, tx Querier, taskID, ttlMS int64, limit int) ([]int64, error) {
+func ClaimPool(ctx context.Context, d Driver, tx Querier, taskID, ttlMS int64, limit int) ([]string, error) {
 	if p, ok := d.(PoolLocker); ok && d.Statements().PoolClaim.Empty() {
 		return p.LockPool(ctx, tx, taskID, ttlMS, limit)
 	}
-	ids, err := ScanIDs(d.Statements().PoolClaim.Query(ctx, tx, PoolClaimParams{TaskID: taskID, TTLMS: ttlMS, Limit: limit}))
+	ids, err := ScanKeys(d.Statements().PoolClaim.Query(ctx, tx, PoolClaimParams{TaskID: taskID, TTLMS: ttlMS, Limit: limit}))
 	if err != nil {
 		return nil, fmt.Errorf("claiming pool candidates: %w", err)
 	}

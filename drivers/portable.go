@@ -9,7 +9,7 @@ import (
 // engine scans them.
 const taskColumns = `id, name, source_table, key_column, criteria, order_by, max_active,
        lock_strategy, query_delay_ms, lease_ttl_ms, created_by, created_at, hold_limit_ms, max_hold_ms,
-       prefetch, prefetch_ttl_ms, prefetch_low`
+       prefetch, prefetch_ttl_ms, prefetch_low, key_kind`
 
 // RunDurationBucketsMS are the upper bounds, in milliseconds, of the buckets
 // of the criteria-run duration histogram (`loanq serve`'s /metrics): from a
@@ -31,9 +31,9 @@ func Portable() *Statements {
 		Now: Stmt[NoParams]{SQL: `SELECT {{now}}`},
 
 		TaskInsert: Stmt[TaskInsertParams]{SQL: `INSERT INTO loanq_task (name, source_table, key_column, criteria, order_by, max_active,
-       lock_strategy, query_delay_ms, lease_ttl_ms, created_by, created_at, hold_limit_ms)
+       lock_strategy, query_delay_ms, lease_ttl_ms, created_by, created_at, hold_limit_ms, key_kind)
 VALUES (:name, :source, :key, :criteria, :order, :max_active, :lock_strategy, :query_delay_ms, :lease_ttl_ms,
-        :created_by, {{now}}, :hold_limit_ms){{returningID}}`},
+        :created_by, {{now}}, :hold_limit_ms, :key_kind){{returningID}}`},
 		TaskByName: Stmt[NameParams]{SQL: `SELECT ` + taskColumns + ` FROM loanq_task WHERE name = :name`},
 		TaskByID:   Stmt[IDParams]{SQL: `SELECT ` + taskColumns + ` FROM loanq_task WHERE id = :id`},
 		TaskList:   Stmt[NoParams]{SQL: `SELECT ` + taskColumns + ` FROM loanq_task ORDER BY name`},
@@ -49,7 +49,7 @@ WHERE r.id = :id`},
 WHERE task_id = :task_id AND status = 'pending' ORDER BY created_at, id`},
 		RequestFinish: Stmt[RequestFinishParams]{SQL: `UPDATE loanq_work_request SET assigned = :assigned, status = :status, served_at = {{now}}
 WHERE id = :id AND status = 'pending'`},
-		RequestWithLoans: Stmt[IDParams]{SQL: `SELECT r.id, r.task_id, t.name, r.user_name, r.requested, r.assigned, r.status, r.created_at, w.loan_id
+		RequestWithLoans: Stmt[IDParams]{SQL: `SELECT r.id, r.task_id, t.name, r.user_name, r.requested, r.assigned, r.status, r.created_at, w.loan_id, t.key_kind
 FROM loanq_work_request r JOIN loanq_task t ON t.id = r.task_id
 LEFT JOIN loanq_work w ON w.request_id = r.id
 WHERE r.id = :id
@@ -91,7 +91,7 @@ SET disposition = :disposition, disposed_at = {{now}},
     return_at = {{nowPlusMs ":return_after_ms"}}
 WHERE task_id = :task_id AND loan_id = :loan_id AND user_name = :user AND disposition IS NULL`},
 
-		Pipeline: Stmt[PipelineParams]{SQL: `SELECT t.name, w.loan_id, w.assigned_at, {{age "w.assigned_at"}}
+		Pipeline: Stmt[PipelineParams]{SQL: `SELECT t.name, w.loan_id, w.assigned_at, {{age "w.assigned_at"}}, t.key_kind
 FROM loanq_work w JOIN loanq_task t ON t.id = w.task_id
 WHERE w.user_name = :user AND w.disposition IS NULL AND (:task = '' OR t.name = :task)
 ORDER BY w.assigned_at, w.id`},
@@ -208,7 +208,7 @@ WHERE id = :id AND disposition IS NULL`},
 WHERE task_id = :task_id AND filled_at > {{nowMinusMs ":ttl_ms"}}
 ORDER BY pos {{limit ":limit"}}
 FOR UPDATE SKIP LOCKED`},
-		PoolDrop:  Stmt[PoolIDsParams]{SQL: `DELETE FROM loanq_pool WHERE task_id = :task_id AND {{inIDs "loan_id" ":ids"}}`},
+		PoolDrop:  Stmt[PoolIDsParams]{SQL: `DELETE FROM loanq_pool WHERE task_id = :task_id AND {{inLoanIDs "loan_id" ":ids"}}`},
 		PoolClear: Stmt[TaskParams]{SQL: `DELETE FROM loanq_pool WHERE task_id = :task_id`},
 		PoolFill: Stmt[PoolFillParams]{SQL: `INSERT INTO loanq_pool (task_id, loan_id, pos, filled_at)
 SELECT {{integer ":task_id"}}, a.loan_id, a.n + :offset, {{now}}
@@ -219,7 +219,7 @@ FROM ({{assignmentsFromJSON ":candidates"}}) a`},
   (SELECT COUNT(*) FROM loanq_work_request WHERE task_id = :task_id AND pooled = 1),
   (SELECT COUNT(*) FROM loanq_query_run WHERE task_id = :task_id AND pooled > 0)`},
 		PoolKeys:    Stmt[TaskParams]{SQL: `SELECT loan_id FROM loanq_pool WHERE task_id = :task_id`},
-		ActiveAmong: Stmt[PoolIDsParams]{SQL: `SELECT loan_id FROM loanq_work WHERE task_id = :task_id AND disposition IS NULL AND {{inIDs "loan_id" ":ids"}}`},
+		ActiveAmong: Stmt[PoolIDsParams]{SQL: `SELECT loan_id FROM loanq_work WHERE task_id = :task_id AND disposition IS NULL AND {{inLoanIDs "loan_id" ":ids"}}`},
 		RequestFinishPooled: Stmt[RequestFinishParams]{SQL: `UPDATE loanq_work_request SET assigned = :assigned, status = :status, served_at = {{now}}, pooled = 1
 WHERE id = :id AND status = 'pending'`},
 
@@ -235,7 +235,8 @@ SET source_table = :source,
     hold_limit_ms = :hold_limit_ms,
     max_hold_ms = :max_hold_ms,
     updated_by = :updated_by,
-    updated_at = {{now}}
+    updated_at = {{now}},
+    key_kind = :key_kind
 WHERE id = :id`},
 
 		RequestsByUser:  Stmt[TaskParams]{SQL: `SELECT user_name, status, COUNT(*) FROM loanq_work_request WHERE task_id = :task_id GROUP BY user_name, status`},
@@ -249,7 +250,7 @@ WHERE id = :id`},
 		DeleteTaskRow:   Stmt[TaskParams]{SQL: `DELETE FROM loanq_task WHERE id = :task_id`},
 		WorkDuplicates:  Stmt[TaskParams]{SQL: `SELECT COUNT(*), COUNT(*) - COUNT(DISTINCT loan_id) FROM loanq_work WHERE task_id = :task_id`},
 
-		ActiveWorkAll: Stmt[NoParams]{SQL: `SELECT t.name, w.loan_id, w.user_name, w.assigned_at
+		ActiveWorkAll: Stmt[NoParams]{SQL: `SELECT t.name, w.loan_id, w.user_name, w.assigned_at, t.key_kind
 FROM loanq_work w JOIN loanq_task t ON t.id = w.task_id
 WHERE w.disposition IS NULL
 ORDER BY w.assigned_at, w.id`},
@@ -367,7 +368,7 @@ GROUP BY task_id, ` + bucket
 // breaking ties. Its one bind, the task id, is d's first placeholder.
 // Drivers end it with a row limit, or a lock clause for the rows strategy.
 func CriteriaSelect(d Dialect, src CriteriaSource) string {
-	return criteriaSelect(d, src, "src."+src.Key, 1, "")
+	return criteriaSelect(d, src, d.KeyAsText("src."+src.Key), 1, "")
 }
 
 // criteriaSelect is CriteriaSelect selecting list, with the task id as the
@@ -388,10 +389,10 @@ func criteriaFilter(d Dialect, src CriteriaSource, list string, taskBind int, an
 WHERE (%[3]s)
   AND NOT EXISTS (
     SELECT 1 FROM loanq_work w
-    WHERE w.task_id = %[5]s AND w.loan_id = src.%[1]s
+    WHERE w.task_id = %[5]s AND w.loan_id = %[1]s
       AND (w.disposition IS NULL
            OR w.disposition = 'never'
-           OR (w.disposition = 'return' AND w.return_at > %[6]s)))%[7]s`, src.Key, src.Source, src.Where, "" /* %[4]s: unused, the order was here */, d.Placeholder(taskBind), d.Now(), and, list)
+           OR (w.disposition = 'return' AND w.return_at > %[6]s)))%[7]s`, d.KeyAsText("src."+src.Key), src.Source, src.Where, "" /* %[4]s: unused, the order was here */, d.Placeholder(taskBind), d.Now(), and, list)
 }
 
 // CriteriaRecheck is the criteria query over the given keys only, locking
@@ -399,8 +400,8 @@ WHERE (%[3]s)
 // runs it when CriteriaClaim failed on a duplicate key, to assign the keys
 // one by one. Like CriteriaClaim's, its snapshot is newer than the claim's.
 func CriteriaRecheck(d Dialect, src CriteriaSource) *Stmt[RecheckParams] {
-	in := "\n  AND " + d.InIDs("src."+src.Key, d.Placeholder(2))
-	s, err := Compile[RecheckParams](d, "CriteriaRecheck", criteriaSelect(d, src, "src."+src.Key, 1, in), "task_id", "ids")
+	in := "\n  AND " + d.InKeys("src."+src.Key, d.Placeholder(2), src.Kind)
+	s, err := Compile[RecheckParams](d, "CriteriaRecheck", criteriaSelect(d, src, d.KeyAsText("src."+src.Key), 1, in), "task_id", "ids")
 	if err != nil {
 		panic("drivers: " + err.Error()) // RecheckParams has both fields
 	}
@@ -419,8 +420,8 @@ func CriteriaRecheck(d Dialect, src CriteriaSource) *Stmt[RecheckParams] {
 // strategy's holder assigned meanwhile fails the statement with a duplicate
 // key, undoing this statement only.
 func CriteriaClaim(d Dialect, src CriteriaSource) *Stmt[ClaimParams] {
-	list := fmt.Sprintf("%s, src.%s, %s, %s, %s", d.Placeholder(1), src.Key, d.Placeholder(2), d.Placeholder(3), d.Now())
-	in := "\n  AND " + d.InIDs("src."+src.Key, d.Placeholder(5))
+	list := fmt.Sprintf("%s, %s, %s, %s, %s", d.Placeholder(1), d.KeyAsText("src."+src.Key), d.Placeholder(2), d.Placeholder(3), d.Now())
+	in := "\n  AND " + d.InKeys("src."+src.Key, d.Placeholder(5), src.Kind)
 	text := "INSERT INTO loanq_work (task_id, loan_id, user_name, request_id, assigned_at)\n" +
 		criteriaSelect(d, src, list, 4, in) + d.SkipActiveConflict()
 	s, err := Compile[ClaimParams](d, "CriteriaClaim", text, "task_id", "user", "request_id", "task_id", "ids")

@@ -32,12 +32,13 @@ func RowWait(d Driver, src CriteriaSource, seconds int) string {
 // seconds where the dialect writes the bound in the statement; the caller
 // sets WaitLockSet before where it does not). It returns the error of the
 // locking read: nil when granted, sql.ErrNoRows when the row is gone,
-// d.IsLockBusy when the bound passed.
-func WaitForRow(ctx context.Context, d Driver, q Querier, src CriteriaSource, key int64, seconds int) error {
+// d.IsLockBusy when the bound passed. The key is bound in the column's own
+// type (KeyArg), so that the lookup is served by its index.
+func WaitForRow(ctx context.Context, d Driver, q Querier, src CriteriaSource, key string, seconds int) error {
 	text := RowWait(d, src, seconds)
 	if text == "" {
 		return nil
 	}
-	var got int64
-	return q.QueryRowContext(ctx, text, key).Scan(&got)
+	var got any
+	return q.QueryRowContext(ctx, text, KeyArg(src.Kind, key)).Scan(&got)
 }

@@ -210,6 +210,7 @@ func renderTemplate(d Dialect, name, written string) (string, error) {
 		"limit":               d.Limit,
 		"integer":             d.Integer,
 		"inIDs":               d.InIDs,
+		"inLoanIDs":           d.InLoanIDs,
 		"assignmentsFromJSON": d.AssignmentsFromJSON,
 		"returningID":         d.ReturningID,
 		"skipActiveConflict":  d.SkipActiveConflict,

@@ -149,7 +149,7 @@ func TestDashboardInBrowser(t *testing.T) {
 	st := d.Statements()
 	if _, err := st.TaskInsert.InsertID(context.Background(), db, drivers.TaskInsertParams{
 		Name: evilTask, Source: "loan", Key: "id", Criteria: "amount < 100000 AND borrower_contacted = 1", Order: "amount",
-		LockStrategy: "lease", LeaseTTLMS: int64(time.Minute / time.Millisecond), CreatedBy: "admin",
+		LockStrategy: "lease", LeaseTTLMS: int64(time.Minute / time.Millisecond), CreatedBy: "admin", KeyKind: "integer",
 	}); err != nil {
 		t.Fatal(err)
 	}

@@ -282,7 +282,7 @@ func TestWorkRunSameUserNeverShares(t *testing.T) {
 		const loans = 24
 		d, e := prepare(t, dsn, loans)
 		mustOK(t, dsn, "admin", "task", "create", "farm", "--order", "priority",
-			"--where", "eligible = 1 AND src.id NOT IN (SELECT loan_id FROM loanq_work WHERE disposition = 'complete')")
+			"--where", "eligible = 1 AND "+d.Dialect().KeyAsText("src.id")+" NOT IN (SELECT loan_id FROM loanq_work WHERE disposition = 'complete')")
 		const procs = 4
 		var wg sync.WaitGroup
 		res := make([]result, procs)

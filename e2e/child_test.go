@@ -145,7 +145,7 @@ func TestWorkRunKilledStopsTheCommandTree(t *testing.T) {
 		if took := waitTreeGone(t, killed, 3*time.Second, pids); took > 2*time.Second {
 			t.Fatalf("the command took %s to end after loanq's death", took)
 		}
-		if n := testdb.Int(t, d, e.DB, "SELECT COUNT(*) FROM loanq_work WHERE disposition IS NULL AND loan_id = 1"); n != 1 {
+		if n := testdb.Int(t, d, e.DB, "SELECT COUNT(*) FROM loanq_work WHERE disposition IS NULL AND loan_id = '1'"); n != 1 {
 			t.Fatalf("%d active assignments of loan 1 after the kill, want 1 (kept by its holder)", n)
 		}
 	})

@@ -70,7 +70,7 @@ func TestInjectionTreatedAsData(t *testing.T) {
 			if stored != user {
 				t.Fatalf("user %q stored as %q", user, stored)
 			}
-			if n := testdb.Int(t, d, e.DB, "SELECT COUNT(*) FROM loanq_work WHERE user_name = ? AND loan_id = ?", user, got.Loans[0]); n != 1 {
+			if n := testdb.Int(t, d, e.DB, "SELECT COUNT(*) FROM loanq_work WHERE user_name = ? AND loan_id = ?", user, fmt.Sprint(got.Loans[0])); n != 1 {
 				t.Fatalf("user %q: its work row is not stored under its name", user)
 			}
 			if p := pipelineLoans(t, dsn, user, "t"); len(p) != 1 || p[0] != got.Loans[0] {
@@ -108,7 +108,7 @@ func TestInjectionTreatedAsData(t *testing.T) {
 			if _, err := e.Get(ctx, v, "bystander", 1, dispatch.GetOptions{NoWait: true}); problem.KindOf(err) != problem.Usage {
 				t.Fatalf("engine Get of task %q: %v, want bad input", v, err)
 			}
-			if _, err := e.Dispose(ctx, v, 1, "bystander", "complete", 0, false); problem.KindOf(err) != problem.Usage {
+			if _, err := e.Dispose(ctx, v, "1", "bystander", "complete", 0, false); problem.KindOf(err) != problem.Usage {
 				t.Fatalf("engine Dispose in task %q: %v, want bad input", v, err)
 			}
 			if _, err := e.Pipeline(ctx, "bystander", v); problem.KindOf(err) != problem.Usage {

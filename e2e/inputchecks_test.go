@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"database/sql"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -50,37 +51,29 @@ func TestStoredCriteriaAreRechecked(t *testing.T) {
 	})
 }
 
-// A key column that is not an integer is refused when the task is created or
-// updated onto it, on every database, even while its values look like
-// numbers: they would not once a row's key is "A-17", and the task would
-// then fail for everyone. Nothing is stored.
-func TestKeyMustBeInteger(t *testing.T) {
+// The key's kind comes from its column's type, on every database: a VARCHAR
+// key whose values look like numbers is a text task (its keys stay text, and
+// a later "A-17" works like the others), while a key column of a type loanq
+// does not take (floating point) is refused when the task is created or
+// updated onto it, naming the supported types. Nothing is stored then.
+func TestKeyKindFromColumnType(t *testing.T) {
 	testdb.Each(t, func(t *testing.T, dsn string) {
 		d, e := prepare(t, dsn, 5)
 		for _, ddl := range []string{"CREATE TABLE textloan (id VARCHAR(40) PRIMARY KEY, eligible INTEGER NOT NULL)",
-			"CREATE TABLE emptytext (id VARCHAR(40) PRIMARY KEY, eligible INTEGER NOT NULL)"} {
+			"CREATE TABLE floatloan (id FLOAT NOT NULL, eligible INTEGER NOT NULL)"} {
 			testdb.Exec(t, d, e.DB, ddl)
 		}
 		for _, id := range []string{"1", "2", "3"} {
 			testdb.Exec(t, d, e.DB, "INSERT INTO textloan VALUES (?, 1)", id)
 		}
-		if d.Name() == "sqlite" {
-			testdb.Exec(t, d, e.DB, "CREATE TABLE textaffinity (id TEXT PRIMARY KEY, eligible INTEGER NOT NULL)")
-			testdb.Exec(t, d, e.DB, "INSERT INTO textaffinity VALUES ('1', 1)")
-		}
+		testdb.Exec(t, d, e.DB, "INSERT INTO floatloan VALUES (1.5, 1)")
 		mustOK(t, dsn, "admin", "task", "create", "t", "--where", "eligible = 1")
 		before := snapshot(t, e.DB)
 		cases := []badInput{
-			{"create on a VARCHAR key with numeric values", "admin", []string{"task", "create", "x", "--source", "textloan", "--where", "eligible = 1"}, 2,
-				"keys must be integer columns for now (text and UUID keys are a planned addition)"},
-			{"create on an empty VARCHAR key", "admin", []string{"task", "create", "x", "--source", "emptytext", "--where", "eligible = 1"}, 2,
-				"the key column id of emptytext is of type"},
-			{"update onto a VARCHAR key", "admin", []string{"task", "update", "t", "--source", "textloan"}, 2,
-				"keys must be integer columns"},
-		}
-		if d.Name() == "sqlite" {
-			cases = append(cases, badInput{"create on a TEXT key", "admin",
-				[]string{"task", "create", "x", "--source", "textaffinity", "--where", "eligible = 1"}, 2, "of type TEXT"})
+			{"create on a FLOAT key", "admin", []string{"task", "create", "x", "--source", "floatloan", "--where", "eligible = 1"}, 2,
+				"a loan key must be an integer, text (CHAR/VARCHAR/TEXT, keys of up to 200 characters) or UUID column"},
+			{"update onto a FLOAT key", "admin", []string{"task", "update", "t", "--source", "floatloan"}, 2,
+				"a loan key must be an integer, text"},
 		}
 		for _, c := range cases {
 			check(t, c, loanq(t, dsn, c.user, c.args...))
@@ -88,6 +81,23 @@ func TestKeyMustBeInteger(t *testing.T) {
 		if after := snapshot(t, e.DB); after != before {
 			t.Errorf("a refused key changed the loanq tables\nbefore:\n%s\nafter:\n%s", before, after)
 		}
+		r := mustOK(t, dsn, "admin", "--output", "json", "task", "create", "x", "--source", "textloan", "--where", "eligible = 1")
+		if !strings.Contains(r.stdout, `"key_kind": "text"`) {
+			t.Fatalf("a VARCHAR key: %s; want key_kind text", r.stdout)
+		}
+		testdb.Exec(t, d, e.DB, "INSERT INTO textloan VALUES ('A-17', 1)")
+		r = mustOK(t, dsn, "ana", "--output", "json", "work", "get", "x", "--count", "4")
+		var got struct {
+			Loans []any `json:"loans"`
+		}
+		if err := json.Unmarshal([]byte(r.stdout), &got); err != nil || fmt.Sprintf("%q", got.Loans) != `["1" "2" "3" "A-17"]` {
+			t.Fatalf("work get on the text task: %s (%v); want the keys as strings", r.stdout, err)
+		}
+		// A text task takes any key text; an integer task still refuses one.
+		mustOK(t, dsn, "ana", "disposition", "x", "A-17", "complete")
+		check(t, badInput{"an integer task's key abc", "ana", []string{"disposition", "t", "abc", "complete"}, 2,
+			`invalid loan id "abc" for task t`}, loanq(t, dsn, "ana", "disposition", "t", "abc", "complete"))
+		audit(t, e)
 	})
 }
 

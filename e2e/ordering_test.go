@@ -91,7 +91,7 @@ func TestOldestFirstIsByTime(t *testing.T) {
 		}
 		mustOK(t, dsn, "bob", "disposition", "one", "3", "never")
 		var first, second int64
-		rows, err := e.DB.Query(testdb.Rebind(d, "SELECT id FROM loanq_work WHERE task_id = ? AND loan_id = 3 ORDER BY id"), task.ID)
+		rows, err := e.DB.Query(testdb.Rebind(d, "SELECT id FROM loanq_work WHERE task_id = ? AND loan_id = '3' ORDER BY id"), task.ID)
 		if err != nil {
 			t.Fatal(err)
 		}

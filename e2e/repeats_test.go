@@ -41,7 +41,7 @@ func TestWorkRunMaxRepeats(t *testing.T) {
 				t.Fatalf("want 4 runs of loan 1 (once, then 3 times back):\n%s", r.stdout)
 			}
 		}
-		if n := testdb.Int(t, d, e.DB, "SELECT COUNT(*) FROM loanq_work WHERE loan_id = 1 AND disposition = 'complete'"); n != 4 {
+		if n := testdb.Int(t, d, e.DB, "SELECT COUNT(*) FROM loanq_work WHERE loan_id = '1' AND disposition = 'complete'"); n != 4 {
 			t.Fatalf("%d completions of loan 1, want 4", n)
 		}
 		if n := testdb.Int(t, d, e.DB, "SELECT COUNT(*) FROM loanq_work WHERE disposition IS NULL"); n != 0 {
@@ -98,7 +98,7 @@ func TestWorkRunMaxRepeats(t *testing.T) {
 		// Completed loans that leave the criteria never come back: no
 		// explanation, exit 0 at the end of the work.
 		mustOK(t, dsn, "admin", "task", "create", "done", "--order", "priority",
-			"--where", "eligible = 1 AND src.id NOT IN (SELECT loan_id FROM loanq_work WHERE disposition = 'complete')")
+			"--where", "eligible = 1 AND "+d.Dialect().KeyAsText("src.id")+" NOT IN (SELECT loan_id FROM loanq_work WHERE disposition = 'complete')")
 		r = loanq(t, dsn, "robot", "work", "run", "done", "--until-empty", "--max-repeats", "1", "--", "true")
 		if r.code != 0 || strings.Contains(r.stderr, "came back") {
 			t.Fatalf("a task whose completed loans leave the criteria: exit %d\n%s%s", r.code, r.stdout, r.stderr)

@@ -890,7 +890,7 @@ func TestServeManyTasks(t *testing.T) {
 	for i := 0; i < tasks; i++ {
 		if _, err := d.Statements().TaskInsert.InsertID(ctx, tx, drivers.TaskInsertParams{
 			Name: fmt.Sprintf("task-%04d", i), Source: "loan", Key: "id", Criteria: "eligible = 1", Order: "priority",
-			LockStrategy: "lease", LeaseTTLMS: 60000, CreatedBy: "admin",
+			LockStrategy: "lease", LeaseTTLMS: 60000, CreatedBy: "admin", KeyKind: "integer",
 		}); err != nil {
 			t.Fatal(err)
 		}

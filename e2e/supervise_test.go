@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strconv"
 	"testing"
 	"time"
@@ -67,7 +68,7 @@ func TestSupervisorView(t *testing.T) {
 		mustOK(t, dsn, "ana", "disposition", "t1", strconv.FormatInt(ana.Loans[0], 10), "complete")
 		mustOK(t, dsn, "ana", "disposition", "t1", strconv.FormatInt(ana.Loans[1], 10), "return", "--after", "1h")
 		// ana's third loan was assigned long ago: it must come first and pass --older-than.
-		testdb.Exec(t, d, db, "UPDATE loanq_work SET assigned_at = '"+oldTime[d.Name()]+"' WHERE loan_id = ? AND disposition IS NULL AND user_name = 'ana'", ana.Loans[2])
+		testdb.Exec(t, d, db, "UPDATE loanq_work SET assigned_at = '"+oldTime[d.Name()]+"' WHERE loan_id = ? AND disposition IS NULL AND user_name = 'ana'", fmt.Sprint(ana.Loans[2]))
 		// A pending request of carl (logged, never served).
 		task1 := testdb.Int(t, d, db, "SELECT id FROM loanq_task WHERE name = 't1'")
 		if _, err := d.Statements().RequestInsert.InsertID(ctx, db, drivers.RequestInsertParams{TaskID: task1, User: "carl", Requested: 2}); err != nil {

@@ -33,7 +33,7 @@ func TestWorkRunProcessesEveryLoanOnce(t *testing.T) {
 		// Completed loans leave the criteria (as a processed loan would in an
 		// application); never and return (after 1h) keep them out anyway.
 		mustOK(t, dsn, "admin", "task", "create", "runs", "--order", "priority",
-			"--where", "eligible = 1 AND src.id NOT IN (SELECT loan_id FROM loanq_work WHERE disposition = 'complete')")
+			"--where", "eligible = 1 AND "+d.Dialect().KeyAsText("src.id")+" NOT IN (SELECT loan_id FROM loanq_work WHERE disposition = 'complete')")
 		dir := t.TempDir()
 		script := `echo "$LOANQ_LOAN_ID {} $LOANQ_TASK $LOANQ_USER $LOANQ_REQUEST_ID" >> ` + dir + `/got.$LOANQ_USER; sleep 0.05; ` +
 			`case $(( LOANQ_LOAN_ID % 4 )) in 0) exit 75;; 1) exit 65;; 2) exit 3;; *) exit 0;; esac`
@@ -102,9 +102,9 @@ func TestWorkRunProcessesEveryLoanOnce(t *testing.T) {
 		}
 		// The database agrees: one assignment per loan, disposed as mapped.
 		for id := int64(1); id <= loans; id++ {
-			n := testdb.Int(t, d, e.DB, "SELECT COUNT(*) FROM loanq_work WHERE loan_id = ?", id)
+			n := testdb.Int(t, d, e.DB, "SELECT COUNT(*) FROM loanq_work WHERE loan_id = ?", fmt.Sprint(id))
 			kind := map[string]int64{"complete": 0, "return": 1, "never": 2}[wantDisposition[exitFor(id)]]
-			got := testdb.Int(t, d, e.DB, "SELECT COUNT(*) FROM loanq_work WHERE loan_id = ? AND disposition = ?", id, []string{"complete", "return", "never"}[kind])
+			got := testdb.Int(t, d, e.DB, "SELECT COUNT(*) FROM loanq_work WHERE loan_id = ? AND disposition = ?", fmt.Sprint(id), []string{"complete", "return", "never"}[kind])
 			if n != 1 || got != 1 {
 				t.Fatalf("loan %d: %d assignment(s), %d with disposition %s", id, n, got, wantDisposition[exitFor(id)])
 			}

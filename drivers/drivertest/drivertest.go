@@ -162,7 +162,7 @@ func fixture(t *testing.T, ctx context.Context, d drivers.Driver, db *sql.DB, na
 	st := d.Statements()
 	var err error
 	taskID, err = st.TaskInsert.InsertID(ctx, db, drivers.TaskInsertParams{Name: name, Source: "loan", Key: "id",
-		Criteria: "1 = 1", LockStrategy: string(d.Strategies()[0]), LeaseTTLMS: 60000, CreatedBy: "suite"})
+		Criteria: "1 = 1", LockStrategy: string(d.Strategies()[0]), LeaseTTLMS: 60000, CreatedBy: "suite", KeyKind: "integer"})
 	if err != nil {
 		t.Fatalf("TaskInsert: %v", err)
 	}
@@ -176,9 +176,9 @@ func fixture(t *testing.T, ctx context.Context, d drivers.Driver, db *sql.DB, na
 func oneActive(t *testing.T, ctx context.Context, d drivers.Driver, db *sql.DB) {
 	st := d.Statements()
 	taskID, reqID := fixture(t, ctx, d, db, "suite-active")
-	const loan = int64(1) << 40
+	const loan = "1099511627776" // 1 << 40: loan ids are text (migration 00013)
 	assign := func(taskID, reqID int64, user string) error {
-		_, err := st.WorkInsertMany.Exec(ctx, db, drivers.WorkInsertManyParams{TaskID: taskID, Assignments: fmt.Sprintf(`[[%d,%d,%q]]`, loan, reqID, user)})
+		_, err := st.WorkInsertMany.Exec(ctx, db, drivers.WorkInsertManyParams{TaskID: taskID, Assignments: fmt.Sprintf(`[[%q,%d,%q]]`, loan, reqID, user)})
 		return err
 	}
 	bobReq, err := st.RequestInsert.InsertID(ctx, db, drivers.RequestInsertParams{TaskID: taskID, User: "bob", Requested: 1})
@@ -501,9 +501,9 @@ func rows(t *testing.T, ctx context.Context, d drivers.Driver, db *sql.DB) {
 			t.Fatal(err)
 		}
 	}
-	src := drivers.CriteriaSource{Source: "suite_rows", Key: "id", Where: "prio > 0", Order: "prio"}
+	src := drivers.CriteriaSource{Source: "suite_rows", Key: "id", Where: "prio > 0", Order: "prio", Kind: drivers.KeyInteger}
 	taskID, _ := fixture(t, ctx, d, db, "suite-rows")
-	claim := func(n int) (*sql.Tx, []int64) {
+	claim := func(n int) (*sql.Tx, []string) {
 		tx, err := db.BeginTx(ctx, rl.RowsTxOptions())
 		if err != nil {
 			t.Fatal(err)

@@ -52,8 +52,8 @@ func (*Driver) RowsTxOptions() *sql.TxOptions {
 	return &sql.TxOptions{Isolation: sql.LevelReadCommitted}
 }
 
-func (*Driver) LockRows(ctx context.Context, tx drivers.Querier, src drivers.CriteriaSource, taskID int64, n int) ([]int64, error) {
-	return drivers.QueryIDs(ctx, tx, rowsClaim(src), taskID, n)
+func (*Driver) LockRows(ctx context.Context, tx drivers.Querier, src drivers.CriteriaSource, taskID int64, n int) ([]string, error) {
+	return drivers.QueryKeys(ctx, tx, rowsClaim(src), taskID, n)
 }
 
 // CheckLockable: a view MySQL cannot update (GROUP BY, DISTINCT, aggregates,

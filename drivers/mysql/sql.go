@@ -36,10 +36,41 @@ func (dialect) InIDs(expr, ids string) string {
 	return expr + ` IN (SELECT j.id FROM JSON_TABLE(` + ids + `, '$[*]' COLUMNS (id BIGINT PATH '$')) AS j)`
 }
 
+// KeyAsText: the key's text in loanq's loan_id collation, utf8mb4_bin
+// (migration 00013): an explicit COLLATE wins over the source column's and
+// the connection's collations, so comparing it with a loan_id never mixes
+// collations, and compares keys exactly (case and trailing spaces count).
+// An integer's text is its decimal digits; MariaDB's UUID its canonical
+// lower-case form.
+func (dialect) KeyAsText(expr string) string {
+	return `CAST(` + expr + ` AS CHAR CHARACTER SET utf8mb4) COLLATE utf8mb4_bin`
+}
+
+// InKeys: as InIDs, the elements read as the key column's kind: integers
+// as BIGINT; text and UUIDs as utf8mb4 text, which MariaDB compares with a
+// UUID column as a UUID and with a character column in that column's
+// collation (the JSON_TABLE column takes utf8mb4's default collation, of
+// lower precedence than a column's), so the key's index serves the lookup.
+func (dialect) InKeys(expr, keys string, kind drivers.KeyKind) string {
+	if kind == drivers.KeyInteger {
+		return expr + ` IN (SELECT j.id FROM JSON_TABLE(` + keys + `, '$[*]' COLUMNS (id BIGINT PATH '$')) AS j)`
+	}
+	return expr + ` IN (SELECT j.id FROM JSON_TABLE(` + keys + `, '$[*]' COLUMNS (id VARCHAR(200) CHARACTER SET utf8mb4 PATH '$')) AS j)`
+}
+
+// InLoanIDs: loanq's loan_id columns are utf8mb4_bin text.
+func (dialect) InLoanIDs(expr, ids string) string {
+	return expr + ` IN (SELECT j.id FROM JSON_TABLE(` + ids + `, '$[*]' COLUMNS (id VARCHAR(200) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$')) AS j)`
+}
+
+// poolDropIDs is PoolDrop's list of loan ids as a table j(id) in loanq's
+// loan_id collation.
+const poolDropIDs = `JSON_TABLE(:ids, '$[*]' COLUMNS (id VARCHAR(200) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$')) AS j`
+
 // AssignmentsFromJSON: JSON_TABLE with an ordinality column.
 func (dialect) AssignmentsFromJSON(list string) string {
 	return `SELECT j.n, j.loan_id, j.request_id, j.user_name FROM JSON_TABLE(` + list + `, '$[*]' COLUMNS (
-    n FOR ORDINALITY, loan_id BIGINT PATH '$[0]', request_id BIGINT PATH '$[1]', user_name VARCHAR(100) PATH '$[2]')) AS j`
+    n FOR ORDINALITY, loan_id VARCHAR(200) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$[0]', request_id BIGINT PATH '$[1]', user_name VARCHAR(100) PATH '$[2]')) AS j`
 }
 
 // ReturningID: MySQL 8 has no INSERT … RETURNING; the id comes back in the
@@ -67,7 +98,7 @@ var statements = drivers.Build(dialect{}, func(s *drivers.Statements) {
 	// A join that looks each key up by primary key: a DELETE with an IN
 	// subquery may scan the task's pool rows instead, and wait for rows
 	// other claims hold (a lock cycle with a refilling round).
-	s.PoolDrop.SQL = `DELETE p FROM JSON_TABLE(:ids, '$[*]' COLUMNS (id BIGINT PATH '$')) AS j
+	s.PoolDrop.SQL = `DELETE p FROM ` + poolDropIDs + `
 JOIN loanq_pool p ON p.task_id = :task_id AND p.loan_id = j.id`
 	// Who may act as whom: loanq_may_act_as is migration 00008's rule, the
 	// one its triggers apply to every write. The account is USER()'s user

@@ -16,9 +16,9 @@ var (
 // CriteriaSyntax: how Oracle tokenizes a task's --where and --order.
 func (*Driver) CriteriaSyntax() sqllex.Syntax { return sqllex.Oracle }
 
-// KeyKind refuses the character, LOB, binary and date types by name and
-// leaves NUMBER (which godror scans as text) to the rows: a key is commonly
-// declared NUMBER without precision.
+// KeyKind takes the character types as text keys, refuses the LOB, binary
+// and date types by name and leaves NUMBER (which godror scans as text) to
+// the rows: a key is commonly declared NUMBER without precision.
 func (*Driver) KeyKind(ct *sql.ColumnType) drivers.KeyKind {
 	t := strings.ToUpper(ct.DatabaseTypeName())
 	switch {
@@ -27,10 +27,12 @@ func (*Driver) KeyKind(ct *sql.ColumnType) drivers.KeyKind {
 			return drivers.KeyInteger
 		}
 		return drivers.KeyUnknown
-	case strings.Contains(t, "CHAR"), strings.Contains(t, "CLOB"), strings.Contains(t, "RAW"),
+	case strings.Contains(t, "CHAR"):
+		return drivers.KeyText
+	case strings.Contains(t, "CLOB"), strings.Contains(t, "RAW"),
 		strings.Contains(t, "BLOB"), strings.Contains(t, "DATE"), strings.Contains(t, "TIME"),
 		strings.HasPrefix(t, "BINARY_"), t == "ROWID", t == "UROWID":
-		return drivers.KeyNotInteger
+		return drivers.KeyOther
 	}
 	return drivers.KeyUnknown
 }

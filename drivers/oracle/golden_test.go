@@ -54,7 +54,10 @@ const scriptNote = `-- Each statement is exactly what is sent, without a trailin
 `
 
 // sampleCriteria is the task the golden criteria query is built from.
-var sampleCriteria = drivers.CriteriaSource{Source: "loan", Key: "id", Where: "eligible = 1", Order: "priority DESC"}
+var sampleCriteria = drivers.CriteriaSource{Source: "loan", Key: "id", Where: "eligible = 1", Order: "priority DESC", Kind: drivers.KeyInteger}
+
+// sampleTextCriteria is a task whose key is a text column (VARCHAR2).
+var sampleTextCriteria = drivers.CriteriaSource{Source: "application", Key: "ref", Where: "status = 'OPEN'", Order: "received", Kind: drivers.KeyText}
 
 func TestGoldenStatements(t *testing.T) {
 	var b strings.Builder
@@ -78,6 +81,11 @@ func TestGoldenStatements(t *testing.T) {
 	fmt.Fprintf(&b, "\n-- BacklogCount: the loans waiting for the task (task show, task stats, serve's\n"+
 		"-- periodic count; binds :1 task id), same task\n%s\n/\n",
 		drivers.BacklogCount((&Driver{}).Dialect(), sampleCriteria).Text())
+	fmt.Fprintf(&b, "\n-- CriteriaClaim and CriteriaRecheck of a task with a text key (--source %s\n"+
+		"-- --key %s --where %q --order %q): the keys as a JSON array of strings\n%s\n/\n\n%s\n/\n",
+		sampleTextCriteria.Source, sampleTextCriteria.Key, sampleTextCriteria.Where, sampleTextCriteria.Order,
+		drivers.CriteriaClaim((&Driver{}).Dialect(), sampleTextCriteria).Text(),
+		drivers.CriteriaRecheck((&Driver{}).Dialect(), sampleTextCriteria).Text())
 	golden(t, "statements.sql", b.String())
 }
 

@@ -55,11 +55,11 @@ func (*Driver) RowsTxOptions() *sql.TxOptions { return nil } // READ COMMITTED
 // LockRows calls the cursor procedure loanq_lock_rows (migration 00003),
 // which locks up to n rows as it fetches them, then reads back the keys it
 // recorded in this transaction's temporary table.
-func (*Driver) LockRows(ctx context.Context, tx drivers.Querier, src drivers.CriteriaSource, taskID int64, n int) ([]int64, error) {
+func (*Driver) LockRows(ctx context.Context, tx drivers.Querier, src drivers.CriteriaSource, taskID int64, n int) ([]string, error) {
 	if _, err := tx.ExecContext(ctx, rowsClaimCall, taskID, n, rowsCursor(src)); err != nil {
 		return nil, err
 	}
-	return drivers.QueryIDs(ctx, tx, rowsClaimRead)
+	return drivers.QueryKeys(ctx, tx, rowsClaimRead)
 }
 func (*Driver) Strategies() []drivers.Strategy {
 	return []drivers.Strategy{drivers.Skip, drivers.NoWait, drivers.Wait, drivers.Lease, drivers.Rows}
@@ -167,9 +167,9 @@ func (*Driver) PoolClaimSQL() string {
 
 // LockPool calls loanq_lock_rows with the pool's cursor: it locks up to
 // limit candidates as it fetches them and records their keys.
-func (*Driver) LockPool(ctx context.Context, tx drivers.Querier, taskID, ttlMS int64, limit int) ([]int64, error) {
+func (*Driver) LockPool(ctx context.Context, tx drivers.Querier, taskID, ttlMS int64, limit int) ([]string, error) {
 	if _, err := tx.ExecContext(ctx, rowsClaimCall, taskID, limit, poolCursor(ttlMS)); err != nil {
 		return nil, err
 	}
-	return drivers.QueryIDs(ctx, tx, rowsClaimRead)
+	return drivers.QueryKeys(ctx, tx, rowsClaimRead)
 }

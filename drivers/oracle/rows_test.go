@@ -36,12 +36,13 @@ func TestGoldenRowsClaim(t *testing.T) {
 			procs = append(procs, c.SQL)
 		}
 	}
-	if len(procs) != 1 {
-		t.Fatalf("migrate up sent loanq_lock_rows %d times, want once", len(procs))
+	// Installed by migration 00003, replaced by 00013 (text keys).
+	if len(procs) != 2 {
+		t.Fatalf("migrate up sent loanq_lock_rows %d times, want twice (00003, 00013)", len(procs))
 	}
-	proc := procs[0]
+	proc := procs[1]
 	for _, want := range []string{"OPEN c FOR p_query USING p_task", "WHILE l_n < p_max LOOP", "FETCH c INTO l_id",
-		"DELETE FROM loanq_rows_locked", "END loanq_lock_rows;"} {
+		"l_id VARCHAR2(200 CHAR);", "DELETE FROM loanq_rows_locked", "END loanq_lock_rows;"} {
 		if !strings.Contains(proc, want) {
 			t.Errorf("procedure lacks %q", want)
 		}
@@ -53,7 +54,7 @@ func TestGoldenRowsClaim(t *testing.T) {
 	}
 
 	// What LockRows sends, inside the caller's transaction.
-	rec.canned = map[string][][]driver.Value{rowsClaimRead: {{int64(42)}, {int64(7)}}}
+	rec.canned = map[string][][]driver.Value{rowsClaimRead: {{"42"}, {"7"}}}
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
 		t.Fatal(err)

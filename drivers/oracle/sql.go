@@ -57,10 +57,28 @@ func (dialect) InIDs(expr, ids string) string {
 	return expr + ` IN (SELECT j.id FROM JSON_TABLE(` + ids + `, '$[*]' COLUMNS (id NUMBER(19) PATH '$')) j)`
 }
 
+// KeyAsText: TO_CHAR of a NUMBER is its decimal digits (no padding, no
+// exponent for integers up to 38 digits); of a character column, itself.
+func (dialect) KeyAsText(expr string) string { return `TO_CHAR(` + expr + `)` }
+
+// InKeys: as InIDs, the elements read as the key column's kind (integers as
+// NUMBER(19), text as VARCHAR2(200 CHAR)).
+func (dialect) InKeys(expr, keys string, kind drivers.KeyKind) string {
+	if kind == drivers.KeyInteger {
+		return expr + ` IN (SELECT j.id FROM JSON_TABLE(` + keys + `, '$[*]' COLUMNS (id NUMBER(19) PATH '$')) j)`
+	}
+	return expr + ` IN (SELECT j.id FROM JSON_TABLE(` + keys + `, '$[*]' COLUMNS (id VARCHAR2(200 CHAR) PATH '$')) j)`
+}
+
+// InLoanIDs: loanq's loan_id columns are VARCHAR2(200 CHAR).
+func (dialect) InLoanIDs(expr, ids string) string {
+	return expr + ` IN (SELECT j.id FROM JSON_TABLE(` + ids + `, '$[*]' COLUMNS (id VARCHAR2(200 CHAR) PATH '$')) j)`
+}
+
 // AssignmentsFromJSON: JSON_TABLE with an ordinality column (12.1.0.2).
 func (dialect) AssignmentsFromJSON(list string) string {
 	return `SELECT j.n, j.loan_id, j.request_id, j.user_name FROM JSON_TABLE(` + list + `, '$[*]' COLUMNS (
-    n FOR ORDINALITY, loan_id NUMBER(19) PATH '$[0]', request_id NUMBER(19) PATH '$[1]', user_name VARCHAR2(100 CHAR) PATH '$[2]')) j`
+    n FOR ORDINALITY, loan_id VARCHAR2(200 CHAR) PATH '$[0]', request_id NUMBER(19) PATH '$[1]', user_name VARCHAR2(100 CHAR) PATH '$[2]')) j`
 }
 func (dialect) ReturningID() string { return "\nRETURNING id INTO :returned_id" }
 
@@ -119,9 +137,9 @@ FETCH FIRST 10 ROWS ONLY`
 	// seconds are cut so the value scans as an integer.
 	s.Pipeline.SQL = `SELECT name, loan_id, assigned_at,
        EXTRACT(DAY FROM age) * 86400 + EXTRACT(HOUR FROM age) * 3600
-         + EXTRACT(MINUTE FROM age) * 60 + TRUNC(EXTRACT(SECOND FROM age))
+         + EXTRACT(MINUTE FROM age) * 60 + TRUNC(EXTRACT(SECOND FROM age)), key_kind
 FROM (
-  SELECT t.name, w.loan_id, w.assigned_at, w.id, {{now}} - w.assigned_at AS age
+  SELECT t.name, w.loan_id, w.assigned_at, w.id, {{now}} - w.assigned_at AS age, t.key_kind
   FROM loanq_work w JOIN loanq_task t ON t.id = w.task_id
   WHERE w.user_name = :user AND w.disposition IS NULL AND (:task IS NULL OR t.name = :task))
 ORDER BY assigned_at, id`

@@ -44,8 +44,8 @@ func (*Driver) RowsTxOptions() *sql.TxOptions                  { return nil } //
 
 // LockRows: one statement; LIMIT applies after SKIP LOCKED has passed over
 // held rows, so it locks exactly the n rows it returns.
-func (*Driver) LockRows(ctx context.Context, tx drivers.Querier, src drivers.CriteriaSource, taskID int64, n int) ([]int64, error) {
-	return drivers.QueryIDs(ctx, tx, rowsClaim(src), taskID, n)
+func (*Driver) LockRows(ctx context.Context, tx drivers.Querier, src drivers.CriteriaSource, taskID int64, n int) ([]string, error) {
+	return drivers.QueryKeys(ctx, tx, rowsClaim(src), taskID, n)
 }
 
 func (*Driver) MigrationStore(table string) (database.Store, error) {

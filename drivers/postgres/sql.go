@@ -50,9 +50,32 @@ func (dialect) InIDs(expr, ids string) string {
 	return expr + ` = ANY (ARRAY(SELECT jsonb_array_elements_text(` + ids + `::jsonb)::bigint))`
 }
 
+// KeyAsText: ::text of an integer is its decimal digits, of a uuid its
+// canonical lower-case form. loanq's loan_id is varchar, compared as text,
+// so `w.loan_id = (src.id)::text` is an index condition on loanq_work.
+func (dialect) KeyAsText(expr string) string { return `(` + expr + `)::text` }
+
+// InKeys: as InIDs, the array's elements cast to the key column's type,
+// so that = ANY is an index condition on it (text: the elements as they
+// are; a varchar column compares as text, with its index).
+func (dialect) InKeys(expr, keys string, kind drivers.KeyKind) string {
+	switch kind {
+	case drivers.KeyText:
+		return expr + ` = ANY (ARRAY(SELECT jsonb_array_elements_text(` + keys + `::jsonb)))`
+	case drivers.KeyUUID:
+		return expr + ` = ANY (ARRAY(SELECT jsonb_array_elements_text(` + keys + `::jsonb)::uuid))`
+	}
+	return expr + ` = ANY (ARRAY(SELECT jsonb_array_elements_text(` + keys + `::jsonb)::bigint))`
+}
+
+// InLoanIDs: loanq's loan_id columns are varchar, compared as text.
+func (dialect) InLoanIDs(expr, ids string) string {
+	return expr + ` = ANY (ARRAY(SELECT jsonb_array_elements_text(` + ids + `::jsonb)))`
+}
+
 // AssignmentsFromJSON: the array's elements with their position.
 func (dialect) AssignmentsFromJSON(list string) string {
-	return `SELECT e.n, (e.v->>0)::bigint AS loan_id, (e.v->>1)::bigint AS request_id, e.v->>2 AS user_name
+	return `SELECT e.n, e.v->>0 AS loan_id, (e.v->>1)::bigint AS request_id, e.v->>2 AS user_name
   FROM jsonb_array_elements(` + list + `::jsonb) WITH ORDINALITY AS e (v, n)`
 }
 func (dialect) ReturningID() string { return "\nRETURNING id" }

@@ -23,7 +23,9 @@ func (*Driver) CriteriaSyntax() sqllex.Syntax { return sqllex.SQLite }
 // rules (https://sqlite.org/datatype3.html, 3.1): the modernc driver reports
 // the declared type and no scan type. A column declared INTEGER may still
 // hold text in some row; the criteria check's rows catch that, as they do
-// for a column without a declared type (a computed view column).
+// for a column without a declared type (a computed view column). SQLite has
+// no UUID type: a column declared UUID (NUMERIC affinity) holds UUIDs as
+// text, and is taken as a UUID key.
 func (*Driver) KeyKind(ct *sql.ColumnType) drivers.KeyKind {
 	t := strings.ToUpper(ct.DatabaseTypeName())
 	switch {
@@ -31,10 +33,13 @@ func (*Driver) KeyKind(ct *sql.ColumnType) drivers.KeyKind {
 		return drivers.KeyUnknown
 	case strings.Contains(t, "INT"):
 		return drivers.KeyInteger
-	case strings.Contains(t, "CHAR"), strings.Contains(t, "CLOB"), strings.Contains(t, "TEXT"),
-		strings.Contains(t, "BLOB"),
+	case strings.Contains(t, "UUID"):
+		return drivers.KeyUUID
+	case strings.Contains(t, "CHAR"), strings.Contains(t, "CLOB"), strings.Contains(t, "TEXT"):
+		return drivers.KeyText
+	case strings.Contains(t, "BLOB"), strings.Contains(t, "DATE"), strings.Contains(t, "TIME"),
 		strings.Contains(t, "REAL"), strings.Contains(t, "FLOA"), strings.Contains(t, "DOUB"):
-		return drivers.KeyNotInteger
+		return drivers.KeyOther
 	}
 	return drivers.KeyUnknown // NUMERIC affinity: integers stay integers
 }

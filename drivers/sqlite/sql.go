@@ -39,6 +39,22 @@ func (dialect) InIDs(expr, ids string) string {
 	return expr + ` IN (SELECT value FROM json_each(` + ids + `))`
 }
 
+// KeyAsText: CAST AS TEXT gives an integer's decimal digits; loanq's
+// loan_id columns have TEXT affinity (migration 00013), so the comparison
+// is text with text, through their index.
+func (dialect) KeyAsText(expr string) string { return `CAST(` + expr + ` AS TEXT)` }
+
+// InKeys: json_each's values are integers for an integer task's list and
+// text otherwise, each compared with the key column in its own affinity.
+func (dialect) InKeys(expr, keys string, _ drivers.KeyKind) string {
+	return expr + ` IN (SELECT value FROM json_each(` + keys + `))`
+}
+
+// InLoanIDs: the list's strings against loanq's TEXT loan_id columns.
+func (dialect) InLoanIDs(expr, ids string) string {
+	return expr + ` IN (SELECT value FROM json_each(` + ids + `))`
+}
+
 // AssignmentsFromJSON: json_each's key is the element's position.
 func (dialect) AssignmentsFromJSON(list string) string {
 	return `SELECT key AS n, json_extract(value, '$[0]') AS loan_id, json_extract(value, '$[1]') AS request_id,

@@ -7,11 +7,11 @@
 -- rejects one after plain SQL); '/' on its own line runs it in SQL*Plus/SQLcl.
 
 -- 1, in transaction
-EXPLAIN PLAN SET STATEMENT_ID = 'loanq' FOR SELECT src.id FROM loan src
+EXPLAIN PLAN SET STATEMENT_ID = 'loanq' FOR SELECT TO_CHAR(src.id) FROM loan src
 WHERE (eligible = 1)
   AND NOT EXISTS (
     SELECT 1 FROM loanq_work w
-    WHERE w.task_id = :1 AND w.loan_id = src.id
+    WHERE w.task_id = :1 AND w.loan_id = TO_CHAR(src.id)
       AND (w.disposition IS NULL
            OR w.disposition = 'never'
            OR (w.disposition = 'return' AND w.return_at > SYS_EXTRACT_UTC(SYSTIMESTAMP))))

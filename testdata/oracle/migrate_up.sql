@@ -606,22 +606,86 @@ INSERT INTO loanq_schema_version (version_id, is_applied) VALUES (:1, 1)
 -- (begin)
 
 -- 69, in transaction
-BEGIN
-    EXECUTE IMMEDIATE 'DROP PROCEDURE loanq_bench_claim';
-EXCEPTION WHEN OTHERS THEN
-    IF SQLCODE != -4043 THEN RAISE; END IF;
-END;
+ALTER TABLE loanq_task ADD (key_kind VARCHAR2(10) DEFAULT 'integer' NOT NULL,
+    CONSTRAINT loanq_task_key_kind_ck CHECK (key_kind IN ('integer', 'text', 'uuid')))
 /
 
 -- 70, in transaction
-BEGIN
-    EXECUTE IMMEDIATE 'DROP TABLE loanq_bench_item PURGE';
-EXCEPTION WHEN OTHERS THEN
-    IF SQLCODE != -942 THEN RAISE; END IF;
-END;
+ALTER TABLE loanq_work ADD (loan_key VARCHAR2(200 CHAR))
 /
 
--- 71, in transaction; binds :1 = 14
+-- 71, in transaction
+UPDATE loanq_work SET loan_key = TO_CHAR(loan_id)
+/
+
+-- 72, in transaction
+DROP INDEX loanq_work_one_active_uq
+/
+
+-- 73, in transaction
+DROP INDEX loanq_work_task_loan_ix
+/
+
+-- 74, in transaction
+ALTER TABLE loanq_work DROP COLUMN loan_id
+/
+
+-- 75, in transaction
+ALTER TABLE loanq_work RENAME COLUMN loan_key TO loan_id
+/
+
+-- 76, in transaction
+ALTER TABLE loanq_work MODIFY (loan_id NOT NULL)
+/
+
+-- 77, in transaction
+CREATE UNIQUE INDEX loanq_work_one_active_uq ON loanq_work (
+    CASE WHEN disposition IS NULL THEN task_id END,
+    CASE WHEN disposition IS NULL THEN loan_id END)
+/
+
+-- 78, in transaction
+CREATE INDEX loanq_work_task_loan_ix ON loanq_work (task_id, loan_id, disposition, return_at)
+/
+
+-- 79, in transaction
+DELETE FROM loanq_pool
+/
+
+-- 80, in transaction
+ALTER TABLE loanq_pool MODIFY (loan_id VARCHAR2(200 CHAR))
+/
+
+-- 81, in transaction
+DROP TABLE loanq_rows_locked PURGE
+/
+
+-- 82, in transaction
+CREATE GLOBAL TEMPORARY TABLE loanq_rows_locked (
+    seq     NUMBER(10)         NOT NULL,
+    loan_id VARCHAR2(200 CHAR) NOT NULL
+) ON COMMIT DELETE ROWS
+/
+
+-- 83, in transaction
+CREATE OR REPLACE PROCEDURE loanq_lock_rows (p_task IN NUMBER, p_max IN NUMBER, p_query IN VARCHAR2) IS
+    c    SYS_REFCURSOR;
+    l_id VARCHAR2(200 CHAR);
+    l_n  PLS_INTEGER := 0;
+BEGIN
+    DELETE FROM loanq_rows_locked;
+    OPEN c FOR p_query USING p_task;
+    WHILE l_n < p_max LOOP
+        FETCH c INTO l_id;
+        EXIT WHEN c%NOTFOUND;
+        l_n := l_n + 1;
+        INSERT INTO loanq_rows_locked (seq, loan_id) VALUES (l_n, l_id);
+    END LOOP;
+    CLOSE c;
+END loanq_lock_rows;
+/
+
+-- 84, in transaction; binds :1 = 13
 INSERT INTO loanq_schema_version (version_id, is_applied) VALUES (:1, 1)
 /
 
@@ -629,7 +693,31 @@ INSERT INTO loanq_schema_version (version_id, is_applied) VALUES (:1, 1)
 
 -- (begin)
 
--- 72, in transaction
+-- 85, in transaction
+BEGIN
+    EXECUTE IMMEDIATE 'DROP PROCEDURE loanq_bench_claim';
+EXCEPTION WHEN OTHERS THEN
+    IF SQLCODE != -4043 THEN RAISE; END IF;
+END;
+/
+
+-- 86, in transaction
+BEGIN
+    EXECUTE IMMEDIATE 'DROP TABLE loanq_bench_item PURGE';
+EXCEPTION WHEN OTHERS THEN
+    IF SQLCODE != -942 THEN RAISE; END IF;
+END;
+/
+
+-- 87, in transaction; binds :1 = 14
+INSERT INTO loanq_schema_version (version_id, is_applied) VALUES (:1, 1)
+/
+
+-- (commit)
+
+-- (begin)
+
+-- 88, in transaction
 CREATE TABLE loanq_session (
     session_hash CHAR(64)           NOT NULL,
     user_name    VARCHAR2(100 CHAR) NOT NULL,
@@ -643,17 +731,17 @@ CREATE TABLE loanq_session (
 )
 /
 
--- 73, in transaction
+-- 89, in transaction
 CREATE INDEX loanq_session_expires_ix ON loanq_session (expires_at)
 /
 
--- 74, in transaction; binds :1 = 16
+-- 90, in transaction; binds :1 = 16
 INSERT INTO loanq_schema_version (version_id, is_applied) VALUES (:1, 1)
 /
 
 -- (commit)
 
--- 75, autocommit
+-- 91, autocommit
 SELECT MAX(version_id) FROM loanq_schema_version
 /
 

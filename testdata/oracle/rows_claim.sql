@@ -8,7 +8,7 @@
 -- 1, autocommit
 CREATE OR REPLACE PROCEDURE loanq_lock_rows (p_task IN NUMBER, p_max IN NUMBER, p_query IN VARCHAR2) IS
     c    SYS_REFCURSOR;
-    l_id NUMBER(19);
+    l_id VARCHAR2(200 CHAR);
     l_n  PLS_INTEGER := 0;
 BEGIN
     DELETE FROM loanq_rows_locked;
@@ -25,7 +25,7 @@ END loanq_lock_rows;
 
 -- (begin)
 
--- 2, in transaction; binds :1 = 5, :2 = 3, :3 = "SELECT src.id FROM loan src\nWHERE (eligible = 1)\n  AND NOT EXISTS (\n    SELECT 1 FROM loanq_work w\n    WHERE w.task_id = :1 AND w.loan_id = src.id\n      AND (w.disposition IS NULL\n           OR w.disposition = 'never'\n           OR (w.disposition = 'return' AND w.return_at > SYS_EXTRACT_UTC(SYSTIMESTAMP))))\nORDER BY priority DESC, src.id\nFOR UPDATE OF src.id SKIP LOCKED"
+-- 2, in transaction; binds :1 = 5, :2 = 3, :3 = "SELECT TO_CHAR(src.id) FROM loan src\nWHERE (eligible = 1)\n  AND NOT EXISTS (\n    SELECT 1 FROM loanq_work w\n    WHERE w.task_id = :1 AND w.loan_id = TO_CHAR(src.id)\n      AND (w.disposition IS NULL\n           OR w.disposition = 'never'\n           OR (w.disposition = 'return' AND w.return_at > SYS_EXTRACT_UTC(SYSTIMESTAMP))))\nORDER BY priority DESC, src.id\nFOR UPDATE OF src.id SKIP LOCKED"
 BEGIN loanq_lock_rows(:1, :2, :3); END;
 /
 

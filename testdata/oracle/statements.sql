@@ -9,28 +9,28 @@ SELECT SYS_EXTRACT_UTC(SYSTIMESTAMP) FROM DUAL
 
 -- TaskInsert: create a task
 INSERT INTO loanq_task (name, source_table, key_column, criteria, order_by, max_active,
-       lock_strategy, query_delay_ms, lease_ttl_ms, created_by, created_at, hold_limit_ms)
+       lock_strategy, query_delay_ms, lease_ttl_ms, created_by, created_at, hold_limit_ms, key_kind)
 VALUES (:1, :2, :3, :4, :5, :6, :7, :8, :9,
-        :10, SYS_EXTRACT_UTC(SYSTIMESTAMP), :11)
-RETURNING id INTO :12
+        :10, SYS_EXTRACT_UTC(SYSTIMESTAMP), :11, :12)
+RETURNING id INTO :13
 /
 
 -- TaskByName: read a task by name
 SELECT id, name, source_table, key_column, criteria, order_by, max_active,
        lock_strategy, query_delay_ms, lease_ttl_ms, created_by, created_at, hold_limit_ms, max_hold_ms,
-       prefetch, prefetch_ttl_ms, prefetch_low FROM loanq_task WHERE name = :1
+       prefetch, prefetch_ttl_ms, prefetch_low, key_kind FROM loanq_task WHERE name = :1
 /
 
 -- TaskByID: read a task by id
 SELECT id, name, source_table, key_column, criteria, order_by, max_active,
        lock_strategy, query_delay_ms, lease_ttl_ms, created_by, created_at, hold_limit_ms, max_hold_ms,
-       prefetch, prefetch_ttl_ms, prefetch_low FROM loanq_task WHERE id = :1
+       prefetch, prefetch_ttl_ms, prefetch_low, key_kind FROM loanq_task WHERE id = :1
 /
 
 -- TaskList: list tasks
 SELECT id, name, source_table, key_column, criteria, order_by, max_active,
        lock_strategy, query_delay_ms, lease_ttl_ms, created_by, created_at, hold_limit_ms, max_hold_ms,
-       prefetch, prefetch_ttl_ms, prefetch_low FROM loanq_task ORDER BY name
+       prefetch, prefetch_ttl_ms, prefetch_low, key_kind FROM loanq_task ORDER BY name
 /
 
 -- TaskRuns: recent criteria-query runs of a task
@@ -66,7 +66,7 @@ WHERE id = :3 AND status = 'pending'
 /
 
 -- RequestWithLoans: read a work request with its loans
-SELECT r.id, r.task_id, t.name, r.user_name, r.requested, r.assigned, r.status, r.created_at, w.loan_id
+SELECT r.id, r.task_id, t.name, r.user_name, r.requested, r.assigned, r.status, r.created_at, w.loan_id, t.key_kind
 FROM loanq_work_request r JOIN loanq_task t ON t.id = r.task_id
 LEFT JOIN loanq_work w ON w.request_id = r.id
 WHERE r.id = :1
@@ -114,7 +114,7 @@ SELECT COUNT(*) FROM loanq_work WHERE task_id = :1 AND user_name = :2 AND dispos
 INSERT INTO loanq_work (task_id, loan_id, user_name, request_id, assigned_at)
 SELECT ROUND(:1), a.loan_id, a.user_name, a.request_id, SYS_EXTRACT_UTC(SYSTIMESTAMP)
 FROM (SELECT j.n, j.loan_id, j.request_id, j.user_name FROM JSON_TABLE(:2, '$[*]' COLUMNS (
-    n FOR ORDINALITY, loan_id NUMBER(19) PATH '$[0]', request_id NUMBER(19) PATH '$[1]', user_name VARCHAR2(100 CHAR) PATH '$[2]')) j) a
+    n FOR ORDINALITY, loan_id VARCHAR2(200 CHAR) PATH '$[0]', request_id NUMBER(19) PATH '$[1]', user_name VARCHAR2(100 CHAR) PATH '$[2]')) j) a
 ORDER BY a.n
 /
 
@@ -143,9 +143,9 @@ WHERE task_id = :3 AND loan_id = :4 AND user_name = :5 AND disposition IS NULL
 -- Pipeline: a user's active work, oldest first
 SELECT name, loan_id, assigned_at,
        EXTRACT(DAY FROM age) * 86400 + EXTRACT(HOUR FROM age) * 3600
-         + EXTRACT(MINUTE FROM age) * 60 + TRUNC(EXTRACT(SECOND FROM age))
+         + EXTRACT(MINUTE FROM age) * 60 + TRUNC(EXTRACT(SECOND FROM age)), key_kind
 FROM (
-  SELECT t.name, w.loan_id, w.assigned_at, w.id, SYS_EXTRACT_UTC(SYSTIMESTAMP) - w.assigned_at AS age
+  SELECT t.name, w.loan_id, w.assigned_at, w.id, SYS_EXTRACT_UTC(SYSTIMESTAMP) - w.assigned_at AS age, t.key_kind
   FROM loanq_work w JOIN loanq_task t ON t.id = w.task_id
   WHERE w.user_name = :1 AND w.disposition IS NULL AND (:2 IS NULL OR t.name = :3))
 ORDER BY assigned_at, id
@@ -377,8 +377,9 @@ SET source_table = :1,
     hold_limit_ms = :9,
     max_hold_ms = :10,
     updated_by = :11,
-    updated_at = SYS_EXTRACT_UTC(SYSTIMESTAMP)
-WHERE id = :12
+    updated_at = SYS_EXTRACT_UTC(SYSTIMESTAMP),
+    key_kind = :12
+WHERE id = :13
 /
 
 -- RequestsByUser: report: a task's requests by user and status
@@ -422,7 +423,7 @@ SELECT COUNT(*), COUNT(*) - COUNT(DISTINCT loan_id) FROM loanq_work WHERE task_i
 /
 
 -- ActiveWorkAll: work list: everyone's active work, oldest first (task, loan, user, assigned_at)
-SELECT t.name, w.loan_id, w.user_name, w.assigned_at
+SELECT t.name, w.loan_id, w.user_name, w.assigned_at, t.key_kind
 FROM loanq_work w JOIN loanq_task t ON t.id = w.task_id
 WHERE w.disposition IS NULL
 ORDER BY w.assigned_at, w.id
@@ -498,7 +499,7 @@ UPDATE loanq_task SET prefetch = :1, prefetch_ttl_ms = :2, prefetch_low = :3 WHE
 /
 
 -- PoolDrop: pool: remove claimed candidates, assigned or stale
-DELETE FROM loanq_pool WHERE task_id = :1 AND loan_id IN (SELECT j.id FROM JSON_TABLE(:2, '$[*]' COLUMNS (id NUMBER(19) PATH '$')) j)
+DELETE FROM loanq_pool WHERE task_id = :1 AND loan_id IN (SELECT j.id FROM JSON_TABLE(:2, '$[*]' COLUMNS (id VARCHAR2(200 CHAR) PATH '$')) j)
 /
 
 -- PoolClear: pool: empty a task's pool before a refill (and at task delete)
@@ -509,7 +510,7 @@ DELETE FROM loanq_pool WHERE task_id = :1
 INSERT INTO loanq_pool (task_id, loan_id, pos, filled_at)
 SELECT ROUND(:1), a.loan_id, a.n + :2, SYS_EXTRACT_UTC(SYSTIMESTAMP)
 FROM (SELECT j.n, j.loan_id, j.request_id, j.user_name FROM JSON_TABLE(:3, '$[*]' COLUMNS (
-    n FOR ORDINALITY, loan_id NUMBER(19) PATH '$[0]', request_id NUMBER(19) PATH '$[1]', user_name VARCHAR2(100 CHAR) PATH '$[2]')) j) a
+    n FOR ORDINALITY, loan_id VARCHAR2(200 CHAR) PATH '$[0]', request_id NUMBER(19) PATH '$[1]', user_name VARCHAR2(100 CHAR) PATH '$[2]')) j) a
 /
 
 -- PoolStats: pool: size, age, hits and refills of a task's pool
@@ -527,7 +528,7 @@ WHERE id = :3 AND status = 'pending'
 /
 
 -- ActiveAmong: pool: which of a round's loans were assigned from the pool while its query ran
-SELECT loan_id FROM loanq_work WHERE task_id = :1 AND disposition IS NULL AND loan_id IN (SELECT j.id FROM JSON_TABLE(:2, '$[*]' COLUMNS (id NUMBER(19) PATH '$')) j)
+SELECT loan_id FROM loanq_work WHERE task_id = :1 AND disposition IS NULL AND loan_id IN (SELECT j.id FROM JSON_TABLE(:2, '$[*]' COLUMNS (id VARCHAR2(200 CHAR) PATH '$')) j)
 /
 
 -- PoolKeys: pool: every candidate key of a task's pool (a round reads those claims hold)
@@ -649,11 +650,11 @@ ORDER BY w.disposed_at DESC, w.id DESC FETCH FIRST 200 ROWS ONLY
 
 -- CriteriaQuery: the heavy criteria query (binds :1 task id, :2 row limit), for
 -- a task with --source loan --key id --where "eligible = 1" --order "priority DESC"
-SELECT src.id FROM loan src
+SELECT TO_CHAR(src.id) FROM loan src
 WHERE (eligible = 1)
   AND NOT EXISTS (
     SELECT 1 FROM loanq_work w
-    WHERE w.task_id = :1 AND w.loan_id = src.id
+    WHERE w.task_id = :1 AND w.loan_id = TO_CHAR(src.id)
       AND (w.disposition IS NULL
            OR w.disposition = 'never'
            OR (w.disposition = 'return' AND w.return_at > SYS_EXTRACT_UTC(SYSTIMESTAMP))))
@@ -665,11 +666,11 @@ FETCH FIRST :2 ROWS ONLY
 -- are eligible still (binds :1 task id, :2 user, :3 request id, :4 task id,
 -- :5 the keys as a JSON array), same task
 INSERT INTO loanq_work (task_id, loan_id, user_name, request_id, assigned_at)
-SELECT :1, src.id, :2, :3, SYS_EXTRACT_UTC(SYSTIMESTAMP) FROM loan src
+SELECT :1, TO_CHAR(src.id), :2, :3, SYS_EXTRACT_UTC(SYSTIMESTAMP) FROM loan src
 WHERE (eligible = 1)
   AND NOT EXISTS (
     SELECT 1 FROM loanq_work w
-    WHERE w.task_id = :4 AND w.loan_id = src.id
+    WHERE w.task_id = :4 AND w.loan_id = TO_CHAR(src.id)
       AND (w.disposition IS NULL
            OR w.disposition = 'never'
            OR (w.disposition = 'return' AND w.return_at > SYS_EXTRACT_UTC(SYSTIMESTAMP))))
@@ -680,11 +681,11 @@ ORDER BY priority DESC, src.id
 -- CriteriaRecheck: the rows strategy's recheck of the keys its claim locked,
 -- when CriteriaClaim met a duplicate key (binds :1 task id, :2 the keys as a
 -- JSON array), same task
-SELECT src.id FROM loan src
+SELECT TO_CHAR(src.id) FROM loan src
 WHERE (eligible = 1)
   AND NOT EXISTS (
     SELECT 1 FROM loanq_work w
-    WHERE w.task_id = :1 AND w.loan_id = src.id
+    WHERE w.task_id = :1 AND w.loan_id = TO_CHAR(src.id)
       AND (w.disposition IS NULL
            OR w.disposition = 'never'
            OR (w.disposition = 'return' AND w.return_at > SYS_EXTRACT_UTC(SYSTIMESTAMP))))
@@ -698,8 +699,35 @@ SELECT COUNT(*) FROM loan src
 WHERE (eligible = 1)
   AND NOT EXISTS (
     SELECT 1 FROM loanq_work w
-    WHERE w.task_id = :1 AND w.loan_id = src.id
+    WHERE w.task_id = :1 AND w.loan_id = TO_CHAR(src.id)
       AND (w.disposition IS NULL
            OR w.disposition = 'never'
            OR (w.disposition = 'return' AND w.return_at > SYS_EXTRACT_UTC(SYSTIMESTAMP))))
+/
+
+-- CriteriaClaim and CriteriaRecheck of a task with a text key (--source application
+-- --key ref --where "status = 'OPEN'" --order "received"): the keys as a JSON array of strings
+INSERT INTO loanq_work (task_id, loan_id, user_name, request_id, assigned_at)
+SELECT :1, TO_CHAR(src.ref), :2, :3, SYS_EXTRACT_UTC(SYSTIMESTAMP) FROM application src
+WHERE (status = 'OPEN')
+  AND NOT EXISTS (
+    SELECT 1 FROM loanq_work w
+    WHERE w.task_id = :4 AND w.loan_id = TO_CHAR(src.ref)
+      AND (w.disposition IS NULL
+           OR w.disposition = 'never'
+           OR (w.disposition = 'return' AND w.return_at > SYS_EXTRACT_UTC(SYSTIMESTAMP))))
+  AND src.ref IN (SELECT j.id FROM JSON_TABLE(:5, '$[*]' COLUMNS (id VARCHAR2(200 CHAR) PATH '$')) j)
+ORDER BY received, src.ref
+/
+
+SELECT TO_CHAR(src.ref) FROM application src
+WHERE (status = 'OPEN')
+  AND NOT EXISTS (
+    SELECT 1 FROM loanq_work w
+    WHERE w.task_id = :1 AND w.loan_id = TO_CHAR(src.ref)
+      AND (w.disposition IS NULL
+           OR w.disposition = 'never'
+           OR (w.disposition = 'return' AND w.return_at > SYS_EXTRACT_UTC(SYSTIMESTAMP))))
+  AND src.ref IN (SELECT j.id FROM JSON_TABLE(:2, '$[*]' COLUMNS (id VARCHAR2(200 CHAR) PATH '$')) j)
+ORDER BY received, src.ref
 /

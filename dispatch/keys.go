@@ -1,0 +1,51 @@
+package dispatch
+
+import (
+	"encoding/json"
+	"fmt"
+	"unicode/utf8"
+
+	"github.com/loanq/loanq/problem"
+
+	"github.com/loanq/loanq/drivers"
+)
+
+// quoteKey is a loan key as a JSON string: loanq's own loan_id columns are
+// text, and the lists they are compared with or filled from are strings.
+func quoteKey(k string) string {
+	b, _ := json.Marshal(k) // a string always marshals
+	return string(b)
+}
+
+// keyChunks splits keys into consecutive runs whose JSON list
+// (drivers.KeysJSON of kind) fits in maxAssignmentsJSON bytes, Oracle's
+// VARCHAR2 bind limit: a list of 200-character text keys is far longer than
+// one of integers. Each run holds at least one key; their order is kept.
+func keyChunks(kind drivers.KeyKind, keys []string) [][]string {
+	var out [][]string
+	start, size := 0, 2 // the brackets
+	for i, k := range keys {
+		one := len(drivers.KeysJSON(kind, []string{k})) - 2 + 1 // the key and its comma
+		if i > start && size+one > maxAssignmentsJSON {
+			out = append(out, keys[start:i])
+			start, size = i, 2
+		}
+		size += one
+	}
+	if start < len(keys) {
+		out = append(out, keys[start:])
+	}
+	return out
+}
+
+// checkKeyLength refuses a key longer than loanq stores (drivers.MaxKeyLength
+// characters): the task cannot hand it out, and says which task and how to
+// leave such rows out, instead of the database's "value too long".
+func checkKeyLength(task *Task, key string) error {
+	if n := utf8.RuneCountInString(key); n > drivers.MaxKeyLength {
+		return &problem.Error{Kind: problem.Usage,
+			Msg:  fmt.Sprintf("task %s found a loan key of %d characters in %s.%s: loan keys may have at most %d", task.Name, n, task.Source, task.Key, drivers.MaxKeyLength),
+			Hint: fmt.Sprintf("leave such rows out of the task: add AND LENGTH(%s) <= %d to its --where (task update)", task.Key, drivers.MaxKeyLength)}
+	}
+	return nil
+}
