@@ -32,7 +32,7 @@ import (
 // --auth proxy: the user the trusted proxy names opens a session on the
 // first visit of /work, with nothing to type.
 //
-// Sessions are rows of loanq_session (migration 00016), so any serve node
+// Sessions are rows of loanq_session (migration 00015), so any serve node
 // accepts a session another opened, and sign-out or expiry holds everywhere.
 
 //go:embed workpage

@@ -27,7 +27,7 @@ SELECT version_id, is_applied FROM loanq_schema_version ORDER BY tstamp DESC, id
 DROP TABLE loanq_session PURGE
 /
 
--- 6, in transaction; binds :1 = 16
+-- 6, in transaction; binds :1 = 15
 DELETE FROM loanq_schema_version WHERE version_id = :1
 /
 

@@ -735,7 +735,7 @@ CREATE TABLE loanq_session (
 CREATE INDEX loanq_session_expires_ix ON loanq_session (expires_at)
 /
 
--- 90, in transaction; binds :1 = 16
+-- 90, in transaction; binds :1 = 15
 INSERT INTO loanq_schema_version (version_id, is_applied) VALUES (:1, 1)
 /
 
