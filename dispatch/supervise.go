@@ -124,6 +124,11 @@ type TaskStats struct {
 	// when not counted, or when the count failed: BacklogError says why).
 	Backlog      *Backlog `json:"backlog"`
 	BacklogError string   `json:"backlog_error,omitempty"`
+
+	// task is the task as Stats read it: AddBacklogs counts for it without
+	// looking it up by name again (a stored name loanq would refuse as
+	// input, planted by hand, is still reported, not an error).
+	task *Task
 }
 
 // AddBacklogs counts the backlog of each task of stats, one statement per
@@ -132,9 +137,12 @@ type TaskStats struct {
 // backlog unknown, with the reason, instead of failing the others.
 func (e *Engine) AddBacklogs(ctx context.Context, stats []*TaskStats) error {
 	for _, s := range stats {
-		t, err := e.Task(ctx, s.Task)
-		if err != nil {
-			return err
+		t := s.task
+		if t == nil {
+			var err error
+			if t, err = e.Task(ctx, s.Task); err != nil {
+				return err
+			}
 		}
 		b, err := e.CountBacklog(ctx, t)
 		if err != nil {
@@ -168,7 +176,7 @@ func (e *Engine) Stats(ctx context.Context, taskName string) ([]*TaskStats, erro
 	byName := map[string]*TaskStats{}
 	out := make([]*TaskStats, 0, len(tasks))
 	for _, t := range tasks {
-		s := &TaskStats{Task: t.Name, ActiveByUser: []UserCount{},
+		s := &TaskStats{Task: t.Name, task: t, ActiveByUser: []UserCount{},
 			Dispositions: map[string]int64{Complete: 0, Return: 0, Never: 0, Expired: 0, Reclaimed: 0}}
 		byName[t.Name] = s
 		out = append(out, s)
