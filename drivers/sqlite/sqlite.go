@@ -16,6 +16,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/pressly/goose/v3/database"
 	sqlite3 "modernc.org/sqlite"
@@ -62,7 +63,15 @@ func ConnString(target dsn.DSN) string {
 	q.Add("_pragma", "foreign_keys(1)")
 	q.Add("_pragma", "synchronous(NORMAL)")
 	q.Set("_txlock", "immediate")
-	return "file:" + target.Database + "?" + q.Encode()
+	return "file:" + uriPath(target.Database) + "?" + q.Encode()
+}
+
+// uriPath escapes the characters that end or change a path inside an SQLite
+// URI filename: '?' starts its parameters and '#' its fragment, so a folder
+// named "team#2" would otherwise open the file "team" one level up (SQLite
+// decodes %HH escapes in URI paths; '%' itself is escaped first).
+func uriPath(path string) string {
+	return strings.NewReplacer("%", "%25", "?", "%3f", "#", "%23").Replace(path)
 }
 
 func (*Driver) Open(ctx context.Context, target dsn.DSN) (*sql.DB, error) {
