@@ -368,7 +368,15 @@ GROUP BY task_id, ` + bucket
 // breaking ties. Its one bind, the task id, is d's first placeholder.
 // Drivers end it with a row limit, or a lock clause for the rows strategy.
 func CriteriaSelect(d Dialect, src CriteriaSource) string {
-	return criteriaSelect(d, src, d.KeyAsText("src."+src.Key), 1, "")
+	return criteriaSelect(d, src, selectedKey(d, src), 1, "")
+}
+
+// selectedKey is the source key as a select-list item: its text, named
+// loanq_key. Unnamed, PostgreSQL names (src.id)::text "id", and an ORDER BY
+// that names the key column unqualified ("prio, id") would then sort the
+// text (10 before 9) instead of the column.
+func selectedKey(d Dialect, src CriteriaSource) string {
+	return d.KeyAsText("src."+src.Key) + " AS loanq_key"
 }
 
 // criteriaSelect is CriteriaSelect selecting list, with the task id as the
@@ -401,7 +409,7 @@ WHERE (%[3]s)
 // one by one. Like CriteriaClaim's, its snapshot is newer than the claim's.
 func CriteriaRecheck(d Dialect, src CriteriaSource) *Stmt[RecheckParams] {
 	in := "\n  AND " + d.InKeys("src."+src.Key, d.Placeholder(2), src.Kind)
-	s, err := Compile[RecheckParams](d, "CriteriaRecheck", criteriaSelect(d, src, d.KeyAsText("src."+src.Key), 1, in), "task_id", "ids")
+	s, err := Compile[RecheckParams](d, "CriteriaRecheck", criteriaSelect(d, src, selectedKey(d, src), 1, in), "task_id", "ids")
 	if err != nil {
 		panic("drivers: " + err.Error()) // RecheckParams has both fields
 	}
@@ -420,7 +428,7 @@ func CriteriaRecheck(d Dialect, src CriteriaSource) *Stmt[RecheckParams] {
 // strategy's holder assigned meanwhile fails the statement with a duplicate
 // key, undoing this statement only.
 func CriteriaClaim(d Dialect, src CriteriaSource) *Stmt[ClaimParams] {
-	list := fmt.Sprintf("%s, %s, %s, %s, %s", d.Placeholder(1), d.KeyAsText("src."+src.Key), d.Placeholder(2), d.Placeholder(3), d.Now())
+	list := fmt.Sprintf("%s, %s, %s, %s, %s", d.Placeholder(1), selectedKey(d, src), d.Placeholder(2), d.Placeholder(3), d.Now())
 	in := "\n  AND " + d.InKeys("src."+src.Key, d.Placeholder(5), src.Kind)
 	text := "INSERT INTO loanq_work (task_id, loan_id, user_name, request_id, assigned_at)\n" +
 		criteriaSelect(d, src, list, 4, in) + d.SkipActiveConflict()

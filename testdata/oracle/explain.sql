@@ -7,7 +7,7 @@
 -- rejects one after plain SQL); '/' on its own line runs it in SQL*Plus/SQLcl.
 
 -- 1, in transaction
-EXPLAIN PLAN SET STATEMENT_ID = 'loanq' FOR SELECT TO_CHAR(src.id) FROM loan src
+EXPLAIN PLAN SET STATEMENT_ID = 'loanq' FOR SELECT TO_CHAR(src.id) AS loanq_key FROM loan src
 WHERE (eligible = 1)
   AND NOT EXISTS (
     SELECT 1 FROM loanq_work w

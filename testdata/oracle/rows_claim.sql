@@ -25,7 +25,7 @@ END loanq_lock_rows;
 
 -- (begin)
 
--- 2, in transaction; binds :1 = 5, :2 = 3, :3 = "SELECT TO_CHAR(src.id) FROM loan src\nWHERE (eligible = 1)\n  AND NOT EXISTS (\n    SELECT 1 FROM loanq_work w\n    WHERE w.task_id = :1 AND w.loan_id = TO_CHAR(src.id)\n      AND (w.disposition IS NULL\n           OR w.disposition = 'never'\n           OR (w.disposition = 'return' AND w.return_at > SYS_EXTRACT_UTC(SYSTIMESTAMP))))\nORDER BY priority DESC, src.id\nFOR UPDATE OF src.id SKIP LOCKED"
+-- 2, in transaction; binds :1 = 5, :2 = 3, :3 = "SELECT TO_CHAR(src.id) AS loanq_key FROM loan src\nWHERE (eligible = 1)\n  AND NOT EXISTS (\n    SELECT 1 FROM loanq_work w\n    WHERE w.task_id = :1 AND w.loan_id = TO_CHAR(src.id)\n      AND (w.disposition IS NULL\n           OR w.disposition = 'never'\n           OR (w.disposition = 'return' AND w.return_at > SYS_EXTRACT_UTC(SYSTIMESTAMP))))\nORDER BY priority DESC, src.id\nFOR UPDATE OF src.id SKIP LOCKED"
 BEGIN loanq_lock_rows(:1, :2, :3); END;
 /
 

@@ -650,7 +650,7 @@ ORDER BY w.disposed_at DESC, w.id DESC FETCH FIRST 200 ROWS ONLY
 
 -- CriteriaQuery: the heavy criteria query (binds :1 task id, :2 row limit), for
 -- a task with --source loan --key id --where "eligible = 1" --order "priority DESC"
-SELECT TO_CHAR(src.id) FROM loan src
+SELECT TO_CHAR(src.id) AS loanq_key FROM loan src
 WHERE (eligible = 1)
   AND NOT EXISTS (
     SELECT 1 FROM loanq_work w
@@ -666,7 +666,7 @@ FETCH FIRST :2 ROWS ONLY
 -- are eligible still (binds :1 task id, :2 user, :3 request id, :4 task id,
 -- :5 the keys as a JSON array), same task
 INSERT INTO loanq_work (task_id, loan_id, user_name, request_id, assigned_at)
-SELECT :1, TO_CHAR(src.id), :2, :3, SYS_EXTRACT_UTC(SYSTIMESTAMP) FROM loan src
+SELECT :1, TO_CHAR(src.id) AS loanq_key, :2, :3, SYS_EXTRACT_UTC(SYSTIMESTAMP) FROM loan src
 WHERE (eligible = 1)
   AND NOT EXISTS (
     SELECT 1 FROM loanq_work w
@@ -681,7 +681,7 @@ ORDER BY priority DESC, src.id
 -- CriteriaRecheck: the rows strategy's recheck of the keys its claim locked,
 -- when CriteriaClaim met a duplicate key (binds :1 task id, :2 the keys as a
 -- JSON array), same task
-SELECT TO_CHAR(src.id) FROM loan src
+SELECT TO_CHAR(src.id) AS loanq_key FROM loan src
 WHERE (eligible = 1)
   AND NOT EXISTS (
     SELECT 1 FROM loanq_work w
@@ -708,7 +708,7 @@ WHERE (eligible = 1)
 -- CriteriaClaim and CriteriaRecheck of a task with a text key (--source application
 -- --key ref --where "status = 'OPEN'" --order "received"): the keys as a JSON array of strings
 INSERT INTO loanq_work (task_id, loan_id, user_name, request_id, assigned_at)
-SELECT :1, TO_CHAR(src.ref), :2, :3, SYS_EXTRACT_UTC(SYSTIMESTAMP) FROM application src
+SELECT :1, TO_CHAR(src.ref) AS loanq_key, :2, :3, SYS_EXTRACT_UTC(SYSTIMESTAMP) FROM application src
 WHERE (status = 'OPEN')
   AND NOT EXISTS (
     SELECT 1 FROM loanq_work w
@@ -720,7 +720,7 @@ WHERE (status = 'OPEN')
 ORDER BY received, src.ref
 /
 
-SELECT TO_CHAR(src.ref) FROM application src
+SELECT TO_CHAR(src.ref) AS loanq_key FROM application src
 WHERE (status = 'OPEN')
   AND NOT EXISTS (
     SELECT 1 FROM loanq_work w
