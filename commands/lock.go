@@ -2,6 +2,7 @@ package commands
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -19,18 +20,6 @@ import (
 	locks "github.com/loanq/loanq/namedlock"
 	"github.com/loanq/loanq/problem"
 )
-
-// lockPoll is how often `lock run --wait` tries again while the lock is held.
-const lockPoll = 250 * time.Millisecond
-
-// lockKillAfter is how long CMD has between SIGTERM and SIGKILL when loanq
-// dies: 5s, or a third of --ttl when that is shorter. loanq renews the lease
-// every ttl/3, so while renewals succeed it dies at most ttl/3 after one and
-// the lease lasts at least 2·ttl/3 more: CMD is gone before the next holder
-// can take it.
-func lockKillAfter(ttl time.Duration) time.Duration {
-	return min(5*time.Second, ttl/3)
-}
 
 func lockCommand() *cli.Command {
 	return &cli.Command{
@@ -149,31 +138,21 @@ func lockRun(c *cli.Context) error {
 	store := &locks.Store{DB: e.DB, Driver: e.Driver}
 	host, _ := os.Hostname()
 	holder := fmt.Sprintf("%s:%d", host, os.Getpid())
-	stderr := lg
 
-	deadline := time.Now().Add(wait)
-	var lease *locks.Lease
-	for {
-		l, info, err := store.Take(ctx, name, holder, ttl)
-		if err != nil {
-			return err
+	lease, err := store.Acquire(ctx, name, holder, ttl, wait, sigc)
+	var held *locks.HeldError
+	var interrupted *locks.InterruptedError
+	switch {
+	case errors.As(err, &held):
+		msg := fmt.Sprintf("lock %s is held", name)
+		if info := held.Info; info != nil {
+			msg = fmt.Sprintf("lock %s is held by %s (token %d) until %s", name, info.Holder, info.Token, info.ExpiresAt.Format(time.RFC3339))
 		}
-		if l != nil {
-			lease = l
-			break
-		}
-		if !time.Now().Before(deadline) {
-			msg := fmt.Sprintf("lock %s is held", name)
-			if info != nil {
-				msg = fmt.Sprintf("lock %s is held by %s (token %d) until %s", name, info.Holder, info.Token, info.ExpiresAt.Format(time.RFC3339))
-			}
-			return &problem.Error{Kind: problem.Busy, Msg: msg, Hint: "try again later, or give --wait D to wait for it"}
-		}
-		select {
-		case s := <-sigc:
-			return &problem.Exit{Code: child.SignalStatus(s), Msg: fmt.Sprintf("interrupted while waiting for lock %s; nothing was run", name)}
-		case <-time.After(lockPoll):
-		}
+		return &problem.Error{Kind: problem.Busy, Msg: msg, Hint: "try again later, or give --wait D to wait for it"}
+	case errors.As(err, &interrupted):
+		return &problem.Exit{Code: child.SignalStatus(interrupted.Signal), Msg: fmt.Sprintf("interrupted while waiting for lock %s; nothing was run", name)}
+	case err != nil:
+		return err
 	}
 
 	env := child.Environ(os.Environ(), c.String("db"), "LOANQ_LOCK_NAME="+name, "LOANQ_LOCK_TOKEN="+strconv.FormatInt(lease.Token, 10))
@@ -182,75 +161,35 @@ func lockRun(c *cli.Context) error {
 	}
 	// In JSON mode each line CMD writes to stderr becomes an event.
 	cmdErr := lg.Output(c.App.ErrWriter, "stderr", "lock", name, "token", lease.Token)
-	p, err := child.Start(path, argv, env, lockKillAfter(ttl), os.Stdin, c.App.Writer, cmdErr.writer())
+	p, err := child.Start(path, argv, env, locks.KillAfter(ttl), os.Stdin, c.App.Writer, cmdErr.writer())
 	defer cmdErr.Flush()
 	if err != nil {
-		releaseLease(ctx, store, lease, stderr)
+		releaseLease(ctx, store, lease, lg)
 		return fmt.Errorf("lock %s: start %s: %w", name, argv[0], err)
 	}
-	lost := keepLease(ctx, store, lease, ttl, p, sigc, stderr)
+	lost := store.Keep(ctx, lease, ttl, p, sigc, locks.KeepEvents{
+		RenewFailed: func(err error) {
+			lg.Event(slog.LevelWarn, fmt.Sprintf("loanq: lock %s: renewal failed, retrying: %v", lease.Name, err),
+				"renewal failed, retrying", "lock", lease.Name, "token", lease.Token, "error", err.Error())
+		},
+		Lost: func(why string) {
+			lg.Event(slog.LevelError, fmt.Sprintf("loanq: lock %s: lease lost; sending SIGTERM to the command", lease.Name),
+				"lease lost; sending SIGTERM to the command", "lock", lease.Name, "token", lease.Token, "why", why)
+		},
+	})
 	if lost != "" {
 		// The lease is someone else's (or nobody's) now: nothing to release.
 		return &problem.Exit{Code: problem.ExitFailure, Msg: fmt.Sprintf("lock %s: lease lost (%s); %s was stopped with SIGTERM", name, lost, argv[0])}
 	}
-	releaseLease(ctx, store, lease, stderr)
+	releaseLease(ctx, store, lease, lg)
 	if st := p.Status(); st != 0 {
 		return &problem.Exit{Code: st}
 	}
 	return nil
 }
 
-// keepLease renews the lease every ttl/3 until CMD ends, passing loanq's
-// signals on. It returns why the lease was lost ("" if it was kept): a
-// renewal that changed no row (expired or taken over: at once), or renewals
-// that failed until the lease would have expired. Then CMD gets SIGTERM, and
-// SIGKILL one ttl later if it still runs, and keepLease waits for it to end.
-func keepLease(ctx context.Context, store *locks.Store, lease *locks.Lease, ttl time.Duration, p *child.Proc,
-	sigc <-chan os.Signal, stderr *eventLog) string {
-	tick := time.NewTicker(ttl / 3)
-	defer tick.Stop()
-	// renewedAt is taken before each renewal is sent: the database computes
-	// the new expiry later than that, so renewedAt+ttl never overshoots it.
-	renewedAt := time.Now()
-	lost := ""
-	var kill <-chan time.Time
-	for {
-		select {
-		case <-p.Done():
-			return lost
-		case s := <-sigc:
-			p.Signal(s.(syscall.Signal))
-		case <-kill:
-			p.Signal(syscall.SIGKILL)
-		case <-tick.C:
-			if lost != "" {
-				continue
-			}
-			t0 := time.Now()
-			rctx, cancel := context.WithTimeout(ctx, ttl/3)
-			ok, err := store.Renew(rctx, lease, ttl)
-			cancel()
-			switch {
-			case err == nil && ok:
-				renewedAt = t0
-				continue
-			case err == nil:
-				lost = "it expired or was taken over; the renewal found another holder or token"
-			case time.Since(renewedAt) >= ttl:
-				lost = fmt.Sprintf("renewals failed for %s, longer than --ttl %s: %v", time.Since(renewedAt).Round(time.Millisecond), ttl, err)
-			default:
-				stderr.Event(slog.LevelWarn, fmt.Sprintf("loanq: lock %s: renewal failed, retrying: %v", lease.Name, err),
-					"renewal failed, retrying", "lock", lease.Name, "token", lease.Token, "error", err.Error())
-				continue
-			}
-			stderr.Event(slog.LevelError, fmt.Sprintf("loanq: lock %s: lease lost; sending SIGTERM to the command", lease.Name),
-				"lease lost; sending SIGTERM to the command", "lock", lease.Name, "token", lease.Token, "why", lost)
-			p.Signal(syscall.SIGTERM)
-			kill = time.After(ttl)
-		}
-	}
-}
-
+// releaseLease frees the lease once CMD has ended, and says so if it could
+// not: the lease then ends at its expiry.
 func releaseLease(ctx context.Context, store *locks.Store, lease *locks.Lease, stderr *eventLog) {
 	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()

@@ -5,7 +5,9 @@
 // only when the lock is free or expired by the database clock, renewed while
 // its holder works, and fenced by a token that grows at every take: a holder
 // that lost its lease can neither renew nor release the next holder's.
-// docs/algorithm.md, "Named locks", is the contract.
+// Acquire and Keep (keeper.go) are lock run's lease keeper: take the lease,
+// waiting if asked, renew it while the command runs, stop the command when
+// it is lost. docs/algorithm.md, "Named locks", is the contract.
 package namedlock
 
 import (

@@ -1,4 +1,4 @@
-package commands
+package workrun
 
 import (
 	"strconv"
@@ -15,7 +15,7 @@ func k[N int | int64](n N) drivers.Key {
 // The streak of a loan: it grows while the loan is completed and taken
 // again, ends when the loan is disposed of otherwise or the task answers
 // empty, and the memory of completions is bounded (a loan completed longer
-// ago than runRepeatMemory completions did not come back "at once").
+// ago than RepeatMemory completions did not come back "at once").
 func TestRepeatsStreak(t *testing.T) {
 	var rp repeats
 	if got := rp.taken(k(7)); got != 0 {
@@ -40,7 +40,7 @@ func TestRepeatsStreak(t *testing.T) {
 	}
 
 	rp.disposed(k(1), true, 0)
-	for id := int64(100); id < 100+runRepeatMemory-1; id++ {
+	for id := int64(100); id < 100+RepeatMemory-1; id++ {
 		rp.disposed(k(id), true, 0)
 	}
 	if rp.taken(k(1)) != 1 {
@@ -51,7 +51,7 @@ func TestRepeatsStreak(t *testing.T) {
 	if rp.taken(k(1)) != 2 || rp.taken(k(100)) != 0 {
 		t.Fatalf("memory: loan 1 came back %d times (want 2), loan 100 (oldest, forgotten) %d (want 0)", rp.taken(k(1)), rp.taken(k(100)))
 	}
-	if len(rp.back) > runRepeatMemory || len(rp.order) > runRepeatMemory {
-		t.Fatalf("memory holds %d loans, %d completions; at most %d", len(rp.back), len(rp.order), runRepeatMemory)
+	if len(rp.back) > RepeatMemory || len(rp.order) > RepeatMemory {
+		t.Fatalf("memory holds %d loans, %d completions; at most %d", len(rp.back), len(rp.order), RepeatMemory)
 	}
 }
