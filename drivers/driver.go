@@ -137,7 +137,13 @@ type Driver interface {
 	IsLockBusy(err error) bool
 	// IsUniqueViolation reports whether err is a unique-constraint violation.
 	IsUniqueViolation(err error) bool
-	// Strategies are the lock strategies this database supports; the first is the default.
+	// Capabilities are what the database can do where databases differ in
+	// how the engine works (capabilities.go): the engine switches on them.
+	// Register refuses a driver whose statements or optional interfaces
+	// disagree with them (CheckDriver).
+	Capabilities() Capabilities
+	// Strategies are Capabilities().Strategies: the lock strategies this
+	// database supports; the first is the default.
 	Strategies() []Strategy
 	// Migrations is the dialect's embedded migration folder.
 	Migrations() fs.FS
@@ -235,12 +241,16 @@ var (
 )
 
 // Register makes a driver available under its schemes. It panics on a nil
-// driver or a scheme registered twice: both are programming errors.
+// driver, a scheme registered twice, or capabilities that disagree with the
+// driver (CheckDriver): all are programming errors.
 func Register(d Driver) {
 	mu.Lock()
 	defer mu.Unlock()
 	if d == nil {
 		panic("drivers: Register of a nil driver")
+	}
+	if err := CheckDriver(d); err != nil {
+		panic("drivers: " + err.Error())
 	}
 	for _, s := range d.Schemes() {
 		if _, dup := registry[s]; dup {
