@@ -67,7 +67,7 @@ func printSQL(c *cli.Context) error {
 		list = append(list, stmt{"RowsClaim", "strategy rows: the criteria query locking the source rows it returns (--where, --order, --source, --key filled in)",
 			rl.RowsClaimSQL(sample)})
 	}
-	if pl, ok := d.(drivers.PoolLocker); ok && d.Statements().PoolClaim.Empty() {
+	if pl, ok := d.(drivers.PoolLocker); ok && d.Capabilities().PoolClaim == drivers.PoolClaimProcedure {
 		list = append(list, stmt{"PoolClaim", "candidate pool: lock the first fresh candidates nobody else is claiming, through the cursor procedure",
 			pl.PoolClaimSQL()})
 	}

@@ -145,6 +145,15 @@ const (
 	AccountsDatabase Accounts = "database"
 )
 
+// IsSetting reports whether the bound is a setting: WaitLockSet bounds the
+// wait, WaitLockRestore puts the setting back.
+func (b WaitBound) IsSetting() bool { return b == BoundTransactionLocal || b == BoundSessionSetting }
+
+// IsSetting reports whether loanq sets the limit (HoldLimitSet).
+func (h HoldLimit) IsSetting() bool {
+	return h == HoldLimitTransactionLocal || h == HoldLimitSessionSetting
+}
+
 // Supports reports whether strategy s is among c's strategies.
 func (c Capabilities) Supports(s Strategy) bool { return slices.Contains(c.Strategies, s) }
 
@@ -267,7 +276,7 @@ func (c Capabilities) CapabilityStatements() []CapabilityStatement {
 	}
 	wait := "wait mode " + string(c.Wait)
 	bound := "wait bound " + string(c.WaitBound)
-	setting := c.WaitBound == BoundTransactionLocal || c.WaitBound == BoundSessionSetting
+	setting := c.WaitBound.IsSetting()
 	userCap := "user cap " + string(c.UserCap)
 	hold := "hold limit " + string(c.HoldLimit)
 	return []CapabilityStatement{
@@ -283,7 +292,7 @@ func (c Capabilities) CapabilityStatements() []CapabilityStatement {
 		{"UserLockEnsure", c.UserCap == UserCapRowLock, userCap},
 		{"UserLock", c.UserCap == UserCapRowLock, userCap},
 		strategy("WorkInsertRows", Rows),
-		{"HoldLimitSet", c.HoldLimit == HoldLimitTransactionLocal || c.HoldLimit == HoldLimitSessionSetting, hold},
+		{"HoldLimitSet", c.HoldLimit.IsSetting(), hold},
 		{"HoldLimitReset", c.HoldLimit == HoldLimitSessionSetting, hold},
 		{"PoolClaim", c.PoolClaim == PoolClaimStatement, "pool claim " + string(c.PoolClaim)},
 		{"Identity", c.Accounts == AccountsDatabase, "accounts " + string(c.Accounts)},
@@ -364,7 +373,7 @@ func CheckDriver(d Driver) error {
 	implements(rowLocker, "RowLocker", c.Supports(Rows), fmt.Sprintf("strategies %v", c.Strategies))
 	implements(rowWaiter, "RowWaiter", c.Supports(Rows), fmt.Sprintf("strategies %v", c.Strategies))
 	implements(poolLocker, "PoolLocker", c.PoolClaim == PoolClaimProcedure, "pool claim "+string(c.PoolClaim))
-	if holdLimiter && c.HoldLimit != HoldLimitTransactionLocal && c.HoldLimit != HoldLimitSessionSetting {
+	if holdLimiter && !c.HoldLimit.IsSetting() {
 		errs = append(errs, fmt.Sprintf("the driver is a drivers.HoldLimiter, which hold limit %s never uses", c.HoldLimit))
 	}
 	implements(permissions, "PermissionChecker", c.Accounts == AccountsDatabase, "accounts "+string(c.Accounts))
