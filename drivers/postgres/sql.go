@@ -113,7 +113,7 @@ var statements = drivers.Build(dialect{}, capabilities, func(s *drivers.Statemen
 	// only (set_config(…, true) is SET LOCAL), and puts the setting back once
 	// the lock is granted, for the serving statements. Transaction-local, it
 	// ends with the transaction: nothing to save before or restore after
-	// (WaitLockSave empty), and the restore is to the session's own value
+	// (wait bound transaction-local: no WaitLockSave), and the restore is to the session's own value
 	// (:value is NULL: SET LOCAL lock_timeout TO DEFAULT, which is also the
 	// value a DSN's options=-c lock_timeout=… gave the connection).
 	s.WaitLockRestore.SQL = `SELECT set_config('lock_timeout', :value, true)`
