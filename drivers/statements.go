@@ -64,9 +64,9 @@ type Statements struct {
 
 	// LockSkip, LockNoWait, LockWait bind: task id. Each must be the first
 	// statement of its transaction (docs/algorithm.md, step 2).
-	LockSkip   Stmt[TaskParams] `purpose:"task lock, strategy skip" empty:"strategies without skip"`
-	LockNoWait Stmt[TaskParams] `purpose:"task lock, strategy nowait" empty:"strategies without nowait"`
-	LockWait   Stmt[TaskParams] `purpose:"task lock, strategy wait" empty:"strategies without wait"`
+	LockSkip   Stmt[TaskParams] `purpose:"task lock, strategy skip" empty:"strategy skip is not among the strategies"`
+	LockNoWait Stmt[TaskParams] `purpose:"task lock, strategy nowait" empty:"strategy nowait is not among the strategies"`
+	LockWait   Stmt[TaskParams] `purpose:"task lock, strategy wait" empty:"strategy wait is not among the strategies"`
 	// LeaseAcquire takes: owner, ttl ms, task id. Takes the lease when it is free
 	// or expired, and bumps the fencing token. One row affected means taken.
 	LeaseAcquire Stmt[LeaseTakeParams] `purpose:"task lock, strategy lease: take the lease"`
@@ -175,7 +175,7 @@ type Statements struct {
 	// after this caller's snapshot is skipped: no row inserted (PostgreSQL's
 	// ON CONFLICT DO NOTHING) or a unique violation that rolls back only the
 	// statement (MySQL/MariaDB and Oracle).
-	WorkInsertRows Stmt[WorkInsertParams] `purpose:"rows: assign a locked loan unless it was assigned meanwhile" empty:"strategies without rows"`
+	WorkInsertRows Stmt[WorkInsertParams] `purpose:"rows: assign a locked loan unless it was assigned meanwhile" empty:"strategy rows is not among the strategies"`
 
 	// --- the hold limit: the database ends a stalled lock holder's session
 	// (docs/reliability.md) ---
