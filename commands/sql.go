@@ -18,9 +18,11 @@ func sqlCommand() *cli.Command {
 		Name:      "sql",
 		Usage:     "print every statement a dialect sends, by purpose (no database needed)",
 		ArgsUsage: " ",
-		Description: `Prints the statements from the same values the driver executes, the shape of
-the criteria query, the statements and tables of loanq bench (which creates
-its item table for a run and drops it after), and the embedded migrations.
+		Description: `Prints the dialect's capabilities (how it waits, finishes a round, limits a
+lock holder, …: what decides which statements it sends), then the statements
+from the same values the driver executes, the shape of the criteria query, the
+statements and tables of loanq bench (which creates its item table for a run
+and drops it after), and the embedded migrations.
 
 Examples:
    loanq sql --dialect postgres
@@ -67,7 +69,7 @@ func printSQL(c *cli.Context) error {
 		list = append(list, stmt{"RowsClaim", "strategy rows: the criteria query locking the source rows it returns (--where, --order, --source, --key filled in)",
 			rl.RowsClaimSQL(sample)})
 	}
-	if pl, ok := d.(drivers.PoolLocker); ok && d.Statements().PoolClaim.Empty() {
+	if pl, ok := d.(drivers.PoolLocker); ok && d.Capabilities().PoolClaim == drivers.PoolClaimProcedure {
 		list = append(list, stmt{"PoolClaim", "candidate pool: lock the first fresh candidates nobody else is claiming, through the cursor procedure",
 			pl.PoolClaimSQL()})
 	}
@@ -101,8 +103,12 @@ func printSQL(c *cli.Context) error {
 		}
 		list = append(list, stmt{"migration " + m, "schema migration", strings.TrimSpace(string(b))})
 	}
-	return emit(c, map[string]any{"dialect": d.Name(), "strategies": d.Strategies(), "statements": list}, func(w io.Writer) {
-		fmt.Fprintf(w, "-- loanq statements for %s (lock strategies: %v)\n", d.Name(), d.Strategies())
+	caps := d.Capabilities().List()
+	return emit(c, map[string]any{"dialect": d.Name(), "strategies": d.Strategies(), "capabilities": caps, "statements": list}, func(w io.Writer) {
+		fmt.Fprintf(w, "-- loanq statements for %s (lock strategies: %v)\n--\n", d.Name(), d.Strategies())
+		for _, x := range caps {
+			fmt.Fprintf(w, "-- capability: %s = %s (%s)\n", x.Name, x.Value, x.Meaning)
+		}
 		for _, s := range list {
 			fmt.Fprintf(w, "\n-- %s: %s\n%s\n", s.Name, s.Purpose, s.SQL)
 		}

@@ -79,6 +79,10 @@ func New(db *sql.DB, d drivers.Driver) *Engine {
 
 func (e *Engine) sql() *drivers.Statements { return e.Driver.Statements() }
 
+// caps are what the database can do where databases differ: the engine
+// switches on them, never on whether a statement is empty.
+func (e *Engine) caps() drivers.Capabilities { return e.Driver.Capabilities() }
+
 // asTime converts what a driver returns for a timestamp column to UTC time:
 // time.Time from pgx, MySQL (parseTime) and godror; ISO text from SQLite.
 func asTime(v any) (time.Time, error) {

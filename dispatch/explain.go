@@ -186,7 +186,7 @@ func (e *Engine) probe(ctx context.Context, task *Task, strategy drivers.Strateg
 	default:
 		// The task row as the strategy locks it, but never queued behind a
 		// holder (wait would): the probe measures, it does not serve.
-		if s := e.sql().Lock(drivers.Skip); strategy != drivers.Lease && s != nil && !s.Empty() {
+		if s := e.sql().Lock(drivers.Skip); strategy != drivers.Lease && e.caps().Supports(drivers.Skip) {
 			var id int64
 			if err := s.QueryRow(ctx, txA, drivers.TaskParams{TaskID: task.ID}).Scan(&id); err != nil {
 				if err == sql.ErrNoRows || e.Driver.IsLockBusy(err) {

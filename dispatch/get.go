@@ -726,7 +726,7 @@ func (e *Engine) assign(ctx context.Context, tx *sql.Tx, task *Task, found crite
 	}
 	active := map[string]int{} // per-user active work, for max_active
 	var work []assignment      // the work rows, inserted at the end
-	batch := !e.sql().RequestFinishMany.Empty()
+	batch := e.caps().RoundFinish == drivers.FinishMany
 	var outcomes [][]any // batch: [request id, assigned, status] of each request served
 	for _, r := range pending {
 		allow := r.requested

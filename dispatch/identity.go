@@ -25,7 +25,7 @@ func (e *Engine) ActingUser(ctx context.Context, requested, fallback string) (st
 	if name == "" {
 		name = fallback
 	}
-	if err := validateUser(name); err != nil && (requested != "" || e.sql().Identity.Empty()) {
+	if err := validateUser(name); err != nil && (requested != "" || e.caps().Accounts == drivers.AccountsNone) {
 		return "", err // the name given is bad input whatever the database says
 	} else if err != nil {
 		name = "" // a bad OS user name: the account's own name may stand in for it
@@ -63,7 +63,7 @@ func actsAs(id drivers.Identity) string {
 // user (drivers.ErrNoAccounts on SQLite).
 func (e *Engine) Identity(ctx context.Context, user string) (drivers.Identity, error) {
 	st := &e.sql().Identity
-	if st.Empty() {
+	if e.caps().Accounts == drivers.AccountsNone {
 		return drivers.Identity{}, drivers.ErrNoAccounts
 	}
 	var (

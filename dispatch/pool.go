@@ -86,7 +86,7 @@ func (e *Engine) servePool(ctx context.Context, task *Task, user string, count i
 	if rl, ok := e.Driver.(drivers.RowLocker); ok {
 		opts = rl.RowsTxOptions() // InnoDB: READ COMMITTED, locks on the rows returned only
 	}
-	if task.MaxActive > 0 && !e.sql().UserLockEnsure.Empty() {
+	if task.MaxActive > 0 && e.caps().UserCap == drivers.UserCapRowLock {
 		// Outside the claim and idempotent, as in the rows strategy.
 		if _, err := e.sql().UserLockEnsure.Exec(ctx, e.DB, drivers.TaskUserParams{TaskID: task.ID, User: user}); err != nil && !e.Driver.IsUniqueViolation(err) {
 			return nil, fmt.Errorf("preparing the per-user lock of %s: %w", user, err)
@@ -148,7 +148,7 @@ func (e *Engine) claimPool(ctx context.Context, task *Task, user string, count i
 	}
 	defer tx.Rollback() // no-op after Commit
 	allow := count
-	if task.MaxActive > 0 && !e.sql().UserLock.Empty() {
+	if task.MaxActive > 0 && e.caps().UserCap == drivers.UserCapRowLock {
 		var locked int64
 		if err := e.sql().UserLock.QueryRow(ctx, tx, drivers.TaskUserParams{TaskID: task.ID, User: user}).Scan(&locked); err != nil {
 			return 0, false, fmt.Errorf("locking the per-user cap of %s in task %s: %w", user, task.Name, err)

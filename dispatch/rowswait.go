@@ -74,7 +74,7 @@ func (e *Engine) awaitRows(ctx context.Context, task *Task, bound time.Duration)
 		return false, fmt.Errorf("waiting for loan %s of task %s: %w", key, task.Name, err)
 	}
 	defer conn.Close()
-	if !e.sql().WaitLockSave.Empty() {
+	if e.caps().WaitBound == drivers.BoundSessionSetting {
 		var saved any
 		if err := e.sql().WaitLockSave.QueryRow(ctx, conn, drivers.NoParams{}).Scan(&saved); err != nil {
 			return false, fmt.Errorf("reading the session lock wait limit: %w", err)
@@ -92,7 +92,7 @@ func (e *Engine) awaitRows(ctx context.Context, task *Task, bound time.Duration)
 		return false, fmt.Errorf("waiting for loan %s of task %s: %w", key, task.Name, err)
 	}
 	defer tx.Rollback() // a lock taken only to learn of the holder's end
-	if !e.sql().WaitLockSet.Empty() {
+	if e.caps().WaitBound.IsSetting() {
 		if _, err := e.sql().WaitLockSet.Exec(ctx, tx, drivers.MillisParams{MS: bound.Milliseconds()}); err != nil {
 			return false, fmt.Errorf("bounding the lock wait: %w", err)
 		}

@@ -48,7 +48,7 @@ func (e *Engine) await(ctx context.Context, task *Task, strategy drivers.Strateg
 	if strategy == drivers.Rows {
 		return e.awaitRows(ctx, task, bound) // no task lock: wait for a held loan
 	}
-	if strategy != drivers.Lease && !e.sql().LockWaitBounded.Empty() {
+	if strategy != drivers.Lease && e.caps().Wait != drivers.WaitPoll {
 		return e.awaitLock(ctx, task, strategy, own, bound)
 	}
 	return e.pollRequest(ctx, task, own.id, bound)
@@ -72,7 +72,7 @@ func (e *Engine) awaitLock(ctx context.Context, task *Task, strategy drivers.Str
 	}
 	defer conn.Close()
 	var saved any
-	if !e.sql().WaitLockSave.Empty() {
+	if e.caps().WaitBound == drivers.BoundSessionSetting {
 		if err := e.sql().WaitLockSave.QueryRow(ctx, conn, drivers.NoParams{}).Scan(&saved); err != nil {
 			return false, fmt.Errorf("reading the session lock wait limit: %w", err)
 		}
@@ -86,7 +86,7 @@ func (e *Engine) awaitLock(ctx context.Context, task *Task, strategy drivers.Str
 			}
 		}()
 	}
-	if share := &e.sql().LockShareBounded; !share.Empty() {
+	if share := &e.sql().LockShareBounded; e.caps().Wait == drivers.WaitQueueShared {
 		served, granted, err := e.waitShared(ctx, conn, task, own.id, share, bound)
 		if err != nil || served || !granted {
 			return served, err
@@ -110,7 +110,7 @@ func (e *Engine) awaitLock(ctx context.Context, task *Task, strategy drivers.Str
 	}
 	// Granted: the holder committed (or died). The bound was for the queue
 	// only: serving statements wait as long as the session normally allows.
-	if !e.sql().WaitLockRestore.Empty() {
+	if e.caps().WaitBound.IsSetting() {
 		if _, err := e.sql().WaitLockRestore.Exec(ctx, tx, drivers.SettingParams{Value: saved}); err != nil {
 			return false, fmt.Errorf("restoring the session lock wait limit: %w", err)
 		}
@@ -153,7 +153,7 @@ func boundSeconds(bound time.Duration) int {
 // queueOnTask bounds the lock wait of tx (WaitLockSet) and queues on the task
 // row with lock. It returns false, and no error, when the bound passed first.
 func (e *Engine) queueOnTask(ctx context.Context, tx *sql.Tx, task *Task, lock *drivers.Stmt[drivers.TaskParams], bound time.Duration) (bool, error) {
-	if !e.sql().WaitLockSet.Empty() {
+	if e.caps().WaitBound.IsSetting() {
 		if _, err := e.sql().WaitLockSet.Exec(ctx, tx, drivers.MillisParams{MS: bound.Milliseconds()}); err != nil {
 			return false, fmt.Errorf("bounding the lock wait: %w", err)
 		}

@@ -7,26 +7,42 @@
 //  1. drivers/<db>/: a type that implements Driver, asserted with
 //     var _ drivers.Driver = (*Driver)(nil); its DSN parser (dsn.go) and
 //     its registration from init() (drivers.Register).
-//  2. drivers/<db>/sql.go: every statement the dialect sends, in one file:
+//  2. Its Capabilities (capabilities.go), one value said once: the lock
+//     strategies, how a waiter waits and bounds its wait, how a round
+//     finishes its requests, how a claim caps a user, how the pool is
+//     claimed, how a lock holder's session is limited, whether the
+//     database has accounts. The engine switches on these, never on an
+//     empty statement; Strategies() returns its Strategies. A table test
+//     in drivers/<db>/capabilities_test.go pins the value and the
+//     statements it sends (drivertest.Capabilities, no database needed).
+//  3. drivers/<db>/sql.go: every statement the dialect sends, in one file:
 //     its Dialect (the vocabulary portable statements are written in,
-//     drivers/dialect.go) and, through drivers.Build, the statements it says
-//     differently from Portable. `loanq sql` prints the result, so what
-//     users read is what the driver executes; e2e/fault_injection_test.go
-//     checks that the file builds SQL from literals and constants only.
-//  3. migrations/<db>/: the dialect's schema, every migration number the
+//     drivers/dialect.go) and, through drivers.Build(dialect{},
+//     capabilities, …), the statements it says differently from Portable.
+//     Build refuses statements that disagree with the capabilities: one a
+//     capability needs left empty, or one it never sends given (a
+//     statement with an `empty` tag is sent exactly when its capability
+//     says so). `loanq sql` prints the capabilities and the statements, so
+//     what users read is what the driver executes;
+//     e2e/fault_injection_test.go checks that the file builds SQL from
+//     literals and constants only.
+//  4. migrations/<db>/: the dialect's schema, every migration number the
 //     other dialects have (a folder may skip a number), and <db> added to
 //     the //go:embed line of migrations/migrations.go (a folder not named
 //     there is silently empty). Implement schema.MigrationStorer (goose's
 //     version-table store) and, if the server can list tables, schema.TableLister.
-//  4. The optional capabilities that apply, each an interface asserted in
-//     the driver: in this package RowLocker, RowWaiter,
-//     PoolLocker, LockableChecker, HoldLimiter, DeadlockDetector,
+//  5. The optional interfaces that apply, each asserted in the driver: in
+//     this package RowLocker and RowWaiter (strategy rows), PoolLocker
+//     (pool claim procedure), HoldLimiter (a hold limit with more than one
+//     way to set it), PermissionChecker (accounts database) — Register
+//     refuses a driver whose capabilities and these disagree
+//     (CheckDriver) — and LockableChecker, DeadlockDetector,
 //     SelfMigrating, PlainPathDriver, BuildSupport, ReadTxOptioner,
 //     TableMaker, Explainer, DataLocker, ClaimPlanner, GrantWriter,
-//     PermissionChecker, KeyTyper; sqllex.Syntaxer (internal/sqllex/syntaxes.go:
+//     KeyTyper; sqllex.Syntaxer (internal/sqllex/syntaxes.go:
 //     how the dialect quotes, for the checks of a task's --where/--order).
-//  5. drivers/all/all.go: a blank import, so every binary registers it.
-//  6. Tests: drivers/<db>/conformance_test.go runs the drivers/drivertest
+//  6. drivers/all/all.go: a blank import, so every binary registers it.
+//  7. Tests: drivers/<db>/conformance_test.go runs the drivers/drivertest
 //     suite; internal/testdb learns to make a fresh database on it (Fresh,
 //     BaseDSN, the LOANQ_TEST_<DB>_DSN variable, Objects) and, if it is to
 //     run in `make test`, joins testdb.Dialects; scripts/test-servers.sh
@@ -34,10 +50,10 @@
 //     scripts/test.sh, and <db> in its LOANQ_TEST_REQUIRE). A dialect no CI
 //     machine can run is pinned by golden files instead: testdata/<db>/ and
 //     a golden test with -update, as drivers/oracle/golden_test.go.
-//  7. loanq bench: the item table's DDL and statement overrides in
+//  8. loanq bench: the item table's DDL and statement overrides in
 //     bench/dialects.go (`go test ./bench -run Golden -update` for a golden
 //     dialect).
-//  8. Docs: docs/<db>.md (privileges, what the dialect does its own way),
+//  9. Docs: docs/<db>.md (privileges, what the dialect does its own way),
 //     the database list and DSN forms of README.md and commands/app.go's
 //     --db usage, docs/install.md when the build needs more than Go.
 package drivers
@@ -137,7 +153,13 @@ type Driver interface {
 	IsLockBusy(err error) bool
 	// IsUniqueViolation reports whether err is a unique-constraint violation.
 	IsUniqueViolation(err error) bool
-	// Strategies are the lock strategies this database supports; the first is the default.
+	// Capabilities are what the database can do where databases differ in
+	// how the engine works (capabilities.go): the engine switches on them.
+	// Register refuses a driver whose statements or optional interfaces
+	// disagree with them (CheckDriver).
+	Capabilities() Capabilities
+	// Strategies are Capabilities().Strategies: the lock strategies this
+	// database supports; the first is the default.
 	Strategies() []Strategy
 	// Migrations is the dialect's embedded migration folder.
 	Migrations() fs.FS
@@ -218,14 +240,7 @@ func MigratesOnOpen(d Driver) bool {
 }
 
 // Supports reports whether d supports strategy s.
-func Supports(d Driver, s Strategy) bool {
-	for _, x := range d.Strategies() {
-		if x == s {
-			return true
-		}
-	}
-	return false
-}
+func Supports(d Driver, s Strategy) bool { return d.Capabilities().Supports(s) }
 
 // Every driver registers in every build; a driver that cannot work in this
 // build (Oracle without cgo) says so when it is opened.
@@ -235,12 +250,16 @@ var (
 )
 
 // Register makes a driver available under its schemes. It panics on a nil
-// driver or a scheme registered twice: both are programming errors.
+// driver, a scheme registered twice, or capabilities that disagree with the
+// driver (CheckDriver): all are programming errors.
 func Register(d Driver) {
 	mu.Lock()
 	defer mu.Unlock()
 	if d == nil {
 		panic("drivers: Register of a nil driver")
+	}
+	if err := CheckDriver(d); err != nil {
+		panic("drivers: " + err.Error())
 	}
 	for _, s := range d.Schemes() {
 		if _, dup := registry[s]; dup {

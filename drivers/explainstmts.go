@@ -49,7 +49,7 @@ func GetStatements(d Driver, strategy Strategy, src CriteriaSource, g GetShape) 
 			SQL: st.LeaseAcquire.Text(), Binds: st.LeaseAcquire.Args(LeaseTakeParams{TaskID: g.TaskID, Owner: "HOLDER", TTLMS: g.LeaseTTLMS})}, critStmt}, 1
 	default:
 		s := st.Lock(strategy)
-		if s == nil || s.Empty() {
+		if s == nil || !d.Capabilities().Supports(strategy) {
 			return []ShownStatement{critStmt}, 0
 		}
 		return []ShownStatement{{Purpose: "task lock: lock the task's row in loanq_task (" + string(strategy) + ")",

@@ -19,16 +19,17 @@ type HoldLimiter interface {
 
 // LimitHold bounds how long the session of q may hold its transaction open,
 // through d: HoldLimiter when d implements it, else d's HoldLimitSet. It reports
-// false when the dialect has no session setting for it (SQLite; Oracle, where
-// a DBA configures the bound).
+// false when the capabilities say loanq sets no limit (hold limit none:
+// SQLite, no session holds a task row lock; dba: Oracle, where a DBA
+// configures the bound).
 func LimitHold(ctx context.Context, d Driver, q Querier, idle, stmt time.Duration) (bool, error) {
+	if !d.Capabilities().HoldLimit.IsSetting() {
+		return false, nil
+	}
 	if hl, ok := d.(HoldLimiter); ok {
 		return hl.LimitHold(ctx, q, idle, stmt)
 	}
 	set := &d.Statements().HoldLimitSet
-	if set.Empty() {
-		return false, nil
-	}
 	if _, err := set.Exec(ctx, q, HoldLimitParams{IdleMS: idle.Milliseconds(), StatementMS: stmt.Milliseconds()}); err != nil {
 		return false, fmt.Errorf("setting the hold limit (%s idle, %s per statement) on the lock session: %w", idle, stmt, err)
 	}

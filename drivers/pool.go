@@ -7,7 +7,8 @@ import (
 
 // PoolLocker is implemented by a driver whose database cannot lock the
 // first k rows of a query in one statement (Oracle: a row limit cannot go
-// with FOR UPDATE). Its Statements leave PoolClaim empty.
+// with FOR UPDATE): its capabilities say pool claim procedure, and its
+// Statements leave PoolClaim empty.
 type PoolLocker interface {
 	// PoolClaimSQL is what ClaimPool sends, for `loanq sql` and the golden
 	// tests.
@@ -22,7 +23,11 @@ type PoolLocker interface {
 // passing over those other claimers hold (docs/algorithm.md, "The candidate
 // pool"). The locks last until tx ends.
 func ClaimPool(ctx context.Context, d Driver, tx Querier, taskID, ttlMS int64, limit int) ([]string, error) {
-	if p, ok := d.(PoolLocker); ok && d.Statements().PoolClaim.Empty() {
+	if d.Capabilities().PoolClaim == PoolClaimProcedure {
+		p, ok := d.(PoolLocker)
+		if !ok {
+			return nil, fmt.Errorf("claiming pool candidates: the %s driver claims through a procedure but is no drivers.PoolLocker", d.Name())
+		}
 		return p.LockPool(ctx, tx, taskID, ttlMS, limit)
 	}
 	ids, err := ScanKeys(d.Statements().PoolClaim.Query(ctx, tx, PoolClaimParams{TaskID: taskID, TTLMS: ttlMS, Limit: limit}))

@@ -53,7 +53,7 @@ type Statements struct {
 	RequestFinish Stmt[RequestFinishParams] `purpose:"set a request's outcome"`
 	// RequestFinishMany takes: [id, assigned, status] outcomes as JSON text.
 	// Only pending requests change; a serving round checks that all did.
-	RequestFinishMany Stmt[RequestFinishManyParams] `purpose:"set the outcome of a round's requests, one statement" empty:"each request is finished by its own RequestFinish"`
+	RequestFinishMany Stmt[RequestFinishManyParams] `purpose:"set the outcome of a round's requests, one statement" empty:"round finish = each: each request is finished by its own RequestFinish"`
 	// RequestWithLoans takes: id. A request and the loans assigned to it, one
 	// row per loan in assignment order, or one row with a NULL loan when it
 	// has none. Columns: id, task id, task name, user, requested, assigned,
@@ -64,9 +64,9 @@ type Statements struct {
 
 	// LockSkip, LockNoWait, LockWait bind: task id. Each must be the first
 	// statement of its transaction (docs/algorithm.md, step 2).
-	LockSkip   Stmt[TaskParams] `purpose:"task lock, strategy skip" empty:"no row locks: the lease strategy only"`
-	LockNoWait Stmt[TaskParams] `purpose:"task lock, strategy nowait" empty:"no row locks: the lease strategy only"`
-	LockWait   Stmt[TaskParams] `purpose:"task lock, strategy wait" empty:"no row locks: the lease strategy only"`
+	LockSkip   Stmt[TaskParams] `purpose:"task lock, strategy skip" empty:"strategy skip is not among the strategies"`
+	LockNoWait Stmt[TaskParams] `purpose:"task lock, strategy nowait" empty:"strategy nowait is not among the strategies"`
+	LockWait   Stmt[TaskParams] `purpose:"task lock, strategy wait" empty:"strategy wait is not among the strategies"`
 	// LeaseAcquire takes: owner, ttl ms, task id. Takes the lease when it is free
 	// or expired, and bumps the fencing token. One row affected means taken.
 	LeaseAcquire Stmt[LeaseTakeParams] `purpose:"task lock, strategy lease: take the lease"`
@@ -121,28 +121,29 @@ type Statements struct {
 	RequestWake Stmt[IDParams] `purpose:"wake-up: a waiting caller reads its request and the task's lease"`
 	// WaitLockSave binds nothing: the session's lock wait limit, read on the
 	// waiter's connection before its transaction, to restore afterwards.
-	// Only where the wait's setting outlives the transaction (MySQL's
-	// SESSION variable).
-	WaitLockSave Stmt[NoParams] `purpose:"wake-up: read the session lock wait limit" empty:"nothing outlives the waiter's transaction: no session setting to put back"`
+	// Sent where the wait bound is a session setting, which outlives the
+	// transaction (MySQL's SESSION variable).
+	WaitLockSave Stmt[NoParams] `purpose:"wake-up: read the session lock wait limit" empty:"wait bound is not session-setting: no setting outlives the waiter's transaction"`
 	// WaitLockSet takes: milliseconds. Sent in the waiter's transaction just
-	// before LockWaitBounded: it bounds how long the queued lock waits.
-	WaitLockSet Stmt[MillisParams] `purpose:"wake-up: bound the waiter's lock wait" empty:"the bound is written in LockWaitBounded"`
-	// WaitLockRestore takes: the value WaitLockSave read (nil where it is
-	// empty). Sent in the waiter's transaction as soon as the lock is
+	// before LockWaitBounded (or LockShareBounded) where the wait bound is a
+	// setting: it bounds how long the queued lock waits.
+	WaitLockSet Stmt[MillisParams] `purpose:"wake-up: bound the waiter's lock wait" empty:"wait bound = none or in-statement: no setting bounds the wait"`
+	// WaitLockRestore takes: the value WaitLockSave read (nil where the
+	// bound is transaction-local). Sent in the waiter's transaction as soon as the lock is
 	// granted (the waiter may go on to serve), and, where WaitLockSave read
 	// the value, on the same connection after the transaction.
-	WaitLockRestore Stmt[SettingParams] `purpose:"wake-up: restore the session lock wait limit" empty:"the bounded wait needs no session setting restored"`
+	WaitLockRestore Stmt[SettingParams] `purpose:"wake-up: restore the session lock wait limit" empty:"wait bound = none or in-statement: no setting to put back"`
 	// LockWaitBounded takes: task id. A plain queued FOR UPDATE on the task
 	// row; {wait_s} is replaced by the bound in whole seconds (Oracle's
 	// FOR UPDATE WAIT n takes a literal).
-	LockWaitBounded Stmt[TaskParams] `purpose:"wake-up: queue on the task lock, bounded" empty:"no row locks: waiters poll RequestWake"`
+	LockWaitBounded Stmt[TaskParams] `purpose:"wake-up: queue on the task lock, bounded" empty:"wait mode = poll: waiters poll RequestWake"`
 	// LockShareBounded takes: task id. A queued share lock on the task row,
 	// bounded like LockWaitBounded (WaitLockSet before it): it conflicts with
 	// the holder's lock, so it is granted when the holder commits, but not
 	// with the other waiters' share locks, so every waiter is granted at that
 	// same moment and reads its request at once, instead of one after the
 	// other as exclusive waiters are.
-	LockShareBounded Stmt[TaskParams] `purpose:"wake-up: queue on the task lock in share mode, bounded" empty:"no share row lock: waiters queue with LockWaitBounded"`
+	LockShareBounded Stmt[TaskParams] `purpose:"wake-up: queue on the task lock in share mode, bounded" empty:"wait mode = poll or queue-exclusive: no waiter queues in share mode"`
 	// RecentRuns takes: task id. Columns: number of runs, mean duration_ms of
 	// the task's ten latest criteria-query runs.
 	RecentRuns Stmt[TaskParams] `purpose:"wake-up and coalescing: recent criteria-query time of a task"`
@@ -166,15 +167,15 @@ type Statements struct {
 	// UserLockEnsure takes: task id, user. Makes sure the (task, user) row
 	// exists; a concurrent insert of the same row may fail with a unique
 	// violation, which the engine ignores.
-	UserLockEnsure Stmt[TaskUserParams] `purpose:"rows: make sure the per-user cap lock row exists" empty:"no rows strategy"`
+	UserLockEnsure Stmt[TaskUserParams] `purpose:"rows: make sure the per-user cap lock row exists" empty:"user cap = one-writer: a claim's transaction serialises the check"`
 	// UserLock takes: task id, user. The first statement of a rows claim on a
 	// capped task: serialises the cap check of one (task, user).
-	UserLock Stmt[TaskUserParams] `purpose:"rows: lock the per-user cap row" empty:"no rows strategy"`
+	UserLock Stmt[TaskUserParams] `purpose:"rows: lock the per-user cap row" empty:"user cap = one-writer: a claim's transaction serialises the check"`
 	// WorkInsertRows takes: task id, loan id, user, request id. A loan another caller assigned
 	// after this caller's snapshot is skipped: no row inserted (PostgreSQL's
 	// ON CONFLICT DO NOTHING) or a unique violation that rolls back only the
 	// statement (MySQL/MariaDB and Oracle).
-	WorkInsertRows Stmt[WorkInsertParams] `purpose:"rows: assign a locked loan unless it was assigned meanwhile" empty:"no rows strategy"`
+	WorkInsertRows Stmt[WorkInsertParams] `purpose:"rows: assign a locked loan unless it was assigned meanwhile" empty:"strategy rows is not among the strategies"`
 
 	// --- the hold limit: the database ends a stalled lock holder's session
 	// (docs/reliability.md) ---
@@ -189,10 +190,10 @@ type Statements struct {
 	// stays idle inside the transaction longer than the first, whether its
 	// client is stopped, cut off or gone, and aborts one statement running
 	// longer than the second.
-	HoldLimitSet Stmt[HoldLimitParams] `purpose:"hold limit: make the server end this session if it holds the task lock too long" empty:"no session setting bounds it: SQLite has no row-lock strategy (the lease TTL bounds a holder); on Oracle a DBA configures it (docs/oracle.md)"`
+	HoldLimitSet Stmt[HoldLimitParams] `purpose:"hold limit: make the server end this session if it holds the task lock too long" empty:"hold limit = none (no session holds a task row lock) or dba (a DBA configures the bound on the server)"`
 	// HoldLimitReset binds nothing. Restores the session defaults that
 	// HoldLimitSet changed, before its pooled connection serves anything else.
-	HoldLimitReset Stmt[NoParams] `purpose:"hold limit: restore the session's defaults before the connection is reused" empty:"the settings end with the transaction (SET LOCAL), or none were made"`
+	HoldLimitReset Stmt[NoParams] `purpose:"hold limit: restore the session's defaults before the connection is reused" empty:"hold limit is not session-setting: no setting outlives the lock transaction"`
 
 	// --- `loanq lock run`: named leases in loanq_lock (the farm singleton) ---
 	//
@@ -361,7 +362,7 @@ type Statements struct {
 	TaskSetPrefetch Stmt[TaskPrefetchParams] `purpose:"set a task's candidate pool (--prefetch, --prefetch-ttl, --prefetch-low)"`
 	// PoolClaim locks the first fresh candidates of the task's pool in
 	// order, passing over those other claimers hold. Answers loan_id.
-	PoolClaim Stmt[PoolClaimParams] `purpose:"pool: lock the first fresh candidates nobody else is claiming" empty:"the driver claims pool rows through its cursor procedure (drivers.PoolLocker)"`
+	PoolClaim Stmt[PoolClaimParams] `purpose:"pool: lock the first fresh candidates nobody else is claiming" empty:"pool claim = procedure: the driver locks the candidates itself (drivers.PoolLocker)"`
 	PoolDrop  Stmt[PoolIDsParams]   `purpose:"pool: remove claimed candidates, assigned or stale"`
 	PoolClear Stmt[TaskParams]      `purpose:"pool: empty a task's pool before a refill (and at task delete)"`
 	PoolFill  Stmt[PoolFillParams]  `purpose:"pool: put a criteria run's leftover candidates in the pool, in order"`
@@ -380,7 +381,7 @@ type Statements struct {
 	// as :user (0 otherwise), and the user name an admin mapped to the
 	// account (NULL when none). The database's own rule, loanq_may_act_as, is
 	// the one its policies or triggers apply to every write.
-	Identity Stmt[UserParams] `purpose:"who this connection's account is and whether it may act as a user" empty:"no database accounts (SQLite): the file's permissions are the boundary"`
+	Identity Stmt[UserParams] `purpose:"who this connection's account is and whether it may act as a user" empty:"accounts = none: no database accounts, any user name is used as given"`
 
 	// --- history retention: `loanq prune` (docs/retention.md) ---
 	//
@@ -461,7 +462,8 @@ type Named struct {
 	Field   string
 	Purpose string
 	SQL     string
-	// Empty says why a dialect may leave the statement empty ("" when it must not).
+	// Empty says which capability decides that a dialect does not send the
+	// statement ("" when every dialect sends it; Capabilities.CapabilityStatements).
 	Empty string
 }
 
@@ -553,10 +555,12 @@ func (s *Statements) Missing() []string {
 
 // Build compiles a dialect's statements: the portable definitions, changed by
 // override where the dialect writes a statement its own way (or, setting it
-// to "", does not send it). It panics when a statement does not compile or
-// a required one is missing: a driver that cannot be built is a programming
-// error, caught by every test that loads it.
-func Build(d Dialect, override func(*Statements)) *Statements {
+// to "", does not send it). It panics when a statement does not compile, a
+// required one is missing, or the statements disagree with the driver's
+// capabilities caps (Capabilities.CheckStatements: a statement a capability
+// needs is empty, or one it never sends is given): a driver that cannot be
+// built is a programming error, caught by every test that loads it.
+func Build(d Dialect, caps Capabilities, override func(*Statements)) *Statements {
 	s := Portable()
 	if override != nil {
 		override(s)
@@ -566,6 +570,9 @@ func Build(d Dialect, override func(*Statements)) *Statements {
 	}
 	if m := s.Missing(); len(m) > 0 {
 		panic("drivers: statements missing: " + strings.Join(m, ", "))
+	}
+	if err := caps.CheckStatements(s); err != nil {
+		panic("drivers: " + err.Error())
 	}
 	return s
 }

@@ -23,8 +23,9 @@ import (
 // Each occurrence of a name is its own placeholder, so a name used twice is
 // bound twice: Oracle and the ? dialects bind SQL placeholders by position.
 type Stmt[P any] struct {
-	// SQL is the statement as written. Empty means the dialect does not send
-	// it; the Statements field's `empty` tag says when that is allowed.
+	// SQL is the statement as written. Empty means the dialect never sends
+	// it; for a field of Statements, a capability decides that (the field's
+	// `empty` tag says which; Capabilities.CapabilityStatements).
 	SQL string
 
 	name  string // the Statements field, for errors
@@ -41,7 +42,9 @@ const outBind = "returned_id"
 // Text is the statement as the dialect receives it ("" when not sent).
 func (s *Stmt[P]) Text() string { return s.text }
 
-// Empty reports whether the dialect does not send this statement.
+// Empty reports whether the dialect never sends this statement. It is no
+// switch of behaviour: where databases differ, the engine asks the driver's
+// Capabilities, which Build checks against the statements.
 func (s *Stmt[P]) Empty() bool { return s.text == "" }
 
 // Args returns p's fields in the statement's bind order.

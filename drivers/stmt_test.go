@@ -248,7 +248,7 @@ func TestCompileRunTimeText(t *testing.T) {
 // field of its type and each field is bound.
 func TestPortableStatementsCompile(t *testing.T) {
 	for _, d := range []Dialect{dollar, question} {
-		st := Build(d, nil)
+		st := Build(d, testCaps, testOverride)
 		if n := len(st.List()); n < 100 {
 			t.Errorf("only %d statements", n)
 		}
@@ -267,5 +267,5 @@ func TestPortableStatementsCompile(t *testing.T) {
 			t.Errorf("Build with a required statement missing: %v", r)
 		}
 	}()
-	Build(dollar, func(s *Statements) { s.TaskInsert.SQL = "" })
+	Build(dollar, testCaps, func(s *Statements) { testOverride(s); s.TaskInsert.SQL = "" })
 }

@@ -262,8 +262,8 @@ func TestSQLSourcesUseBinds(t *testing.T) {
 				for _, spec := range d.Specs {
 					vs := spec.(*ast.ValueSpec)
 					for i, n := range vs.Names {
-						if call, ok := vs.Values[i].(*ast.CallExpr); ok && n.Name == "statements" && len(call.Args) == 2 {
-							build, _ = call.Args[1].(*ast.FuncLit)
+						if call, ok := vs.Values[i].(*ast.CallExpr); ok && n.Name == "statements" && len(call.Args) == 3 {
+							build, _ = call.Args[2].(*ast.FuncLit)
 						}
 					}
 				}
@@ -291,7 +291,7 @@ func TestSQLSourcesUseBinds(t *testing.T) {
 			}
 		}
 		if build == nil {
-			t.Errorf("%s: no `var statements = drivers.Build(dialect{}, func(s *drivers.Statements) {…})`", f)
+			t.Errorf("%s: no `var statements = drivers.Build(dialect{}, capabilities, func(s *drivers.Statements) {…})`", f)
 			continue
 		}
 		if methods < 10 {

@@ -108,9 +108,13 @@ func tables(t *testing.T, ctx context.Context, d drivers.Driver, db *sql.DB) {
 }
 
 func statements(t *testing.T, d drivers.Driver) {
-	// drivers.Build already refused missing statements and binds without a
-	// parameter; what remains is whether the statements fit the strategies
-	// the driver declares.
+	// drivers.Build already refused missing statements, binds without a
+	// parameter and statements that disagree with the capabilities, and
+	// Register a driver whose interfaces disagree with them; this says it
+	// again in the suite's own words.
+	if err := drivers.CheckDriver(d); err != nil {
+		t.Error(err)
+	}
 	st := d.Statements()
 	for _, s := range d.Strategies() {
 		if s == drivers.Rows {
@@ -524,5 +528,40 @@ func rows(t *testing.T, ctx context.Context, d drivers.Driver, db *sql.DB) {
 	// prio = 10 - id: ascending prio is descending id.
 	if fmt.Sprint(first) != "[6 5]" || fmt.Sprint(second) != "[4 3 2]" {
 		t.Fatalf("claims locked %v and %v, want [6 5] and [4 3 2] (skip the other's rows, in order)", first, second)
+	}
+}
+
+// Capabilities checks, with no database, that d's capabilities are want and
+// that of the statements a capability governs (drivers.Capabilities
+// CapabilityStatements) d sends exactly those named in sent: a driver's
+// unit test pins its capabilities and their statements in one table.
+func Capabilities(t *testing.T, d drivers.Driver, want drivers.Capabilities, sent ...string) {
+	t.Helper()
+	got := d.Capabilities()
+	if fmt.Sprintf("%+v", got) != fmt.Sprintf("%+v", want) {
+		t.Errorf("capabilities\n got %+v\nwant %+v", got, want)
+	}
+	if err := drivers.CheckDriver(d); err != nil {
+		t.Error(err)
+	}
+	texts := map[string]string{}
+	for _, n := range d.Statements().List() {
+		texts[n.Field] = n.SQL
+	}
+	listed := map[string]bool{}
+	for _, f := range sent {
+		listed[f] = true
+	}
+	for _, u := range got.CapabilityStatements() {
+		if u.Sent != listed[u.Field] {
+			t.Errorf("%s: %s says sent=%v, the test's table %v", u.Field, u.Because, u.Sent, listed[u.Field])
+		}
+		if (texts[u.Field] != "") != listed[u.Field] {
+			t.Errorf("%s: text %q, the test's table says sent=%v", u.Field, texts[u.Field], listed[u.Field])
+		}
+		delete(listed, u.Field)
+	}
+	for f := range listed {
+		t.Errorf("%s is in the test's table but no capability governs it", f)
 	}
 }

@@ -73,8 +73,24 @@ func (*Driver) CheckLockable(ctx context.Context, q drivers.Querier, source stri
 	}
 	return "", nil
 }
-func (*Driver) Strategies() []drivers.Strategy {
-	return []drivers.Strategy{drivers.Skip, drivers.NoWait, drivers.Wait, drivers.Lease, drivers.Rows}
+func (*Driver) Strategies() []drivers.Strategy     { return capabilities.Strategies }
+func (*Driver) Capabilities() drivers.Capabilities { return capabilities }
+
+// capabilities: waiters queue in share mode (LOCK IN SHARE MODE), bounded
+// by innodb_lock_wait_timeout, a session variable that outlives the
+// transaction (saved and put back); the hold limit's variables are session
+// ones too (put back before the pooled connection is reused). A round
+// finishes each request with its own statement. Triggers over the
+// database's accounts decide who may act as whom.
+var capabilities = drivers.Capabilities{
+	Strategies:  []drivers.Strategy{drivers.Skip, drivers.NoWait, drivers.Wait, drivers.Lease, drivers.Rows},
+	Wait:        drivers.WaitQueueShared,
+	WaitBound:   drivers.BoundSessionSetting,
+	RoundFinish: drivers.FinishEach,
+	UserCap:     drivers.UserCapRowLock,
+	PoolClaim:   drivers.PoolClaimStatement,
+	HoldLimit:   drivers.HoldLimitSessionSetting,
+	Accounts:    drivers.AccountsDatabase,
 }
 
 func (*Driver) MigrationStore(table string) (database.Store, error) {

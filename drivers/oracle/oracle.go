@@ -61,8 +61,26 @@ func (*Driver) LockRows(ctx context.Context, tx drivers.Querier, src drivers.Cri
 	}
 	return drivers.QueryKeys(ctx, tx, rowsClaimRead)
 }
-func (*Driver) Strategies() []drivers.Strategy {
-	return []drivers.Strategy{drivers.Skip, drivers.NoWait, drivers.Wait, drivers.Lease, drivers.Rows}
+func (*Driver) Strategies() []drivers.Strategy     { return capabilities.Strategies }
+func (*Driver) Capabilities() drivers.Capabilities { return capabilities }
+
+// capabilities: Oracle has no share row lock, so waiters queue with FOR
+// UPDATE WAIT n, the bound written in the statement (no setting to change
+// or put back). A session cannot bound its own idle time inside a
+// transaction: a DBA configures the hold limit (docs/oracle.md). A row
+// limit cannot go with FOR UPDATE: the pool is claimed through the cursor
+// procedure (PoolLocker). A round finishes each request with its own
+// statement. Triggers over the database's accounts decide who may act as
+// whom.
+var capabilities = drivers.Capabilities{
+	Strategies:  []drivers.Strategy{drivers.Skip, drivers.NoWait, drivers.Wait, drivers.Lease, drivers.Rows},
+	Wait:        drivers.WaitQueueExclusive,
+	WaitBound:   drivers.BoundInStatement,
+	RoundFinish: drivers.FinishEach,
+	UserCap:     drivers.UserCapRowLock,
+	PoolClaim:   drivers.PoolClaimProcedure,
+	HoldLimit:   drivers.HoldLimitByDBA,
+	Accounts:    drivers.AccountsDatabase,
 }
 
 // MigrationStore: goose has no Oracle dialect, so the store is loanq's own.

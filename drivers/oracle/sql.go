@@ -98,9 +98,9 @@ func (dialect) InsertID(ctx context.Context, q drivers.Querier, query string, ar
 
 // The statements Oracle says its own way; every other one is the portable
 // form of drivers.Portable.
-var statements = drivers.Build(dialect{}, func(s *drivers.Statements) {
+var statements = drivers.Build(dialect{}, capabilities, func(s *drivers.Statements) {
 	// A row limit cannot go with FOR UPDATE: the pool is claimed through
-	// loanq_lock_rows (Driver.ClaimPool).
+	// loanq_lock_rows (pool claim procedure: Driver.LockPool).
 	s.PoolClaim.SQL = ""
 	s.PoolStats.SQL = `SELECT
   (SELECT COUNT(*) FROM loanq_pool WHERE task_id = :task_id AND filled_at > {{nowMinusMs ":ttl_ms"}}),
@@ -152,7 +152,8 @@ ORDER BY assigned_at, id`
 	// The hold limit: an Oracle session cannot bound its own idle time
 	// inside a transaction; a DBA configures the bound (a profile's
 	// IDLE_TIME, Resource Manager's MAX_IDLE_BLOCKER_TIME, SQLNET.EXPIRE_TIME
-	// for vanished clients), as docs/oracle.md describes. HoldLimitSet stays empty.
+	// for vanished clients), as docs/oracle.md describes: hold limit dba, no
+	// HoldLimitSet.
 
 	// Named locks. Oracle has no INSERT … ON CONFLICT, and MERGE can still
 	// raise ORA-00001 under a race: a plain INSERT whose unique violation the

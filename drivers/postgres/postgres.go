@@ -28,13 +28,28 @@ var _ drivers.Driver = (*Driver)(nil)
 
 func init() { drivers.Register(&Driver{}) }
 
-func (*Driver) Name() string                    { return "postgres" }
-func (*Driver) Schemes() []string               { return []string{"postgres", "postgresql"} }
-func (*Driver) Statements() *drivers.Statements { return statements }
-func (*Driver) Dialect() drivers.Dialect        { return dialect{} }
-func (*Driver) Migrations() fs.FS               { return migrations.For("postgres") }
-func (*Driver) Strategies() []drivers.Strategy {
-	return []drivers.Strategy{drivers.Skip, drivers.NoWait, drivers.Wait, drivers.Lease, drivers.Rows}
+func (*Driver) Name() string                       { return "postgres" }
+func (*Driver) Schemes() []string                  { return []string{"postgres", "postgresql"} }
+func (*Driver) Statements() *drivers.Statements    { return statements }
+func (*Driver) Dialect() drivers.Dialect           { return dialect{} }
+func (*Driver) Migrations() fs.FS                  { return migrations.For("postgres") }
+func (*Driver) Strategies() []drivers.Strategy     { return capabilities.Strategies }
+func (*Driver) Capabilities() drivers.Capabilities { return capabilities }
+
+// capabilities: waiters queue in share mode (FOR SHARE), bounded by a
+// transaction-local lock_timeout (SET LOCAL, through set_config); the hold
+// limit is transaction-local too. A round finishes its requests in one
+// UPDATE … FROM jsonb_array_elements. Row-level security over the
+// database's accounts decides who may act as whom.
+var capabilities = drivers.Capabilities{
+	Strategies:  []drivers.Strategy{drivers.Skip, drivers.NoWait, drivers.Wait, drivers.Lease, drivers.Rows},
+	Wait:        drivers.WaitQueueShared,
+	WaitBound:   drivers.BoundTransactionLocal,
+	RoundFinish: drivers.FinishMany,
+	UserCap:     drivers.UserCapRowLock,
+	PoolClaim:   drivers.PoolClaimStatement,
+	HoldLimit:   drivers.HoldLimitTransactionLocal,
+	Accounts:    drivers.AccountsDatabase,
 }
 
 var _ drivers.RowLocker = (*Driver)(nil)

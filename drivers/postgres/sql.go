@@ -93,7 +93,7 @@ func (dialect) InsertID(ctx context.Context, q drivers.Querier, query string, ar
 
 // The statements PostgreSQL says its own way; every other one is the
 // portable form of drivers.Portable.
-var statements = drivers.Build(dialect{}, func(s *drivers.Statements) {
+var statements = drivers.Build(dialect{}, capabilities, func(s *drivers.Statements) {
 	// Who may act as whom: loanq_may_act_as is migration 00008's rule, the
 	// one the row-level security policies apply to every write.
 	s.Identity.SQL = `SELECT current_user::text, CASE WHEN loanq_may_act_as(:user) THEN 1 ELSE 0 END,
@@ -113,7 +113,7 @@ var statements = drivers.Build(dialect{}, func(s *drivers.Statements) {
 	// only (set_config(…, true) is SET LOCAL), and puts the setting back once
 	// the lock is granted, for the serving statements. Transaction-local, it
 	// ends with the transaction: nothing to save before or restore after
-	// (WaitLockSave empty), and the restore is to the session's own value
+	// (wait bound transaction-local: no WaitLockSave), and the restore is to the session's own value
 	// (:value is NULL: SET LOCAL lock_timeout TO DEFAULT, which is also the
 	// value a DSN's options=-c lock_timeout=… gave the connection).
 	s.WaitLockRestore.SQL = `SELECT set_config('lock_timeout', :value, true)`

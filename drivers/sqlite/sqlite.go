@@ -34,12 +34,29 @@ var _ drivers.Driver = (*Driver)(nil)
 
 func init() { drivers.Register(&Driver{}) }
 
-func (*Driver) Name() string                    { return "sqlite" }
-func (*Driver) Schemes() []string               { return []string{"sqlite", "file"} }
-func (*Driver) Statements() *drivers.Statements { return statements }
-func (*Driver) Dialect() drivers.Dialect        { return dialect{} }
-func (*Driver) Migrations() fs.FS               { return migrations.For("sqlite") }
-func (*Driver) Strategies() []drivers.Strategy  { return []drivers.Strategy{drivers.Lease} }
+func (*Driver) Name() string                       { return "sqlite" }
+func (*Driver) Schemes() []string                  { return []string{"sqlite", "file"} }
+func (*Driver) Statements() *drivers.Statements    { return statements }
+func (*Driver) Dialect() drivers.Dialect           { return dialect{} }
+func (*Driver) Migrations() fs.FS                  { return migrations.For("sqlite") }
+func (*Driver) Strategies() []drivers.Strategy     { return capabilities.Strategies }
+func (*Driver) Capabilities() drivers.Capabilities { return capabilities }
+
+// capabilities: SQLite has no row locks and one writer at a time. The task
+// lock is the lease row, so a waiter has no lock to queue on and polls, and
+// no session holds a task row lock for a hold limit to bound; a claim's
+// BEGIN IMMEDIATE transaction serialises a user's max_active check by
+// itself. The file's permissions are the boundary: no accounts.
+var capabilities = drivers.Capabilities{
+	Strategies:  []drivers.Strategy{drivers.Lease},
+	Wait:        drivers.WaitPoll,
+	WaitBound:   drivers.BoundNone,
+	RoundFinish: drivers.FinishMany,
+	UserCap:     drivers.UserCapOneWriter,
+	PoolClaim:   drivers.PoolClaimStatement,
+	HoldLimit:   drivers.HoldLimitNone,
+	Accounts:    drivers.AccountsNone,
+}
 
 // MigratesOnOpen: the embedded default migrates itself (see drivers.SelfMigrating).
 func (*Driver) MigratesOnOpen() bool { return true }
