@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"time"
 
 	"github.com/loanq/loanq/drivers"
 )
@@ -14,13 +13,10 @@ import (
 
 // assign serves the pending requests of the task, oldest first, from the
 // loans the criteria query found, inside the caller's transaction (which
-// holds the task lock or has passed the lease fence). It re-reads the pending
-// requests so that requests that arrived while the query ran are served too.
-//
-// When the loans run out before a request is filled and the query was cut by
-// its limit (not exhausted), that request and the later ones stay pending and
-// the next round serves them with a fresh query: a request is never answered
-// partial or empty while eligible loans may remain.
+// holds the task lock or has passed the lease fence): it reads what the
+// allocation plan needs, plans (planAllocation), and writes the plan. It
+// re-reads the pending requests so that requests that arrived while the
+// query ran are served too.
 //
 // When own's request is among those served, its answer is kept in own.served
 // for the caller to return once tx commits.
@@ -37,102 +33,127 @@ func (e *Engine) assign(ctx context.Context, tx *sql.Tx, task *Task, found crite
 	if err != nil {
 		return err
 	}
-	if e.afterPending != nil {
-		e.afterPending()
-	}
-	loans := found.loans
+	hook(e.afterPending)
+	in := allocation{pending: pending, loans: found.loans, exhausted: found.exhausted, maxActive: task.MaxActive}
 	var pool *roundPool
 	if task.Prefetch > 0 {
 		// Pool claims run beside this round: take the pool rows nobody is
 		// claiming, and leave out the loans claims hold or assigned.
-		if pool, err = e.takePool(ctx, tx, task, loans); err != nil {
+		if pool, err = e.takePool(ctx, tx, task, in.loans); err != nil {
 			return err
 		}
-		loans = pool.loans
+		in.loans = pool.loans
 		if len(pool.held) > 0 {
 			// A claim under way may still give its loans back: a request
 			// this round cannot fill waits for the next round rather than
 			// being told partial or empty.
-			found.exhausted = false
+			in.exhausted = false
 		}
 	}
-	active := map[string]int{} // per-user active work, for max_active
-	var work []assignment      // the work rows, inserted at the end
-	batch := !e.sql().RequestFinishMany.Empty()
-	var outcomes [][]any // batch: [request id, assigned, status] of each request served
-	for _, r := range pending {
-		allow := r.requested
-		if task.MaxActive > 0 {
-			n, seen := active[r.user]
-			if !seen {
-				if err := e.sql().ActiveCountForUser.QueryRow(ctx, tx, drivers.TaskUserParams{TaskID: task.ID, User: r.user}).Scan(&n); err != nil {
-					return fmt.Errorf("counting active work of %s: %w", r.user, err)
-				}
-			}
-			active[r.user] = n
-			allow = max(0, min(allow, task.MaxActive-n))
+	if task.MaxActive > 0 {
+		// In the transaction, which holds the task lock: no other round
+		// assigns meanwhile.
+		if in.active, err = e.activeCounts(ctx, tx, task, pending); err != nil {
+			return err
 		}
-		take := min(allow, len(loans))
-		if take < allow && !found.exhausted {
-			break // more loans may exist: serve this one fully in the next round
-		}
-		status := StatusAssigned
-		switch {
-		case take == 0:
-			status = StatusEmpty
-		case take < r.requested:
-			status = StatusPartial
-		}
-		// Finish first, then insert the work rows: the finish updates the
-		// request only while it is pending, so a request its requester
-		// cancelled after the read above is skipped here, its loans kept
-		// for the next request (docs/algorithm.md, "Cancelling and
-		// attaching"). The row lock the finish takes makes a concurrent
-		// cancel wait for this commit and then find the request served.
-		// Where the dialect finishes a round's requests in one statement,
-		// the outcome is only noted here (see finishRequests).
-		if batch {
-			outcomes = append(outcomes, []any{r.id, take, status})
-		} else {
-			res, err := e.sql().RequestFinish.Exec(ctx, tx, drivers.RequestFinishParams{Assigned: take, Status: status, ID: r.id})
-			if err != nil {
-				return fmt.Errorf("finishing request %d: %w", r.id, err)
-			}
-			if n, _ := res.RowsAffected(); n != 1 {
-				if e.cancelled(ctx, r.id) {
-					continue
-				}
-				return fmt.Errorf("request %d was finished by someone else while this caller held the task lock", r.id)
-			}
-		}
-		if own != nil && r.id == own.id {
-			own.served = &Request{ID: r.id, TaskID: task.ID, Task: task.Name, User: r.user, Requested: r.requested,
-				Assigned: take, Status: status, Loans: drivers.Keys(task.KeyKind, loans[:take]), CreatedAt: r.createdAt}
-		}
-		for _, loan := range loans[:take] {
-			work = append(work, assignment{loan: loan, request: r.id, user: r.user})
-		}
-		loans = loans[take:]
-		active[r.user] += take
-		run.RequestsServed++
-		run.LoansAssigned += take
 	}
-	if err := e.finishRequests(ctx, tx, task.ID, outcomes); err != nil {
+	plan, err := e.finishServed(ctx, tx, task, in)
+	if err != nil {
 		return err
 	}
-	if err := e.insertWork(ctx, tx, task, work); err != nil {
+	if err := e.insertWork(ctx, tx, task, plan.work); err != nil {
 		return err
 	}
 	pooled := 0
 	if task.Prefetch > 0 {
-		if pooled, err = e.refillPool(ctx, tx, task, pool, loans); err != nil {
+		if pooled, err = e.refillPool(ctx, tx, task, pool, plan.left); err != nil {
 			return err
 		}
 	}
-	if _, err := e.sql().QueryRunInsert.Exec(ctx, tx, drivers.QueryRunParams{TaskID: task.ID, Strategy: run.Strategy,
-		Holder: truncate(run.Holder, 100), StartedAgoMS: time.Since(run.started).Milliseconds(), DurationMS: run.DurationMS,
-		RowsFound: run.RowsFound, RequestsServed: run.RequestsServed, LoansAssigned: run.LoansAssigned, Pooled: pooled}); err != nil {
+	run.RequestsServed, run.LoansAssigned = len(plan.served), len(plan.work)
+	if err := e.logRun(ctx, tx, task.ID, run, pooled); err != nil {
 		return fmt.Errorf("logging the criteria-query run: %w", err)
 	}
+	for _, o := range plan.served {
+		if own != nil && o.request.id == own.id {
+			r := o.request
+			own.served = &Request{ID: r.id, TaskID: task.ID, Task: task.Name, User: r.user, Requested: r.requested,
+				Assigned: len(o.loans), Status: o.status, Loans: drivers.Keys(task.KeyKind, o.loans), CreatedAt: r.createdAt}
+		}
+	}
+	return nil
+}
+
+// activeCounts reads the active work of each user of the pending requests,
+// for the per-user cap.
+func (e *Engine) activeCounts(ctx context.Context, tx *sql.Tx, task *Task, pending []pendingRequest) (map[string]int, error) {
+	active := map[string]int{}
+	for _, r := range pending {
+		if _, seen := active[r.user]; seen {
+			continue
+		}
+		var n int
+		if err := e.sql().ActiveCountForUser.QueryRow(ctx, tx, drivers.TaskUserParams{TaskID: task.ID, User: r.user}).Scan(&n); err != nil {
+			return nil, fmt.Errorf("counting active work of %s: %w", r.user, err)
+		}
+		active[r.user] = n
+	}
+	return active, nil
+}
+
+// finishServed plans the round and sets the outcome of every request the
+// plan serves, only while each is still pending; it returns the plan that
+// stands.
+//
+// The requests are finished before the work rows are inserted: the finish
+// updates a request only while it is pending, so a request its requester
+// cancelled after the round's read is skipped, its loans kept for the next
+// request (docs/algorithm.md, "Cancelling and attaching"). The row lock the
+// finish takes makes a concurrent cancel wait for this commit and then find
+// the request served. Where the dialect finishes a round's requests in one
+// statement (finishRequests), a cancelled request rolls the round back
+// instead (errRoundRaced).
+func (e *Engine) finishServed(ctx context.Context, tx *sql.Tx, task *Task, in allocation) (allocationPlan, error) {
+	plan := planAllocation(in)
+	batch := !e.sql().RequestFinishMany.Empty()
+	if batch {
+		return plan, e.finishRequests(ctx, tx, task.ID, plan.served)
+	}
+	for i := 0; i < len(plan.served); i++ {
+		r := plan.served[i].request
+		ok, err := e.finishRequest(ctx, tx, r.id, len(plan.served[i].loans), plan.served[i].status)
+		if err != nil {
+			return plan, err
+		}
+		if ok {
+			continue
+		}
+		if !e.cancelled(ctx, r.id) {
+			return plan, fmt.Errorf("request %d was finished by someone else while this caller held the task lock", r.id)
+		}
+		// Plan again without it: the answers before it stand (they do not
+		// depend on later requests), so the finish goes on from the same
+		// place, with its loans now going to the next request.
+		if in.skip == nil {
+			in.skip = map[int64]bool{}
+		}
+		in.skip[r.id] = true
+		plan = planAllocation(in)
+		i--
+	}
+	return plan, nil
+}
+
+// assignCommit ends a round that holds the task lock or has passed the lease
+// fence: it assigns, commits, and keeps own's answer if this commit served
+// it.
+func (e *Engine) assignCommit(ctx context.Context, tx *sql.Tx, task *Task, found criteriaResult, run QueryRun, own *ownRequest) error {
+	if err := e.assign(ctx, tx, task, found, run, own); err != nil {
+		return err
+	}
+	if err := e.commit(tx, "assignments of task "+task.Name); err != nil {
+		return err
+	}
+	own.committed()
 	return nil
 }

@@ -7,12 +7,41 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/loanq/loanq/drivers"
 )
 
-// The writes that end a serving round: the requests' finish and the work
-// rows.
+// The writes that end a serving round or claim, shared by every way of
+// serving (the task's row lock, its lease, --lock rows, the candidate pool):
+// the status rule, the requests' finish, the work rows, the query-run log
+// and the commit. A round or claim writes all of them in one transaction,
+// so a request is answered exactly when its work rows and its run's log
+// entry commit.
+
+// requestStatus is a served request's status: assigned when it got all it
+// asked for, partial when some, empty when none.
+func requestStatus(requested, taken int) string {
+	switch {
+	case taken == 0:
+		return StatusEmpty
+	case taken < requested:
+		return StatusPartial
+	}
+	return StatusAssigned
+}
+
+// finishRequest sets the outcome of one request, only while it is still
+// pending: false when it no longer was (served by another caller, or
+// cancelled).
+func (e *Engine) finishRequest(ctx context.Context, tx *sql.Tx, id int64, taken int, status string) (bool, error) {
+	res, err := e.sql().RequestFinish.Exec(ctx, tx, drivers.RequestFinishParams{Assigned: taken, Status: status, ID: id})
+	if err != nil {
+		return false, fmt.Errorf("finishing request %d: %w", id, err)
+	}
+	n, _ := res.RowsAffected()
+	return n == 1, nil
+}
 
 // errRoundRaced: a request the round meant to serve was no longer pending when
 // its batched finish ran (its requester cancelled it between the round's read
@@ -22,9 +51,13 @@ var errRoundRaced = errors.New("a request of the round was cancelled while it wa
 
 // finishRequests sets the outcome of every request a round served in one
 // statement (RequestFinishMany), only while each is still pending.
-func (e *Engine) finishRequests(ctx context.Context, tx *sql.Tx, taskID int64, outcomes [][]any) error {
-	if len(outcomes) == 0 {
+func (e *Engine) finishRequests(ctx context.Context, tx *sql.Tx, taskID int64, served []outcome) error {
+	if len(served) == 0 {
 		return nil
+	}
+	outcomes := make([][]any, len(served)) // [request id, assigned, status]
+	for i, o := range served {
+		outcomes[i] = []any{o.request.id, len(o.loans), o.status}
 	}
 	text, err := json.Marshal(outcomes)
 	if err != nil {
@@ -100,6 +133,28 @@ func assignmentsJSON(work []assignment) (string, int, error) {
 	}
 	b.WriteByte(']')
 	return b.String(), n, nil
+}
+
+// logRun logs a criteria-query run (loanq_query_run) in the transaction of
+// the round or claim that used it: the log holds the runs whose answers
+// committed. pooled is what the run added to the task's candidate pool.
+func (e *Engine) logRun(ctx context.Context, tx *sql.Tx, taskID int64, run QueryRun, pooled int) error {
+	_, err := e.sql().QueryRunInsert.Exec(ctx, tx, drivers.QueryRunParams{TaskID: taskID, Strategy: run.Strategy,
+		Holder: truncate(run.Holder, 100), StartedAgoMS: time.Since(run.started).Milliseconds(), DurationMS: run.DurationMS,
+		RowsFound: run.RowsFound, RequestsServed: run.RequestsServed, LoansAssigned: run.LoansAssigned, Pooled: pooled})
+	return err
+}
+
+// commit commits the transaction of a round or claim (what: "assignments
+// of task x"). The beforeCommit test hook runs just before, inside it:
+// tests place a request in the window the look after the commit closes
+// (docs/algorithm.md, step 6).
+func (e *Engine) commit(tx *sql.Tx, what string) error {
+	hook(e.beforeCommit)
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("committing %s: %w", what, err)
+	}
+	return nil
 }
 
 func truncate(s string, n int) string {

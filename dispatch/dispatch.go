@@ -112,3 +112,10 @@ func (n *nullTime) Scan(v any) error {
 	n.T = t
 	return err
 }
+
+// hook runs a test hook, if set.
+func hook(f func()) {
+	if f != nil {
+		f()
+	}
+}

@@ -75,16 +75,9 @@ func (e *Engine) serveRoundLeaseMode(ctx context.Context, task *Task, own *ownRe
 		released = true // it is no longer ours to release
 		return &problem.Error{Kind: problem.Busy, Msg: fmt.Sprintf("the lease on task %s expired before its holder could commit (lease-ttl %s); nothing was assigned by it", task.Name, task.LeaseTTL)}
 	}
-	if err := e.assign(ctx, tx, task, found, run, own); err != nil {
+	if err := e.assignCommit(ctx, tx, task, found, run, own); err != nil {
 		return err
 	}
-	if e.beforeCommit != nil {
-		e.beforeCommit()
-	}
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("committing assignments of task %s: %w", task.Name, err)
-	}
-	own.committed()
 	released = true
 	return nil
 }
@@ -154,9 +147,7 @@ func (e *Engine) heartbeat(ctx context.Context, task *Task, token int64) (stop f
 			if n, err := res.RowsAffected(); err == nil && n == 0 {
 				return // lost (expired and taken, or released)
 			}
-			if e.renewed != nil {
-				e.renewed()
-			}
+			hook(e.renewed)
 		}
 	}()
 	var once sync.Once

@@ -135,17 +135,7 @@ func (e *Engine) serveLockedMode(ctx context.Context, tx *sql.Tx, task *Task, st
 		return err
 	}
 	run.Strategy = string(strategy)
-	if err := e.assign(ctx, tx, task, found, run, own); err != nil {
-		return err
-	}
-	if e.beforeCommit != nil {
-		e.beforeCommit()
-	}
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("committing assignments of task %s: %w", task.Name, err)
-	}
-	own.committed()
-	return nil
+	return e.assignCommit(ctx, tx, task, found, run, own)
 }
 
 // runCriteria runs the task's criteria query once, after the task's
@@ -178,9 +168,7 @@ func (e *Engine) runCriteria(ctx context.Context, q drivers.Querier, task *Task,
 	}
 	res.exhausted = len(res.loans) < limit
 	run.DurationMS = time.Since(run.started).Milliseconds()
-	if e.afterQuery != nil {
-		e.afterQuery()
-	}
+	hook(e.afterQuery)
 	run.RowsFound = len(res.loans)
 	return res, run, nil
 }
