@@ -33,7 +33,7 @@ func (e *Engine) assign(ctx context.Context, tx *sql.Tx, task *Task, found crite
 	if err != nil {
 		return err
 	}
-	hook(e.afterPending)
+	hook(e.hooks.afterPending)
 	in := allocation{pending: pending, loans: found.loans, exhausted: found.exhausted, maxActive: task.MaxActive}
 	var pool *roundPool
 	if task.Prefetch > 0 {

@@ -150,7 +150,7 @@ func (e *Engine) logRun(ctx context.Context, tx *sql.Tx, taskID int64, run Query
 // tests place a request in the window the look after the commit closes
 // (docs/algorithm.md, step 6).
 func (e *Engine) commit(tx *sql.Tx, what string) error {
-	hook(e.beforeCommit)
+	hook(e.hooks.beforeCommit)
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("committing %s: %w", what, err)
 	}

@@ -147,7 +147,7 @@ func (e *Engine) heartbeat(ctx context.Context, task *Task, token int64) (stop f
 			if n, err := res.RowsAffected(); err == nil && n == 0 {
 				return // lost (expired and taken, or released)
 			}
-			hook(e.renewed)
+			hook(e.hooks.renewed)
 		}
 	}()
 	var once sync.Once

@@ -168,7 +168,7 @@ func (e *Engine) runCriteria(ctx context.Context, q drivers.Querier, task *Task,
 	}
 	res.exhausted = len(res.loans) < limit
 	run.DurationMS = time.Since(run.started).Milliseconds()
-	hook(e.afterQuery)
+	hook(e.hooks.afterQuery)
 	run.RowsFound = len(res.loans)
 	return res, run, nil
 }

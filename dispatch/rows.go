@@ -159,7 +159,7 @@ func (e *Engine) claimRows(ctx context.Context, rl drivers.RowLocker, task *Task
 					return err
 				}
 			}
-			hook(e.afterQuery)
+			hook(e.hooks.afterQuery)
 		}
 		run.RowsFound += len(locked)
 		if fresh && req.ID == 0 {
