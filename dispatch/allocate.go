@@ -34,6 +34,17 @@ type allocationPlan struct {
 	left   []string     // the candidates nobody got (a pool task refills its pool with them)
 }
 
+// underCap is how many of the requested loans a user holding active loans
+// may take under the task's per-user cap (--max-active; 0: none). Every way
+// of serving applies it: a round (planAllocation), a rows claim, a pool
+// claim.
+func underCap(requested, maxActive, active int) int {
+	if maxActive <= 0 {
+		return requested
+	}
+	return max(0, min(requested, maxActive-active))
+}
+
 // planAllocation serves the pending requests oldest first (FIFO), each from
 // the front of what the earlier ones left, up to what it asked for and what
 // its user's cap allows (the cap counts what this round already gave that
@@ -53,10 +64,7 @@ func planAllocation(a allocation) allocationPlan {
 		if a.skip[r.id] {
 			continue
 		}
-		allow := r.requested
-		if a.maxActive > 0 {
-			allow = max(0, min(allow, a.maxActive-a.active[r.user]-given[r.user]))
-		}
+		allow := underCap(r.requested, a.maxActive, a.active[r.user]+given[r.user])
 		take := min(allow, len(loans))
 		if take < allow && !a.exhausted {
 			break // more loans may exist: serve this one fully in the next round

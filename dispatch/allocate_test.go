@@ -113,6 +113,20 @@ func TestPlanAllocationPrefixStands(t *testing.T) {
 	}
 }
 
+func TestUnderCap(t *testing.T) {
+	for _, c := range []struct{ requested, maxActive, active, want int }{
+		{3, 0, 7, 3}, // no cap
+		{3, 5, 1, 3}, // room enough
+		{3, 5, 3, 2}, // cut short
+		{3, 5, 5, 0}, // reached
+		{3, 2, 5, 0}, // over (the cap lowered since): none, never negative
+	} {
+		if got := underCap(c.requested, c.maxActive, c.active); got != c.want {
+			t.Errorf("underCap(%d, %d, %d) = %d, want %d", c.requested, c.maxActive, c.active, got, c.want)
+		}
+	}
+}
+
 func TestRequestStatus(t *testing.T) {
 	for _, c := range []struct {
 		requested, taken int

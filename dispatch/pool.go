@@ -162,7 +162,7 @@ func (e *Engine) claimPool(ctx context.Context, task *Task, user string, count i
 		if err := e.sql().ActiveCountForUser.QueryRow(ctx, tx, drivers.TaskUserParams{TaskID: task.ID, User: user}).Scan(&active); err != nil {
 			return 0, false, fmt.Errorf("counting active work of %s: %w", user, err)
 		}
-		allow = max(0, min(allow, task.MaxActive-active))
+		allow = underCap(allow, task.MaxActive, active)
 		if allow == 0 {
 			return 0, false, nil // the usual path answers, and says why
 		}

@@ -141,7 +141,7 @@ func (e *Engine) claimRows(ctx context.Context, rl drivers.RowLocker, task *Task
 		if err := e.sql().ActiveCountForUser.QueryRow(ctx, tx, drivers.TaskUserParams{TaskID: task.ID, User: req.User}).Scan(&active); err != nil {
 			return fmt.Errorf("counting active work of %s: %w", req.User, err)
 		}
-		allow = max(0, min(allow, task.MaxActive-active))
+		allow = underCap(allow, task.MaxActive, active)
 	}
 	run := QueryRun{Holder: e.Holder, Strategy: string(drivers.Rows), started: time.Now()}
 	take := 0
