@@ -51,8 +51,8 @@ func (e *Engine) assign(ctx context.Context, tx *sql.Tx, task *Task, found crite
 		}
 	}
 	if task.MaxActive > 0 {
-		// In the transaction, which holds the task lock: no other round
-		// assigns meanwhile.
+		// In the round's transaction, before the plan, which needs the
+		// count of every pending user it may reach.
 		if in.active, err = e.activeCounts(ctx, tx, task, pending); err != nil {
 			return err
 		}
