@@ -54,17 +54,32 @@ type Engine struct {
 	// (Dispose).
 	taskIDs sync.Map
 
-	// beforeCommit, when set (tests only), runs inside the assignment
-	// transaction just before its commit.
+	// hooks are where tests act inside a round; unset in production.
+	hooks testHooks
+}
+
+// testHooks are points inside the engine's transactions where tests act
+// (set only from export_test.go). Each is nil in production, where hook
+// costs one comparison.
+type testHooks struct {
+	// beforeCommit runs inside an assignment or claim transaction, just
+	// before its commit.
 	beforeCommit func()
-	// afterQuery, when set (tests only), runs right after the criteria query,
-	// before the pending requests are re-read and served.
+	// afterQuery runs right after the criteria query (a rows claim's first
+	// locking read), before the pending requests are re-read and served.
 	afterQuery func()
-	// afterPending, when set (tests only), runs in a serving round right
-	// after the pending requests were read for assignment.
+	// afterPending runs in a serving round right after the pending
+	// requests were read for assignment.
 	afterPending func()
-	// renewed, when set (tests only), runs after each lease renewal.
+	// renewed runs after each lease renewal.
 	renewed func()
+}
+
+// hook runs a test hook, if set.
+func hook(f func()) {
+	if f != nil {
+		f()
+	}
 }
 
 // New returns an engine with the defaults.

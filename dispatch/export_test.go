@@ -8,18 +8,18 @@ import (
 // SetBeforeCommit lets tests act inside the assignment transaction, just
 // before it commits (to place a request in the race window that the
 // post-commit pending check closes: docs/algorithm.md, step 6).
-func (e *Engine) SetBeforeCommit(f func()) { e.beforeCommit = f }
+func (e *Engine) SetBeforeCommit(f func()) { e.hooks.beforeCommit = f }
 
 // SetAfterQuery lets tests log a request right after the criteria query ran
 // (docs/algorithm.md, step 5: such a request is served from that same run).
-func (e *Engine) SetAfterQuery(f func()) { e.afterQuery = f }
+func (e *Engine) SetAfterQuery(f func()) { e.hooks.afterQuery = f }
 
 // SetAfterPending lets tests act between a serving round's read of the
 // pending requests and their finish (a cancel in that window).
-func (e *Engine) SetAfterPending(f func()) { e.afterPending = f }
+func (e *Engine) SetAfterPending(f func()) { e.hooks.afterPending = f }
 
 // SetRenewed lets tests count lease renewals (the heartbeat).
-func (e *Engine) SetRenewed(f func()) { e.renewed = f }
+func (e *Engine) SetRenewed(f func()) { e.hooks.renewed = f }
 
 // HoldBounds is the idle and statement bound a lock transaction of t gets.
 func (e *Engine) HoldBounds(ctx context.Context, t *Task) (idle, stmt time.Duration, err error) {

@@ -162,7 +162,7 @@ func (e *Engine) claimPool(ctx context.Context, task *Task, user string, count i
 		if err := e.sql().ActiveCountForUser.QueryRow(ctx, tx, drivers.TaskUserParams{TaskID: task.ID, User: user}).Scan(&active); err != nil {
 			return 0, false, fmt.Errorf("counting active work of %s: %w", user, err)
 		}
-		allow = max(0, min(allow, task.MaxActive-active))
+		allow = underCap(allow, task.MaxActive, active)
 		if allow == 0 {
 			return 0, false, nil // the usual path answers, and says why
 		}
@@ -196,18 +196,12 @@ func (e *Engine) claimPool(ctx context.Context, task *Task, user string, count i
 	if take < allow {
 		return 0, true, nil // roll back: the usual path serves it, and refills the pool
 	}
-	status := StatusAssigned
-	if take < count {
-		status = StatusPartial // the cap
-	}
-	if _, err := e.sql().RequestFinishPooled.Exec(ctx, tx, drivers.RequestFinishParams{Assigned: take, Status: status, ID: id}); err != nil {
+	// take is allow here, at least 1: partial only by the cap.
+	if _, err := e.sql().RequestFinishPooled.Exec(ctx, tx, drivers.RequestFinishParams{Assigned: take, Status: requestStatus(count, take), ID: id}); err != nil {
 		return 0, false, fmt.Errorf("finishing request %d: %w", id, err)
 	}
-	if e.beforeCommit != nil {
-		e.beforeCommit()
-	}
-	if err := tx.Commit(); err != nil {
-		return 0, false, fmt.Errorf("committing the pool claim of task %s: %w", task.Name, err)
+	if err := e.commit(tx, "the pool claim of task "+task.Name); err != nil {
+		return 0, false, err
 	}
 	return id, false, nil
 }

@@ -141,7 +141,7 @@ func (e *Engine) claimRows(ctx context.Context, rl drivers.RowLocker, task *Task
 		if err := e.sql().ActiveCountForUser.QueryRow(ctx, tx, drivers.TaskUserParams{TaskID: task.ID, User: req.User}).Scan(&active); err != nil {
 			return fmt.Errorf("counting active work of %s: %w", req.User, err)
 		}
-		allow = max(0, min(allow, task.MaxActive-active))
+		allow = underCap(allow, task.MaxActive, active)
 	}
 	run := QueryRun{Holder: e.Holder, Strategy: string(drivers.Rows), started: time.Now()}
 	take := 0
@@ -159,9 +159,7 @@ func (e *Engine) claimRows(ctx context.Context, rl drivers.RowLocker, task *Task
 					return err
 				}
 			}
-			if e.afterQuery != nil {
-				e.afterQuery()
-			}
+			hook(e.hooks.afterQuery)
 		}
 		run.RowsFound += len(locked)
 		if fresh && req.ID == 0 {
@@ -204,33 +202,15 @@ func (e *Engine) claimRows(ctx context.Context, rl drivers.RowLocker, task *Task
 		}
 	}
 	run.DurationMS = time.Since(run.started).Milliseconds()
-	status := StatusAssigned
-	switch {
-	case take == 0:
-		status = StatusEmpty
-	case take < req.Requested:
-		status = StatusPartial
-	}
-	res, err := e.sql().RequestFinish.Exec(ctx, tx, drivers.RequestFinishParams{Assigned: take, Status: status, ID: req.ID})
-	if err != nil {
-		return fmt.Errorf("finishing request %d: %w", req.ID, err)
-	}
-	if n, _ := res.RowsAffected(); n != 1 {
-		return nil // served meanwhile by another caller (work status): roll back ours
+	ok, err := e.finishRequest(ctx, tx, req.ID, take, requestStatus(req.Requested, take))
+	if err != nil || !ok {
+		return err // !ok: served meanwhile by another caller (work status): roll back ours
 	}
 	run.RequestsServed, run.LoansAssigned = 1, take
-	if _, err := e.sql().QueryRunInsert.Exec(ctx, tx, drivers.QueryRunParams{TaskID: task.ID, Strategy: run.Strategy,
-		Holder: truncate(run.Holder, 100), StartedAgoMS: time.Since(run.started).Milliseconds(), DurationMS: run.DurationMS,
-		RowsFound: run.RowsFound, RequestsServed: run.RequestsServed, LoansAssigned: run.LoansAssigned}); err != nil {
+	if err := e.logRun(ctx, tx, task.ID, run, 0); err != nil {
 		return fmt.Errorf("logging the claim: %w", err)
 	}
-	if e.beforeCommit != nil {
-		e.beforeCommit()
-	}
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("committing the claim of task %s: %w", task.Name, err)
-	}
-	return nil
+	return e.commit(tx, "the claim of task "+task.Name)
 }
 
 // logInClaim inserts a fresh rows request, pending, inside its claim

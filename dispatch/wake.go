@@ -6,7 +6,6 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/loanq/loanq/drivers"
@@ -233,42 +232,4 @@ func (e *Engine) recentQueryTime(ctx context.Context, task *Task) time.Duration 
 		return task.QueryDelay
 	}
 	return time.Duration(meanMS) * time.Millisecond
-}
-
-// heartbeat renews the lease every TTL/3 until the returned stop is called
-// (idempotent; it waits for the renewing goroutine). A renewal that finds the
-// lease no longer this holder's stops renewing: the fence at commit refuses.
-func (e *Engine) heartbeat(ctx context.Context, task *Task, token int64) (stop func()) {
-	hctx, cancel := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		tick := time.NewTicker(max(task.LeaseTTL/3, 100*time.Millisecond))
-		defer tick.Stop()
-		for {
-			select {
-			case <-hctx.Done():
-				return
-			case <-tick.C:
-			}
-			res, err := e.sql().LeaseRenew.Exec(hctx, e.DB, drivers.LeaseRenewParams{TTLMS: task.LeaseTTL.Milliseconds(), TaskID: task.ID, Owner: e.Holder, Token: token})
-			if err != nil {
-				continue // try again at the next tick; the fence decides
-			}
-			if n, err := res.RowsAffected(); err == nil && n == 0 {
-				return // lost (expired and taken, or released)
-			}
-			if e.renewed != nil {
-				e.renewed()
-			}
-		}
-	}()
-	var once sync.Once
-	return func() {
-		once.Do(func() {
-			cancel()
-			wg.Wait()
-		})
-	}
 }

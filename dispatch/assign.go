@@ -1,0 +1,159 @@
+package dispatch
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+
+	"github.com/loanq/loanq/drivers"
+)
+
+// A round's allocation with its I/O: read what the plan needs, plan
+// (allocate.go, pure), write the outcome (commit.go).
+
+// assign serves the pending requests of the task, oldest first, from the
+// loans the criteria query found, inside the caller's transaction (which
+// holds the task lock or has passed the lease fence): it reads what the
+// allocation plan needs, plans (planAllocation), and writes the plan. It
+// re-reads the pending requests so that requests that arrived while the
+// query ran are served too.
+//
+// When own's request is among those served, its answer is kept in own.served
+// for the caller to return once tx commits.
+func (e *Engine) assign(ctx context.Context, tx *sql.Tx, task *Task, found criteriaResult, run QueryRun, own *ownRequest) error {
+	if own != nil {
+		own.served = nil
+	}
+	// Read through the pool, not the transaction: on MySQL/MariaDB's
+	// REPEATABLE READ the transaction's snapshot dates from its first read,
+	// before the query ran, and would hide the requests that arrived since.
+	// Only committed requests are seen either way, and RequestFinish updates
+	// a request only while it is still pending.
+	pending, err := e.pending(ctx, e.DB, task.ID)
+	if err != nil {
+		return err
+	}
+	hook(e.hooks.afterPending)
+	in := allocation{pending: pending, loans: found.loans, exhausted: found.exhausted, maxActive: task.MaxActive}
+	var pool *roundPool
+	if task.Prefetch > 0 {
+		// Pool claims run beside this round: take the pool rows nobody is
+		// claiming, and leave out the loans claims hold or assigned.
+		if pool, err = e.takePool(ctx, tx, task, in.loans); err != nil {
+			return err
+		}
+		in.loans = pool.loans
+		if len(pool.held) > 0 {
+			// A claim under way may still give its loans back: a request
+			// this round cannot fill waits for the next round rather than
+			// being told partial or empty.
+			in.exhausted = false
+		}
+	}
+	if task.MaxActive > 0 {
+		// In the round's transaction, before the plan, which needs the
+		// count of every pending user it may reach.
+		if in.active, err = e.activeCounts(ctx, tx, task, pending); err != nil {
+			return err
+		}
+	}
+	plan, err := e.finishServed(ctx, tx, task, in)
+	if err != nil {
+		return err
+	}
+	if err := e.insertWork(ctx, tx, task, plan.work); err != nil {
+		return err
+	}
+	pooled := 0
+	if task.Prefetch > 0 {
+		if pooled, err = e.refillPool(ctx, tx, task, pool, plan.left); err != nil {
+			return err
+		}
+	}
+	run.RequestsServed, run.LoansAssigned = len(plan.served), len(plan.work)
+	if err := e.logRun(ctx, tx, task.ID, run, pooled); err != nil {
+		return fmt.Errorf("logging the criteria-query run: %w", err)
+	}
+	for _, o := range plan.served {
+		if own != nil && o.request.id == own.id {
+			r := o.request
+			own.served = &Request{ID: r.id, TaskID: task.ID, Task: task.Name, User: r.user, Requested: r.requested,
+				Assigned: len(o.loans), Status: o.status, Loans: drivers.Keys(task.KeyKind, o.loans), CreatedAt: r.createdAt}
+		}
+	}
+	return nil
+}
+
+// activeCounts reads the active work of each user of the pending requests,
+// for the per-user cap.
+func (e *Engine) activeCounts(ctx context.Context, tx *sql.Tx, task *Task, pending []pendingRequest) (map[string]int, error) {
+	active := map[string]int{}
+	for _, r := range pending {
+		if _, seen := active[r.user]; seen {
+			continue
+		}
+		var n int
+		if err := e.sql().ActiveCountForUser.QueryRow(ctx, tx, drivers.TaskUserParams{TaskID: task.ID, User: r.user}).Scan(&n); err != nil {
+			return nil, fmt.Errorf("counting active work of %s: %w", r.user, err)
+		}
+		active[r.user] = n
+	}
+	return active, nil
+}
+
+// finishServed plans the round and sets the outcome of every request the
+// plan serves, only while each is still pending; it returns the plan that
+// stands.
+//
+// The requests are finished before the work rows are inserted: the finish
+// updates a request only while it is pending, so a request its requester
+// cancelled after the round's read is skipped, its loans kept for the next
+// request (docs/algorithm.md, "Cancelling and attaching"). The row lock the
+// finish takes makes a concurrent cancel wait for this commit and then find
+// the request served. Where the dialect finishes a round's requests in one
+// statement (finishRequests), a cancelled request rolls the round back
+// instead (errRoundRaced).
+func (e *Engine) finishServed(ctx context.Context, tx *sql.Tx, task *Task, in allocation) (allocationPlan, error) {
+	plan := planAllocation(in)
+	batch := !e.sql().RequestFinishMany.Empty()
+	if batch {
+		return plan, e.finishRequests(ctx, tx, task.ID, plan.served)
+	}
+	for i := 0; i < len(plan.served); i++ {
+		r := plan.served[i].request
+		ok, err := e.finishRequest(ctx, tx, r.id, len(plan.served[i].loans), plan.served[i].status)
+		if err != nil {
+			return plan, err
+		}
+		if ok {
+			continue
+		}
+		if !e.cancelled(ctx, r.id) {
+			return plan, fmt.Errorf("request %d was finished by someone else while this caller held the task lock", r.id)
+		}
+		// Plan again without it: the answers before it stand (they do not
+		// depend on later requests), so the finish goes on from the same
+		// place, with its loans now going to the next request.
+		if in.skip == nil {
+			in.skip = map[int64]bool{}
+		}
+		in.skip[r.id] = true
+		plan = planAllocation(in)
+		i--
+	}
+	return plan, nil
+}
+
+// assignCommit ends a round that holds the task lock or has passed the lease
+// fence: it assigns, commits, and keeps own's answer if this commit served
+// it.
+func (e *Engine) assignCommit(ctx context.Context, tx *sql.Tx, task *Task, found criteriaResult, run QueryRun, own *ownRequest) error {
+	if err := e.assign(ctx, tx, task, found, run, own); err != nil {
+		return err
+	}
+	if err := e.commit(tx, "assignments of task "+task.Name); err != nil {
+		return err
+	}
+	own.committed()
+	return nil
+}

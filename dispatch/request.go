@@ -1,0 +1,366 @@
+package dispatch
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"time"
+
+	"github.com/loanq/loanq/drivers"
+	"github.com/loanq/loanq/internal/pause"
+	"github.com/loanq/loanq/problem"
+)
+
+// A request's life (docs/algorithm.md, "Step by step"): Get logs it and
+// serves it or waits, Status reads it and serves it while it is pending,
+// and both return its answer. How a round serves is round.go (the task's
+// row lock), lease.go (its lease) and rows.go (no task lock); waiting is
+// wake.go; logging, attaching and cancelling are cancel.go.
+
+// Request statuses, as `work get` and `work status` print them (docs/json.md).
+const (
+	StatusPending  = "pending"
+	StatusAssigned = "assigned"
+	StatusPartial  = "partial"
+	StatusEmpty    = "empty"
+	// StatusCancelled: see cancel.go.
+)
+
+// Request is a logged work request and, once served, its loans.
+type Request struct {
+	ID        int64         `json:"request_id"`
+	TaskID    int64         `json:"-"`
+	Task      string        `json:"task"`
+	User      string        `json:"user"`
+	Requested int           `json:"requested"`
+	Assigned  int           `json:"assigned"`
+	Status    string        `json:"status"`
+	Loans     []drivers.Key `json:"loans"`
+	CreatedAt time.Time     `json:"created_at"`
+	// Attached is set when `work get` found the user's pending request of
+	// the task and attached to it instead of logging another.
+	Attached bool `json:"-"`
+	// Notice, when set, is said on stderr: why a cancel did not cancel, or
+	// that the per-user cap cut the request short (capnotice.go).
+	Notice string `json:"-"`
+	// CappedAt is the task's per-user cap (--max-active) when that cap is
+	// why the request got fewer loans than it asked for; otherwise absent.
+	CappedAt int `json:"capped_at,omitempty"`
+}
+
+// GetOptions tune one `work get` or `work status --wait`.
+type GetOptions struct {
+	NoWait  bool             // answer busy at once instead of rechecking
+	Timeout time.Duration    // give up rechecking after this long (0: never)
+	Lock    drivers.Strategy // "" for the task's own strategy
+	Backoff []time.Duration  // recheck delays; the last one repeats
+	// OnWait, if set, is told before each pause that the request is still
+	// pending and when the next look is (the command line's status line).
+	OnWait func(req *Request, next time.Duration)
+	// OnAttach, if set, is told that `work get` attached to the user's
+	// pending request id instead of logging another.
+	OnAttach func(id int64)
+	// CancelAs, when set, is the requester: if ctx is cancelled (a signal)
+	// while the request is pending, it is cancelled as that user's.
+	CancelAs string
+	// OwnRequest: never attach to the user's pending request. A caller
+	// that hands each loan it gets to a worker (`work run`) must not share
+	// its answer with another process of the same user: it serves (or
+	// waits for) that pending request first, then logs its own.
+	OwnRequest bool
+}
+
+// Get is `work get` (docs/algorithm.md, "Step by step"). On busy or timeout it
+// returns the request, still pending, together with a problem.Busy error
+// naming its id.
+func (e *Engine) Get(ctx context.Context, taskName, user string, count int, opt GetOptions) (*Request, error) {
+	if count < 1 || count > MaxCount {
+		return nil, problem.Usagef("invalid --count %d: ask for between 1 and %d loans", count, MaxCount)
+	}
+	if err := validateUser(user); err != nil {
+		return nil, err
+	}
+	task, err := e.Task(ctx, taskName)
+	if err != nil {
+		return nil, err
+	}
+	strategy, err := e.strategyFor(task, opt.Lock)
+	if err != nil {
+		return nil, err
+	}
+	// A task with a candidate pool serves from it when it can (pool.go):
+	// one short transaction, no query. Otherwise the usual way below.
+	if task.Prefetch > 0 {
+		if req, err := e.servePool(ctx, task, user, count); err != nil || req != nil {
+			return e.noteCap(ctx, task, req), e.claimInterrupted(ctx, task, err, "claiming from the pool of")
+		}
+		if strategy == drivers.Rows {
+			defer e.refillIfLow(context.WithoutCancel(ctx), task)
+		}
+	}
+	// rows: the claim logs the request itself (rows.go, serveRowsFresh),
+	// one commit per get. Unless the request must wait: then nothing was
+	// written, and it is logged on its own below.
+	if strategy == drivers.Rows {
+		req, err := e.serveRowsFresh(ctx, task, user, count)
+		if err != nil && ctx.Err() == nil && problem.KindOf(err) == problem.Failure {
+			// No request id to recheck: nothing of this call was written.
+			return nil, &problem.Error{Kind: problem.Failure, Err: fmt.Errorf("claiming loans of task %s: %w", task.Name, err),
+				Hint: fmt.Sprintf("the claim rolled back: nothing was assigned and no request is left pending; once the database answers again, `loanq work get %s` asks again", task.Name)}
+		}
+		if err != nil || req != nil {
+			return e.noteCap(ctx, task, req), e.claimInterrupted(ctx, task, err, "claiming loans of")
+		}
+	}
+	// Step 1: the request is committed on its own, before any lock is tried,
+	// so that whoever holds the lock can see and serve it.
+	// A user has at most one pending request per task: asking again
+	// attaches to it (cancel.go).
+	id, attached, err := e.logRequest(ctx, task.ID, user, count)
+	for err == nil && attached && opt.OwnRequest {
+		// Someone else's answer: get it served, then log this caller's.
+		wait := opt
+		wait.NoWait, wait.CancelAs, wait.OnWait = false, "", nil
+		if _, err = e.serveOrCancel(ctx, task, strategy, &ownRequest{id: id, user: user}, wait); err != nil {
+			break
+		}
+		id, attached, err = e.logRequest(ctx, task.ID, user, count)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if attached && opt.OnAttach != nil {
+		opt.OnAttach(id)
+	}
+	own := &ownRequest{id: id, user: user, requested: count}
+	if attached {
+		own.requested = 0 // the first request's count stands: unknown here
+	}
+	req, err := e.serveOrCancel(ctx, task, strategy, own, opt)
+	if req != nil {
+		req.Attached = attached
+	}
+	return e.noteCap(ctx, task, req), err
+}
+
+// claimInterrupted says what a signal during a claim that logs its own
+// request (a pool claim, a fresh rows claim) did: the claim's transaction
+// rolled back, and no request was left behind (exit 130/143).
+func (e *Engine) claimInterrupted(ctx context.Context, task *Task, err error, doing string) error {
+	if err == nil || ctx.Err() == nil {
+		return err
+	}
+	return &problem.Error{Kind: problem.Interrupted, Err: context.Cause(ctx),
+		Msg: fmt.Sprintf("interrupted while %s task %s: the claim rolled back, nothing was assigned and no request is left pending", doing, task.Name)}
+}
+
+// ownRequest is the request a call of Get or Status serves or waits for, as
+// far as the call knows it, and its answer once a round this call ran has
+// served it and committed: then the call returns that answer without reading
+// the request back.
+type ownRequest struct {
+	id        int64
+	user      string
+	requested int // 0: not known (attached to another call's request)
+
+	answer *Request // set once this call's commit served the request
+	// served is the answer assign built, in a transaction not yet committed.
+	served *Request
+}
+
+// committed records that the transaction that served (or did not serve)
+// the request committed.
+func (o *ownRequest) committed() {
+	if o != nil && o.served != nil {
+		o.answer, o.served = o.served, nil
+	}
+}
+
+// serveOrCancel is serveUntilDone, then, when a signal stopped it, the
+// cancellation of the request (interrupted).
+func (e *Engine) serveOrCancel(ctx context.Context, task *Task, strategy drivers.Strategy, own *ownRequest, opt GetOptions) (*Request, error) {
+	req, err := e.serveUntilDone(ctx, task, strategy, own, opt)
+	if err != nil && ctx.Err() != nil {
+		return e.interrupted(ctx, task, own.id, opt, err)
+	}
+	return req, err
+}
+
+// Status is `work status` (docs/algorithm.md, step 7): it reads the request
+// and, while it is pending and the task lock is free, serves the pending
+// requests itself.
+func (e *Engine) Status(ctx context.Context, id int64, wait bool, opt GetOptions) (*Request, error) {
+	if id <= 0 {
+		return nil, problem.Usagef("invalid request id %d: give the request_id that `loanq work get` printed", id)
+	}
+	req, err := e.Request(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if req.Status != StatusPending {
+		return req, nil
+	}
+	task, err := e.taskByID(ctx, req.TaskID)
+	if err != nil {
+		return nil, err
+	}
+	strategy, err := e.strategyFor(task, opt.Lock)
+	if err != nil {
+		return nil, err
+	}
+	opt.NoWait = !wait
+	return e.serveOrCancel(ctx, task, strategy, &ownRequest{id: id, user: req.User, requested: req.Requested}, opt)
+}
+
+func (e *Engine) strategyFor(t *Task, override drivers.Strategy) (drivers.Strategy, error) {
+	if err := e.runnable(t); err != nil {
+		return "", err
+	}
+	s := t.Lock
+	if override != "" {
+		s = override
+	}
+	if !drivers.Supports(e.Driver, s) {
+		return "", problem.Usagef("lock strategy %q is not available on %s: use one of %s", s, e.Driver.Name(), strategyList(e.Driver))
+	}
+	return s, nil
+}
+
+// serveUntilDone tries to serve, then waits to be woken (docs/algorithm.md,
+// "Waiting") and tries again, until the request is no longer pending, the
+// caller gave up (NoWait), or the timeout passed. The backoff steps are the
+// longest a wait lasts before the caller looks again on its own.
+func (e *Engine) serveUntilDone(ctx context.Context, task *Task, strategy drivers.Strategy, own *ownRequest, opt GetOptions) (*Request, error) {
+	id := own.id
+	backoff := opt.Backoff
+	if len(backoff) == 0 {
+		backoff = DefaultBackoff
+	}
+	var deadline time.Time
+	if opt.Timeout > 0 {
+		deadline = time.Now().Add(opt.Timeout)
+	}
+	served := false // the last wait saw the request served: just read it
+	for attempt := 0; ; attempt++ {
+		var err error
+		switch {
+		case served:
+		case strategy == drivers.Rows:
+			err = e.serveRows(ctx, task, own)
+		default:
+			err = e.serve(ctx, task, strategy, deadline, own)
+		}
+		if err != nil && ctx.Err() != nil {
+			// A signal while this caller served: its transaction rolled
+			// back, nothing was assigned, nothing failed.
+			return nil, &problem.Error{Kind: problem.Interrupted, Err: context.Cause(ctx),
+				Msg: fmt.Sprintf("interrupted while serving task %s: the assignment transaction rolled back, nothing was assigned by this call, and the task's pending requests stay pending for their callers", task.Name)}
+		}
+		if err != nil && problem.KindOf(err) != problem.Busy {
+			// The request is committed and stays pending: say how to get it
+			// served rather than asking again (a new request would be served too).
+			return nil, &problem.Error{Kind: problem.KindOf(err), Err: fmt.Errorf("serving request %d: %w", id, err),
+				Hint: fmt.Sprintf("once the database answers again, `loanq work status %d --wait` serves this request", id)}
+		}
+		if own.answer != nil {
+			return own.answer, nil // served by this call: nothing to read back
+		}
+		req, err := e.Request(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		if req.Status != StatusPending {
+			return req, nil
+		}
+		wait := backoff[min(attempt, len(backoff)-1)]
+		if !deadline.IsZero() {
+			wait = min(wait, time.Until(deadline))
+		}
+		if opt.NoWait || wait <= 0 {
+			why := "another caller holds the task lock"
+			if strategy == drivers.Rows {
+				why = "other callers hold eligible loans (rows strategy): it is not served until they let go of them"
+			}
+			return req, &problem.Error{Kind: problem.Busy,
+				Msg:  fmt.Sprintf("request %d for task %s is still pending: %s", id, task.Name, why),
+				Hint: fmt.Sprintf("check again with `loanq work status %d --wait`", id)}
+		}
+		if opt.OnWait != nil {
+			opt.OnWait(req, wait)
+		}
+		// Wait for the holder's commit (or for the lock to become free), at
+		// most `wait`; then serve and look again. The last round after the
+		// timeout passes takes no lock wait (the deadline bounds it).
+		if served, err = e.await(ctx, task, strategy, own, wait); err != nil {
+			if ctx.Err() != nil {
+				return req, ctx.Err()
+			}
+			// The wait failed (a connection cut, a server restart): sleep a
+			// little instead, then serve again; a failure that lasts is
+			// reported by serve, with the request id to recheck.
+			served = false
+			if err := pause.For(ctx, min(wait, time.Second)); err != nil {
+				return req, err
+			}
+		}
+	}
+}
+
+type pendingRequest struct {
+	id        int64
+	user      string
+	requested int
+	createdAt time.Time
+}
+
+func (e *Engine) pending(ctx context.Context, q drivers.Querier, taskID int64) ([]pendingRequest, error) {
+	rows, err := e.sql().RequestsPending.Query(ctx, q, drivers.TaskParams{TaskID: taskID})
+	if err != nil {
+		return nil, fmt.Errorf("reading pending requests: %w", err)
+	}
+	defer rows.Close()
+	var out []pendingRequest
+	for rows.Next() {
+		var p pendingRequest
+		var created nullTime
+		if err := rows.Scan(&p.id, &p.user, &p.requested, &created); err != nil {
+			return nil, fmt.Errorf("reading pending requests: %w", err)
+		}
+		p.createdAt = created.T
+		out = append(out, p)
+	}
+	return out, rows.Err()
+}
+
+// Request reads a request and its loans (one statement: a row per loan, one
+// row with no loan when it has none); an unknown id is bad input.
+func (e *Engine) Request(ctx context.Context, id int64) (*Request, error) {
+	rows, err := e.sql().RequestWithLoans.Query(ctx, e.DB, drivers.IDParams{ID: id})
+	if err != nil {
+		return nil, fmt.Errorf("reading request %d: %w", id, err)
+	}
+	defer rows.Close()
+	var r *Request
+	for rows.Next() {
+		var x Request
+		var created nullTime
+		var loan, kind sql.NullString
+		if err := rows.Scan(&x.ID, &x.TaskID, &x.Task, &x.User, &x.Requested, &x.Assigned, &x.Status, &created, &loan, &kind); err != nil {
+			return nil, fmt.Errorf("reading request %d: %w", id, err)
+		}
+		if r == nil {
+			x.CreatedAt, x.Loans = created.T, []drivers.Key{}
+			r = &x
+		}
+		if loan.Valid {
+			r.Loans = append(r.Loans, drivers.NewKey(drivers.ParseKeyKind(kind.String), loan.String))
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("reading request %d: %w", id, err)
+	}
+	if r == nil {
+		return nil, problem.Usagef("unknown request id %d: give the request_id that `loanq work get` printed", id)
+	}
+	return r, nil
+}

@@ -1,0 +1,74 @@
+package dispatch
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"time"
+
+	"github.com/loanq/loanq/drivers"
+)
+
+// How many rows a round's criteria query asks for: the pending need plus
+// room for the requests expected to arrive while it runs (docs/algorithm.md,
+// step 5).
+
+// lateArrivalRoom is how many loans beyond the pending requests' need the
+// criteria query fetches, at least: room for requests that arrive while the
+// query runs, which the same run serves (docs/algorithm.md, step 5).
+const lateArrivalRoom = 10
+
+// maxRoom caps the extra rows a burst estimate may add to one query.
+const maxRoom = 2 * MaxCount
+
+// arrivalWindow is how far back the arrival rate is measured.
+const arrivalWindow = 10 * time.Second
+
+// taskLoad is what a serving round reads of its task in one statement
+// (TaskLoad), right after taking the lock.
+type taskLoad struct {
+	requests int64         // pending requests
+	need     int64         // loans they ask for
+	recent   int64         // loans requested in the last arrivalWindow
+	runs     int64         // of the ten latest criteria-query runs: how many,
+	meanMS   int64         // their mean duration,
+	maxMS    sql.NullInt64 // and the longest (NULL: none yet)
+}
+
+func (e *Engine) load(ctx context.Context, q drivers.Querier, task *Task) (taskLoad, error) {
+	var l taskLoad
+	err := e.sql().TaskLoad.QueryRow(ctx, q, drivers.TaskWindowParams{TaskID: task.ID, WindowMS: arrivalWindow.Milliseconds()}).
+		Scan(&l.requests, &l.need, &l.recent, &l.runs, &l.meanMS, &l.maxMS)
+	if err != nil {
+		return l, fmt.Errorf("reading the pending requests of task %s: %w", task.Name, err)
+	}
+	return l, nil
+}
+
+// criteriaLimit is the criteria query's row limit for the pending need: the
+// need, plus room for the requests expected to arrive while the query runs
+// (arrivalRoom), at least the need again and lateArrivalRoom. Rows left over
+// are simply not assigned; a late request the room cannot fill waits for the
+// next round.
+func criteriaLimit(task *Task, l taskLoad) int {
+	need := int(l.need)
+	// A task with a candidate pool fetches its pool's size besides: what
+	// the round does not assign refills the pool.
+	return need + min(maxRoom, max(need, lateArrivalRoom, arrivalRoom(task, l))) + max(task.Prefetch, 0)
+}
+
+// arrivalRoom estimates the loans requested while one criteria query runs:
+// the loans requested per second over the last window, times the task's
+// recent query time (plus its --query-delay, which the log's durations
+// include; the delay alone before any run is logged), doubled for a burst.
+func arrivalRoom(task *Task, l taskLoad) int {
+	if l.recent == 0 {
+		return 0
+	}
+	queryTime := task.QueryDelay
+	if l.runs > 0 {
+		queryTime = time.Duration(l.meanMS) * time.Millisecond
+	}
+	perSecond := float64(l.recent) / arrivalWindow.Seconds()
+	return int(2 * perSecond * max(queryTime, 100*time.Millisecond).Seconds())
+}
