@@ -35,6 +35,15 @@ const (
 	RoleServe Role = "serve"
 )
 
+// LoanqTables are all of loanq's tables, its version table included. A role is
+// granted some of them; every grant script first revokes on all of them
+// (and on the --source tables it names), so an account given another role
+// keeps nothing of the one before. A table a migration adds belongs here:
+// each driver's grants test compares its revoke list with the tables its
+// migrations create.
+var LoanqTables = []string{"loanq_schema_version", "loanq_account", "loanq_task", "loanq_work_request", "loanq_work",
+	"loanq_query_run", "loanq_task_user", "loanq_pool", "loanq_lock", "loanq_api_token", "loanq_session"}
+
 // Roles lists the roles in the order `loanq grants --help` gives them.
 var Roles = []Role{RoleAdmin, RoleProcessor, RoleSupervisor, RoleDashboard, RoleRefresher, RoleServe}
 

@@ -204,6 +204,33 @@ func rolesSuite(t *testing.T, dialect string) {
 	}
 	runAs(t, adm, "", 0, "--user", "ana", "work", "get", "adm-t")
 
+	// --- a re-grant replaces the role: an admin made a processor keeps
+	// nothing of the admin's, on loanq's tables (loanq_api_token among
+	// them: an admin's INSERT there mints tokens) nor on the source.
+	demoted := acc.create("admin", "demoted", "")
+	runAs(t, demoted, "", 0, "token", "create", "--user", "x", "--role", "supervisor")
+	acc.grant("processor", "demoted", "")
+	if r := runAs(t, demoted, "", 2, "token", "create", "--user", "x", "--role", "supervisor"); !strings.Contains(r.stderr, "refused by the database") {
+		t.Errorf("token create by an admin re-granted as processor: %q, want it refused by the database", r.stderr)
+	}
+	demotedDB := acc.open(demoted)
+	for _, r := range []struct{ what, query string }{
+		{"mint a supervisor token", "INSERT INTO loanq_api_token (user_name, role, token_hash, created_by, created_at) VALUES ('x', 'supervisor', '" + strings.Repeat("ab", 32) + "', 'x', " + now + ")"},
+		{"revoke tokens", "UPDATE loanq_api_token SET revoked_at = " + now},
+		{"change a task", "UPDATE loanq_task SET criteria = '1 = 1'"},
+		{"delete history", "DELETE FROM loanq_query_run"},
+	} {
+		_, err := demotedDB.ExecContext(context.Background(), r.query)
+		if err == nil {
+			t.Errorf("an admin re-granted as processor could %s by hand", r.what)
+		} else if !drivers.IsPermissionDenied(err) {
+			t.Errorf("re-granted admin, %s: refused with %v, want the database's permission refusal", r.what, err)
+		}
+	}
+	if n := testdb.Int(t, d, db, "SELECT COUNT(*) FROM loanq_api_token"); n != 1 {
+		t.Errorf("%d tokens, want the 1 made before the re-grant", n)
+	}
+
 	// --- prune is an admin's: DELETE on the history is the admin role's only.
 	old := d.Dialect().NowMinusMillis("17280000000") // 200 days
 	testdb.Exec(t, d, db, "UPDATE loanq_work_request SET created_at = "+old+", served_at = "+old+" WHERE status <> 'pending'")
@@ -271,16 +298,7 @@ func (a *accounts) create(role, short, as string) string {
 			}
 		}
 	})
-	args := []string{"grants", "--role", role, "--to", name, "--source", "loan", "--dialect", a.dialect}
-	if as != "" {
-		args = append(args, "--as", as)
-	}
-	out := runAs(t, a.owner, "", 0, args...)
-	for _, stmt := range splitScript(out.stdout) {
-		if _, err := a.db.ExecContext(ctx, stmt); err != nil {
-			t.Fatalf("running `loanq %s` output: %s: %v", strings.Join(args, " "), stmt, err)
-		}
-	}
+	a.grant(role, short, as)
 	u, err := url.Parse(a.owner)
 	if err != nil {
 		t.Fatal(err)
@@ -290,6 +308,23 @@ func (a *accounts) create(role, short, as string) string {
 		u.User = url.UserPassword(name, "")
 	}
 	return u.String()
+}
+
+// grant runs `loanq grants --role role` for an account, as the owner: for
+// an account made by create, a re-grant with another role.
+func (a *accounts) grant(role, short, as string) {
+	t := a.t
+	t.Helper()
+	args := []string{"grants", "--role", role, "--to", a.name(short), "--source", "loan", "--dialect", a.dialect}
+	if as != "" {
+		args = append(args, "--as", as)
+	}
+	out := runAs(t, a.owner, "", 0, args...)
+	for _, stmt := range splitScript(out.stdout) {
+		if _, err := a.db.ExecContext(context.Background(), stmt); err != nil {
+			t.Fatalf("running `loanq %s` output: %s: %v", strings.Join(args, " "), stmt, err)
+		}
+	}
 }
 
 func (a *accounts) open(dsn string) *sql.DB {
