@@ -22,8 +22,9 @@ const (
 	// RoleSupervisor is a processor that may also act for others: work
 	// reclaim, and a processor's work on someone's behalf.
 	RoleSupervisor Role = "supervisor"
-	// RoleDashboard only reads loanq's own tables (`loanq serve` without
-	// the API; task list, show and stats; work list; lock list).
+	// RoleDashboard only reads: loanq's own tables (`loanq serve` without
+	// the API; task list, show and stats; work list; lock list), and the
+	// --source tables named, for serve's backlog counts.
 	RoleDashboard Role = "dashboard"
 	// RoleRefresher refills candidate pools (task refill, serve --refill):
 	// criteria queries under the task lock or lease, which serve the
@@ -188,7 +189,11 @@ func PlanGrants(req GrantRequest) (*Plan, error) {
 			read("loanq_task", "tasks"), read("loanq_work_request", "pending requests"), read("loanq_work", "active work and dispositions"),
 			read("loanq_query_run", "criteria-query runs"), read("loanq_lock", "lock list"), read("loanq_pool", "candidate pools"),
 		}
-		p.Sources = nil // the dashboard never reads the loans
+		// serve counts each task's backlog every --backlog-every with the
+		// task's criteria, a COUNT over its source: the dashboard reads
+		// the --source tables named (never locking a row). Without
+		// --source it reads loanq's tables only, and serve runs with
+		// --backlog-every 0s (docs/security.md).
 	case RoleRefresher:
 		// A refill is a serving round: it serves the requests pending at
 		// that moment, as any round does, so it writes what a processor's

@@ -51,8 +51,11 @@ ON DUPLICATE KEY UPDATE user_name = VALUES(user_name), trusted = VALUES(trusted)
     granted_by = VALUES(granted_by), granted_at = VALUES(granted_at);`, quote(user), literalOrNull(p.ActsAs), p.Role.Trusted()))
 	}
 	for _, s := range p.Sources {
-		out = append(out, drivers.Comment("source %s (key %s): InnoDB locks rows (FOR UPDATE SKIP LOCKED) with SELECT alone", s.Table, s.Key),
-			fmt.Sprintf("GRANT SELECT ON %s TO %s;", s.Table, acct))
+		why := drivers.Comment("source %s (key %s): InnoDB locks rows (FOR UPDATE SKIP LOCKED) with SELECT alone", s.Table, s.Key)
+		if !p.LockSources {
+			why = drivers.Comment("source %s: serve's backlog count reads it (--backlog-every)", s.Table)
+		}
+		out = append(out, why, fmt.Sprintf("GRANT SELECT ON %s TO %s;", s.Table, acct))
 	}
 	if p.LockSources {
 		out = append(out, drivers.Comment("MySQL 8.0 may refuse a locking read (FOR UPDATE) to an account with SELECT alone; if it does, add"),

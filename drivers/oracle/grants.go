@@ -50,6 +50,11 @@ WHEN NOT MATCHED THEN INSERT (account, user_name, trusted, granted_by, granted_a
 			fmt.Sprintf("GRANT SELECT ON loanq_rows_locked TO %s", acct))
 	}
 	for _, s := range p.Sources {
+		if !p.LockSources {
+			out = append(out, drivers.Comment("source %s: serve's backlog count reads it (--backlog-every); READ, unlike SELECT, locks no row", s.Table),
+				fmt.Sprintf("GRANT READ ON %s TO %s", s.Table, acct))
+			continue
+		}
 		out = append(out, drivers.Comment("source %s (key %s): SELECT lets Oracle lock rows (FOR UPDATE SKIP LOCKED); READ would not", s.Table, s.Key),
 			fmt.Sprintf("GRANT SELECT ON %s TO %s", s.Table, acct))
 	}

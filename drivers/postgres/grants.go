@@ -51,6 +51,11 @@ ON CONFLICT (account) DO UPDATE SET user_name = EXCLUDED.user_name, trusted = EX
     granted_by = current_user, granted_at = clock_timestamp();`, quoteLiteral(p.Account), literalOrNull(p.ActsAs), p.Role.Trusted()))
 	}
 	for _, s := range p.Sources {
+		if !p.LockSources {
+			out = append(out, drivers.Comment("source %s: serve's backlog count reads it (--backlog-every)", s.Table),
+				fmt.Sprintf("GRANT SELECT ON %s TO %s;", s.Table, acct))
+			continue
+		}
 		out = append(out, drivers.Comment("source %s (key %s)", s.Table, s.Key),
 			fmt.Sprintf("GRANT SELECT ON %s TO %s;", s.Table, acct))
 		if p.LockSources {

@@ -166,7 +166,7 @@ BEGIN
     (USER, 'LOANQ_WORK_REQUEST'), (USER, 'LOANQ_WORK'), (USER, 'LOANQ_QUERY_RUN'),
     (USER, 'LOANQ_TASK_USER'), (USER, 'LOANQ_POOL'), (USER, 'LOANQ_LOCK'),
     (USER, 'LOANQ_API_TOKEN'), (USER, 'LOANQ_SESSION'), (USER, 'LOANQ_ROWS_LOCKED'),
-    (USER, 'LOANQ_MAY_ACT_AS'), (USER, 'LOANQ_LOCK_ROWS'))) LOOP
+    (USER, 'LOANQ_MAY_ACT_AS'), (USER, 'LOANQ_LOCK_ROWS'), (USER, 'ACC_LOAN'))) LOOP
     EXECUTE IMMEDIATE 'REVOKE ALL ON "' || o.table_schema || '"."' || o.table_name || '" FROM LOANQ_DASHBOARD';
   END LOOP;
 END;
@@ -189,6 +189,8 @@ GRANT SELECT ON loanq_pool TO LOANQ_DASHBOARD
 -- who the account may act as (docs/security.md)
 GRANT EXECUTE ON loanq_may_act_as TO LOANQ_DASHBOARD
 DELETE FROM loanq_account WHERE account = 'LOANQ_DASHBOARD'
+-- source acc_loan: serve's backlog count reads it (--backlog-every); READ, unlike SELECT, locks no row
+GRANT READ ON acc_loan TO LOANQ_DASHBOARD
 
 -- role refresher
 -- loanq grants: role refresher for account LOANQ_REFRESHER (Oracle); run as the owner of loanq's tables
