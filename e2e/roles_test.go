@@ -403,16 +403,52 @@ func runAs(t *testing.T, dsn, user string, want int, args ...string) result {
 	return r
 }
 
-// docs/security.md shows what `loanq grants` prints, exactly.
+// docs/security.md shows what `loanq grants` prints for every role on
+// PostgreSQL and MySQL/MariaDB, exactly: each block is the first ```sql block
+// after its command line, and no other block is on the page.
 func TestSecurityDocShowsGrantsOutput(t *testing.T) {
-	doc, err := os.ReadFile("../docs/security.md")
+	raw, err := os.ReadFile("../docs/security.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, dialect := range []string{"postgres", "mysql"} {
-		out := runAs(t, "sqlite:"+t.TempDir()+"/x.db", "", 0, "grants", "--role", "processor", "--to", "proc_ana", "--as", "ana", "--source", "loan", "--dialect", dialect)
-		if !strings.Contains(string(doc), "```sql\n"+out.stdout+"```") {
-			t.Errorf("docs/security.md does not show what `loanq grants … --dialect %s` prints now:\n%s", dialect, out.stdout)
+	doc := string(raw)
+	accounts := map[drivers.Role][]string{
+		drivers.RoleAdmin:      {"--to", "loanq_admin"},
+		drivers.RoleProcessor:  {"--to", "proc_ana", "--as", "ana"},
+		drivers.RoleSupervisor: {"--to", "team_lead"},
+		drivers.RoleDashboard:  {"--to", "loanq_dash"},
+		drivers.RoleRefresher:  {"--to", "loanq_refill"},
+		drivers.RoleServe:      {"--to", "loanq_serve"},
+	}
+	dsn := "sqlite:" + t.TempDir() + "/x.db"
+	blocks := 0
+	for _, role := range drivers.Roles {
+		for _, dialect := range []string{"postgres", "mysql"} {
+			args := append(append([]string{"grants", "--role", string(role)}, accounts[role]...), "--source", "loan", "--dialect", dialect)
+			line := "loanq " + strings.Join(args, " ")
+			out := runAs(t, dsn, "", 0, args...).stdout
+			at := strings.Index(doc, line)
+			if at < 0 {
+				t.Errorf("docs/security.md does not show `%s`; it prints:\n%s", line, out)
+				continue
+			}
+			rest := doc[at:]
+			start := strings.Index(rest, "```sql\n")
+			if start < 0 {
+				t.Errorf("docs/security.md: no ```sql block after `%s`", line)
+				continue
+			}
+			block := rest[start+len("```sql\n"):]
+			if end := strings.Index(block, "```"); end >= 0 {
+				block = block[:end]
+			}
+			blocks++
+			if block != out {
+				t.Errorf("docs/security.md: the block after `%s` is not what it prints now:\n%s", line, out)
+			}
 		}
+	}
+	if n := strings.Count(doc, "```sql\n"); n != blocks {
+		t.Errorf("docs/security.md has %d ```sql blocks, %d of them checked against `loanq grants`", n, blocks)
 	}
 }
