@@ -25,7 +25,9 @@ Roles:
    processor   work get, status, cancel, run; disposition; pipeline; lock run;
                acts only as itself (its account name, or the --as name)
    supervisor  a processor that may act for others (work reclaim)
-   dashboard   reads loanq's tables only (serve, task list/show/stats, work list)
+   dashboard   reads loanq's tables (serve, task list/show/stats, work list), and
+               the --source tables for serve's backlog counts (none: run serve
+               with --backlog-every 0s)
    refresher   runs criteria queries under the task lock for nobody in particular
    serve       loanq serve answering processors without database accounts:
                a supervisor's rights, trusted to act as the users it serves

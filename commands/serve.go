@@ -37,10 +37,13 @@ func serveCommand() *cli.Command {
    /healthz       the state of the latest refresh: 200 {"status":"ok",…} when it read
                   the database, 503 otherwise; it never opens a connection itself
 
-Read-only (unless --refill): it never writes to the database and never runs a task's criteria query;
-its figures come from loanq's own tables, read by one refresh at a time and cached
-for --cache, so any number of viewers and probes cost one refresh per interval, on
-at most --max-conns connections in all.
+Read-only (unless --refill): it never writes to the database. Its figures come from
+loanq's own tables, read by one refresh at a time and cached for --cache, so any
+number of viewers and probes cost one refresh per interval, on at most --max-conns
+connections in all. The backlog is the exception: every task's criteria run as a
+COUNT over its source at start and every --backlog-every (1m), one task after
+another. A dashboard account reads the sources only when granted them ("loanq
+grants --role dashboard --source TABLE"); without, run it with --backlog-every 0s.
 
 It listens on 127.0.0.1 unless --listen says otherwise. With a token (--token-file
 PATH, or LOANQ_SERVE_TOKEN) every path but /healthz needs "Authorization: Bearer

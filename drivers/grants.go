@@ -22,8 +22,9 @@ const (
 	// RoleSupervisor is a processor that may also act for others: work
 	// reclaim, and a processor's work on someone's behalf.
 	RoleSupervisor Role = "supervisor"
-	// RoleDashboard only reads loanq's own tables (`loanq serve` without
-	// the API; task list, show and stats; work list; lock list).
+	// RoleDashboard only reads: loanq's own tables (`loanq serve` without
+	// the API; task list, show and stats; work list; lock list), and the
+	// --source tables named, for serve's backlog counts.
 	RoleDashboard Role = "dashboard"
 	// RoleRefresher refills candidate pools (task refill, serve --refill):
 	// criteria queries under the task lock or lease, which serve the
@@ -34,6 +35,15 @@ const (
 	// as the users it authenticates.
 	RoleServe Role = "serve"
 )
+
+// LoanqTables are all of loanq's tables, its version table included. A role is
+// granted some of them; every grant script first revokes on all of them
+// (and on the --source tables it names), so an account given another role
+// keeps nothing of the one before. A table a migration adds belongs here:
+// each driver's grants test compares its revoke list with the tables its
+// migrations create.
+var LoanqTables = []string{"loanq_schema_version", "loanq_account", "loanq_task", "loanq_work_request", "loanq_work",
+	"loanq_query_run", "loanq_task_user", "loanq_pool", "loanq_lock", "loanq_api_token", "loanq_session"}
 
 // Roles lists the roles in the order `loanq grants --help` gives them.
 var Roles = []Role{RoleAdmin, RoleProcessor, RoleSupervisor, RoleDashboard, RoleRefresher, RoleServe}
@@ -179,7 +189,11 @@ func PlanGrants(req GrantRequest) (*Plan, error) {
 			read("loanq_task", "tasks"), read("loanq_work_request", "pending requests"), read("loanq_work", "active work and dispositions"),
 			read("loanq_query_run", "criteria-query runs"), read("loanq_lock", "lock list"), read("loanq_pool", "candidate pools"),
 		}
-		p.Sources = nil // the dashboard never reads the loans
+		// serve counts each task's backlog every --backlog-every with the
+		// task's criteria, a COUNT over its source: the dashboard reads
+		// the --source tables named (never locking a row). Without
+		// --source it reads loanq's tables only, and serve runs with
+		// --backlog-every 0s (docs/security.md).
 	case RoleRefresher:
 		// A refill is a serving round: it serves the requests pending at
 		// that moment, as any round does, so it writes what a processor's

@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"database/sql"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"net/url"
 	"os"
@@ -49,6 +50,7 @@ func rolesSuite(t *testing.T, dialect string) {
 	mustOK(t, owner, "admin0", "task", "create", "lease-t", "--where", "eligible = 1", "--order", "priority", "--lock", "lease")
 	mustOK(t, owner, "admin0", "task", "create", "hold-t", "--where", "eligible = 1", "--max-hold", "1s")
 	mustOK(t, owner, "admin0", "task", "create", "pool-t", "--where", "eligible = 1", "--prefetch", "10", "--max-active", "5")
+	mustOK(t, owner, "admin0", "task", "create", "run-t", "--where", "eligible = 1 AND id <= 12") // work run until empty
 
 	acc := newAccounts(t, dialect, owner, d, db)
 	proc := acc.create("processor", "proc", "ana") // acts as ana
@@ -80,6 +82,26 @@ func rolesSuite(t *testing.T, dialect string) {
 	}
 	runAs(t, proc, "ana", 0, "pipeline")
 	runAs(t, proc, "", 0, "lock", "run", "nightly", "--", "true")
+	// Every lock strategy a call may ask for, the list of its work, and the
+	// loop for scripts until the task is empty.
+	if nw := decode(t, runAs(t, proc, "", 0, "-o", "json", "work", "get", "skip-t", "--lock", "nowait")); nw.User != "ana" || nw.Assigned != 1 {
+		t.Errorf("processor's work get --lock nowait: %+v, want 1 loan for ana", nw)
+	}
+	if r := runAs(t, proc, "", 0, "work", "list"); !strings.Contains(r.stdout, "skip-t") {
+		t.Errorf("processor's work list does not show its skip-t work:\n%s", r.stdout)
+	}
+	// `true` completes a loan, which leaves it matching the criteria (work
+	// run stops such a loop after 3 repeats): --max-loans bounds it. Exit 65
+	// disposes of a loan as never, so --until-empty ends.
+	runAs(t, proc, "", 0, "work", "run", "skip-t", "--max-loans", "2", "--", "true")
+	if n := testdb.Int(t, d, db, "SELECT COUNT(*) FROM loanq_work w JOIN loanq_task t ON t.id = w.task_id WHERE t.name = 'skip-t' AND w.user_name = 'ana' AND w.disposition = 'complete'"); n != 3 {
+		t.Errorf("processor's work run -- true: %d skip-t loans complete, want 3 (1 by disposition, 2 by work run)", n)
+	}
+	runAs(t, proc, "", 0, "work", "run", "run-t", "--until-empty", "--", "sh", "-c", "exit 65")
+	eligible := testdb.Int(t, d, db, "SELECT COUNT(*) FROM loan WHERE eligible = 1 AND id <= 12")
+	if n := testdb.Int(t, d, db, "SELECT COUNT(*) FROM loanq_work w JOIN loanq_task t ON t.id = w.task_id WHERE t.name = 'run-t' AND w.user_name = 'ana' AND w.disposition = 'never'"); n != eligible || n == 0 {
+		t.Errorf("processor's work run --until-empty: %d loans disposed of as never, want all %d eligible", n, eligible)
+	}
 	bobGot := decode(t, runAs(t, bobAcct, "", 0, "-o", "json", "work", "get", "skip-t", "--count", "2"))
 	if bobGot.User != bob || len(bobGot.Loans) != 2 {
 		t.Fatalf("second processor: %+v, want 2 loans for %s", bobGot, bob)
@@ -195,6 +217,68 @@ func rolesSuite(t *testing.T, dialect string) {
 	if r := runAs(t, dash, "", 2, "work", "get", "skip-t"); !strings.Contains(r.stderr, "refused by the database") {
 		t.Errorf("dashboard work get: %q", r.stderr)
 	}
+	// --- a refresher refills candidate pools, and only that: no task
+	// definitions, no tokens, no acting for others.
+	refresher := acc.create("refresher", "refill", "")
+	poolID := testdb.Int(t, d, db, "SELECT id FROM loanq_task WHERE name = 'pool-t'")
+	testdb.Exec(t, d, db, "DELETE FROM loanq_pool WHERE task_id = "+itoa64(poolID))
+	runAs(t, refresher, "", 0, "task", "refill", "pool-t")
+	if n := testdb.Int(t, d, db, "SELECT COUNT(*) FROM loanq_pool WHERE task_id = ?", poolID); n == 0 {
+		t.Errorf("the refresher's task refill left pool-t's pool empty")
+	}
+	for _, args := range [][]string{
+		{"task", "update", "pool-t", "--where", "1 = 1"},
+		{"task", "create", "refill-mine", "--where", "1 = 1"},
+		{"token", "create", "--user", "x"},
+		{"work", "reclaim", "skip-t", "--of", "ana"},
+	} {
+		if r := runAs(t, refresher, "", 2, args...); !strings.Contains(r.stderr, "refused by the database") {
+			t.Errorf("refresher %v: %q, want it refused by the database", args, r.stderr)
+		}
+	}
+	if _, err := acc.open(refresher).ExecContext(context.Background(), "UPDATE loanq_task SET criteria = '1 = 1'"); err == nil || !drivers.IsPermissionDenied(err) {
+		t.Errorf("a refresher rewriting criteria by hand: %v, want the database's refusal", err)
+	}
+
+	// --- a dashboard account runs serve: figures, and the backlog counted
+	// through its SELECT on the source.
+	srv := startServe(t, dash)
+	var snap struct {
+		Tasks []struct {
+			Name         string `json:"name"`
+			Active       int    `json:"active"`
+			BacklogLoans *int64 `json:"backlog_loans"`
+		} `json:"tasks"`
+		TotalActive int `json:"total_active"`
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		resp, body := srv.get(t, "/api/dashboard")
+		if resp.StatusCode != 200 {
+			t.Fatalf("dashboard account's serve: /api/dashboard %d: %s", resp.StatusCode, body)
+		}
+		if err := json.Unmarshal([]byte(body), &snap); err != nil {
+			t.Fatalf("/api/dashboard: %v: %s", err, body)
+		}
+		counted := len(snap.Tasks) > 0
+		for _, tk := range snap.Tasks {
+			counted = counted && tk.BacklogLoans != nil
+		}
+		if counted || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if len(snap.Tasks) != 6 || snap.TotalActive == 0 {
+		t.Errorf("dashboard account's /api/dashboard: %d tasks, %d active, want 6 tasks with work", len(snap.Tasks), snap.TotalActive)
+	}
+	for _, tk := range snap.Tasks {
+		if tk.BacklogLoans == nil {
+			t.Errorf("dashboard account's serve: no backlog for %s (the count refused?); stderr:\n%s", tk.Name, srv.stderr.String())
+		}
+	}
+	srv.stop(t)
+
 	// Ordered by id, which the (eligible, priority, id) index cannot serve:
 	// InnoDB sorts and its claim locks every eligible row (docs/mysql.md).
 	runAs(t, adm, "", 0, "task", "create", "adm-t", "--where", "eligible = 1", "--lock", "rows", "--allow-wide-locks")
@@ -203,6 +287,33 @@ func rolesSuite(t *testing.T, dialect string) {
 		t.Errorf("task update by the admin is not recorded as theirs")
 	}
 	runAs(t, adm, "", 0, "--user", "ana", "work", "get", "adm-t")
+
+	// --- a re-grant replaces the role: an admin made a processor keeps
+	// nothing of the admin's, on loanq's tables (loanq_api_token among
+	// them: an admin's INSERT there mints tokens) nor on the source.
+	demoted := acc.create("admin", "demoted", "")
+	runAs(t, demoted, "", 0, "token", "create", "--user", "x", "--role", "supervisor")
+	acc.grant("processor", "demoted", "")
+	if r := runAs(t, demoted, "", 2, "token", "create", "--user", "x", "--role", "supervisor"); !strings.Contains(r.stderr, "refused by the database") {
+		t.Errorf("token create by an admin re-granted as processor: %q, want it refused by the database", r.stderr)
+	}
+	demotedDB := acc.open(demoted)
+	for _, r := range []struct{ what, query string }{
+		{"mint a supervisor token", "INSERT INTO loanq_api_token (user_name, role, token_hash, created_by, created_at) VALUES ('x', 'supervisor', '" + strings.Repeat("ab", 32) + "', 'x', " + now + ")"},
+		{"revoke tokens", "UPDATE loanq_api_token SET revoked_at = " + now},
+		{"change a task", "UPDATE loanq_task SET criteria = '1 = 1'"},
+		{"delete history", "DELETE FROM loanq_query_run"},
+	} {
+		_, err := demotedDB.ExecContext(context.Background(), r.query)
+		if err == nil {
+			t.Errorf("an admin re-granted as processor could %s by hand", r.what)
+		} else if !drivers.IsPermissionDenied(err) {
+			t.Errorf("re-granted admin, %s: refused with %v, want the database's permission refusal", r.what, err)
+		}
+	}
+	if n := testdb.Int(t, d, db, "SELECT COUNT(*) FROM loanq_api_token"); n != 1 {
+		t.Errorf("%d tokens, want the 1 made before the re-grant", n)
+	}
 
 	// --- prune is an admin's: DELETE on the history is the admin role's only.
 	old := d.Dialect().NowMinusMillis("17280000000") // 200 days
@@ -219,8 +330,8 @@ func rolesSuite(t *testing.T, dialect string) {
 	if n := testdb.Int(t, d, db, "SELECT COUNT(*) FROM loanq_work_request"); n >= before {
 		t.Errorf("the admin's prune removed nothing (%d requests before, %d after)", before, n)
 	}
-	if n := testdb.Int(t, d, db, "SELECT COUNT(*) FROM loanq_work WHERE disposition = 'never'"); n != 1 {
-		t.Errorf("after the admin's prune %d never rows, want the 1", n)
+	if n := testdb.Int(t, d, db, "SELECT COUNT(*) FROM loanq_work WHERE disposition = 'never'"); n != 1+eligible {
+		t.Errorf("after the admin's prune %d never rows, want the %d (rows-t's and run-t's)", n, 1+eligible)
 	}
 }
 
@@ -271,16 +382,7 @@ func (a *accounts) create(role, short, as string) string {
 			}
 		}
 	})
-	args := []string{"grants", "--role", role, "--to", name, "--source", "loan", "--dialect", a.dialect}
-	if as != "" {
-		args = append(args, "--as", as)
-	}
-	out := runAs(t, a.owner, "", 0, args...)
-	for _, stmt := range splitScript(out.stdout) {
-		if _, err := a.db.ExecContext(ctx, stmt); err != nil {
-			t.Fatalf("running `loanq %s` output: %s: %v", strings.Join(args, " "), stmt, err)
-		}
-	}
+	a.grant(role, short, as)
 	u, err := url.Parse(a.owner)
 	if err != nil {
 		t.Fatal(err)
@@ -290,6 +392,23 @@ func (a *accounts) create(role, short, as string) string {
 		u.User = url.UserPassword(name, "")
 	}
 	return u.String()
+}
+
+// grant runs `loanq grants --role role` for an account, as the owner: for
+// an account made by create, a re-grant with another role.
+func (a *accounts) grant(role, short, as string) {
+	t := a.t
+	t.Helper()
+	args := []string{"grants", "--role", role, "--to", a.name(short), "--source", "loan", "--dialect", a.dialect}
+	if as != "" {
+		args = append(args, "--as", as)
+	}
+	out := runAs(t, a.owner, "", 0, args...)
+	for _, stmt := range splitScript(out.stdout) {
+		if _, err := a.db.ExecContext(context.Background(), stmt); err != nil {
+			t.Fatalf("running `loanq %s` output: %s: %v", strings.Join(args, " "), stmt, err)
+		}
+	}
 }
 
 func (a *accounts) open(dsn string) *sql.DB {
@@ -368,16 +487,52 @@ func runAs(t *testing.T, dsn, user string, want int, args ...string) result {
 	return r
 }
 
-// docs/security.md shows what `loanq grants` prints, exactly.
+// docs/security.md shows what `loanq grants` prints for every role on
+// PostgreSQL and MySQL/MariaDB, exactly: each block is the first ```sql block
+// after its command line, and no other block is on the page.
 func TestSecurityDocShowsGrantsOutput(t *testing.T) {
-	doc, err := os.ReadFile("../docs/security.md")
+	raw, err := os.ReadFile("../docs/security.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, dialect := range []string{"postgres", "mysql"} {
-		out := runAs(t, "sqlite:"+t.TempDir()+"/x.db", "", 0, "grants", "--role", "processor", "--to", "proc_ana", "--as", "ana", "--source", "loan", "--dialect", dialect)
-		if !strings.Contains(string(doc), "```sql\n"+out.stdout+"```") {
-			t.Errorf("docs/security.md does not show what `loanq grants … --dialect %s` prints now:\n%s", dialect, out.stdout)
+	doc := string(raw)
+	accounts := map[drivers.Role][]string{
+		drivers.RoleAdmin:      {"--to", "loanq_admin"},
+		drivers.RoleProcessor:  {"--to", "proc_ana", "--as", "ana"},
+		drivers.RoleSupervisor: {"--to", "team_lead"},
+		drivers.RoleDashboard:  {"--to", "loanq_dash"},
+		drivers.RoleRefresher:  {"--to", "loanq_refill"},
+		drivers.RoleServe:      {"--to", "loanq_serve"},
+	}
+	dsn := "sqlite:" + t.TempDir() + "/x.db"
+	blocks := 0
+	for _, role := range drivers.Roles {
+		for _, dialect := range []string{"postgres", "mysql"} {
+			args := append(append([]string{"grants", "--role", string(role)}, accounts[role]...), "--source", "loan", "--dialect", dialect)
+			line := "loanq " + strings.Join(args, " ")
+			out := runAs(t, dsn, "", 0, args...).stdout
+			at := strings.Index(doc, line)
+			if at < 0 {
+				t.Errorf("docs/security.md does not show `%s`; it prints:\n%s", line, out)
+				continue
+			}
+			rest := doc[at:]
+			start := strings.Index(rest, "```sql\n")
+			if start < 0 {
+				t.Errorf("docs/security.md: no ```sql block after `%s`", line)
+				continue
+			}
+			block := rest[start+len("```sql\n"):]
+			if end := strings.Index(block, "```"); end >= 0 {
+				block = block[:end]
+			}
+			blocks++
+			if block != out {
+				t.Errorf("docs/security.md: the block after `%s` is not what it prints now:\n%s", line, out)
+			}
 		}
+	}
+	if n := strings.Count(doc, "```sql\n"); n != blocks {
+		t.Errorf("docs/security.md has %d ```sql blocks, %d of them checked against `loanq grants`", n, blocks)
 	}
 }

@@ -10,8 +10,11 @@ import (
 // GrantSQL renders a role's plan for MySQL/MariaDB. Run it as the account
 // that ran `loanq migrate up`, in loanq's database (the tables are not
 // qualified). An account is user@host; without @host it is user@'%'.
-// MySQL's REVOKE fails on a privilege that was never granted, so the script
-// only grants: SHOW GRANTS FOR the account lists what it had before.
+// It revokes first, so that an account given another role keeps nothing of
+// the one before. MySQL's REVOKE fails on a table the account holds nothing
+// on (error 1147), so each REVOKE ALL follows a GRANT REFERENCES on that
+// table: something to revoke whatever the account held (REVOKE ALL on a
+// table also removes its column privileges).
 func (*Driver) GrantSQL(p *drivers.Plan) []string {
 	user, host, ok := strings.Cut(p.Account, "@")
 	if !ok {
@@ -20,8 +23,18 @@ func (*Driver) GrantSQL(p *drivers.Plan) []string {
 	acct := quote(user) + "@" + quote(host)
 	out := []string{
 		drivers.Comment("loanq grants: role %s for account %s (MySQL/MariaDB); run in loanq's database as the account that migrated it", p.Role, acct),
-		drivers.Comment("only grants: check SHOW GRANTS FOR %s for privileges given before, and REVOKE those", acct),
 		drivers.Comment("never grant CREATE TEMPORARY TABLES on this database to it: a temporary loanq_account would shadow the real one"),
+		drivers.Comment("revoke first: the account keeps nothing an earlier role gave it on loanq's tables or on the"),
+		drivers.Comment("source tables named here (also what was granted there for other uses: grant that again after);"),
+		drivers.Comment("MySQL refuses to REVOKE on a table the account holds nothing on, so each REVOKE follows a GRANT REFERENCES"),
+	}
+	tables := revokeTables()
+	for _, s := range p.Sources {
+		tables = append(tables[:len(tables):len(tables)], s.Table)
+	}
+	for _, t := range tables {
+		out = append(out, fmt.Sprintf("GRANT REFERENCES ON %s TO %s;", t, acct),
+			fmt.Sprintf("REVOKE ALL ON %s FROM %s;", t, acct))
 	}
 	for _, t := range p.Tables {
 		out = append(out, drivers.Comment("%s", t.Why))
@@ -38,8 +51,11 @@ ON DUPLICATE KEY UPDATE user_name = VALUES(user_name), trusted = VALUES(trusted)
     granted_by = VALUES(granted_by), granted_at = VALUES(granted_at);`, quote(user), literalOrNull(p.ActsAs), p.Role.Trusted()))
 	}
 	for _, s := range p.Sources {
-		out = append(out, drivers.Comment("source %s (key %s): InnoDB locks rows (FOR UPDATE SKIP LOCKED) with SELECT alone", s.Table, s.Key),
-			fmt.Sprintf("GRANT SELECT ON %s TO %s;", s.Table, acct))
+		why := drivers.Comment("source %s (key %s): InnoDB locks rows (FOR UPDATE SKIP LOCKED) with SELECT alone", s.Table, s.Key)
+		if !p.LockSources {
+			why = drivers.Comment("source %s: serve's backlog count reads it (--backlog-every)", s.Table)
+		}
+		out = append(out, why, fmt.Sprintf("GRANT SELECT ON %s TO %s;", s.Table, acct))
 	}
 	if p.LockSources {
 		out = append(out, drivers.Comment("MySQL 8.0 may refuse a locking read (FOR UPDATE) to an account with SELECT alone; if it does, add"),
@@ -47,6 +63,9 @@ ON DUPLICATE KEY UPDATE user_name = VALUES(user_name), trusted = VALUES(trusted)
 	}
 	return out
 }
+
+// revokeTables are the tables a script revokes on first: all of loanq's.
+func revokeTables() []string { return drivers.LoanqTables }
 
 func quote(s string) string { return `'` + strings.ReplaceAll(s, `'`, `''`) + `'` }
 func literalOrNull(s string) string {

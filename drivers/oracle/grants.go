@@ -18,8 +18,11 @@ func (*Driver) GrantSQL(p *drivers.Plan) []string {
 	out := []string{
 		drivers.Comment("loanq grants: role %s for account %s (Oracle); run as the owner of loanq's tables", p.Role, acct),
 	}
-	out = append(out, drivers.Comment("privileges given before stay: REVOKE them first (Oracle refuses to REVOKE what was never granted,"),
-		drivers.Comment("so the script does not); USER_TAB_PRIVS_MADE lists them"))
+	out = append(out, drivers.Comment("revoke first: the account keeps nothing an earlier role gave it on loanq's objects or on the"),
+		drivers.Comment("source tables named here (also what was granted there for other uses: grant that again after);"),
+		drivers.Comment("Oracle refuses to REVOKE what was never granted, so the block revokes what ALL_TAB_PRIVS and"),
+		drivers.Comment("ALL_COL_PRIVS list as granted by this account (REVOKE ALL also removes column privileges)"),
+		revokeBlock(p, acct))
 	for _, t := range p.Tables {
 		out = append(out, drivers.Comment("%s", t.Why))
 		out = append(out, fmt.Sprintf("GRANT %s ON %s TO %s", t.PrivilegeList(), t.Table, acct))
@@ -47,10 +50,60 @@ WHEN NOT MATCHED THEN INSERT (account, user_name, trusted, granted_by, granted_a
 			fmt.Sprintf("GRANT SELECT ON loanq_rows_locked TO %s", acct))
 	}
 	for _, s := range p.Sources {
+		if !p.LockSources {
+			out = append(out, drivers.Comment("source %s: serve's backlog count reads it (--backlog-every); READ, unlike SELECT, locks no row", s.Table),
+				fmt.Sprintf("GRANT READ ON %s TO %s", s.Table, acct))
+			continue
+		}
 		out = append(out, drivers.Comment("source %s (key %s): SELECT lets Oracle lock rows (FOR UPDATE SKIP LOCKED); READ would not", s.Table, s.Key),
 			fmt.Sprintf("GRANT SELECT ON %s TO %s", s.Table, acct))
 	}
 	return out
+}
+
+// revokeTables are the tables a script revokes on first: all of loanq's,
+// and the temporary table of the rows strategy's claim.
+func revokeTables() []string {
+	return append(drivers.LoanqTables[:len(drivers.LoanqTables):len(drivers.LoanqTables)], "loanq_rows_locked")
+}
+
+// revokeRoutines are the routines a role may be granted EXECUTE on.
+var revokeRoutines = []string{"loanq_may_act_as", "loanq_lock_rows"}
+
+// revokeBlock is the PL/SQL block that revokes what this account (the
+// owner) granted acct on loanq's objects and on the plan's sources.
+func revokeBlock(p *drivers.Plan, acct string) string {
+	var objs []string
+	for _, t := range append(revokeTables(), revokeRoutines...) {
+		objs = append(objs, fmt.Sprintf("(USER, %s)", quote(strings.ToUpper(t))))
+	}
+	for _, s := range p.Sources {
+		schema, table, ok := strings.Cut(strings.ToUpper(s.Table), ".")
+		if ok {
+			objs = append(objs, fmt.Sprintf("(%s, %s)", quote(schema), quote(table)))
+		} else {
+			objs = append(objs, fmt.Sprintf("(USER, %s)", quote(schema)))
+		}
+	}
+	var in strings.Builder
+	for i, o := range objs {
+		switch {
+		case i == 0:
+		case i%3 == 0:
+			in.WriteString(",\n    ")
+		default:
+			in.WriteString(", ")
+		}
+		in.WriteString(o)
+	}
+	return fmt.Sprintf(`BEGIN
+  FOR o IN (SELECT DISTINCT table_schema, table_name FROM (
+      SELECT table_schema, table_name FROM all_tab_privs WHERE grantor = USER AND grantee = %[1]s
+      UNION SELECT table_schema, table_name FROM all_col_privs WHERE grantor = USER AND grantee = %[1]s)
+    WHERE (table_schema, table_name) IN (%[2]s)) LOOP
+    EXECUTE IMMEDIATE 'REVOKE ALL ON "' || o.table_schema || '"."' || o.table_name || '" FROM %[3]s';
+  END LOOP;
+END;`, quote(acct), in.String(), acct)
 }
 
 func quote(s string) string { return `'` + strings.ReplaceAll(s, `'`, `''`) + `'` }

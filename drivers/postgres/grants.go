@@ -17,8 +17,13 @@ func (*Driver) GrantSQL(p *drivers.Plan) []string {
 		drivers.Comment("loanq grants: role %s for account %s (PostgreSQL); run as the owner of loanq's tables", p.Role, p.Account),
 		drivers.Comment("tables in a schema other than public also need: GRANT USAGE ON SCHEMA <schema> TO %s;", acct),
 	}
-	for _, t := range grantTables {
+	out = append(out, drivers.Comment("revoke first: the account keeps nothing an earlier role gave it on loanq's tables or on the"),
+		drivers.Comment("source tables named here (also what was granted there for other uses: grant that again after)"))
+	for _, t := range revokeTables() {
 		out = append(out, fmt.Sprintf("REVOKE ALL ON %s FROM %s;", t, acct))
+	}
+	for _, s := range p.Sources {
+		out = append(out, fmt.Sprintf("REVOKE ALL ON %s FROM %s;", s.Table, acct))
 	}
 	for _, t := range p.Tables {
 		out = append(out, drivers.Comment("%s", t.Why))
@@ -46,6 +51,11 @@ ON CONFLICT (account) DO UPDATE SET user_name = EXCLUDED.user_name, trusted = EX
     granted_by = current_user, granted_at = clock_timestamp();`, quoteLiteral(p.Account), literalOrNull(p.ActsAs), p.Role.Trusted()))
 	}
 	for _, s := range p.Sources {
+		if !p.LockSources {
+			out = append(out, drivers.Comment("source %s: serve's backlog count reads it (--backlog-every)", s.Table),
+				fmt.Sprintf("GRANT SELECT ON %s TO %s;", s.Table, acct))
+			continue
+		}
 		out = append(out, drivers.Comment("source %s (key %s)", s.Table, s.Key),
 			fmt.Sprintf("GRANT SELECT ON %s TO %s;", s.Table, acct))
 		if p.LockSources {
@@ -62,9 +72,8 @@ ON CONFLICT (account) DO UPDATE SET user_name = EXCLUDED.user_name, trusted = EX
 	return out
 }
 
-// grantTables are loanq's tables that a REVOKE resets.
-var grantTables = []string{"loanq_schema_version", "loanq_account", "loanq_task", "loanq_work_request", "loanq_work",
-	"loanq_query_run", "loanq_task_user", "loanq_pool", "loanq_lock"}
+// revokeTables are the tables a script revokes on first: all of loanq's.
+func revokeTables() []string { return drivers.LoanqTables }
 
 func quoteIdent(s string) string   { return `"` + strings.ReplaceAll(s, `"`, `""`) + `"` }
 func quoteLiteral(s string) string { return `'` + strings.ReplaceAll(s, `'`, `''`) + `'` }

@@ -2,8 +2,22 @@
 
 -- role admin
 -- loanq grants: role admin for account LOANQ_ADMIN (Oracle); run as the owner of loanq's tables
--- privileges given before stay: REVOKE them first (Oracle refuses to REVOKE what was never granted,
--- so the script does not); USER_TAB_PRIVS_MADE lists them
+-- revoke first: the account keeps nothing an earlier role gave it on loanq's objects or on the
+-- source tables named here (also what was granted there for other uses: grant that again after);
+-- Oracle refuses to REVOKE what was never granted, so the block revokes what ALL_TAB_PRIVS and
+-- ALL_COL_PRIVS list as granted by this account (REVOKE ALL also removes column privileges)
+BEGIN
+  FOR o IN (SELECT DISTINCT table_schema, table_name FROM (
+      SELECT table_schema, table_name FROM all_tab_privs WHERE grantor = USER AND grantee = 'LOANQ_ADMIN'
+      UNION SELECT table_schema, table_name FROM all_col_privs WHERE grantor = USER AND grantee = 'LOANQ_ADMIN')
+    WHERE (table_schema, table_name) IN ((USER, 'LOANQ_SCHEMA_VERSION'), (USER, 'LOANQ_ACCOUNT'), (USER, 'LOANQ_TASK'),
+    (USER, 'LOANQ_WORK_REQUEST'), (USER, 'LOANQ_WORK'), (USER, 'LOANQ_QUERY_RUN'),
+    (USER, 'LOANQ_TASK_USER'), (USER, 'LOANQ_POOL'), (USER, 'LOANQ_LOCK'),
+    (USER, 'LOANQ_API_TOKEN'), (USER, 'LOANQ_SESSION'), (USER, 'LOANQ_ROWS_LOCKED'),
+    (USER, 'LOANQ_MAY_ACT_AS'), (USER, 'LOANQ_LOCK_ROWS'), (USER, 'ACC_LOAN'))) LOOP
+    EXECUTE IMMEDIATE 'REVOKE ALL ON "' || o.table_schema || '"."' || o.table_name || '" FROM LOANQ_ADMIN';
+  END LOOP;
+END;
 -- every command checks the schema version first
 GRANT SELECT ON loanq_schema_version TO LOANQ_ADMIN
 -- who may act as whom (read by the identity check)
@@ -40,8 +54,22 @@ GRANT SELECT ON acc_loan TO LOANQ_ADMIN
 
 -- role processor
 -- loanq grants: role processor for account LOANQ_PROCESSOR (Oracle); run as the owner of loanq's tables
--- privileges given before stay: REVOKE them first (Oracle refuses to REVOKE what was never granted,
--- so the script does not); USER_TAB_PRIVS_MADE lists them
+-- revoke first: the account keeps nothing an earlier role gave it on loanq's objects or on the
+-- source tables named here (also what was granted there for other uses: grant that again after);
+-- Oracle refuses to REVOKE what was never granted, so the block revokes what ALL_TAB_PRIVS and
+-- ALL_COL_PRIVS list as granted by this account (REVOKE ALL also removes column privileges)
+BEGIN
+  FOR o IN (SELECT DISTINCT table_schema, table_name FROM (
+      SELECT table_schema, table_name FROM all_tab_privs WHERE grantor = USER AND grantee = 'LOANQ_PROCESSOR'
+      UNION SELECT table_schema, table_name FROM all_col_privs WHERE grantor = USER AND grantee = 'LOANQ_PROCESSOR')
+    WHERE (table_schema, table_name) IN ((USER, 'LOANQ_SCHEMA_VERSION'), (USER, 'LOANQ_ACCOUNT'), (USER, 'LOANQ_TASK'),
+    (USER, 'LOANQ_WORK_REQUEST'), (USER, 'LOANQ_WORK'), (USER, 'LOANQ_QUERY_RUN'),
+    (USER, 'LOANQ_TASK_USER'), (USER, 'LOANQ_POOL'), (USER, 'LOANQ_LOCK'),
+    (USER, 'LOANQ_API_TOKEN'), (USER, 'LOANQ_SESSION'), (USER, 'LOANQ_ROWS_LOCKED'),
+    (USER, 'LOANQ_MAY_ACT_AS'), (USER, 'LOANQ_LOCK_ROWS'), (USER, 'ACC_LOAN'))) LOOP
+    EXECUTE IMMEDIATE 'REVOKE ALL ON "' || o.table_schema || '"."' || o.table_name || '" FROM LOANQ_PROCESSOR';
+  END LOOP;
+END;
 -- every command checks the schema version first
 GRANT SELECT ON loanq_schema_version TO LOANQ_PROCESSOR
 -- who may act as whom (read by the identity check)
@@ -76,8 +104,22 @@ GRANT SELECT ON acc_loan TO LOANQ_PROCESSOR
 
 -- role supervisor
 -- loanq grants: role supervisor for account LOANQ_SUPERVISOR (Oracle); run as the owner of loanq's tables
--- privileges given before stay: REVOKE them first (Oracle refuses to REVOKE what was never granted,
--- so the script does not); USER_TAB_PRIVS_MADE lists them
+-- revoke first: the account keeps nothing an earlier role gave it on loanq's objects or on the
+-- source tables named here (also what was granted there for other uses: grant that again after);
+-- Oracle refuses to REVOKE what was never granted, so the block revokes what ALL_TAB_PRIVS and
+-- ALL_COL_PRIVS list as granted by this account (REVOKE ALL also removes column privileges)
+BEGIN
+  FOR o IN (SELECT DISTINCT table_schema, table_name FROM (
+      SELECT table_schema, table_name FROM all_tab_privs WHERE grantor = USER AND grantee = 'LOANQ_SUPERVISOR'
+      UNION SELECT table_schema, table_name FROM all_col_privs WHERE grantor = USER AND grantee = 'LOANQ_SUPERVISOR')
+    WHERE (table_schema, table_name) IN ((USER, 'LOANQ_SCHEMA_VERSION'), (USER, 'LOANQ_ACCOUNT'), (USER, 'LOANQ_TASK'),
+    (USER, 'LOANQ_WORK_REQUEST'), (USER, 'LOANQ_WORK'), (USER, 'LOANQ_QUERY_RUN'),
+    (USER, 'LOANQ_TASK_USER'), (USER, 'LOANQ_POOL'), (USER, 'LOANQ_LOCK'),
+    (USER, 'LOANQ_API_TOKEN'), (USER, 'LOANQ_SESSION'), (USER, 'LOANQ_ROWS_LOCKED'),
+    (USER, 'LOANQ_MAY_ACT_AS'), (USER, 'LOANQ_LOCK_ROWS'), (USER, 'ACC_LOAN'))) LOOP
+    EXECUTE IMMEDIATE 'REVOKE ALL ON "' || o.table_schema || '"."' || o.table_name || '" FROM LOANQ_SUPERVISOR';
+  END LOOP;
+END;
 -- every command checks the schema version first
 GRANT SELECT ON loanq_schema_version TO LOANQ_SUPERVISOR
 -- who may act as whom (read by the identity check)
@@ -112,8 +154,22 @@ GRANT SELECT ON acc_loan TO LOANQ_SUPERVISOR
 
 -- role dashboard
 -- loanq grants: role dashboard for account LOANQ_DASHBOARD (Oracle); run as the owner of loanq's tables
--- privileges given before stay: REVOKE them first (Oracle refuses to REVOKE what was never granted,
--- so the script does not); USER_TAB_PRIVS_MADE lists them
+-- revoke first: the account keeps nothing an earlier role gave it on loanq's objects or on the
+-- source tables named here (also what was granted there for other uses: grant that again after);
+-- Oracle refuses to REVOKE what was never granted, so the block revokes what ALL_TAB_PRIVS and
+-- ALL_COL_PRIVS list as granted by this account (REVOKE ALL also removes column privileges)
+BEGIN
+  FOR o IN (SELECT DISTINCT table_schema, table_name FROM (
+      SELECT table_schema, table_name FROM all_tab_privs WHERE grantor = USER AND grantee = 'LOANQ_DASHBOARD'
+      UNION SELECT table_schema, table_name FROM all_col_privs WHERE grantor = USER AND grantee = 'LOANQ_DASHBOARD')
+    WHERE (table_schema, table_name) IN ((USER, 'LOANQ_SCHEMA_VERSION'), (USER, 'LOANQ_ACCOUNT'), (USER, 'LOANQ_TASK'),
+    (USER, 'LOANQ_WORK_REQUEST'), (USER, 'LOANQ_WORK'), (USER, 'LOANQ_QUERY_RUN'),
+    (USER, 'LOANQ_TASK_USER'), (USER, 'LOANQ_POOL'), (USER, 'LOANQ_LOCK'),
+    (USER, 'LOANQ_API_TOKEN'), (USER, 'LOANQ_SESSION'), (USER, 'LOANQ_ROWS_LOCKED'),
+    (USER, 'LOANQ_MAY_ACT_AS'), (USER, 'LOANQ_LOCK_ROWS'), (USER, 'ACC_LOAN'))) LOOP
+    EXECUTE IMMEDIATE 'REVOKE ALL ON "' || o.table_schema || '"."' || o.table_name || '" FROM LOANQ_DASHBOARD';
+  END LOOP;
+END;
 -- every command checks the schema version first
 GRANT SELECT ON loanq_schema_version TO LOANQ_DASHBOARD
 -- who may act as whom (read by the identity check)
@@ -133,11 +189,27 @@ GRANT SELECT ON loanq_pool TO LOANQ_DASHBOARD
 -- who the account may act as (docs/security.md)
 GRANT EXECUTE ON loanq_may_act_as TO LOANQ_DASHBOARD
 DELETE FROM loanq_account WHERE account = 'LOANQ_DASHBOARD'
+-- source acc_loan: serve's backlog count reads it (--backlog-every); READ, unlike SELECT, locks no row
+GRANT READ ON acc_loan TO LOANQ_DASHBOARD
 
 -- role refresher
 -- loanq grants: role refresher for account LOANQ_REFRESHER (Oracle); run as the owner of loanq's tables
--- privileges given before stay: REVOKE them first (Oracle refuses to REVOKE what was never granted,
--- so the script does not); USER_TAB_PRIVS_MADE lists them
+-- revoke first: the account keeps nothing an earlier role gave it on loanq's objects or on the
+-- source tables named here (also what was granted there for other uses: grant that again after);
+-- Oracle refuses to REVOKE what was never granted, so the block revokes what ALL_TAB_PRIVS and
+-- ALL_COL_PRIVS list as granted by this account (REVOKE ALL also removes column privileges)
+BEGIN
+  FOR o IN (SELECT DISTINCT table_schema, table_name FROM (
+      SELECT table_schema, table_name FROM all_tab_privs WHERE grantor = USER AND grantee = 'LOANQ_REFRESHER'
+      UNION SELECT table_schema, table_name FROM all_col_privs WHERE grantor = USER AND grantee = 'LOANQ_REFRESHER')
+    WHERE (table_schema, table_name) IN ((USER, 'LOANQ_SCHEMA_VERSION'), (USER, 'LOANQ_ACCOUNT'), (USER, 'LOANQ_TASK'),
+    (USER, 'LOANQ_WORK_REQUEST'), (USER, 'LOANQ_WORK'), (USER, 'LOANQ_QUERY_RUN'),
+    (USER, 'LOANQ_TASK_USER'), (USER, 'LOANQ_POOL'), (USER, 'LOANQ_LOCK'),
+    (USER, 'LOANQ_API_TOKEN'), (USER, 'LOANQ_SESSION'), (USER, 'LOANQ_ROWS_LOCKED'),
+    (USER, 'LOANQ_MAY_ACT_AS'), (USER, 'LOANQ_LOCK_ROWS'), (USER, 'ACC_LOAN'))) LOOP
+    EXECUTE IMMEDIATE 'REVOKE ALL ON "' || o.table_schema || '"."' || o.table_name || '" FROM LOANQ_REFRESHER';
+  END LOOP;
+END;
 -- every command checks the schema version first
 GRANT SELECT ON loanq_schema_version TO LOANQ_REFRESHER
 -- who may act as whom (read by the identity check)
@@ -167,8 +239,22 @@ GRANT SELECT ON acc_loan TO LOANQ_REFRESHER
 
 -- role serve
 -- loanq grants: role serve for account LOANQ_SERVE (Oracle); run as the owner of loanq's tables
--- privileges given before stay: REVOKE them first (Oracle refuses to REVOKE what was never granted,
--- so the script does not); USER_TAB_PRIVS_MADE lists them
+-- revoke first: the account keeps nothing an earlier role gave it on loanq's objects or on the
+-- source tables named here (also what was granted there for other uses: grant that again after);
+-- Oracle refuses to REVOKE what was never granted, so the block revokes what ALL_TAB_PRIVS and
+-- ALL_COL_PRIVS list as granted by this account (REVOKE ALL also removes column privileges)
+BEGIN
+  FOR o IN (SELECT DISTINCT table_schema, table_name FROM (
+      SELECT table_schema, table_name FROM all_tab_privs WHERE grantor = USER AND grantee = 'LOANQ_SERVE'
+      UNION SELECT table_schema, table_name FROM all_col_privs WHERE grantor = USER AND grantee = 'LOANQ_SERVE')
+    WHERE (table_schema, table_name) IN ((USER, 'LOANQ_SCHEMA_VERSION'), (USER, 'LOANQ_ACCOUNT'), (USER, 'LOANQ_TASK'),
+    (USER, 'LOANQ_WORK_REQUEST'), (USER, 'LOANQ_WORK'), (USER, 'LOANQ_QUERY_RUN'),
+    (USER, 'LOANQ_TASK_USER'), (USER, 'LOANQ_POOL'), (USER, 'LOANQ_LOCK'),
+    (USER, 'LOANQ_API_TOKEN'), (USER, 'LOANQ_SESSION'), (USER, 'LOANQ_ROWS_LOCKED'),
+    (USER, 'LOANQ_MAY_ACT_AS'), (USER, 'LOANQ_LOCK_ROWS'), (USER, 'ACC_LOAN'))) LOOP
+    EXECUTE IMMEDIATE 'REVOKE ALL ON "' || o.table_schema || '"."' || o.table_name || '" FROM LOANQ_SERVE';
+  END LOOP;
+END;
 -- every command checks the schema version first
 GRANT SELECT ON loanq_schema_version TO LOANQ_SERVE
 -- who may act as whom (read by the identity check)
