@@ -55,7 +55,8 @@ type pageAnswer struct {
 }
 
 // do sends method url+path; hdr adds headers ("Origin": "" sends none;
-// without an Origin entry the request's own origin is sent).
+// without an Origin entry the request's own origin is sent). An answer of
+// the API is checked against the OpenAPI document.
 func (b *browser) do(base, method, path, body string, hdr map[string]string) pageAnswer {
 	b.t.Helper()
 	var rd io.Reader
@@ -83,6 +84,9 @@ func (b *browser) do(base, method, path, body string, hdr map[string]string) pag
 	}
 	defer res.Body.Close()
 	raw, _ := io.ReadAll(res.Body)
+	if strings.HasPrefix(path, "/api/v1/") {
+		checkSpec(b.t, method, path, res, raw)
+	}
 	for _, c := range res.Cookies() {
 		if c.MaxAge < 0 {
 			delete(b.cookies, c.Name)

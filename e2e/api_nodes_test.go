@@ -19,6 +19,7 @@ import (
 type apiClient struct {
 	url, token string
 	http       *http.Client
+	header     http.Header // more headers to send
 }
 
 // do sends method path with body (nil: none) and decodes the JSON answer;
@@ -59,6 +60,13 @@ func (c apiClient) call(ctx context.Context, method, path string, body any) (api
 	}
 	if c.token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	for k, v := range c.header {
+		if k == "Host" {
+			req.Host = v[0] // the name a browser was given
+			continue
+		}
+		req.Header[k] = v
 	}
 	hc := c.http
 	if hc == nil {

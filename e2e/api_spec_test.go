@@ -1,11 +1,16 @@
 package e2e
 
 import (
+	"context"
+	"fmt"
 	"net/http"
 	"os"
 	"sync"
+	"testing"
+	"time"
 
 	"github.com/loanq/loanq/internal/apispec"
+	"github.com/loanq/loanq/internal/testdb"
 )
 
 // apiSpec is commands/openapi.json, the document serve --api serves at
@@ -27,4 +32,201 @@ func checkSpec(method, path string, status int, header http.Header, body []byte)
 		return err
 	}
 	return doc.Check(method, path, status, header, body)
+}
+
+// specSweep calls a real serve --api and records, per documented
+// operation, the statuses it answered; every answer must be one the
+// OpenAPI document allows.
+type specSweep struct {
+	t    *testing.T
+	url  string
+	tok  map[string]string
+	seen map[string]map[int]bool // "GET /api/v1/requests/{id}" → statuses
+}
+
+// want calls method path as user ("" : no token) with body and fails the
+// test unless the answer has status and the document allows it; header
+// gives more headers (name, value, …).
+func (s *specSweep) want(user, method, path string, body any, status int, header ...string) apiAnswer {
+	s.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	h := http.Header{}
+	for i := 0; i+1 < len(header); i += 2 {
+		h.Set(header[i], header[i+1])
+	}
+	a, err := apiClient{url: s.url, token: s.tok[user], header: h}.call(ctx, method, path, body)
+	if err != nil {
+		s.t.Fatalf("%s %s as %q: %v", method, path, user, err)
+	}
+	if a.status != status {
+		s.t.Errorf("%s %s as %q: %d, want %d: %s", method, path, user, a.status, status, a.body)
+	}
+	if a.specErr != nil {
+		s.t.Errorf("against commands/openapi.json: %v", a.specErr)
+	}
+	doc, _ := apiSpec()
+	if tpl, _, ok := doc.Operation(method, path); ok {
+		op := method + " " + tpl
+		if s.seen[op] == nil {
+			s.seen[op] = map[int]bool{}
+		}
+		s.seen[op][a.status] = true
+	}
+	return a
+}
+
+// TestAPIAnswersMatchOpenAPI: a real `loanq serve --api` process, every
+// endpoint of commands/openapi.json called for its success and its error
+// answers (bad input, unknown, not yours, for supervisors only, no token,
+// pending), on an integer-keyed, a text-keyed and a UUID-keyed task. Every
+// answer is checked against the document (status documented for the
+// operation, Content-Type, headers, body schema); every operation must have
+// answered a success and, unless public, an error.
+func TestAPIAnswersMatchOpenAPI(t *testing.T) {
+	testdb.Each(t, func(t *testing.T, dsn string) {
+		d, e := prepare(t, dsn, 20)
+		ctx := context.Background()
+		mustOK(t, dsn, "admin", "task", "create", "t", "--where", "eligible = 1", "--order", "priority")
+		mustOK(t, dsn, "admin", "task", "create", "held", "--where", "eligible = 1", "--order", "priority", "--lock", "lease")
+		keyOf := map[string]string{}
+		for _, kind := range []struct{ name, col, key string }{
+			{"text", "VARCHAR(200)", "LN-2024-000101"},
+			{"uuid", "UUID", "0b4f1c2e-5c1d-4f2a-9e7b-000000000101"},
+		} {
+			testdb.Exec(t, d, e.DB, "CREATE TABLE spec_"+kind.name+" (ref "+kind.col+" NOT NULL PRIMARY KEY, prio INTEGER NOT NULL)")
+			testdb.Exec(t, d, e.DB, "INSERT INTO spec_"+kind.name+" (ref, prio) VALUES (?, 1)", kind.key)
+			mustOK(t, dsn, "admin", "task", "create", kind.name, "--source", "spec_"+kind.name, "--key", "ref", "--where", "prio = 1", "--order", "prio")
+			keyOf[kind.name] = kind.key
+		}
+		s := &specSweep{t: t, tok: map[string]string{}, seen: map[string]map[int]bool{}}
+		for user, role := range map[string]string{"ana": "processor", "bob": "processor", "sam": "supervisor"} {
+			tok, err := e.CreateToken(ctx, user, role, "admin", 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			s.tok[user] = tok.Token
+		}
+		s.url = startServe(t, dsn, "--api", "--auth", "token").url
+
+		// The document served is the file.
+		a := s.want("", "GET", "/api/v1/openapi.json", nil, 200)
+		if file, _ := os.ReadFile("../commands/openapi.json"); string(a.body) != string(file) {
+			t.Errorf("/api/v1/openapi.json is not commands/openapi.json")
+		}
+		s.want("", "GET", "/api/v1/nope", nil, 404)
+		s.want("ana", "PUT", "/api/v1/tasks", nil, 404)
+
+		// Tasks; no token.
+		s.want("", "GET", "/api/v1/tasks", nil, 401)
+		s.want("ana", "GET", "/api/v1/tasks", nil, 200)
+
+		// Asking: bad input, unknown task, served on each key kind.
+		s.want("ana", "POST", "/api/v1/tasks/t/requests", map[string]any{"count": 0}, 400)
+		s.want("ana", "POST", "/api/v1/tasks/t/requests", map[string]any{"wait_ms": 60001}, 400)
+		s.want("ana", "POST", "/api/v1/tasks/nope/requests", map[string]any{"count": 1}, 404)
+		s.want("", "POST", "/api/v1/tasks/t/requests", map[string]any{"count": 1}, 401)
+		// Another site's page: refused before authentication, as a problem.
+		s.want("ana", "POST", "/api/v1/tasks/t/requests", map[string]any{"count": 1}, 403, "Origin", "http://evil.example")
+		s.want("ana", "GET", "/api/v1/tasks", nil, 403, "Host", "evil.example")
+		s.want("", "GET", "/api/v1/openapi.json", nil, 403, "Host", "evil.example")
+		a = s.want("ana", "POST", "/api/v1/tasks/t/requests", map[string]any{"count": 2, "wait_ms": 10000}, 200)
+		loans, _ := a.doc["loans"].([]any)
+		if len(loans) != 2 {
+			t.Fatalf("get: %s", a.body)
+		}
+		req := fmt.Sprintf("/api/v1/requests/%v", a.doc["request_id"])
+		for _, task := range []string{"text", "uuid"} {
+			a := s.want("ana", "POST", "/api/v1/tasks/"+task+"/requests", map[string]any{"count": 1}, 200)
+			if l, _ := a.doc["loans"].([]any); len(l) != 1 || l[0] != keyOf[task] {
+				t.Errorf("%s task: %s, want loan %q", task, a.body, keyOf[task])
+			}
+		}
+		s.want("bob", "POST", "/api/v1/tasks/t/requests", map[string]any{"count": 1}, 200)
+
+		// Pending: the held task's lease belongs to another process.
+		testdb.Exec(t, d, e.DB, "UPDATE loanq_task SET lease_owner = 'elsewhere', lease_token = 7, lease_expires_at = '2999-01-01 00:00:00' WHERE name = 'held'")
+		a = s.want("ana", "POST", "/api/v1/tasks/held/requests", map[string]any{"count": 1, "wait_ms": 200}, 202)
+		pending := fmt.Sprintf("/api/v1/requests/%v", a.doc["request_id"])
+		s.want("ana", "GET", pending+"?wait_ms=200", nil, 202)
+		s.want("ana", "DELETE", pending, nil, 200)
+
+		// Reading and cancelling requests.
+		s.want("ana", "GET", req, nil, 200)
+		s.want("sam", "GET", req+"?wait_ms=100", nil, 200)
+		s.want("bob", "GET", req, nil, 403)
+		s.want("ana", "GET", "/api/v1/requests/999999", nil, 404)
+		s.want("ana", "GET", "/api/v1/requests/abc", nil, 400)
+		s.want("ana", "GET", req+"?wait_ms=x", nil, 400)
+		s.want("", "GET", req, nil, 401)
+		s.want("bob", "DELETE", req, nil, 403)
+		s.want("ana", "DELETE", "/api/v1/requests/999999", nil, 404)
+		s.want("ana", "DELETE", "/api/v1/requests/abc", nil, 400)
+		s.want("", "DELETE", req, nil, 401)
+		s.want("ana", "DELETE", req, nil, 200) // served before: a notice, not a cancel
+
+		// Pipeline.
+		a = s.want("ana", "GET", "/api/v1/pipeline", nil, 200)
+		if w, _ := a.doc["work"].([]any); len(w) != 4 {
+			t.Errorf("ana's pipeline: %s, want 4 loans", a.body)
+		}
+		s.want("ana", "GET", "/api/v1/pipeline?task=t", nil, 200)
+		s.want("ana", "GET", "/api/v1/pipeline?task=nope", nil, 404)
+		s.want("sam", "GET", "/api/v1/work?task=nope", nil, 404)
+		s.want("", "GET", "/api/v1/pipeline", nil, 401)
+
+		// Dispositions on each key kind.
+		disp := func(task string, loan any) string {
+			return fmt.Sprintf("/api/v1/tasks/%s/loans/%v/disposition", task, loan)
+		}
+		s.want("bob", "POST", disp("t", loans[0]), map[string]any{"action": "complete"}, 403)
+		s.want("ana", "POST", disp("t", loans[0]), map[string]any{"action": "finish"}, 400)
+		s.want("ana", "POST", disp("t", "x"), map[string]any{"action": "complete"}, 400)
+		s.want("ana", "POST", disp("uuid", "not-a-uuid"), map[string]any{"action": "complete"}, 400)
+		s.want("ana", "POST", disp("nope", 1), map[string]any{"action": "complete"}, 404)
+		s.want("", "POST", disp("t", loans[0]), map[string]any{"action": "complete"}, 401)
+		s.want("ana", "POST", disp("t", loans[0]), map[string]any{"action": "complete"}, 200)
+		s.want("ana", "POST", disp("t", loans[0]), map[string]any{"action": "complete"}, 400)
+		s.want("ana", "POST", disp("t", loans[1]), map[string]any{"action": "return", "after": "1h"}, 200)
+
+		// History: the day's dispositions. (Called before the text and
+		// UUID keys are disposed of: dispatch.History scans loan_id into an
+		// int64, so a text key's disposition makes it fail with a 503.)
+		a = s.want("ana", "GET", "/api/v1/history", nil, 200)
+		if h, _ := a.doc["history"].([]any); len(h) != 2 {
+			t.Errorf("ana's history: %s, want 2 dispositions", a.body)
+		}
+		s.want("", "GET", "/api/v1/history", nil, 401)
+		s.want("ana", "POST", disp("text", keyOf["text"]), map[string]any{"action": "complete"}, 200)
+		s.want("ana", "POST", disp("uuid", keyOf["uuid"]), map[string]any{"action": "never"}, 200)
+
+		// Supervisors.
+		s.want("bob", "GET", "/api/v1/work", nil, 403)
+		s.want("sam", "GET", "/api/v1/work?older_than=x", nil, 400)
+		s.want("", "GET", "/api/v1/work", nil, 401)
+		a = s.want("sam", "GET", "/api/v1/work?task=t", nil, 200)
+		if w, _ := a.doc["work"].([]any); len(w) != 1 {
+			t.Errorf("work list of t: %s, want bob's loan", a.body)
+		}
+		s.want("bob", "POST", "/api/v1/tasks/t/reclaim", map[string]any{}, 403)
+		s.want("sam", "POST", "/api/v1/tasks/t/reclaim", map[string]any{"older_than": "x"}, 400)
+		s.want("sam", "POST", "/api/v1/tasks/nope/reclaim", map[string]any{}, 404)
+		s.want("", "POST", "/api/v1/tasks/t/reclaim", map[string]any{}, 401)
+		s.want("sam", "POST", "/api/v1/tasks/t/reclaim", map[string]any{"of": "bob", "dry_run": true}, 200)
+		s.want("sam", "POST", "/api/v1/tasks/t/reclaim", map[string]any{"of": "bob"}, 200)
+
+		// Every operation answered a success and (unless public) an error.
+		doc, _ := apiSpec()
+		for _, op := range doc.Operations() {
+			var ok, bad bool
+			for st := range s.seen[op] {
+				ok = ok || st < 300
+				bad = bad || st >= 400
+			}
+			if !ok || (!bad && op != "GET /api/v1/openapi.json") {
+				t.Errorf("%s: answered %v; want a success and an error", op, s.seen[op])
+			}
+		}
+		audit(t, e)
+	})
 }

@@ -125,6 +125,21 @@ func walkSchemas(v any, where string, isSchema bool, f func(string, map[string]a
 	}
 }
 
+// Operations lists the document's operations as "METHOD /path/{template}".
+func (d *Doc) Operations() []string {
+	var out []string
+	for _, p := range d.paths {
+		for m := range p.ops {
+			switch m {
+			case "get", "put", "post", "delete", "patch", "head", "options", "trace":
+				out = append(out, strings.ToUpper(m)+" "+p.template)
+			}
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
 // Operation finds the documented path template and operation of method on
 // urlPath (a query is ignored); ok false when the document has none.
 func (d *Doc) Operation(method, urlPath string) (template string, op map[string]any, ok bool) {
