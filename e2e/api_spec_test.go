@@ -3,8 +3,11 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"net"
 	"net/http"
+	"net/url"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -229,4 +232,96 @@ func TestAPIAnswersMatchOpenAPI(t *testing.T) {
 		}
 		audit(t, e)
 	})
+}
+
+// When the database goes away under a running serve --api, every endpoint
+// that needs it answers 503 as a problem document the OpenAPI document
+// allows, saying the database is unreachable and naming none of the
+// connection's details (host, port, account, database); the document
+// itself is still served; once the database is back the API answers again.
+// The database is cut by a TCP proxy between serve and the server.
+func TestAPIDatabaseDownIs503(t *testing.T) {
+	for _, dialect := range []string{"postgres", "mysql"} {
+		t.Run(dialect, func(t *testing.T) {
+			dsn := testdb.Fresh(t, dialect)
+			_, e := prepare(t, dsn, 10)
+			mustOK(t, dsn, "admin", "task", "create", "t", "--where", "eligible = 1")
+			s := &specSweep{t: t, tok: map[string]string{}, seen: map[string]map[int]bool{}}
+			for user, role := range map[string]string{"ana": "processor", "sam": "supervisor"} {
+				tok, err := e.CreateToken(context.Background(), user, role, "admin", 0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				s.tok[user] = tok.Token
+			}
+			u, err := url.Parse(dsn)
+			if err != nil {
+				t.Fatal(err)
+			}
+			proxy := newCutProxy(t, u.Host)
+			u.Host = proxy.addr
+			dbName := strings.TrimPrefix(u.Path, "/")
+			_, proxyPort, _ := net.SplitHostPort(proxy.addr)
+			srv := startServe(t, u.String(), "--api", "--auth", "token")
+			s.url = srv.url
+			a := s.want("ana", "POST", "/api/v1/tasks/t/requests", map[string]any{"count": 1}, 200)
+			req := fmt.Sprintf("/api/v1/requests/%v", a.doc["request_id"])
+			loan := a.doc["loans"].([]any)[0]
+
+			proxy.cut()
+			leaks := []string{proxyPort, dbName, "127.0.0.1", "user=", "root@", "postgres@", "failed to connect", "dial tcp",
+				"refused", "connect:", "EOF", "driver:", "broken pipe", "reset by peer"}
+			calls := []struct {
+				user, method, path string
+				body               any
+			}{
+				{"ana", "GET", "/api/v1/tasks", nil},
+				{"ana", "POST", "/api/v1/tasks/t/requests", map[string]any{"count": 1}},
+				{"ana", "GET", req + "?wait_ms=100", nil},
+				{"ana", "DELETE", req, nil},
+				{"ana", "POST", fmt.Sprintf("/api/v1/tasks/t/loans/%v/disposition", loan), map[string]any{"action": "complete"}},
+				{"ana", "GET", "/api/v1/pipeline", nil},
+				{"ana", "GET", "/api/v1/history", nil},
+				{"sam", "GET", "/api/v1/work", nil},
+				{"sam", "POST", "/api/v1/tasks/t/reclaim", map[string]any{"dry_run": true}},
+			}
+			for _, c := range calls {
+				a := s.want(c.user, c.method, c.path, c.body, 503)
+				if a.header.Get("Content-Type") != "application/problem+json" || !strings.Contains(string(a.body), "the database is unreachable") {
+					t.Errorf("%s %s with the database down: %s %s", c.method, c.path, a.header.Get("Content-Type"), a.body)
+				}
+				for _, leak := range leaks {
+					if strings.Contains(string(a.body), leak) {
+						t.Errorf("%s %s with the database down shows %q: %s", c.method, c.path, leak, a.body)
+					}
+				}
+			}
+			s.want("", "GET", "/api/v1/openapi.json", nil, 200)
+			doc, _ := apiSpec()
+			for _, op := range doc.Operations() {
+				if !s.seen[op][503] && op != "GET /api/v1/openapi.json" {
+					t.Errorf("%s: no 503 answer seen with the database down", op)
+				}
+			}
+			if !strings.Contains(srv.stderr.String(), "api: ") {
+				t.Errorf("serve's stderr does not log the API's database failures for its operator:\n%s", srv.stderr.String())
+			}
+
+			proxy.restore()
+			deadline := time.Now().Add(30 * time.Second)
+			for {
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				a, err := apiClient{url: s.url, token: s.tok["ana"]}.call(ctx, "GET", "/api/v1/pipeline", nil)
+				cancel()
+				if err == nil && a.status == 200 {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("the API still answers %d %s 30 s after the database came back (%v)", a.status, a.body, err)
+				}
+				time.Sleep(200 * time.Millisecond)
+			}
+			s.want("ana", "POST", fmt.Sprintf("/api/v1/tasks/t/loans/%v/disposition", loan), map[string]any{"action": "complete"}, 200)
+		})
+	}
 }
