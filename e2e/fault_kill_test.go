@@ -108,7 +108,9 @@ func killKeyRounds(t *testing.T, dsn string, d drivers.Driver, e *dispatch.Engin
 	const loans = 300
 	turn := 0
 	began := time.Now()
-	defer func() { t.Logf("%s: the text and UUID key rounds took %s", d.Name(), time.Since(began).Round(time.Millisecond)) }()
+	defer func() {
+		t.Logf("%s: the text and UUID key rounds took %s", d.Name(), time.Since(began).Round(time.Millisecond))
+	}()
 	for k, kind := range []struct{ name, col string }{{"text", "VARCHAR(60)"}, {"uuid", "UUID"}} {
 		table := "kill_" + kind.name
 		testdb.Exec(t, d, e.DB, "CREATE TABLE "+table+" (ref "+kind.col+" NOT NULL PRIMARY KEY, priority INTEGER NOT NULL, eligible INTEGER NOT NULL)")
