@@ -13,14 +13,33 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/loanq/loanq/dashboard"
 	"github.com/loanq/loanq/dispatch"
 	"github.com/loanq/loanq/drivers"
+	"github.com/loanq/loanq/internal/apispec"
 	"github.com/loanq/loanq/internal/testdb"
 )
+
+// apiSpec is commands/openapi.json, loaded once: every answer the tests
+// receive is checked against it (internal/apispec).
+var apiSpec = sync.OnceValues(func() (*apispec.Doc, error) { return apispec.Load(openAPIDoc) })
+
+// checkSpec fails the test when an answer is not what the OpenAPI document
+// says method path answers with that status.
+func checkSpec(t *testing.T, method, path string, res *http.Response, body []byte) {
+	t.Helper()
+	doc, err := apiSpec()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := doc.Check(method, path, res.StatusCode, res.Header, body); err != nil {
+		t.Errorf("against commands/openapi.json: %v", err)
+	}
+}
 
 // apiFixture is a serve --api (the dashboard's server with the API mounted,
 // as serve builds it) on a fresh database with 20 loans, a task "t" and
@@ -68,8 +87,9 @@ type apiAnswer struct {
 }
 
 // call sends method path as user ("" for no token; "raw:TOKEN" for a given
-// token) with body (nil: none) and decodes the answer, checking that errors
-// are problem documents whose status is the HTTP status.
+// token) with body (nil: none) and decodes the answer, checking it against
+// the OpenAPI document and that errors are problem documents whose status is
+// the HTTP status.
 func (f *apiFixture) call(t *testing.T, user, method, path string, body any) apiAnswer {
 	t.Helper()
 	var rd io.Reader
@@ -93,6 +113,7 @@ func (f *apiFixture) call(t *testing.T, user, method, path string, body any) api
 	}
 	defer res.Body.Close()
 	raw, _ := io.ReadAll(res.Body)
+	checkSpec(t, method, path, res, raw)
 	a := apiAnswer{status: res.StatusCode, header: res.Header}
 	if err := json.Unmarshal(raw, &a.doc); err != nil {
 		t.Fatalf("%s %s: %d, not a JSON object: %s", method, path, res.StatusCode, raw)

@@ -55,7 +55,8 @@ type pageAnswer struct {
 }
 
 // do sends method url+path; hdr adds headers ("Origin": "" sends none;
-// without an Origin entry the request's own origin is sent).
+// without an Origin entry the request's own origin is sent). An answer of
+// the API is checked against the OpenAPI document.
 func (b *browser) do(base, method, path, body string, hdr map[string]string) pageAnswer {
 	b.t.Helper()
 	var rd io.Reader
@@ -83,6 +84,9 @@ func (b *browser) do(base, method, path, body string, hdr map[string]string) pag
 	}
 	defer res.Body.Close()
 	raw, _ := io.ReadAll(res.Body)
+	if strings.HasPrefix(path, "/api/v1/") {
+		checkSpec(b.t, method, path, res, raw)
+	}
 	for _, c := range res.Cookies() {
 		if c.MaxAge < 0 {
 			delete(b.cookies, c.Name)
@@ -297,6 +301,67 @@ func TestWorkPageProxy(t *testing.T) {
 		var n sql.NullInt64
 		if err := f.e.DB.QueryRow("SELECT COUNT(*) FROM loanq_session WHERE token_id IS NULL").Scan(&n); err != nil || n.Int64 != 1 {
 			t.Errorf("%v proxy sessions (want 1), %v", n, err)
+		}
+	})
+}
+
+// Markup in what the page shows renders as text. A user named with markup
+// (a token's --user, or the proxy's header) is escaped in the HTML the
+// server renders; a loan key holding markup (a task keyed by a VARCHAR
+// column) reaches the page only in JSON (application/json, nosniff) as the
+// exact string, and the page's script puts values on the page with
+// textContent only: none of the ways to insert HTML appears in it. A task
+// name cannot hold markup: task create refuses it.
+// e2e TestWorkPageInBrowser checks in chromium that no element is injected.
+func TestWorkPageEscapesMarkup(t *testing.T) {
+	const markupUser = `<img src=x onerror=alert(1)>`
+	const markupKey = `<img src=x onerror=alert(2)>`
+	testdb.Each(t, func(t *testing.T, dsn string) {
+		f := newAPIFixture(t, dsn, "")
+		ctx := context.Background()
+		testdb.Exec(t, f.d, f.e.DB, "CREATE TABLE markup_loans (ref VARCHAR(200) NOT NULL PRIMARY KEY, prio INTEGER NOT NULL)")
+		testdb.Exec(t, f.d, f.e.DB, "INSERT INTO markup_loans (ref, prio) VALUES (?, 1)", markupKey)
+		if _, _, err := f.e.CreateTask(ctx, dispatch.TaskSpec{Name: "markup", Source: "markup_loans", Key: "ref", Where: "prio = 1",
+			Order: "prio", CreatedBy: "admin"}); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := f.e.CreateTask(ctx, dispatch.TaskSpec{Name: `<img src=x onerror=alert(3)>`, Where: "eligible = 1", CreatedBy: "admin"}); err == nil {
+			t.Errorf("a task named with markup was created")
+		}
+		tok, err := f.e.CreateToken(ctx, markupUser, "processor", "admin", 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		node := pageNode(t, dsn, f.d, nil)
+		eve := newBrowser(t)
+		eve.signIn(node, tok.Token)
+
+		page := eve.do(node, "GET", "/work", "", nil)
+		if !strings.Contains(page.body, `<strong id="user">&lt;img src=x onerror=alert(1)&gt;</strong>`) || strings.Contains(page.body, "<img") {
+			t.Errorf("the page does not show the user name escaped:\n%s", page.body)
+		}
+		get := eve.do(node, "POST", "/api/v1/tasks/markup/requests", `{"count": 1, "wait_ms": 5000}`, map[string]string{csrfHeader: eve.csrf})
+		pipe := eve.do(node, "GET", "/api/v1/pipeline", "", nil)
+		for _, a := range []pageAnswer{get, pipe} {
+			if a.status != 200 || a.header.Get("Content-Type") != "application/json" || a.header.Get("X-Content-Type-Options") != "nosniff" {
+				t.Fatalf("%d %s %q: want 200 application/json, nosniff", a.status, a.header.Get("Content-Type"), a.header.Get("X-Content-Type-Options"))
+			}
+		}
+		if l, _ := get.doc["loans"].([]any); len(l) != 1 || l[0] != markupKey || get.doc["user"] != markupUser {
+			t.Errorf("the answer does not carry the key and user as they are: %s", get.body)
+		}
+		if w, _ := pipe.doc["work"].([]any); len(w) != 1 || w[0].(map[string]any)["loan_id"] != markupKey {
+			t.Errorf("the pipeline does not carry the key as it is: %s", pipe.body)
+		}
+
+		js := newBrowser(t).do(node, "GET", "/work/assets/work.js", "", nil).body
+		for _, sink := range []string{"innerHTML", "outerHTML", "insertAdjacentHTML", "document.write", "eval(", "new Function", "createContextualFragment", "DOMParser"} {
+			if strings.Contains(js, sink) {
+				t.Errorf("work.js uses %s: values must reach the page by textContent", sink)
+			}
+		}
+		if n := strings.Count(js, ".textContent ="); n < 10 {
+			t.Errorf("work.js sets textContent %d times; expected every value to go through it", n)
 		}
 	})
 }

@@ -164,25 +164,41 @@ func secureHeaders(h http.Handler) http.Handler {
 func (s *Server) sameSite(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != "/healthz" && !s.hostAllowed(r.Host) {
-			http.Error(w, fmt.Sprintf("403 forbidden: loanq serve does not answer to the host name %q "+
-				"(if that is this server's name, add it with --allowed-hosts)", hostOnly(r.Host)), http.StatusForbidden)
+			forbid(w, r, fmt.Sprintf("loanq serve does not answer to the host name %q "+
+				"(if that is this server's name, add it with --allowed-hosts)", hostOnly(r.Host)))
 			return
 		}
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
 			if o := r.Header.Get("Origin"); o != "" {
 				u, err := url.Parse(o)
 				if err != nil || u.Host == "" || !strings.EqualFold(u.Host, r.Host) {
-					http.Error(w, "403 forbidden: a cross-origin request", http.StatusForbidden)
+					forbid(w, r, "a cross-origin request")
 					return
 				}
 			}
 			if r.Header.Get("Sec-Fetch-Site") == "cross-site" {
-				http.Error(w, "403 forbidden: a cross-site request", http.StatusForbidden)
+				forbid(w, r, "a cross-site request")
 				return
 			}
 		}
 		h.ServeHTTP(w, r)
 	})
+}
+
+// forbid refuses a request with 403: under /api/v1/ as the API answers
+// every error, an application/problem+json document (RFC 9457); elsewhere
+// as plain text.
+func forbid(w http.ResponseWriter, r *http.Request, why string) {
+	if !strings.HasPrefix(r.URL.Path, "/api/v1/") {
+		http.Error(w, "403 forbidden: "+why, http.StatusForbidden)
+		return
+	}
+	b, _ := json.Marshal(map[string]any{"type": "about:blank", "title": http.StatusText(http.StatusForbidden),
+		"status": http.StatusForbidden, "detail": "refused: " + why})
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(http.StatusForbidden)
+	_, _ = w.Write(b)
 }
 
 // hostOnly is a Host header without its port, lower case.

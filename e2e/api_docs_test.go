@@ -4,8 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -100,8 +103,9 @@ func TestAPIDocsCurlExamples(t *testing.T) {
 				return m
 			})
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			cmd := exec.CommandContext(ctx, "sh", "-c", line+` -w '\n@@status %{http_code}\n'`)
-			cmd.Env = append(os.Environ(), "TOKEN="+tok["ana"], "SUPERVISOR_TOKEN="+tok["sam"], "PATH="+pathOf(curl))
+			headers := filepath.Join(t.TempDir(), "headers")
+			cmd := exec.CommandContext(ctx, "sh", "-c", line+` -D "$HEADERS" -w '\n@@status %{http_code}\n'`)
+			cmd.Env = append(os.Environ(), "TOKEN="+tok["ana"], "SUPERVISOR_TOKEN="+tok["sam"], "PATH="+pathOf(curl), "HEADERS="+headers)
 			out, err := cmd.Output()
 			cancel()
 			if err != nil {
@@ -112,8 +116,53 @@ func TestAPIDocsCurlExamples(t *testing.T) {
 			if msg := compareAnswer(ex.answer, got, code, ids); msg != "" {
 				t.Errorf("docs/api.md: %s\n%s\ngot (status %d):\n%s", ex.line, msg, code, got)
 			}
+			// The answer curl got is one the OpenAPI document allows.
+			method, path := curlCall(line)
+			body := got
+			if strings.Contains(line, " -i ") {
+				_, body, _ = strings.Cut(got, "\n\n")
+			}
+			if err := checkSpec(method, path, code, dumpedHeaders(t, headers), []byte(body)); err != nil {
+				t.Errorf("docs/api.md: %s\nagainst commands/openapi.json: %v", ex.line, err)
+			}
 		}
 	})
+}
+
+// curlCall is the method and path (with its query) a curl line calls: -X
+// METHOD, else POST with -d, else GET.
+func curlCall(line string) (string, string) {
+	method := "GET"
+	if m := regexp.MustCompile(`-X (\w+)`).FindStringSubmatch(line); m != nil {
+		method = m[1]
+	} else if strings.Contains(line, " -d ") {
+		method = "POST"
+	}
+	u, err := url.Parse(strings.Trim(regexp.MustCompile(`https?://[^\s']+`).FindString(line), `"`))
+	if err != nil {
+		return method, ""
+	}
+	return method, u.RequestURI()
+}
+
+// dumpedHeaders reads the headers curl -D wrote (the last answer's).
+func dumpedHeaders(t *testing.T, file string) http.Header {
+	t.Helper()
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := http.Header{}
+	for _, l := range strings.Split(strings.ReplaceAll(string(b), "\r", ""), "\n") {
+		if strings.HasPrefix(l, "HTTP/") {
+			h = http.Header{}
+			continue
+		}
+		if k, v, ok := strings.Cut(l, ":"); ok {
+			h.Add(k, strings.TrimSpace(v))
+		}
+	}
+	return h
 }
 
 // pathOf is PATH with curl's directory first.

@@ -19,10 +19,36 @@ import (
 type apiClient struct {
 	url, token string
 	http       *http.Client
+	header     http.Header // more headers to send
 }
 
-// do sends method path with body (nil: none) and decodes the JSON answer.
+// do sends method path with body (nil: none) and decodes the JSON answer;
+// an answer the OpenAPI document does not allow is an error (checkSpec).
 func (c apiClient) do(ctx context.Context, method, path string, body any) (int, map[string]any, error) {
+	a, err := c.call(ctx, method, path, body)
+	if err != nil {
+		return 0, nil, err
+	}
+	if a.specErr != nil {
+		return a.status, a.doc, a.specErr
+	}
+	return a.status, a.doc, nil
+}
+
+// apiAnswer is one answer as received.
+type apiAnswer struct {
+	status  int
+	header  http.Header
+	body    []byte
+	doc     map[string]any
+	specErr error // nil when the answer is one commands/openapi.json allows
+	took    time.Duration
+}
+
+// call sends method path with body (nil: none), reads the answer, checks it
+// against the OpenAPI document (specErr) and decodes a JSON object (doc;
+// nil otherwise).
+func (c apiClient) call(ctx context.Context, method, path string, body any) (apiAnswer, error) {
 	var rd io.Reader
 	if body != nil {
 		b, _ := json.Marshal(body)
@@ -30,23 +56,36 @@ func (c apiClient) do(ctx context.Context, method, path string, body any) (int, 
 	}
 	req, err := http.NewRequestWithContext(ctx, method, c.url+path, rd)
 	if err != nil {
-		return 0, nil, err
+		return apiAnswer{}, err
 	}
-	req.Header.Set("Authorization", "Bearer "+c.token)
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	for k, v := range c.header {
+		if k == "Host" {
+			req.Host = v[0] // the name a browser was given
+			continue
+		}
+		req.Header[k] = v
+	}
 	hc := c.http
 	if hc == nil {
 		hc = http.DefaultClient
 	}
+	began := time.Now()
 	res, err := hc.Do(req)
 	if err != nil {
-		return 0, nil, err
+		return apiAnswer{}, err
 	}
 	defer res.Body.Close()
-	var doc map[string]any
-	if err := json.NewDecoder(res.Body).Decode(&doc); err != nil {
-		return res.StatusCode, nil, fmt.Errorf("%s %s: %d, body not JSON: %w", method, path, res.StatusCode, err)
+	raw, err := io.ReadAll(res.Body)
+	if err != nil {
+		return apiAnswer{}, fmt.Errorf("%s %s: reading the answer: %w", method, path, err)
 	}
-	return res.StatusCode, doc, nil
+	a := apiAnswer{status: res.StatusCode, header: res.Header, body: raw, took: time.Since(began)}
+	a.specErr = checkSpec(method, path, res.StatusCode, res.Header, raw)
+	_ = json.Unmarshal(raw, &a.doc)
+	return a, nil
 }
 
 // getWork asks for count loans and follows a 202 with long polls of the

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -45,7 +46,8 @@ func killTarget(t *testing.T) (kills, maxRounds int) {
 // others keep requesting and must be served. After every round, on the
 // final database state: the audit is clean, a recheck leaves no request
 // pending, the task lock is free (or the dead holder's lease expired), and
-// every committed assignment shows in its user's pipeline.
+// every committed assignment shows in its user's pipeline. Then the same
+// rounds on a text-keyed and a UUID-keyed task (killKeyRounds).
 //
 // The random choices come from a seeded math/rand; the seed is logged, and
 // LOANQ_FAULT_SEED=N replays the same choices (the timing of the processes
@@ -93,7 +95,60 @@ func TestFaultRandomKill(t *testing.T) {
 		if kills < want {
 			t.Fatalf("%s: only %d kills landed in %d rounds, want %d: most callers finished before their signal", d.Name(), kills, rounds, want)
 		}
+		killKeyRounds(t, dsn, d, e, rng, strategies)
 	})
+}
+
+// killKeyRounds are the same rounds on a task keyed by text (VARCHAR) and
+// one keyed by UUID (a native uuid column on PostgreSQL and MariaDB, text
+// on SQLite), the strategies in turn, until two kills landed on each (at
+// most six rounds), with the same checks on the final database state.
+func killKeyRounds(t *testing.T, dsn string, d drivers.Driver, e *dispatch.Engine, rng *rand.Rand, strategies []drivers.Strategy) {
+	t.Helper()
+	const loans = 300
+	turn := 0
+	began := time.Now()
+	defer func() {
+		t.Logf("%s: the text and UUID key rounds took %s", d.Name(), time.Since(began).Round(time.Millisecond))
+	}()
+	for k, kind := range []struct{ name, col string }{{"text", "VARCHAR(60)"}, {"uuid", "UUID"}} {
+		table := "kill_" + kind.name
+		testdb.Exec(t, d, e.DB, "CREATE TABLE "+table+" (ref "+kind.col+" NOT NULL PRIMARY KEY, priority INTEGER NOT NULL, eligible INTEGER NOT NULL)")
+		var values []string
+		var args []any
+		for i := 1; i <= loans; i++ {
+			k := fmt.Sprintf("LN-%d-<%06d> é", i%7, i)
+			if kind.name == "uuid" {
+				k = fmt.Sprintf("%08x-5c1d-4f2a-9e7b-%012x", 0xb0000000+i, i)
+			}
+			values = append(values, "(?, ?, 1)")
+			args = append(args, k, rng.IntN(1000))
+		}
+		testdb.Exec(t, d, e.DB, "INSERT INTO "+table+" (ref, priority, eligible) VALUES "+strings.Join(values, ", "), args...)
+		kills, rounds := 0, 0
+		seen := map[string]int{}
+		for ; kills < 2 && rounds < 6; rounds++ {
+			s := strategies[turn%len(strategies)]
+			turn++
+			task := fmt.Sprintf("kill-%s-%s", kind.name, s)
+			if _, err := e.Task(context.Background(), task); err != nil {
+				r := mustOK(t, dsn, "admin", "--output", "json", "task", "create", task, "--source", table, "--key", "ref",
+					"--where", "eligible = 1", "--order", "priority", "--lock", string(s), "--query-delay", "100ms", "--lease-ttl", "1500ms")
+				if !strings.Contains(r.stdout, `"key_kind": "`+kind.name+`"`) {
+					t.Fatalf("%s: task create printed %s; want key_kind %s", task, r.stdout, kind.name)
+				}
+			}
+			// Round numbers of their own: the users they name are new.
+			kills += killRound(t, dsn, d, e, rng, task, taskID(t, e, task), s, 100*(k+1)+rounds, seen)
+			if t.Failed() {
+				return
+			}
+		}
+		t.Logf("%s, %s keys: %d rounds, %d processes killed; by phase: %v", d.Name(), kind.name, rounds, kills, seen)
+		if kills == 0 {
+			t.Errorf("%s, %s keys: no kill landed in %d rounds", d.Name(), kind.name, rounds)
+		}
+	}
 }
 
 func killRound(t *testing.T, dsn string, d drivers.Driver, e *dispatch.Engine, rng *rand.Rand,
@@ -192,7 +247,7 @@ func killRound(t *testing.T, dsn string, d drivers.Driver, e *dispatch.Engine, r
 		if r.code != 0 {
 			t.Fatalf("round %d: surviving caller %s: exit %d\n%s", round, p.user, r.code, r.stderr)
 		}
-		got := decode(t, r)
+		got := decodeKeys(t, r)
 		if got.Status == "pending" || got.User != p.user || got.Assigned != len(got.Loans) || got.Requested != p.count {
 			t.Fatalf("round %d: surviving caller %s: %+v", round, p.user, got)
 		}
@@ -205,14 +260,14 @@ func killRound(t *testing.T, dsn string, d drivers.Driver, e *dispatch.Engine, r
 	// Every committed assignment is in its user's pipeline, and only those.
 	for i, p := range plans {
 		want := activeLoans(t, d, e, taskID, p.user)
-		got := pipelineLoans(t, dsn, p.user, task)
+		got := pipelineKeys(t, dsn, p.user, task)
 		if !slices.Equal(got, want) {
-			t.Fatalf("round %d: pipeline of %s shows %v, the database holds %v", round, p.user, got, want)
+			t.Fatalf("round %d: pipeline of %s shows %q, the database holds %q", round, p.user, got, want)
 		}
 		if results[i].code == 0 {
-			for _, loan := range decode(t, results[i]).Loans {
-				if !slices.Contains(got, loan) {
-					t.Fatalf("round %d: loan %d handed to %s is not in its pipeline %v", round, loan, p.user, got)
+			for _, loan := range decodeKeys(t, results[i]).Loans {
+				if !slices.Contains(got, loan.Text) {
+					t.Fatalf("round %d: loan %q handed to %s is not in its pipeline %q", round, loan.Text, p.user, got)
 				}
 			}
 		}
@@ -222,22 +277,68 @@ func killRound(t *testing.T, dsn string, d drivers.Driver, e *dispatch.Engine, r
 	return kills
 }
 
-func activeLoans(t *testing.T, d drivers.Driver, e *dispatch.Engine, taskID int64, user string) []int64 {
+// activeLoans is the text of the loan keys the database holds as the user's
+// active work in the task, sorted.
+func activeLoans(t *testing.T, d drivers.Driver, e *dispatch.Engine, taskID int64, user string) []string {
 	t.Helper()
 	rows, err := e.DB.Query(testdb.Rebind(d, "SELECT loan_id FROM loanq_work WHERE task_id = ? AND user_name = ? AND disposition IS NULL"), taskID, user)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer rows.Close()
-	out := []int64{}
+	out := []string{}
 	for rows.Next() {
-		var id int64
+		var id string
 		if err := rows.Scan(&id); err != nil {
 			t.Fatal(err)
 		}
 		out = append(out, id)
 	}
-	sort.Slice(out, func(a, b int) bool { return out[a] < out[b] })
+	sort.Strings(out)
+	return out
+}
+
+// keyedRequest is a request's JSON whatever the task's key kind: its loans
+// numbers (integer keys) or strings (text, UUID).
+type keyedRequest struct {
+	User      string        `json:"user"`
+	Requested int           `json:"requested"`
+	Assigned  int           `json:"assigned"`
+	Status    string        `json:"status"`
+	Loans     []drivers.Key `json:"loans"`
+}
+
+func decodeKeys(t *testing.T, r result) keyedRequest {
+	t.Helper()
+	var req keyedRequest
+	if err := json.Unmarshal([]byte(r.stdout), &req); err != nil {
+		t.Fatalf("output is not the JSON of docs/json.md: %v\n%s\n%s", err, r.stdout, r.stderr)
+	}
+	return req
+}
+
+// pipelineKeys is the text of the loan keys `loanq pipeline --task TASK`
+// shows the user, sorted.
+func pipelineKeys(t *testing.T, dsn, user, task string) []string {
+	t.Helper()
+	r := mustOK(t, dsn, user, "--output", "json", "pipeline", "--task", task)
+	var p struct {
+		Work []struct {
+			Task   string      `json:"task"`
+			LoanID drivers.Key `json:"loan_id"`
+		} `json:"work"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &p); err != nil {
+		t.Fatalf("pipeline output is not the JSON of docs/json.md: %v\n%s", err, r.stdout)
+	}
+	out := []string{}
+	for _, w := range p.Work {
+		if w.Task != task {
+			t.Fatalf("pipeline --task %s shows work of task %s", task, w.Task)
+		}
+		out = append(out, w.LoanID.Text)
+	}
+	sort.Strings(out)
 	return out
 }
 

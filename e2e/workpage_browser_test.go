@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -26,7 +27,8 @@ import (
 // the day's history. Then the page's own endpoints refuse what they must:
 // another user's request or loan (403), a POST without the CSRF token
 // (403), a cross-site POST from another origin (nothing logged), and an
-// expired session brings the sign-in form back.
+// expired session brings the sign-in form back. Loan keys holding markup
+// (a text-keyed task) are shown as text: no element injected, no script run.
 // LOANQ_WORK_SCREENSHOT=DIR saves docs/work-*.png into DIR.
 func TestWorkPageInBrowser(t *testing.T) {
 	browser := chromium(t)
@@ -46,6 +48,13 @@ func workPageInBrowser(t *testing.T, browser, dialect string) {
 	mustOK(t, dsn, "admin", "task", "create", "verify-bank", "--where", "eligible = 1", "--order", "priority",
 		"--lock", lock, "--query-delay", "2s")
 	mustOK(t, dsn, "admin", "task", "create", "call-borrower", "--where", "eligible = 1", "--order", "priority DESC")
+	// A task keyed by text holding markup: the page must show it as text.
+	markupKeys := []string{`<img src=x onerror="window.__xss=1">`, `</td><script>window.__xss=2</script>`}
+	testdb.Exec(t, d, db, "CREATE TABLE markup_loans (ref VARCHAR(200) NOT NULL PRIMARY KEY, prio INTEGER NOT NULL)")
+	for _, k := range markupKeys {
+		testdb.Exec(t, d, db, "INSERT INTO markup_loans (ref, prio) VALUES (?, 1)", k)
+	}
+	mustOK(t, dsn, "admin", "task", "create", "markup", "--source", "markup_loans", "--key", "ref", "--where", "prio = 1", "--order", "ref")
 	e := dispatch.New(db, d)
 	users := []string{"ana", "bob", "cy", "dee"}
 	tokens := map[string]string{}
@@ -95,7 +104,7 @@ func workPageInBrowser(t *testing.T, browser, dialect string) {
 			chromedp.SendKeys(chromedp.CSS(`#token`), tokens[u]),
 			chromedp.Click(chromedp.CSS(`#login button[type=submit]`)),
 			chromedp.WaitVisible(chromedp.CSS(`#get`)),
-			pollVoid(`document.querySelectorAll('#task option').length === 2`, chromedp.WithPollingTimeout(20*time.Second)),
+			pollVoid(`document.querySelectorAll('#task option').length === 3`, chromedp.WithPollingTimeout(20*time.Second)),
 		); err != nil {
 			t.Fatalf("%s signing in on node %d: %v", u, i/2, err)
 		}
@@ -168,6 +177,32 @@ func workPageInBrowser(t *testing.T, browser, dialect string) {
 	}
 	if n := testdb.Int(t, d, db, "SELECT COUNT(DISTINCT loan_id) FROM loanq_work WHERE disposition IS NULL"); n != 8 || len(seen) != 8 {
 		t.Errorf("%d distinct active loans in the database, %d on the pages; want 8", n, len(seen))
+	}
+
+	// Loan keys holding markup are shown as text: dee gets both; no element
+	// is injected, no script ran, the cells and the status line hold the
+	// keys as they are.
+	dee := tabs[3]
+	if err := chromedp.Do(dee,
+		void(chromedp.Evaluate[bool](`(() => { document.getElementById('task').value = 'markup'; document.getElementById('count').value = '2'; return true })()`)),
+		chromedp.Click(chromedp.CSS(`#get`)),
+		pollVoid(`document.querySelectorAll('#pipeline tbody tr').length === 4 && document.getElementById('status').className === 'ok'`,
+			chromedp.WithPollingTimeout(20*time.Second)),
+	); err != nil {
+		t.Fatalf("dee getting the markup-keyed loans: %v (status %q)", err, eval[string](t, dee, `document.getElementById('status').textContent`))
+	}
+	if injected := eval[string](t, dee, `(() => [document.querySelectorAll('img').length, document.scripts.length,
+		document.querySelectorAll('#pipeline tbody td script, #pipeline tbody td img').length, typeof window.__xss].join(' '))()`); injected != "0 1 0 undefined" {
+		t.Errorf("markup in loan keys made elements or ran a script (img, script, in cells, __xss): %s", injected)
+	}
+	cells := eval[[]string](t, dee, `Array.from(document.querySelectorAll('#pipeline tbody tr[data-task="markup"] td:nth-child(2)')).map(td => td.textContent).sort()`)
+	want := append([]string(nil), markupKeys...)
+	slices.Sort(want)
+	if !slices.Equal(cells, want) {
+		t.Errorf("the pipeline shows the markup keys as %q, want the text %q", cells, want)
+	}
+	if st := eval[string](t, dee, `document.getElementById('status').textContent`); !strings.Contains(st, markupKeys[0]) || !strings.Contains(st, markupKeys[1]) {
+		t.Errorf("the status line %q does not show the keys as text", st)
 	}
 
 	// Complete: the loan leaves the pipeline and enters the day's history.
