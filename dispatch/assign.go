@@ -115,7 +115,7 @@ func (e *Engine) activeCounts(ctx context.Context, tx *sql.Tx, task *Task, pendi
 // instead (errRoundRaced).
 func (e *Engine) finishServed(ctx context.Context, tx *sql.Tx, task *Task, in allocation) (allocationPlan, error) {
 	plan := planAllocation(in)
-	batch := !e.sql().RequestFinishMany.Empty()
+	batch := e.caps().RoundFinish == drivers.FinishMany
 	if batch {
 		return plan, e.finishRequests(ctx, tx, task.ID, plan.served)
 	}

@@ -87,11 +87,11 @@ func (e *Engine) EndSession(ctx context.Context, id string) error {
 
 // HistoryItem is one disposition of the user's day.
 type HistoryItem struct {
-	Task        string     `json:"task"`
-	LoanID      int64      `json:"loan_id"`
-	Disposition string     `json:"disposition"`
-	DisposedAt  time.Time  `json:"disposed_at"`
-	ReturnAt    *time.Time `json:"return_at"`
+	Task        string      `json:"task"`
+	LoanID      drivers.Key `json:"loan_id"` // a number for integer-keyed tasks, a string otherwise
+	Disposition string      `json:"disposition"`
+	DisposedAt  time.Time   `json:"disposed_at"`
+	ReturnAt    *time.Time  `json:"return_at"`
 }
 
 // History lists user's dispositions over the last since (the page's
@@ -109,10 +109,11 @@ func (e *Engine) History(ctx context.Context, user string, since time.Duration) 
 	for rows.Next() {
 		var it HistoryItem
 		var at, ret nullTime
-		if err := rows.Scan(&it.Task, &it.LoanID, &it.Disposition, &at, &ret); err != nil {
+		var loan, kind string
+		if err := rows.Scan(&it.Task, &loan, &it.Disposition, &at, &ret, &kind); err != nil {
 			return nil, fmt.Errorf("reading the history of %s: %w", user, err)
 		}
-		it.DisposedAt = at.T
+		it.DisposedAt, it.LoanID = at.T, drivers.NewKey(drivers.ParseKeyKind(kind), loan)
 		if !ret.T.IsZero() {
 			it.ReturnAt = &ret.T
 		}

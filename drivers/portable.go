@@ -339,7 +339,7 @@ WHERE s.session_hash = :hash AND s.expires_at > {{now}}
   AND (s.token_id IS NULL OR (t.id IS NOT NULL AND t.revoked_at IS NULL AND (t.expires_at IS NULL OR t.expires_at > {{now}})))`},
 		SessionDelete: Stmt[HashParams]{SQL: `DELETE FROM loanq_session WHERE session_hash = :hash`},
 		SessionPrune:  Stmt[NoParams]{SQL: `DELETE FROM loanq_session WHERE expires_at <= {{now}}`},
-		History: Stmt[HistoryParams]{SQL: `SELECT t.name, w.loan_id, w.disposition, w.disposed_at, w.return_at
+		History: Stmt[HistoryParams]{SQL: `SELECT t.name, w.loan_id, w.disposition, w.disposed_at, w.return_at, t.key_kind
 FROM loanq_work w JOIN loanq_task t ON t.id = w.task_id
 WHERE w.user_name = :user AND w.disposition IS NOT NULL AND w.disposed_at > {{nowMinusMs ":age_ms"}}
 ORDER BY w.disposed_at DESC, w.id DESC {{limit "200"}}`},

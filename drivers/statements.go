@@ -452,8 +452,9 @@ type Statements struct {
 	// SessionPrune takes nothing. Deletes expired sessions.
 	SessionPrune Stmt[NoParams] `purpose:"page: delete expired sessions"`
 	// History takes: user, age ms. Columns: task name, loan id,
-	// disposition, disposed_at, return_at (NULL unless returned), of the
-	// user's dispositions in the last age ms, newest first, at most 200.
+	// disposition, disposed_at, return_at (NULL unless returned), the
+	// task's key kind (the loan id is text: drivers.NewKey), of the user's
+	// dispositions in the last age ms, newest first, at most 200.
 	History Stmt[HistoryParams] `purpose:"page: a user's dispositions of the day"`
 }
 

@@ -192,16 +192,33 @@ func TestAPIAnswersMatchOpenAPI(t *testing.T) {
 		s.want("ana", "POST", disp("t", loans[0]), map[string]any{"action": "complete"}, 400)
 		s.want("ana", "POST", disp("t", loans[1]), map[string]any{"action": "return", "after": "1h"}, 200)
 
-		// History: the day's dispositions. (Called before the text and
-		// UUID keys are disposed of: dispatch.History scans loan_id into an
-		// int64, so a text key's disposition makes it fail with a 503.)
-		a = s.want("ana", "GET", "/api/v1/history", nil, 200)
-		if h, _ := a.doc["history"].([]any); len(h) != 2 {
-			t.Errorf("ana's history: %s, want 2 dispositions", a.body)
-		}
-		s.want("", "GET", "/api/v1/history", nil, 401)
 		s.want("ana", "POST", disp("text", keyOf["text"]), map[string]any{"action": "complete"}, 200)
 		s.want("ana", "POST", disp("uuid", keyOf["uuid"]), map[string]any{"action": "never"}, 200)
+
+		// History: the day's dispositions, integer, text and UUID keys (a
+		// text key's disposition once made it fail with a 503: loan_id was
+		// read into an integer).
+		a = s.want("ana", "GET", "/api/v1/history", nil, 200)
+		h, _ := a.doc["history"].([]any)
+		if len(h) != 4 {
+			t.Errorf("ana's history: %s, want 4 dispositions", a.body)
+		}
+		var ids []any
+		for _, it := range h {
+			if m, ok := it.(map[string]any); ok {
+				ids = append(ids, m["loan_id"])
+			}
+		}
+		for _, want := range []any{keyOf["text"], keyOf["uuid"]} {
+			found := false
+			for _, id := range ids {
+				found = found || fmt.Sprint(id) == fmt.Sprint(want)
+			}
+			if !found {
+				t.Errorf("ana's history %v lacks loan %v", ids, want)
+			}
+		}
+		s.want("", "GET", "/api/v1/history", nil, 401)
 
 		// Supervisors.
 		s.want("bob", "GET", "/api/v1/work", nil, 403)

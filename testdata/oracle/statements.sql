@@ -642,7 +642,7 @@ DELETE FROM loanq_session WHERE expires_at <= SYS_EXTRACT_UTC(SYSTIMESTAMP)
 /
 
 -- History: page: a user's dispositions of the day
-SELECT t.name, w.loan_id, w.disposition, w.disposed_at, w.return_at
+SELECT t.name, w.loan_id, w.disposition, w.disposed_at, w.return_at, t.key_kind
 FROM loanq_work w JOIN loanq_task t ON t.id = w.task_id
 WHERE w.user_name = :1 AND w.disposition IS NOT NULL AND w.disposed_at > SYS_EXTRACT_UTC(SYSTIMESTAMP) - NUMTODSINTERVAL(:2 / 1000, 'SECOND')
 ORDER BY w.disposed_at DESC, w.id DESC FETCH FIRST 200 ROWS ONLY
