@@ -155,3 +155,32 @@ func matches(want, got []string) bool {
 	}
 	return regexp.MustCompile(re.String()).MatchString(b.String())
 }
+
+// The Go version README.md and docs/install.md ask for is go.mod's `go`
+// line: a newcomer with an older Go would fail at the first `go run`.
+func TestREADMEGoVersion(t *testing.T) {
+	mod, err := os.ReadFile("../go.mod")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^go (\S+)$`).FindSubmatch(mod)
+	if m == nil {
+		t.Fatal("go.mod has no go line")
+	}
+	said := regexp.MustCompile(`Go \(?(\d+\.\d+(?:\.\d+)?) or later`)
+	for _, f := range []string{"../README.md", "../docs/install.md"} {
+		text, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		all := said.FindAllStringSubmatch(string(text), -1)
+		if len(all) == 0 {
+			t.Errorf("%s names no Go version (go.mod: %s)", f, m[1])
+		}
+		for _, s := range all {
+			if s[1] != string(m[1]) {
+				t.Errorf("%s says %q; go.mod's go line is %s", f, s[0], m[1])
+			}
+		}
+	}
+}
