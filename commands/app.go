@@ -114,7 +114,7 @@ different machines are coordinated by the database's locks, never by memory.
 Examples:
    loanq demo                                   # see it work on the embedded SQLite default
    loanq --db postgres://app@db:5432/loans migrate up
-   loanq task create verify-bank --where "statements_submitted AND NOT statements_verified" --order "submitted_at"
+   loanq task create verify-bank --where "statements_submitted = 1 AND statements_verified = 0" --order "submitted_at"
    loanq --user oliver work get verify-bank --count 3
    loanq --user oliver disposition verify-bank 123 return --after 4h`,
 		Writer:                 stdout,

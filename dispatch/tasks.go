@@ -144,7 +144,7 @@ func (e *Engine) validateSpec(s *TaskSpec) error {
 	s.Where = strings.TrimSpace(s.Where)
 	s.Order = strings.TrimSpace(s.Order)
 	if s.Where == "" {
-		return problem.Usagef("--where is required: the SQL condition that selects the task's loans (e.g. --where \"statements_submitted AND NOT statements_verified\")")
+		return problem.Usagef("--where is required: the SQL condition that selects the task's loans (e.g. --where \"statements_submitted = 1 AND statements_verified = 0\")")
 	}
 	syntax := sqllex.For(e.Driver)
 	if err := validateCriteriaText("where", s.Where, syntax); err != nil {

@@ -79,7 +79,9 @@ func TestDashboardInBrowser(t *testing.T) {
 		t.Fatal(err)
 	}
 	const token = "browser-tok-77"
-	s := startServe(t, dsn, "--token", token, "--stale-after", "1h", "--cache", "1s")
+	// With --api, as a team that serves processors runs it: the dashboard
+	// then links the processor's page (docs/dashboard.png shows it).
+	s := startServe(t, dsn, "--token", token, "--stale-after", "1h", "--cache", "1s", "--api")
 
 	dir := t.TempDir()
 	opts := []chromedp.ExecAllocatorOption{
@@ -121,6 +123,12 @@ func TestDashboardInBrowser(t *testing.T) {
 	}
 	if strings.Contains(loc, token) {
 		t.Errorf("the token stayed in the address bar: %s", loc)
+	}
+	if link := eval[string](t, ctx, `(document.querySelector('header a.work-link') || {}).getAttribute?.('href') || ''`); link != "/work" {
+		t.Errorf("the processor's page link of serve --api: href %q, want /work", link)
+	}
+	if backlog := eval[string](t, ctx, `(document.querySelector('#tasks thead') || {}).textContent || ''`); !strings.Contains(backlog, "Backlog") {
+		t.Errorf("the tasks table has no Backlog column: %q", backlog)
 	}
 	if over := eval[string](t, ctx, `(document.querySelector('#users tr.row-over td.name') || {}).textContent || ''`); over != "eli" {
 		t.Errorf("highlighted processor: %q, want eli (work held 3h, --stale-after 1h)", over)

@@ -93,10 +93,27 @@ func hintExamples(t *testing.T) []string {
 				seen[l] = true
 				out = append(out, l)
 			}
+			// A hint that shows only a --where condition ("e.g. --where
+			// \"…\"") is checked as the task create it stands for.
+			for _, m := range whereHint.FindAllStringSubmatch(strings.Join(code, "\n"), -1) {
+				l := `loanq task create hinted --where "` + m[1] + `"`
+				if !seen[l] {
+					seen[l] = true
+					out = append(out, l)
+				}
+			}
 		}
 	}
 	return out
 }
+
+// whereHint finds `--where \"CONDITION\"` in a Go string literal.
+var whereHint = regexp.MustCompile(`--where \\"([^"\\]+)\\"`)
+
+// taskCreate is an example that creates a task; the test gives the task a
+// name of its own, so that the criteria are checked on every database and
+// not stopped by "already exists" (the demo has created verify-bank).
+var taskCreate = regexp.MustCompile(`^(loanq(?: --\S+ \S+)* task create )(\S+)( |$)`)
 
 // A command line problem (the example is wrong), as opposed to an answer
 // about the data (loan 123 is not assigned to oliver).
@@ -118,6 +135,11 @@ func TestExamplesRun(t *testing.T) {
 		mustOK(t, dsn, "admin", "migrate", "up")
 		mustOK(t, dsn, "admin", "demo", "seed", "--loans", "300")
 		req := decode(t, mustOK(t, dsn, "tracy", "--output", "json", "work", "get", "verify-bank", "--count", "1"))
+		// The view an example's --source names (`task create big-loans
+		// --source loan_view --key loan_id`).
+		d, db := testdb.Open(t, dsn)
+		testdb.Exec(t, d, db, "CREATE VIEW loan_view AS SELECT id AS loan_id, amount, priority, submitted_at, statements_submitted, statements_verified, senior_reviewed, borrower_contacted FROM loan")
+		created := 0
 		heavyToo := strings.HasPrefix(dsn, "sqlite:") || os.Getenv("LOANQ_TEST_EXAMPLES") == "all"
 		for _, ex := range examples {
 			if heavyExample.MatchString(ex) && !heavyToo {
@@ -137,6 +159,10 @@ func TestExamplesRun(t *testing.T) {
 			}
 			line := strings.Replace(ex, "%d", strconv.FormatInt(req.RequestID, 10), 1)
 			line = dbFlag.ReplaceAllString(line, "")
+			if taskCreate.MatchString(line) {
+				created++
+				line = taskCreate.ReplaceAllString(line, "${1}ex"+strconv.Itoa(created)+"-${2}${3}")
+			}
 			if strings.Contains(line, "migrate down") {
 				defer func(line string) { runExample(t, dir, dsn, line) }(line) // last: it drops tables
 				continue

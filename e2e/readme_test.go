@@ -31,8 +31,16 @@ import (
 // `# not run: REASON` is skipped, with the reason in the README itself (a
 // long-running command such as `loanq serve`, the whole test suite, the
 // install step this test replaces with its own build). `go run . ARGS` runs
-// as `loanq ARGS` (the same source, built once by TestMain). A fenced block
-// other than ```console must show no command (`$ ` lines): output only.
+// as `loanq ARGS` (the same source, built once by TestMain).
+//
+// Every command that runs must exit 0. A command whose failure the README
+// shows on purpose ends with `; echo "exit $?"` (the shown output then holds
+// `exit N`, which the comparison checks), so that the line as a whole exits 0.
+//
+// Any other block, fenced (```sh, ``` …) or indented by four spaces, shows no
+// command: a line in it that is one (`$ …`, or starting with loanq, curl, go,
+// make, …) fails the test unless it says `# not run: REASON`; put commands in
+// a ```console block.
 func TestREADMERuns(t *testing.T) {
 	text, err := os.ReadFile("../README.md")
 	if err != nil {
@@ -44,14 +52,24 @@ func TestREADMERuns(t *testing.T) {
 		want []string
 	}
 	var steps []step
-	in, other := false, false
+	in, other, indented := false, false, false
+	prev := ""
+	outside := func(i int, l string) {
+		// Every command shown outside a console block says why it is not run.
+		if commandLine.MatchString(l) && !notRun.MatchString(l) {
+			t.Errorf("README.md:%d: a command outside a ```console block, neither run nor marked `# not run: REASON`: %s", i+1, strings.TrimSpace(l))
+		}
+	}
 	for i, l := range strings.Split(string(text), "\n") {
+		indented = !in && !other && (strings.HasPrefix(l, "    ") || strings.HasPrefix(l, "\t")) && (indented || strings.TrimSpace(prev) == "")
+		prev = l
 		switch {
+		case indented:
+			outside(i, l)
 		case other && l == "```":
 			other = false
-		case other && strings.HasPrefix(l, "$ "):
-			// Every command shown in a fenced block is run or says why not.
-			t.Errorf("README.md:%d: a command outside a ```console block, neither run nor marked `# not run: REASON`: %s", i+1, l)
+		case other:
+			outside(i, l)
 		case !in && !other && l == "```console":
 			in = true
 		case !in && !other && strings.HasPrefix(l, "```"):
@@ -71,7 +89,11 @@ func TestREADMERuns(t *testing.T) {
 		t.Fatalf("README.md has %d console commands; the walkthrough is missing", len(steps))
 	}
 
-	// One script: a marker line before each command, its output after it.
+	// One script: a marker line before each command, its output after it;
+	// each command's exit status is appended to a file outside the
+	// directories the commands work in.
+	dir := t.TempDir()
+	exits := filepath.Join(t.TempDir(), "exits")
 	var script strings.Builder
 	script.WriteString("set +e\n")
 	var run []step
@@ -87,10 +109,9 @@ func TestREADMERuns(t *testing.T) {
 		if strings.HasPrefix(cmd, "go run . ") {
 			cmd = "loanq " + strings.TrimPrefix(cmd, "go run . ")
 		}
-		fmt.Fprintf(&script, "echo '@@step %d'\n%s\n", len(run), cmd)
+		fmt.Fprintf(&script, "echo '@@step %d'\n%s\necho $? >>\"$README_EXITS\"\n", len(run), cmd)
 		run = append(run, s)
 	}
-	dir := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "bash", "-c", script.String())
@@ -100,7 +121,7 @@ func TestREADMERuns(t *testing.T) {
 			cmd.Env = append(cmd.Env, kv)
 		}
 	}
-	cmd.Env = append(cmd.Env, "PATH="+filepath.Dir(binary)+string(os.PathListSeparator)+os.Getenv("PATH"))
+	cmd.Env = append(cmd.Env, "PATH="+filepath.Dir(binary)+string(os.PathListSeparator)+os.Getenv("PATH"), "README_EXITS="+exits)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Run(); err != nil {
@@ -117,12 +138,30 @@ func TestREADMERuns(t *testing.T) {
 		}
 		got[cur] = append(got[cur], l)
 	}
+	codes, err := os.ReadFile(exits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	status := strings.Fields(string(codes))
+	if len(status) != len(run) {
+		t.Fatalf("%d exit statuses for %d commands (a command ended the shell?): %q", len(status), len(run), status)
+	}
 	for i, s := range run {
 		if !matches(s.want, got[i]) {
 			t.Errorf("README.md:%d: $ %s\n--- shown:\n%s\n--- got:\n%s", s.line, s.cmd, strings.Join(s.want, "\n"), strings.Join(got[i], "\n"))
 		}
+		if status[i] != "0" {
+			t.Errorf("README.md:%d: $ %s\nexit %s (a failure shown on purpose ends with `; echo \"exit $?\"`)\n%s", s.line, s.cmd, status[i], strings.Join(got[i], "\n"))
+		}
 	}
 }
+
+// commandLine is a shell command shown in a README block: a `$ ` prompt, or a
+// line that starts with a command a reader would type.
+var commandLine = regexp.MustCompile(`^\s*(\$ |(sudo |[A-Z_]+=\S+ )*(\./)?(loanq|curl|go|make|psql|mysql|sqlplus|createuser|tar|unzip|sha256sum|shasum|export|cd|mkdir|docker|podman|install|source)( |$))`)
+
+// notRun marks a command the README shows but this test does not run.
+var notRun = regexp.MustCompile(`# not run: \S`)
 
 var (
 	spaces       = regexp.MustCompile(`\s+`)
@@ -154,4 +193,33 @@ func matches(want, got []string) bool {
 		b.WriteString(normal(g) + "\n")
 	}
 	return regexp.MustCompile(re.String()).MatchString(b.String())
+}
+
+// The Go version README.md and docs/install.md ask for is go.mod's `go`
+// line: a newcomer with an older Go would fail at the first `go run`.
+func TestREADMEGoVersion(t *testing.T) {
+	mod, err := os.ReadFile("../go.mod")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^go (\S+)$`).FindSubmatch(mod)
+	if m == nil {
+		t.Fatal("go.mod has no go line")
+	}
+	said := regexp.MustCompile(`Go \(?(\d+\.\d+(?:\.\d+)?) or later`)
+	for _, f := range []string{"../README.md", "../docs/install.md"} {
+		text, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		all := said.FindAllStringSubmatch(string(text), -1)
+		if len(all) == 0 {
+			t.Errorf("%s names no Go version (go.mod: %s)", f, m[1])
+		}
+		for _, s := range all {
+			if s[1] != string(m[1]) {
+				t.Errorf("%s says %q; go.mod's go line is %s", f, s[0], m[1])
+			}
+		}
+	}
 }
