@@ -97,7 +97,7 @@ connection while it queues on the task's lock. /api/v1/openapi.json describes it
 			&cli.StringFlag{Name: "backlog-every", Value: "1m", Usage: "count every task's backlog (loans waiting) every `D` for the dashboard and /metrics; each count reads every eligible row (docs/scaling.md); 0s: never"},
 			logFormatFlag(),
 			&cli.BoolFlag{Name: "api", Usage: "also serve the JSON API under /api/v1/ for processors without database accounts (docs/api.md); it writes to the database"},
-			&cli.StringFlag{Name: "auth", Value: "token", Usage: "with --api: how API callers authenticate: token (`loanq token create`; Authorization: Bearer TOKEN) or proxy (a trusted reverse proxy names the user in --user-header)"},
+			&cli.StringFlag{Name: "auth", Value: "token", Usage: "with --api: how API callers authenticate, `MODE` one of: token (Authorization: Bearer TOKEN, issued by loanq token create) or proxy (a trusted reverse proxy names the user in --user-header)"},
 			&cli.StringSliceFlag{Name: "trusted-proxy", Usage: "with --auth proxy: the reverse proxy's address or network (`CIDR`; comma-separated or repeated); the user header is honoured only from these"},
 			&cli.StringFlag{Name: "user-header", Value: "X-Forwarded-User", Usage: "with --auth proxy: the header the proxy names the user in"},
 			&cli.StringFlag{Name: "groups-header", Usage: "with --auth proxy: the header listing the user's groups, comma-separated (default: none, every user a processor)"},
