@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -40,14 +41,26 @@ func accLoan(t *testing.T, d drivers.Driver, db *sql.DB) {
 	}
 }
 
-// dumpAll renders every row of loanq's tables and of the source tables:
-// equal dumps mean nothing changed.
-func dumpAll(t *testing.T, db *sql.DB) string {
+// dumpAll renders every row of loanq's tables — every loanq_* table the
+// database's catalogue lists, loanq_pool, loanq_account, loanq_api_token
+// and loanq_session among them — and of the source tables: equal dumps mean
+// nothing changed. Each table's rows are sorted as rendered (not every table
+// has a unique first column).
+func dumpAll(t *testing.T, d drivers.Driver, db *sql.DB) string {
 	t.Helper()
+	tables := loanqTables(t, d, db)
+	for _, want := range []string{"loanq_task", "loanq_task_user", "loanq_work_request", "loanq_work", "loanq_query_run",
+		"loanq_lock", "loanq_schema_version", "loanq_pool", "loanq_api_token", "loanq_session"} {
+		if !slices.Contains(tables, want) {
+			t.Fatalf("the catalogue of %s lists no %s among %v", d.Name(), want, tables)
+		}
+	}
+	if d.Name() != "sqlite" && !slices.Contains(tables, "loanq_account") { // SQLite has no accounts (migration 00008)
+		t.Fatalf("the catalogue of %s lists no loanq_account among %v", d.Name(), tables)
+	}
 	var b strings.Builder
-	for _, table := range []string{"loanq_task", "loanq_task_user", "loanq_work_request", "loanq_work", "loanq_query_run",
-		"loanq_lock", "loanq_schema_version", "acc_loan", "loan"} {
-		rows, err := db.QueryContext(context.Background(), "SELECT * FROM "+table+" ORDER BY 1")
+	for _, table := range append(tables, "acc_loan", "loan") {
+		rows, err := db.QueryContext(context.Background(), "SELECT * FROM "+table)
 		if err != nil {
 			t.Fatalf("dump of %s: %v", table, err)
 		}
@@ -57,24 +70,60 @@ func dumpAll(t *testing.T, db *sql.DB) string {
 		for i := range vals {
 			ptrs[i] = &vals[i]
 		}
+		var lines []string
 		for rows.Next() {
 			if err := rows.Scan(ptrs...); err != nil {
 				t.Fatal(err)
 			}
-			b.WriteString(table)
+			var line strings.Builder
+			line.WriteString(table)
 			for _, v := range vals {
 				if bs, ok := v.([]byte); ok {
 					v = string(bs)
 				}
-				fmt.Fprintf(&b, " %v", v)
+				fmt.Fprintf(&line, " %v", v)
 			}
-			b.WriteByte('\n')
+			lines = append(lines, line.String())
 		}
 		if err := rows.Close(); err != nil {
 			t.Fatal(err)
 		}
+		slices.Sort(lines)
+		fmt.Fprintf(&b, "%s: %d rows\n", table, len(lines))
+		for _, l := range lines {
+			b.WriteString(l + "\n")
+		}
 	}
 	return b.String()
+}
+
+// loanqTables lists the loanq_* tables of the test's database, read from its
+// catalogue.
+func loanqTables(t *testing.T, d drivers.Driver, db *sql.DB) []string {
+	t.Helper()
+	var q string
+	switch d.Name() {
+	case "postgres":
+		q = "SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema() AND table_type = 'BASE TABLE'"
+	case "mysql":
+		q = "SELECT table_name FROM information_schema.tables WHERE table_schema = DATABASE() AND table_type = 'BASE TABLE'"
+	case "sqlite":
+		q = "SELECT name FROM sqlite_master WHERE type = 'table'"
+	default:
+		t.Fatalf("no catalogue query for %s", d.Name())
+	}
+	all, err := drivers.ScanKeys(db.Query(q))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tables []string
+	for _, name := range all {
+		if strings.HasPrefix(strings.ToLower(name), "loanq_") {
+			tables = append(tables, name)
+		}
+	}
+	slices.Sort(tables)
+	return tables
 }
 
 const accIndex = "(state, prio DESC, id)"
@@ -87,6 +136,19 @@ func TestExplainVerdictMatchesCallers(t *testing.T) {
 	testdb.Each(t, func(t *testing.T, dsn string) {
 		d, e := prepare(t, dsn, 10)
 		accLoan(t, d, e.DB)
+		// A candidate pool and an API token hold rows while the dumps are
+		// compared; explain of the prefetch task changes nothing either.
+		mustOK(t, dsn, "admin", "task", "create", "pooled", "--where", "eligible = 1", "--order", "priority", "--prefetch", "5")
+		mustOK(t, dsn, "ana", "work", "get", "pooled")
+		mustOK(t, dsn, "admin", "token", "create", "--user", "ana", "--role", "processor")
+		if n := testdb.Int(t, d, e.DB, "SELECT COUNT(*) FROM loanq_pool"); n != 5 {
+			t.Fatalf("pool of the prefetch task: %d candidates, want 5", n)
+		}
+		before := dumpAll(t, d, e.DB)
+		mustOK(t, dsn, "admin", "explain", "pooled")
+		if after := dumpAll(t, d, e.DB); after != before {
+			t.Fatalf("explain of a prefetch task changed the database:\nbefore\n%s\nafter\n%s", before, after)
+		}
 		var strategies []drivers.Strategy
 		for _, s := range []drivers.Strategy{drivers.Skip, drivers.Rows, drivers.Lease} {
 			if drivers.Supports(d, s) {
@@ -99,21 +161,21 @@ func TestExplainVerdictMatchesCallers(t *testing.T) {
 				name := "acc-" + string(s)
 				create := []string{"task", "create", name, "--source", "acc_loan", "--where", "state = 'OPEN'", "--order", "prio DESC, id", "--lock", string(s)}
 				if s == drivers.Rows && wide {
-					before := dumpAll(t, e.DB)
+					before := dumpAll(t, d, e.DB)
 					r := loanq(t, dsn, "admin", create...)
 					want := "CREATE INDEX acc_loan_acc_rows_ix ON acc_loan " + accIndex
 					if r.code != 2 || !strings.Contains(r.stderr, want) || !strings.Contains(r.stderr, "locks 600 rows") {
 						t.Fatalf("task create --lock rows on the wide-lock table: exit %d, want 2 naming %q and 600 locked rows\n%s", r.code, want, r.stderr)
 					}
-					if dumpAll(t, e.DB) != before {
+					if dumpAll(t, d, e.DB) != before {
 						t.Fatal("a refused task create changed the database")
 					}
 					create = append(create, "--allow-wide-locks")
 				}
 				mustOK(t, dsn, "admin", create...)
-				before := dumpAll(t, e.DB)
+				before := dumpAll(t, d, e.DB)
 				r := mustOK(t, dsn, "admin", "--output", "json", "explain", name)
-				if after := dumpAll(t, e.DB); after != before {
+				if after := dumpAll(t, d, e.DB); after != before {
 					t.Fatalf("explain changed the database:\nbefore\n%s\nafter\n%s", before, after)
 				}
 				var x dispatch.Explanation

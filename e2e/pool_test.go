@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -10,13 +11,17 @@ import (
 	"time"
 
 	"github.com/loanq/loanq/dispatch"
+	"github.com/loanq/loanq/drivers"
 	"github.com/loanq/loanq/internal/testdb"
 )
 
 // The candidate pool across OS processes (docs/algorithm.md, "The candidate pool"): loanq processes claim
 // from one pool while a `task refill --all --every` process refills it; no
-// loan is handed out twice, and a refill killed with SIGKILL mid-run leaves
-// no pool row claimed.
+// loan is handed out twice, and a refill killed with SIGKILL mid-run (inside
+// its criteria query) writes nothing — the pool stays as it was, nothing is
+// pending — and the next refill runs and puts the first eligible loans
+// nobody holds back in the criteria order. A claimer killed mid-claim:
+// TestPoolClaimerKilled.
 func TestPoolAcrossProcesses(t *testing.T) {
 	testdb.Each(t, func(t *testing.T, dsn string) {
 		d, db := testdb.Migrated(t, dsn)
@@ -75,14 +80,28 @@ func TestPoolAcrossProcesses(t *testing.T) {
 		_ = refill.Process.Kill()
 		_ = refill.Wait()
 		mustOK(t, dsn, "admin", "task", "update", "heavy", "--query-delay", "3s")
-		before := testdb.Int(t, d, db, "SELECT COUNT(*) FROM loanq_pool")
-		victim := command(context.Background(), dsn, "refresher", "task", "refill", "heavy")
-		if err := victim.Start(); err != nil {
-			t.Fatal(err)
-		}
+		id := testdb.Int(t, d, db, "SELECT id FROM loanq_task WHERE name = 'heavy'")
+		pooled := poolKeys(t, d, db, id)
+		before := int64(len(pooled))
+		victim := startProc(t, dsn, "refresher", time.Minute, "task", "refill", "heavy")
 		time.Sleep(1500 * time.Millisecond)
-		_ = victim.Process.Signal(syscall.SIGKILL)
-		_ = victim.Wait()
+		if !victim.running() {
+			r := victim.wait()
+			t.Fatalf("the refill ended before its SIGKILL, inside its 3 s query: exit %d %s%s", r.code, r.stdout, r.stderr)
+		}
+		_ = victim.cmd.Process.Signal(syscall.SIGKILL)
+		if r := victim.wait(); r.code == 0 {
+			t.Fatalf("the refill finished before its SIGKILL: %s", r.stdout)
+		}
+		// It wrote nothing: the pool is the one before it, in its order, and
+		// no request is pending.
+		settled(t, d, db)
+		if got := poolKeys(t, d, db, id); !slices.Equal(got, pooled) {
+			t.Errorf("pool after the killed refill: %v\nwant %v", got, pooled)
+		}
+		if n := testdb.Int(t, d, db, "SELECT COUNT(*) FROM loanq_work_request WHERE status = 'pending'"); n != 0 {
+			t.Errorf("%d requests pending after the killed refill", n)
+		}
 		// Its transaction dies with its connection: the next refill gets the
 		// lock (or the lease, taken over at once on this host) and the pool.
 		deadline := time.Now().Add(20 * time.Second)
@@ -99,9 +118,30 @@ func TestPoolAcrossProcesses(t *testing.T) {
 			}
 			time.Sleep(500 * time.Millisecond)
 		}
+		// The following refill put in the first 30 eligible loans nobody
+		// holds, in the criteria order, and none of its rows stays held.
+		eligible, err := drivers.ScanKeys(db.Query("SELECT id FROM loan WHERE eligible = 1 ORDER BY priority"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		active, err := drivers.ScanKeys(db.Query(testdb.Rebind(d, "SELECT loan_id FROM loanq_work WHERE task_id = ? AND disposition IS NULL"), id))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var want []string
+		for _, k := range eligible {
+			if !slices.Contains(active, k) {
+				want = append(want, k)
+			}
+		}
+		want = want[:min(len(want), 30)]
+		settled(t, d, db)
+		if got := poolKeys(t, d, db, id); !slices.Equal(got, want) {
+			t.Errorf("pool after the following refill: %v\nwant %v", got, want)
+		}
 		got := decode(t, mustOK(t, dsn, "late", "-o", "json", "work", "get", "heavy", "--count", "1"))
-		if got.Assigned != 1 {
-			t.Errorf("after the killed refill: %+v", got)
+		if got.Assigned != 1 || fmt.Sprint(got.Loans[0]) != want[0] {
+			t.Errorf("after the killed refill: %+v, want loan %s", got, want[0])
 		}
 		auditClean(t, dsn)
 	})

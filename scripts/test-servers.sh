@@ -187,9 +187,12 @@ ensure_mysql() {
 
 # ----------------------------------------------------------------- PgBouncer
 
-# The PgBouncer tests (e2e/pgbouncer_test.go and the engine tests run through
-# testdb.Fresh(t, "pgbouncer")) need a PgBouncer in transaction pooling mode in
-# front of the test PostgreSQL:
+# The PgBouncer tests (drivers/postgres/pooler_test.go; the "pgbouncer"
+# subtests of every test run through testdb.EachPooled: dispatch/
+# contention_test.go, dispatch_test.go, hold_test.go, rowsfresh_test.go,
+# rowsheld_test.go, e2e/contention_test.go, fault_kill_test.go, work_test.go;
+# and e2e/fault_stop_test.go's own loop over testdb.PgBouncer) need a
+# PgBouncer in transaction pooling mode in front of the test PostgreSQL:
 #
 #   1. a DSN already in LOANQ_TEST_PGBOUNCER_DSN is used as is (it must be a
 #      transaction-mode PgBouncer in front of the server of
