@@ -97,3 +97,17 @@ func TestQueryColumnsChecked(t *testing.T) {
 		}
 	}
 }
+
+// Build refuses a dialect override that drops a column's alias, naming the
+// statement.
+func TestBuildChecksColumns(t *testing.T) {
+	defer func() {
+		if r := recover(); r == nil || !strings.Contains(r.(string), "statement DashPending") {
+			t.Errorf("Build with an unnamed column: %v", r)
+		}
+	}()
+	Build(dollar, testCaps, func(s *Statements) {
+		testOverride(s)
+		s.DashPending.SQL = `SELECT task_id, COUNT(*), 0 AS oldest_s FROM loanq_work_request GROUP BY task_id`
+	})
+}

@@ -18,7 +18,7 @@ import (
 // comments below say what each statement does and what it returns.
 type Statements struct {
 	// Now reads the database clock. All loanq times come from the database.
-	Now Stmt[NoParams] `purpose:"read the database clock"`
+	Now Query[NoParams, NowRow] `purpose:"read the database clock"`
 
 	// --- tasks ---
 
@@ -29,11 +29,11 @@ type Statements struct {
 	// TaskByName takes: name. TaskByID takes: id. Both, and TaskList, select in
 	// order: id, name, source, key, criteria, order, max_active, lock_strategy,
 	// query_delay_ms, lease_ttl_ms, created_by, created_at, hold_limit_ms.
-	TaskByName Stmt[NameParams] `purpose:"read a task by name"`
-	TaskByID   Stmt[IDParams]   `purpose:"read a task by id"`
-	TaskList   Stmt[NoParams]   `purpose:"list tasks"`
+	TaskByName Query[NameParams, TaskRow] `purpose:"read a task by name"`
+	TaskByID   Query[IDParams, TaskRow]   `purpose:"read a task by id"`
+	TaskList   Query[NoParams, TaskRow]   `purpose:"list tasks"`
 	// TaskRuns takes: task id; the ten most recent criteria-query runs.
-	TaskRuns Stmt[TaskParams] `purpose:"recent criteria-query runs of a task"`
+	TaskRuns Query[TaskParams, RunRow] `purpose:"recent criteria-query runs of a task"`
 
 	// --- the request log (docs/algorithm.md, step 1) ---
 
@@ -42,13 +42,13 @@ type Statements struct {
 	RequestInsert Stmt[RequestInsertParams] `purpose:"record a work request (committed before the lock)"`
 	// RequestByID takes: id. Columns: id, task id, task name, user, requested,
 	// assigned, status, created_at, served_at.
-	RequestByID Stmt[IDParams] `purpose:"read a work request"`
+	RequestByID Query[IDParams, RequestRow] `purpose:"read a work request"`
 	// RequestsPending takes: task id. Oldest first: id, user, requested,
 	// created_at.
 	// Ordered by created_at, then id, on every dialect: ids are not arrival
 	// order on Oracle RAC, where identity columns are NOORDER and each
 	// instance hands out ids from its own cached range.
-	RequestsPending Stmt[TaskParams] `purpose:"pending requests of a task, oldest first"`
+	RequestsPending Query[TaskParams, PendingRow] `purpose:"pending requests of a task, oldest first"`
 	// RequestFinish takes: assigned, status, id. Only a pending request changes.
 	RequestFinish Stmt[RequestFinishParams] `purpose:"set a request's outcome"`
 	// RequestFinishMany takes: [id, assigned, status] outcomes as JSON text.
@@ -58,20 +58,20 @@ type Statements struct {
 	// row per loan in assignment order, or one row with a NULL loan when it
 	// has none. Columns: id, task id, task name, user, requested, assigned,
 	// status, created_at, loan id.
-	RequestWithLoans Stmt[IDParams] `purpose:"read a work request with its loans"`
+	RequestWithLoans Query[IDParams, RequestLoanRow] `purpose:"read a work request with its loans"`
 
 	// --- the task lock (docs/algorithm.md, step 2), one per strategy ---
 
 	// LockSkip, LockNoWait, LockWait bind: task id. Each must be the first
 	// statement of its transaction (docs/algorithm.md, step 2).
-	LockSkip   Stmt[TaskParams] `purpose:"task lock, strategy skip" empty:"strategy skip is not among the strategies"`
-	LockNoWait Stmt[TaskParams] `purpose:"task lock, strategy nowait" empty:"strategy nowait is not among the strategies"`
-	LockWait   Stmt[TaskParams] `purpose:"task lock, strategy wait" empty:"strategy wait is not among the strategies"`
+	LockSkip   Query[TaskParams, IDRow] `purpose:"task lock, strategy skip" empty:"strategy skip is not among the strategies"`
+	LockNoWait Query[TaskParams, IDRow] `purpose:"task lock, strategy nowait" empty:"strategy nowait is not among the strategies"`
+	LockWait   Query[TaskParams, IDRow] `purpose:"task lock, strategy wait" empty:"strategy wait is not among the strategies"`
 	// LeaseAcquire takes: owner, ttl ms, task id. Takes the lease when it is free
 	// or expired, and bumps the fencing token. One row affected means taken.
 	LeaseAcquire Stmt[LeaseTakeParams] `purpose:"task lock, strategy lease: take the lease"`
 	// LeaseToken takes: task id, owner. Reads the token just taken.
-	LeaseToken Stmt[LeaseOwnerParams] `purpose:"task lock, strategy lease: read the fencing token"`
+	LeaseToken Query[LeaseOwnerParams, TokenRow] `purpose:"task lock, strategy lease: read the fencing token"`
 	// LeaseFenceRelease takes: task id, owner, token. The first statement of the
 	// assignment transaction: it succeeds (one row) only while the caller still
 	// holds an unexpired lease with its token, and frees the lease at commit.
@@ -82,7 +82,7 @@ type Statements struct {
 	// --- assignments ---
 
 	// ActiveCountForUser takes: task id, user. Read after the lock (max_active).
-	ActiveCountForUser Stmt[TaskUserParams] `purpose:"a user's active work in a task (per-user cap)"`
+	ActiveCountForUser Query[TaskUserParams, Count] `purpose:"a user's active work in a task (per-user cap)"`
 	// WorkInsertMany takes: task id, [loan, request] pairs as JSON text. A
 	// serving round's loans, every request's, in one statement.
 	WorkInsertMany Stmt[WorkInsertManyParams] `purpose:"assign a round's loans, one statement"`
@@ -95,10 +95,10 @@ type Statements struct {
 
 	// ActiveWork takes: task id, loan id. Columns: work id, user. Read only
 	// to explain a DisposeLoan that changed nothing.
-	ActiveWork Stmt[TaskLoanParams] `purpose:"the active assignment of a loan in a task"`
+	ActiveWork Query[TaskLoanParams, ActiveWorkRow] `purpose:"the active assignment of a loan in a task"`
 	// LastWork takes: task id, loan id. Columns: disposition, user. Most recent
 	// first, by assigned_at then id (ids: see RequestsPending).
-	LastWork Stmt[TaskLoanParams] `purpose:"the latest assignment of a loan in a task"`
+	LastWork Query[TaskLoanParams, LastWorkRow] `purpose:"the latest assignment of a loan in a task"`
 	// DisposeLoan takes: disposition, return-after milliseconds (NULL unless
 	// return), task id, loan id, user. Ends the loan's active assignment in
 	// the task only if it is the user's: one row (there is at most one active
@@ -110,7 +110,7 @@ type Statements struct {
 
 	// Pipeline takes: user, task name, task name. Oldest first: task, loan,
 	// assigned_at, seconds since assignment. An empty task name means all tasks.
-	Pipeline Stmt[PipelineParams] `purpose:"a user's active work, oldest first"`
+	Pipeline Query[PipelineParams, PipelineRow] `purpose:"a user's active work, oldest first"`
 
 	// --- engine under contention: wake-ups, lease heartbeat, rows, coalescing
 	// (docs/algorithm.md, "Waiting", "Lease heartbeat", "The rows strategy") ---
@@ -118,12 +118,12 @@ type Statements struct {
 	// RequestWake takes: request id. Columns: status, lease owner (NULL when
 	// none), lease free (1 when no unexpired lease, else 0). What a waiting
 	// caller reads: after its queued lock was granted, or at each poll.
-	RequestWake Stmt[IDParams] `purpose:"wake-up: a waiting caller reads its request and the task's lease"`
+	RequestWake Query[IDParams, WakeRow] `purpose:"wake-up: a waiting caller reads its request and the task's lease"`
 	// WaitLockSave binds nothing: the session's lock wait limit, read on the
 	// waiter's connection before its transaction, to restore afterwards.
 	// Sent where the wait bound is a session setting, which outlives the
 	// transaction (MySQL's SESSION variable).
-	WaitLockSave Stmt[NoParams] `purpose:"wake-up: read the session lock wait limit" empty:"wait bound is not session-setting: no setting outlives the waiter's transaction"`
+	WaitLockSave Query[NoParams, SettingRow] `purpose:"wake-up: read the session lock wait limit" empty:"wait bound is not session-setting: no setting outlives the waiter's transaction"`
 	// WaitLockSet takes: milliseconds. Sent in the waiter's transaction just
 	// before LockWaitBounded (or LockShareBounded) where the wait bound is a
 	// setting: it bounds how long the queued lock waits.
@@ -136,30 +136,30 @@ type Statements struct {
 	// LockWaitBounded takes: task id. A plain queued FOR UPDATE on the task
 	// row; {wait_s} is replaced by the bound in whole seconds (Oracle's
 	// FOR UPDATE WAIT n takes a literal).
-	LockWaitBounded Stmt[TaskParams] `purpose:"wake-up: queue on the task lock, bounded" empty:"wait mode = poll: waiters poll RequestWake"`
+	LockWaitBounded Query[TaskParams, IDRow] `purpose:"wake-up: queue on the task lock, bounded" empty:"wait mode = poll: waiters poll RequestWake"`
 	// LockShareBounded takes: task id. A queued share lock on the task row,
 	// bounded like LockWaitBounded (WaitLockSet before it): it conflicts with
 	// the holder's lock, so it is granted when the holder commits, but not
 	// with the other waiters' share locks, so every waiter is granted at that
 	// same moment and reads its request at once, instead of one after the
 	// other as exclusive waiters are.
-	LockShareBounded Stmt[TaskParams] `purpose:"wake-up: queue on the task lock in share mode, bounded" empty:"wait mode = poll or queue-exclusive: no waiter queues in share mode"`
+	LockShareBounded Query[TaskParams, IDRow] `purpose:"wake-up: queue on the task lock in share mode, bounded" empty:"wait mode = poll or queue-exclusive: no waiter queues in share mode"`
 	// RecentRuns takes: task id. Columns: number of runs, mean duration_ms of
 	// the task's ten latest criteria-query runs.
-	RecentRuns Stmt[TaskParams] `purpose:"wake-up and coalescing: recent criteria-query time of a task"`
+	RecentRuns Query[TaskParams, RecentRunsRow] `purpose:"wake-up and coalescing: recent criteria-query time of a task"`
 	// TaskLoad takes: task id, window ms. What a serving round needs to know
 	// of its task, read once right after the lock: the pending requests and
 	// the loans they ask for; the loans requested in the window ending now
 	// (the arrival rate); and of the ten latest criteria-query runs, how many
 	// there are, their mean and their longest duration_ms (NULL when none:
 	// the derived hold limit). Columns in that order.
-	TaskLoad Stmt[TaskWindowParams] `purpose:"serving: pending need, arrival rate and recent criteria-query times of a task, one read"`
+	TaskLoad Query[TaskWindowParams, TaskLoadRow] `purpose:"serving: pending need, arrival rate and recent criteria-query times of a task, one read"`
 	// LeaseRenew takes: ttl ms, task id, owner, token. The holder's heartbeat:
 	// one row while it still holds an unexpired lease with its token.
 	LeaseRenew Stmt[LeaseRenewParams] `purpose:"lease heartbeat: renew the lease while the criteria query runs"`
 	// LeaseHolder takes: task id. The holder of an unexpired lease, no row
 	// when the lease is free.
-	LeaseHolder Stmt[TaskParams] `purpose:"lease: who holds an unexpired lease"`
+	LeaseHolder Query[TaskParams, OwnerRow] `purpose:"lease: who holds an unexpired lease"`
 	// LeaseTakeOver takes: owner, ttl ms, task id, dead owner. Takes a lease
 	// whose holder's process is known to be gone (same host), bumping the
 	// token; one row only while the dead owner still holds it.
@@ -170,7 +170,7 @@ type Statements struct {
 	UserLockEnsure Stmt[TaskUserParams] `purpose:"rows: make sure the per-user cap lock row exists" empty:"user cap = one-writer: a claim's transaction serialises the check"`
 	// UserLock takes: task id, user. The first statement of a rows claim on a
 	// capped task: serialises the cap check of one (task, user).
-	UserLock Stmt[TaskUserParams] `purpose:"rows: lock the per-user cap row" empty:"user cap = one-writer: a claim's transaction serialises the check"`
+	UserLock Query[TaskUserParams, TaskIDRow] `purpose:"rows: lock the per-user cap row" empty:"user cap = one-writer: a claim's transaction serialises the check"`
 	// WorkInsertRows takes: task id, loan id, user, request id. A loan another caller assigned
 	// after this caller's snapshot is skipped: no row inserted (PostgreSQL's
 	// ON CONFLICT DO NOTHING) or a unique violation that rolls back only the
@@ -183,7 +183,7 @@ type Statements struct {
 	// HoldMeasured takes: task id. The longest of the task's ten most recent
 	// criteria-query runs in milliseconds (NULL when it has none): the
 	// default hold limit is derived from it.
-	HoldMeasured Stmt[TaskParams] `purpose:"hold limit: the task's recent criteria-query time"`
+	HoldMeasured Query[TaskParams, MaxMSRow] `purpose:"hold limit: the task's recent criteria-query time"`
 	// HoldLimitSet takes: the idle limit, then the statement limit, in
 	// milliseconds. Sent in the lock transaction right after the task lock:
 	// the server ends the session (rolling back and freeing the lock) when it
@@ -212,7 +212,7 @@ type Statements struct {
 	NamedLockTake Stmt[NamedLockTakeParams] `purpose:"lock run: take the lock when free or expired, bumping the token"`
 	// NamedLockRead takes: name. Columns: holder, token, taken_at, expires_at,
 	// the database clock.
-	NamedLockRead Stmt[NameParams] `purpose:"lock run: read one lock"`
+	NamedLockRead Query[NameParams, NamedLockRow] `purpose:"lock run: read one lock"`
 	// NamedLockRenew takes: ttl ms, name, holder, token. One row only while
 	// the caller still holds the unexpired lease with its token.
 	NamedLockRenew Stmt[NamedLockRenewParams] `purpose:"lock run: renew the lease (fenced by holder and token)"`
@@ -221,19 +221,19 @@ type Statements struct {
 	NamedLockRelease Stmt[NamedLockFenceParams] `purpose:"lock run: release the lock (fenced by holder and token)"`
 	// NamedLockList binds nothing. Columns: name, holder, token, taken_at,
 	// expires_at, the database clock; by name.
-	NamedLockList Stmt[NoParams] `purpose:"lock list: every named lock"`
+	NamedLockList Query[NoParams, NamedLockListRow] `purpose:"lock list: every named lock"`
 
 	// --- the supervisor view: `loanq task stats` (and the portable statements
 	// of work list further down) ---
 
 	// StatsDispositions takes: window ms. Columns: task name, disposition,
 	// count; dispositions made in the last window by the database clock.
-	StatsDispositions Stmt[WindowParams] `purpose:"task stats: dispositions in the last window, per task and kind"`
+	StatsDispositions Query[WindowParams, TaskDispositionCountRow] `purpose:"task stats: dispositions in the last window, per task and kind"`
 	// StatsRuns takes: window ms. Columns: task name, duration_ms,
 	// requests_served of the criteria-query runs started in the last window,
 	// newest first (percentiles are computed by the caller: the dialects do
 	// not share a percentile function).
-	StatsRuns Stmt[WindowParams] `purpose:"task stats: criteria-query runs in the last window"`
+	StatsRuns Query[WindowParams, StatsRunRow] `purpose:"task stats: criteria-query runs in the last window"`
 
 	// --- `loanq serve`: the dashboard and /metrics (docs/dashboard.md) ---
 	//
@@ -244,11 +244,11 @@ type Statements struct {
 
 	// DashPending binds nothing. Columns: task id, pending requests, age in
 	// seconds of the oldest pending one.
-	DashPending Stmt[NoParams] `purpose:"dashboard: pending requests per task and the oldest one's age"`
+	DashPending Query[NoParams, DashPendingRow] `purpose:"dashboard: pending requests per task and the oldest one's age"`
 	// DashActive takes: hold in seconds. Columns: task id, user, active
 	// assignments, age in seconds of the oldest, how many are at least hold
 	// seconds old.
-	DashActive Stmt[DashActiveParams] `purpose:"dashboard: active work per task and user, oldest age, held past the limit"`
+	DashActive Query[DashActiveParams, DashActiveRow] `purpose:"dashboard: active work per task and user, oldest age, held past the limit"`
 	// The work history has no index on disposed_at, so dispositions are
 	// counted in two parts split at a "floor" id: rows below it had all
 	// ended before today when the floor was read, and never change again
@@ -258,21 +258,21 @@ type Statements struct {
 	// DashDoneFloor binds nothing. Columns: the lowest id of active work, the
 	// lowest id of work ended today, the highest id (each NULL when none).
 	// Reads the whole history: run once an hour.
-	DashDoneFloor Stmt[NoParams] `purpose:"dashboard: the floor id under which the work history no longer changes (hourly)"`
+	DashDoneFloor Query[NoParams, DashFloorRow] `purpose:"dashboard: the floor id under which the work history no longer changes (hourly)"`
 	// DashDoneBefore takes: floor id. Columns: task id, user, disposition,
 	// how many. Run with each new floor.
-	DashDoneBefore Stmt[FloorParams] `purpose:"dashboard: dispositions below the floor id (hourly)"`
+	DashDoneBefore Query[FloorParams, DashDoneBeforeRow] `purpose:"dashboard: dispositions below the floor id (hourly)"`
 	// DashDone takes: floor id. Columns: task id, user, disposition, how many,
 	// how many today. A primary-key range from the floor.
-	DashDone Stmt[FloorParams] `purpose:"dashboard: dispositions from the floor id up, in all and today"`
+	DashDone Query[FloorParams, DashDoneRow] `purpose:"dashboard: dispositions from the floor id up, in all and today"`
 	// DashRuns takes: task id, how many. The latest criteria-query runs of a
 	// task, newest first. Columns: id, age in seconds of its start,
 	// duration_ms, rows_found, requests_served, loans_assigned.
-	DashRuns Stmt[TaskLimitParams] `purpose:"dashboard: a task's latest criteria-query runs, with their age"`
+	DashRuns Query[TaskLimitParams, DashRunRow] `purpose:"dashboard: a task's latest criteria-query runs, with their age"`
 	// DashDispositions takes: task id, how many. A task's latest ended
 	// assignments, newest assignment first. Columns: loan id, user,
 	// disposition, seconds since the disposition, seconds the loan was held.
-	DashDispositions Stmt[TaskLimitParams] `purpose:"dashboard: a task's latest dispositions"`
+	DashDispositions Query[TaskLimitParams, DashDispositionRow] `purpose:"dashboard: a task's latest dispositions"`
 
 	// --- cancelled requests and one pending request per user and task
 	// (docs/algorithm.md, "Cancelling and attaching") ---
@@ -280,7 +280,7 @@ type Statements struct {
 	// RequestPendingFor takes: task id, user. The user's pending request of
 	// the task, if any (at most one: loanq_request_one_pending_uq). Read
 	// only after RequestInsert failed with a unique violation. Columns: id.
-	RequestPendingFor Stmt[TaskUserParams] `purpose:"a user's pending request of a task (attach instead of asking twice)"`
+	RequestPendingFor Query[TaskUserParams, IDRow] `purpose:"a user's pending request of a task (attach instead of asking twice)"`
 	// RequestCancel takes: id, user. Only a pending request of that user
 	// changes: 0 rows means it was served (or cancelled) meanwhile, decided
 	// by the database against a holder's RequestFinish.
@@ -293,8 +293,8 @@ type Statements struct {
 	TaskSetMaxHold Stmt[TaskMaxHoldParams] `purpose:"set a task's max hold (age past which active work expires)"`
 	// TaskVerdictSet takes: the lock probe's verdict (`task create|update
 	// --lock rows`; docs/algorithm.md), task id. TaskVerdictGet takes: task id.
-	TaskVerdictSet Stmt[TaskVerdictParams] `purpose:"keep the rows lock probe's verdict of a task"`
-	TaskVerdictGet Stmt[IDParams]          `purpose:"read the rows lock probe's verdict of a task (task show)"`
+	TaskVerdictSet Stmt[TaskVerdictParams]     `purpose:"keep the rows lock probe's verdict of a task"`
+	TaskVerdictGet Query[IDParams, VerdictRow] `purpose:"read the rows lock probe's verdict of a task (task show)"`
 	// WorkExpire takes: task id, max hold in ms. Ends the task's active work
 	// assigned at least that long ago (database clock) as 'expired'; run by
 	// the engine inside its serving transaction, under the task lock.
@@ -302,7 +302,7 @@ type Statements struct {
 	// WorkOlder takes: task id, user ('' for all), the same user, age in ms.
 	// The task's active work at least that old, oldest first. Columns: work
 	// id, loan id, user, assigned_at, age in seconds.
-	WorkOlder Stmt[WorkOlderParams] `purpose:"a task's active work older than an age, optionally of one user"`
+	WorkOlder Query[WorkOlderParams, WorkOlderRow] `purpose:"a task's active work older than an age, optionally of one user"`
 	// WorkReclaim takes: supervisor, work id. Ends one active assignment as
 	// 'reclaimed' (0 rows: it ended meanwhile).
 	WorkReclaim Stmt[WorkReclaimParams] `purpose:"reclaim one active assignment (a supervisor returns it)"`
@@ -317,32 +317,32 @@ type Statements struct {
 
 	// --- a task's history: the demo's per-task report, task delete, bench ---
 
-	RequestsByUser  Stmt[TaskParams] `purpose:"report: a task's requests by user and status"`
-	WorkByUser      Stmt[TaskParams] `purpose:"report: a task's assignments by user and disposition (NULL: active)"`
-	QueryRunTotals  Stmt[TaskParams] `purpose:"report: a task's criteria-query runs, requests served and loans assigned"`
-	ActiveWorkCount Stmt[TaskParams] `purpose:"task delete: active assignments that deleting the task would drop"`
-	DeleteWork      Stmt[TaskParams] `purpose:"task delete: the task's assignments and their history (children of requests, first)"`
-	DeleteRequests  Stmt[TaskParams] `purpose:"task delete: the task's work requests"`
-	DeleteQueryRuns Stmt[TaskParams] `purpose:"task delete: the task's criteria-query log"`
-	DeleteTaskUsers Stmt[TaskParams] `purpose:"task delete: the task's per-user cap lock rows (strategy rows)"`
-	DeleteTaskRow   Stmt[TaskParams] `purpose:"task delete: the task itself, last (the others reference it)"`
-	WorkDuplicates  Stmt[TaskParams] `purpose:"bench --target engine: a task's work rows, and how many of them assign a loan a second time"`
+	RequestsByUser  Query[TaskParams, UserStatusCountRow]      `purpose:"report: a task's requests by user and status"`
+	WorkByUser      Query[TaskParams, UserDispositionCountRow] `purpose:"report: a task's assignments by user and disposition (NULL: active)"`
+	QueryRunTotals  Query[TaskParams, RunTotalsRow]            `purpose:"report: a task's criteria-query runs, requests served and loans assigned"`
+	ActiveWorkCount Query[TaskParams, Count]                   `purpose:"task delete: active assignments that deleting the task would drop"`
+	DeleteWork      Stmt[TaskParams]                           `purpose:"task delete: the task's assignments and their history (children of requests, first)"`
+	DeleteRequests  Stmt[TaskParams]                           `purpose:"task delete: the task's work requests"`
+	DeleteQueryRuns Stmt[TaskParams]                           `purpose:"task delete: the task's criteria-query log"`
+	DeleteTaskUsers Stmt[TaskParams]                           `purpose:"task delete: the task's per-user cap lock rows (strategy rows)"`
+	DeleteTaskRow   Stmt[TaskParams]                           `purpose:"task delete: the task itself, last (the others reference it)"`
+	WorkDuplicates  Query[TaskParams, DuplicatesRow]           `purpose:"bench --target engine: a task's work rows, and how many of them assign a loan a second time"`
 
 	// --- the supervisor view (work list, task stats): no binds, no clock;
 	// ages are computed from the database clock read with Now ---
 
-	ActiveWorkAll     Stmt[NoParams] `purpose:"work list: everyone's active work, oldest first (task, loan, user, assigned_at)"`
-	StatsPending      Stmt[NoParams] `purpose:"task stats: pending requests per task"`
-	StatsActiveByUser Stmt[NoParams] `purpose:"task stats: active work per task and user"`
+	ActiveWorkAll     Query[NoParams, ActiveAllRow]     `purpose:"work list: everyone's active work, oldest first (task, loan, user, assigned_at)"`
+	StatsPending      Query[NoParams, TaskCountRow]     `purpose:"task stats: pending requests per task"`
+	StatsActiveByUser Query[NoParams, TaskUserCountRow] `purpose:"task stats: active work per task and user"`
 
 	// --- the audit: loanq's invariants checked on a database's state; each
 	// returns one count that must be 0 (Audits lists them) ---
 
-	AuditDuplicateActive Stmt[NoParams] `purpose:"audit: (task, loan) pairs active in more than one pipeline (the invariant)"`
-	AuditCountMismatch   Stmt[NoParams] `purpose:"audit: served requests whose assigned count differs from their work rows"`
-	AuditBadStatus       Stmt[NoParams] `purpose:"audit: requests whose status does not match their counts"`
-	AuditOverCap         Stmt[NoParams] `purpose:"audit: users holding more active work in a task than its max_active"`
-	AuditPending         Stmt[NoParams] `purpose:"audit: requests still pending (0 once every caller or a recheck has run)"`
+	AuditDuplicateActive Query[NoParams, Count] `purpose:"audit: (task, loan) pairs active in more than one pipeline (the invariant)"`
+	AuditCountMismatch   Query[NoParams, Count] `purpose:"audit: served requests whose assigned count differs from their work rows"`
+	AuditBadStatus       Query[NoParams, Count] `purpose:"audit: requests whose status does not match their counts"`
+	AuditOverCap         Query[NoParams, Count] `purpose:"audit: users holding more active work in a task than its max_active"`
+	AuditPending         Query[NoParams, Count] `purpose:"audit: requests still pending (0 once every caller or a recheck has run)"`
 
 	// --- the dashboard's criteria-run histogram (docs/dashboard.md) ---
 	//
@@ -353,27 +353,27 @@ type Statements struct {
 	// not exceed, len(RunDurationBucketsMS) above them all), runs, total
 	// duration_ms, requests served, loans assigned.
 
-	DashRunHistogram      Stmt[FloorParams] `purpose:"dashboard: criteria runs per task and duration bucket, from the floor id up"`
-	DashRunHistogramBelow Stmt[FloorParams] `purpose:"dashboard: criteria runs per task and duration bucket, below the floor id (hourly)"`
-	DashRunMaxID          Stmt[NoParams]    `purpose:"dashboard: the highest criteria-run id (the floor)"`
+	DashRunHistogram      Query[FloorParams, HistogramRow] `purpose:"dashboard: criteria runs per task and duration bucket, from the floor id up"`
+	DashRunHistogramBelow Query[FloorParams, HistogramRow] `purpose:"dashboard: criteria runs per task and duration bucket, below the floor id (hourly)"`
+	DashRunMaxID          Query[NoParams, MaxIDRow]        `purpose:"dashboard: the highest criteria-run id (the floor)"`
 
 	// --- the candidate pool (docs/algorithm.md, "The candidate pool") ---
 
 	TaskSetPrefetch Stmt[TaskPrefetchParams] `purpose:"set a task's candidate pool (--prefetch, --prefetch-ttl, --prefetch-low)"`
 	// PoolClaim locks the first fresh candidates of the task's pool in
 	// order, passing over those other claimers hold. Answers loan_id.
-	PoolClaim Stmt[PoolClaimParams] `purpose:"pool: lock the first fresh candidates nobody else is claiming" empty:"pool claim = procedure: the driver locks the candidates itself (drivers.PoolLocker)"`
-	PoolDrop  Stmt[PoolIDsParams]   `purpose:"pool: remove claimed candidates, assigned or stale"`
-	PoolClear Stmt[TaskParams]      `purpose:"pool: empty a task's pool before a refill (and at task delete)"`
-	PoolFill  Stmt[PoolFillParams]  `purpose:"pool: put a criteria run's leftover candidates in the pool, in order"`
+	PoolClaim Query[PoolClaimParams, KeyRow] `purpose:"pool: lock the first fresh candidates nobody else is claiming" empty:"pool claim = procedure: the driver locks the candidates itself (drivers.PoolLocker)"`
+	PoolDrop  Stmt[PoolIDsParams]            `purpose:"pool: remove claimed candidates, assigned or stale"`
+	PoolClear Stmt[TaskParams]               `purpose:"pool: empty a task's pool before a refill (and at task delete)"`
+	PoolFill  Stmt[PoolFillParams]           `purpose:"pool: put a criteria run's leftover candidates in the pool, in order"`
 	// PoolStats answers: fresh candidates, seconds since the oldest fresh
 	// one was found (NULL: none), requests served from the pool, runs that
 	// refilled it.
-	PoolStats           Stmt[TaskTTLParams]       `purpose:"pool: size, age, hits and refills of a task's pool"`
-	RequestFinishPooled Stmt[RequestFinishParams] `purpose:"pool: set the outcome of a request served from the pool"`
+	PoolStats           Query[TaskTTLParams, PoolStatsRow] `purpose:"pool: size, age, hits and refills of a task's pool"`
+	RequestFinishPooled Stmt[RequestFinishParams]          `purpose:"pool: set the outcome of a request served from the pool"`
 	// ActiveAmong answers which of the keys are active in the task now.
-	ActiveAmong Stmt[PoolIDsParams] `purpose:"pool: which of a round's loans were assigned from the pool while its query ran"`
-	PoolKeys    Stmt[TaskParams]    `purpose:"pool: every candidate key of a task's pool (a round reads those claims hold)"`
+	ActiveAmong Query[PoolIDsParams, KeyRow] `purpose:"pool: which of a round's loans were assigned from the pool while its query ran"`
+	PoolKeys    Query[TaskParams, KeyRow]    `purpose:"pool: every candidate key of a task's pool (a round reads those claims hold)"`
 
 	// --- who may act as whom (docs/security.md) ---
 
@@ -381,7 +381,7 @@ type Statements struct {
 	// as :user (0 otherwise), and the user name an admin mapped to the
 	// account (NULL when none). The database's own rule, loanq_may_act_as, is
 	// the one its policies or triggers apply to every write.
-	Identity Stmt[UserParams] `purpose:"who this connection's account is and whether it may act as a user" empty:"accounts = none: no database accounts, any user name is used as given"`
+	Identity Query[UserParams, IdentityRow] `purpose:"who this connection's account is and whether it may act as a user" empty:"accounts = none: no database accounts, any user name is used as given"`
 
 	// --- history retention: `loanq prune` (docs/retention.md) ---
 	//
@@ -398,13 +398,13 @@ type Statements struct {
 	// PruneRequestBounds takes: task id (0: all), age ms. Columns: the lowest
 	// and highest id of the requests closed more than age ms ago (NULL when
 	// none): the batches walk the primary key between them.
-	PruneRequestBounds Stmt[PruneBoundsParams] `purpose:"prune: id range of the requests closed before the cutoff"`
+	PruneRequestBounds Query[PruneBoundsParams, BoundsRow] `purpose:"prune: id range of the requests closed before the cutoff"`
 	// PruneRequestBatch takes: task id (0: all), age ms, after, upto, limit.
 	// Columns: id; the next prunable requests after the id after, in id order.
-	PruneRequestBatch Stmt[PruneBatchParams] `purpose:"prune: the next batch of requests that can go with all their work rows"`
+	PruneRequestBatch Query[PruneBatchParams, IDRow] `purpose:"prune: the next batch of requests that can go with all their work rows"`
 	// PruneWorkCount takes: ids. Columns: how many work rows those requests
 	// have (--dry-run).
-	PruneWorkCount Stmt[IDListParams] `purpose:"prune --dry-run: work rows of a batch of requests"`
+	PruneWorkCount Query[IDListParams, Count] `purpose:"prune --dry-run: work rows of a batch of requests"`
 	// PruneWork takes: ids, age ms. Deletes the ended, no longer deciding
 	// work rows of those requests.
 	PruneWork Stmt[PruneIDsParams] `purpose:"prune: delete the work rows of a batch of requests"`
@@ -414,9 +414,9 @@ type Statements struct {
 	// PruneRunBounds takes: task id, age ms. Columns: the lowest and highest
 	// id of the task's criteria-query runs started more than age ms ago,
 	// leaving out its PruneKeepRuns latest runs (NULL when none).
-	PruneRunBounds Stmt[PruneBoundsParams] `purpose:"prune: id range of a task's old criteria-query runs, its latest ones left out"`
+	PruneRunBounds Query[PruneBoundsParams, BoundsRow] `purpose:"prune: id range of a task's old criteria-query runs, its latest ones left out"`
 	// PruneRunBatch takes: task id, age ms, after, upto, limit. Columns: id.
-	PruneRunBatch Stmt[PruneBatchParams] `purpose:"prune: the next batch of a task's old criteria-query runs"`
+	PruneRunBatch Query[PruneBatchParams, IDRow] `purpose:"prune: the next batch of a task's old criteria-query runs"`
 	// PruneRuns takes: ids, age ms. Deletes those criteria-query runs.
 	PruneRuns Stmt[PruneIDsParams] `purpose:"prune: delete a batch of criteria-query runs"`
 
@@ -428,11 +428,11 @@ type Statements struct {
 	TokenInsert Stmt[TokenInsertParams] `purpose:"api: issue a token (only its hash is kept)"`
 	// TokenAuth takes: hash. The token's id, user and role when it is
 	// neither revoked nor expired (database clock); no row otherwise.
-	TokenAuth Stmt[HashParams] `purpose:"api: authenticate a call by its token's hash"`
+	TokenAuth Query[HashParams, TokenAuthRow] `purpose:"api: authenticate a call by its token's hash"`
 	// TokenList takes nothing. Columns: id, user, role, created_by, age in
 	// seconds, state ('active', 'expired', 'revoked'), seconds left before
 	// expiry (NULL: none or past), revoked_by.
-	TokenList Stmt[NoParams] `purpose:"api: list tokens (never the tokens themselves)"`
+	TokenList Query[NoParams, TokenListRow] `purpose:"api: list tokens (never the tokens themselves)"`
 	// TokenRevoke takes: who revokes it, id. 0 rows: no such token, or
 	// already revoked.
 	TokenRevoke Stmt[TokenRevokeParams] `purpose:"api: revoke a token"`
@@ -446,7 +446,7 @@ type Statements struct {
 	// SessionAuth takes: hash. The session's user, role and CSRF token when
 	// it has not expired and its API token (if any) is neither revoked nor
 	// expired (database clock); no row otherwise.
-	SessionAuth Stmt[HashParams] `purpose:"page: authenticate a call by its session cookie's hash"`
+	SessionAuth Query[HashParams, SessionRow] `purpose:"page: authenticate a call by its session cookie's hash"`
 	// SessionDelete takes: hash. Sign-out.
 	SessionDelete Stmt[HashParams] `purpose:"page: end a session (sign out)"`
 	// SessionPrune takes nothing. Deletes expired sessions.
@@ -454,7 +454,7 @@ type Statements struct {
 	// History takes: user, age ms. Columns: task name, loan id,
 	// disposition, disposed_at, return_at (NULL unless returned), of the
 	// user's dispositions in the last age ms, newest first, at most 200.
-	History Stmt[HistoryParams] `purpose:"page: a user's dispositions of the day"`
+	History Query[HistoryParams, HistoryRow] `purpose:"page: a user's dispositions of the day"`
 }
 
 // Named is one statement with its purpose.
@@ -578,7 +578,7 @@ func Build(d Dialect, caps Capabilities, override func(*Statements)) *Statements
 }
 
 // Lock returns the lock statement of a row-lock strategy.
-func (s *Statements) Lock(st Strategy) *Stmt[TaskParams] {
+func (s *Statements) Lock(st Strategy) *Query[TaskParams, IDRow] {
 	switch st {
 	case Skip:
 		return &s.LockSkip
@@ -591,9 +591,9 @@ func (s *Statements) Lock(st Strategy) *Stmt[TaskParams] {
 }
 
 // BoundedLock returns LockWaitBounded with its bound in whole seconds.
-func (s *Statements) BoundedLock(seconds int) *Stmt[TaskParams] {
+func (s *Statements) BoundedLock(seconds int) *Query[TaskParams, IDRow] {
 	b := s.LockWaitBounded
-	b.text = strings.ReplaceAll(b.text, "{wait_s}", strconv.Itoa(seconds))
+	b.stmt.text = strings.ReplaceAll(b.stmt.text, "{wait_s}", strconv.Itoa(seconds))
 	return &b
 }
 
