@@ -73,6 +73,16 @@ func (q *Query[P, R]) One(ctx context.Context, db Querier, p P) (R, error) {
 	return r, err
 }
 
+// QueryRow runs the query with p and returns its first row, to be scanned
+// by position.
+//
+// Deprecated: use One, whose row type Build checks. Kept only for
+// commands/api.go's read of ActiveWork until that file, being changed
+// elsewhere, moves to One.
+func (q *Query[P, R]) QueryRow(ctx context.Context, db Querier, p P) *Row {
+	return q.stmt.QueryRow(ctx, db, p)
+}
+
 // compile renders SQL for d and checks its binds against P and its columns
 // against R.
 func (q *Query[P, R]) compile(d Dialect, name string) error {

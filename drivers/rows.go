@@ -256,18 +256,18 @@ type DuplicatesRow struct {
 
 // DashPendingRow is a task's pending requests and the oldest one's age.
 type DashPendingRow struct {
-	TaskID  int64 `col:"task_id"`
-	Pending int64 `col:"pending"`
-	OldestS int64 `col:"oldest_s"`
+	TaskID  int64         `col:"task_id"`
+	Pending int           `col:"pending"`
+	OldestS sql.NullInt64 `col:"oldest_s"`
 }
 
 // DashActiveRow is a user's active work in a task.
 type DashActiveRow struct {
-	TaskID  int64  `col:"task_id"`
-	User    string `col:"user_name"`
-	Active  int64  `col:"active"`
-	OldestS int64  `col:"oldest_s"`
-	Held    int64  `col:"held"`
+	TaskID  int64         `col:"task_id"`
+	User    string        `col:"user_name"`
+	Active  int           `col:"active"`
+	OldestS sql.NullInt64 `col:"oldest_s"`
+	Held    int           `col:"held"`
 }
 
 // DashFloorRow is the work history's floors (each NULL when none).
@@ -282,7 +282,7 @@ type DashDoneBeforeRow struct {
 	TaskID      int64  `col:"task_id"`
 	User        string `col:"user_name"`
 	Disposition string `col:"disposition"`
-	N           int64  `col:"n"`
+	N           int    `col:"n"`
 }
 
 // DashDoneRow is DashDoneBeforeRow with how many were made today.
@@ -290,8 +290,8 @@ type DashDoneRow struct {
 	TaskID      int64  `col:"task_id"`
 	User        string `col:"user_name"`
 	Disposition string `col:"disposition"`
-	N           int64  `col:"n"`
-	Today       int64  `col:"today"`
+	N           int    `col:"n"`
+	Today       int    `col:"today"`
 }
 
 // DashRunRow is one of a task's latest criteria-query runs.
@@ -299,18 +299,18 @@ type DashRunRow struct {
 	ID             int64 `col:"id"`
 	AgeS           int64 `col:"age_s"`
 	DurationMS     int64 `col:"duration_ms"`
-	RowsFound      int64 `col:"rows_found"`
-	RequestsServed int64 `col:"requests_served"`
-	LoansAssigned  int64 `col:"loans_assigned"`
+	RowsFound      int   `col:"rows_found"`
+	RequestsServed int   `col:"requests_served"`
+	LoansAssigned  int   `col:"loans_assigned"`
 }
 
 // DashDispositionRow is one of a task's latest dispositions.
 type DashDispositionRow struct {
-	LoanID      string `col:"loan_id"`
-	User        string `col:"user_name"`
-	Disposition string `col:"disposition"`
-	AgeS        int64  `col:"age_s"`
-	HeldS       int64  `col:"held_s"`
+	LoanID      string        `col:"loan_id"`
+	User        string        `col:"user_name"`
+	Disposition string        `col:"disposition"`
+	AgeS        sql.NullInt64 `col:"age_s"`
+	HeldS       sql.NullInt64 `col:"held_s"`
 }
 
 // VerdictRow is a task's lock probe verdict (NULL: none).
@@ -329,12 +329,13 @@ type WorkOlderRow struct {
 
 // HistogramRow is the criteria runs of a task in one duration bucket.
 type HistogramRow struct {
-	TaskID   int64 `col:"task_id"`
-	Bucket   int   `col:"bucket"`
-	Runs     int64 `col:"runs"`
-	TotalMS  int64 `col:"total_ms"`
-	Served   int64 `col:"served"`
-	Assigned int64 `col:"assigned"`
+	TaskID int64 `col:"task_id"`
+	Bucket int64 `col:"bucket"`
+	Runs   int64 `col:"runs"`
+	// Sums: a DECIMAL on MySQL and Oracle, hence floats.
+	TotalMS  sql.NullFloat64 `col:"total_ms"`
+	Served   sql.NullFloat64 `col:"served"`
+	Assigned sql.NullFloat64 `col:"assigned"`
 }
 
 // MaxIDRow is a highest id (NULL: none).
