@@ -330,6 +330,8 @@ type WorkOlderRow struct {
 // HistogramRow is the criteria runs of a task in one duration bucket.
 type HistogramRow struct {
 	TaskID int64 `col:"task_id"`
+	// Bucket is the index in RunDurationBucketsMS of the first bound the
+	// duration does not exceed, len(RunDurationBucketsMS) above them all.
 	Bucket int64 `col:"bucket"`
 	Runs   int64 `col:"runs"`
 	// Sums: a DECIMAL on MySQL and Oracle, hence floats.
@@ -380,8 +382,8 @@ type TokenListRow struct {
 	Role      string         `col:"role"`
 	CreatedBy string         `col:"created_by"`
 	AgeS      int64          `col:"age_s"`
-	State     string         `col:"state"`
-	LeftS     sql.NullInt64  `col:"left_s"`
+	State     string         `col:"state"`  // 'active', 'expired' or 'revoked'
+	LeftS     sql.NullInt64  `col:"left_s"` // seconds before expiry (NULL: none, or past)
 	RevokedBy sql.NullString `col:"revoked_by"`
 }
 
