@@ -460,10 +460,11 @@ func auditEngine(ctx context.Context, d drivers.Driver, db *sql.DB, c *Catalogue
 	if r.CriteriaRuns, r.Requests, r.Pending, err = taskCounts(ctx, db, st, task.ID); err != nil {
 		return err
 	}
-	var items, done, total, missed int64
-	if err := c.Summary.QueryRow(ctx, db, drivers.NoParams{}).Scan(&items, &done, &r.ItemsTwice, &total, &missed); err != nil {
+	sum, err := c.Summary.One(ctx, db, drivers.NoParams{})
+	if err != nil {
 		return fmt.Errorf("auditing the bench table: %w", err)
 	}
+	r.ItemsTwice = sum.Duplicates
 	if r.Requests > 0 {
 		r.RunsPerRequest = round3(float64(r.CriteriaRuns) / float64(r.Requests))
 	}
