@@ -12,10 +12,15 @@ import (
 // engine's contract): the item table belongs to `loanq bench`, which creates
 // it before a run and drops it after (tables.go), so a production schema
 // never holds it. They are written the same way, though: typed Stmt[P] with
-// named binds, portable text with per-dialect overrides, compiled per dialect
-// by drivers.CompileCatalogue, which refuses a bind without a parameter field
-// (and a field never bound) exactly as drivers.Build does. `loanq sql` prints
-// them after the engine's.
+// named binds (Query[P, R] for the reads, with a row type), portable text
+// with per-dialect overrides, compiled per dialect by
+// drivers.CompileCatalogue, which refuses a bind without a parameter field
+// (and a field never bound), or a read whose columns are not its row type's,
+// exactly as drivers.Build does. The claims (ClaimSkip, ClaimNoWait,
+// ClaimWait, LeaseClaim) stay Stmt[P]: they return the ids on some databases
+// and nothing on others (ClaimRead, LeaseRead read them there), and claim.go
+// reads their rows with drivers.ScanIDs. `loanq sql` prints them after the
+// engine's.
 
 // Statements holds every statement `loanq bench` sends to its item table.
 // The claim path is run by claimItems (claim.go) with these statements only,

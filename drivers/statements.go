@@ -404,7 +404,7 @@ type Named struct {
 	Empty string
 }
 
-// statement is what every Stmt[P] is, whatever its parameters.
+// statement is what every Stmt[P] and Query[P, R] is, whatever its types.
 type statement interface {
 	Text() string
 	compile(d Dialect, name string) error
@@ -416,7 +416,7 @@ func (s *Statements) each(f func(field reflect.StructField, st statement) error)
 }
 
 // eachStmt calls f for every field of the struct cat points to, in
-// declaration order; every field must be a Stmt[P].
+// declaration order; every field must be a Stmt[P] or a Query[P, R].
 func eachStmt(cat any, f func(field reflect.StructField, st statement) error) error {
 	v := reflect.ValueOf(cat)
 	if v.Kind() != reflect.Pointer || v.Elem().Kind() != reflect.Struct {
@@ -427,7 +427,7 @@ func eachStmt(cat any, f func(field reflect.StructField, st statement) error) er
 	for i := 0; i < t.NumField(); i++ {
 		st, ok := v.Field(i).Addr().Interface().(statement)
 		if !ok {
-			return fmt.Errorf("field %s of statement catalogue %s is not a drivers.Stmt", t.Field(i).Name, t)
+			return fmt.Errorf("field %s of statement catalogue %s is not a drivers.Stmt or drivers.Query", t.Field(i).Name, t)
 		}
 		if err := f(t.Field(i), st); err != nil {
 			return err
@@ -453,9 +453,10 @@ func ListCatalogue(cat any) []Named {
 
 // CompileCatalogue compiles a statement catalogue other than Statements for
 // d, exactly as Build compiles Statements: cat points to a struct whose
-// fields are all Stmt[P] with `purpose` (and optional `empty`) tags. A bind
-// without a field of P, a field of P never bound, or an empty statement
-// without an `empty` tag is an error. It lets a package that is not part of
+// fields are all Stmt[P] or Query[P, R] with `purpose` (and optional
+// `empty`) tags. A bind without a field of P, a field of P never bound, a
+// Query whose columns are not R's, or an empty statement without an `empty`
+// tag is an error. It lets a package that is not part of
 // the engine (bench/, with its own tables) keep its statements out of
 // Statements and still have them checked when it starts.
 func CompileCatalogue(d Dialect, cat any) error {
