@@ -29,7 +29,7 @@ func claimItems(ctx context.Context, s *Statements, q drivers.Querier, st driver
 		if _, err := s.LeaseClaim.Exec(ctx, q, lease); err != nil {
 			return nil, fmt.Errorf("leasing bench items: %w", err)
 		}
-		return claimed(ids(s.LeaseRead.All(ctx, q, ownerParams{Owner: owner})))
+		return claimed(drivers.IDs(s.LeaseRead.All(ctx, q, ownerParams{Owner: owner})))
 	}
 	claim := s.Claim(st)
 	if claim == nil || claim.Empty() {
@@ -41,16 +41,7 @@ func claimItems(ctx context.Context, s *Statements, q drivers.Querier, st driver
 	if _, err := claim.Exec(ctx, q, limitParams{Limit: k}); err != nil {
 		return nil, fmt.Errorf("claiming bench items (%s): %w", st, err)
 	}
-	return claimed(ids(s.ClaimRead.All(ctx, q, drivers.NoParams{})))
-}
-
-// ids is the ids of rows read through a typed statement.
-func ids(rows []drivers.IDRow, err error) ([]int64, error) {
-	out := make([]int64, len(rows))
-	for i, r := range rows {
-		out[i] = r.ID
-	}
-	return out, err
+	return claimed(drivers.IDs(s.ClaimRead.All(ctx, q, drivers.NoParams{})))
 }
 
 func claimed(ids []int64, err error) ([]int64, error) {

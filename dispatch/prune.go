@@ -138,7 +138,7 @@ func (e *Engine) pruneRequests(ctx context.Context, o PruneOptions, b drivers.Pr
 	}
 	after := lo - 1
 	for {
-		ids, err := scanIDs(st.PruneRequestBatch.All(ctx, e.DB, drivers.PruneBatchParams{
+		ids, err := drivers.IDs(st.PruneRequestBatch.All(ctx, e.DB, drivers.PruneBatchParams{
 			TaskID: b.TaskID, AgeMS: b.AgeMS, After: after, Upto: hi, Limit: o.Batch}))
 		if err != nil || len(ids) == 0 {
 			return wrapPrune("requests", err)
@@ -194,7 +194,7 @@ func (e *Engine) pruneRuns(ctx context.Context, o PruneOptions, b drivers.PruneB
 	}
 	after := lo - 1
 	for {
-		ids, err := scanIDs(st.PruneRunBatch.All(ctx, e.DB, drivers.PruneBatchParams{
+		ids, err := drivers.IDs(st.PruneRunBatch.All(ctx, e.DB, drivers.PruneBatchParams{
 			TaskID: b.TaskID, AgeMS: b.AgeMS, After: after, Upto: hi, Limit: o.Batch}))
 		if err != nil || len(ids) == 0 {
 			return err
@@ -244,15 +244,6 @@ func (e *Engine) pruneTx(ctx context.Context, res *PruneResult, fn func(*sql.Tx)
 // pruneBounds scans the id range a prune walks (0, 0 when there is none).
 func pruneBounds(b drivers.BoundsRow, err error) (lo, hi int64, _ error) {
 	return b.Lo.Int64, b.Hi.Int64, err
-}
-
-// scanIDs scans one batch's ids, in id order.
-func scanIDs(rows []drivers.IDRow, err error) ([]int64, error) {
-	ids := make([]int64, len(rows))
-	for i, r := range rows {
-		ids[i] = r.ID
-	}
-	return ids, err
 }
 
 func idList(ids []int64) string {

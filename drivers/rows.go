@@ -440,6 +440,19 @@ func parseTimeText(s string) (time.Time, error) {
 	return time.Time{}, fmt.Errorf("unrecognised time %q", s)
 }
 
+// IDs returns the ids of rows in order; err is the error of the query that
+// returned them (passed through).
+func IDs(rows []IDRow, err error) ([]int64, error) {
+	if err != nil {
+		return nil, err
+	}
+	out := make([]int64, len(rows))
+	for i, r := range rows {
+		out[i] = r.ID
+	}
+	return out, nil
+}
+
 // LoanIDs returns the loan keys of rows in order; err is the error of the
 // query that returned them (passed through).
 func LoanIDs(rows []KeyRow, err error) ([]string, error) {
