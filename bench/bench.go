@@ -342,10 +342,11 @@ func rawBatch(ctx context.Context, cfg *Config, db *sql.DB, c *Catalogue, r *Res
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}
-	var items, done, dups, total, missed int64
-	if err := c.Summary.QueryRow(ctx, db, drivers.NoParams{}).Scan(&items, &done, &dups, &total, &missed); err != nil {
+	sum, err := c.Summary.One(ctx, db, drivers.NoParams{})
+	if err != nil {
 		return fmt.Errorf("auditing the raw batch claim: %w", err)
 	}
+	dups, missed := sum.Duplicates, sum.Missed
 	if dups != 0 || missed != 0 {
 		return fmt.Errorf("raw batch claim: %d items finished twice, %d never", dups, missed)
 	}
@@ -384,11 +385,11 @@ func oneStrategy(d drivers.Driver, name string) (drivers.Strategy, error) {
 // serverVersion names the server a run went to, as the server reports it
 // (Statements.ServerVersion), so results say MariaDB, not mysql.
 func serverVersion(ctx context.Context, db *sql.DB, c *Catalogue) (string, error) {
-	var v string
-	if err := c.ServerVersion.QueryRow(ctx, db, drivers.NoParams{}).Scan(&v); err != nil {
+	v, err := c.ServerVersion.One(ctx, db, drivers.NoParams{})
+	if err != nil {
 		return "", fmt.Errorf("reading the server version: %w", err)
 	}
-	return strings.TrimSpace(v), nil
+	return strings.TrimSpace(v.Version), nil
 }
 
 func round3(f float64) float64 { return float64(int64(f*1000+0.5)) / 1000 }
@@ -422,26 +423,18 @@ func fill(ctx context.Context, db *sql.DB, c *Catalogue, rows int) error {
 // audit reads the outcome from the database, not from the workers' word:
 // who finished how many items, duplicates (processed > 1) and items missed.
 func audit(ctx context.Context, db *sql.DB, c *Catalogue, r *Result, workers []WorkerResult) error {
-	var items, done, total int64
-	if err := c.Summary.QueryRow(ctx, db, drivers.NoParams{}).Scan(&items, &done, &r.Duplicates, &total, &r.Missed); err != nil {
+	sum, err := c.Summary.One(ctx, db, drivers.NoParams{})
+	if err != nil {
 		return fmt.Errorf("auditing the bench table: %w", err)
 	}
+	r.Duplicates, r.Missed = sum.Duplicates, sum.Missed
 	byOwner := map[string]int64{}
-	rows, err := c.ByOwner.Query(ctx, db, drivers.NoParams{})
+	owners, err := c.ByOwner.All(ctx, db, drivers.NoParams{})
 	if err != nil {
 		return fmt.Errorf("counting items per worker: %w", err)
 	}
-	defer rows.Close()
-	for rows.Next() {
-		var owner sql.NullString
-		var n int64
-		if err := rows.Scan(&owner, &n); err != nil {
-			return fmt.Errorf("counting items per worker: %w", err)
-		}
-		byOwner[owner.String] = n
-	}
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("counting items per worker: %w", err)
+	for _, o := range owners {
+		byOwner[o.Owner.String] = o.N
 	}
 	r.marks = map[int][]Mark{}
 	r.errorsAt = map[int][]float64{}
@@ -486,10 +479,11 @@ func startProgress(ctx context.Context, cfg *Config, db *sql.DB, c *Catalogue, s
 			case <-ctx.Done():
 				return
 			case <-t.C:
-				var ready int64
-				if err := c.Ready.QueryRow(ctx, db, drivers.NoParams{}).Scan(&ready); err != nil {
+				left, err := c.Ready.One(ctx, db, drivers.NoParams{})
+				if err != nil {
 					continue
 				}
+				ready := left.N
 				fmt.Fprintf(cfg.Progress, "\r%s: %d of %d items taken, %.1fs ", s, int64(cfg.Rows)-ready, cfg.Rows, time.Since(start).Seconds())
 			}
 		}

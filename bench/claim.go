@@ -29,7 +29,7 @@ func claimItems(ctx context.Context, s *Statements, q drivers.Querier, st driver
 		if _, err := s.LeaseClaim.Exec(ctx, q, lease); err != nil {
 			return nil, fmt.Errorf("leasing bench items: %w", err)
 		}
-		return claimed(drivers.ScanIDs(s.LeaseRead.Query(ctx, q, ownerParams{Owner: owner})))
+		return claimed(drivers.IDs(s.LeaseRead.All(ctx, q, ownerParams{Owner: owner})))
 	}
 	claim := s.Claim(st)
 	if claim == nil || claim.Empty() {
@@ -41,7 +41,7 @@ func claimItems(ctx context.Context, s *Statements, q drivers.Querier, st driver
 	if _, err := claim.Exec(ctx, q, limitParams{Limit: k}); err != nil {
 		return nil, fmt.Errorf("claiming bench items (%s): %w", st, err)
 	}
-	return claimed(drivers.ScanIDs(s.ClaimRead.Query(ctx, q, drivers.NoParams{})))
+	return claimed(drivers.IDs(s.ClaimRead.All(ctx, q, drivers.NoParams{})))
 }
 
 func claimed(ids []int64, err error) ([]int64, error) {

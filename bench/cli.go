@@ -294,28 +294,19 @@ func auditCLI(ctx context.Context, ss *session, r *CLIResult) error {
 		return err
 	}
 	st := ss.d.Statements()
-	var work int64
-	if err := st.WorkDuplicates.QueryRow(ctx, ss.db, drivers.TaskParams{TaskID: task.ID}).Scan(&work, &r.Duplicates); err != nil {
+	dups, err := st.WorkDuplicates.One(ctx, ss.db, drivers.TaskParams{TaskID: task.ID})
+	if err != nil {
 		return fmt.Errorf("auditing the bench task's work: %w", err)
 	}
-	rows, err := st.WorkByUser.Query(ctx, ss.db, drivers.TaskParams{TaskID: task.ID})
+	r.Duplicates = dups.Duplicates
+	byUser, err := st.WorkByUser.All(ctx, ss.db, drivers.TaskParams{TaskID: task.ID})
 	if err != nil {
 		return fmt.Errorf("counting completed loans: %w", err)
 	}
-	defer rows.Close()
-	for rows.Next() {
-		var user string
-		var disp *string
-		var n int64
-		if err := rows.Scan(&user, &disp, &n); err != nil {
-			return fmt.Errorf("counting completed loans: %w", err)
+	for _, u := range byUser {
+		if u.Disposition.Valid && u.Disposition.String == dispatch.Complete {
+			r.Loans += u.N
 		}
-		if disp != nil && *disp == dispatch.Complete {
-			r.Loans += n
-		}
-	}
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("counting completed loans: %w", err)
 	}
 	if r.CriteriaRuns, r.Requests, r.Pending, err = taskCounts(ctx, ss.db, st, task.ID); err != nil {
 		return err

@@ -84,7 +84,7 @@ UPDATE loanq_bench_item b
 SET status = 'done', owner = :owner, processed = b.processed + 1, processed_at = clock_timestamp()
 FROM picked
 WHERE b.id = picked.id`
-	s.ServerVersion.SQL = `SELECT 'PostgreSQL ' || current_setting('server_version')`
+	s.ServerVersion.SQL = `SELECT 'PostgreSQL ' || current_setting('server_version') AS version`
 }
 
 // --- MySQL and MariaDB ---
@@ -129,7 +129,7 @@ WHERE status = 'ready'
 ORDER BY id LIMIT :limit`
 	s.LeaseRead.SQL = `SELECT id FROM loanq_bench_item WHERE owner = :owner AND status = 'claimed' ORDER BY id`
 	// VERSION() alone reads "10.11.6-MariaDB-…" or "8.0.36": name the product.
-	s.ServerVersion.SQL = `SELECT CASE WHEN LOCATE('MariaDB', VERSION()) > 0 THEN CONCAT('MariaDB ', VERSION()) ELSE CONCAT('MySQL ', VERSION()) END`
+	s.ServerVersion.SQL = `SELECT CASE WHEN LOCATE('MariaDB', VERSION()) > 0 THEN CONCAT('MariaDB ', VERSION()) ELSE CONCAT('MySQL ', VERSION()) END AS version`
 }
 
 // --- SQLite ---
@@ -164,7 +164,7 @@ SET status = 'claimed', owner = :owner, claimed_at = {{now}},
 WHERE status = 'ready'
   AND id IN (SELECT id FROM loanq_bench_item WHERE status = 'ready' ORDER BY id LIMIT :limit)
 RETURNING id`
-	s.ServerVersion.SQL = `SELECT 'SQLite ' || sqlite_version()`
+	s.ServerVersion.SQL = `SELECT 'SQLite ' || sqlite_version() AS version`
 }
 
 // --- Oracle ---
@@ -300,5 +300,5 @@ WHERE status = 'ready'
              FETCH FIRST :limit ROWS ONLY)`
 	s.LeaseRead.SQL = `SELECT id FROM loanq_bench_item WHERE owner = :owner AND status = 'claimed' ORDER BY id`
 	// v$version is readable by every user (a public synonym).
-	s.ServerVersion.SQL = `SELECT banner FROM v$version WHERE ROWNUM = 1`
+	s.ServerVersion.SQL = `SELECT banner AS version FROM v$version WHERE ROWNUM = 1`
 }

@@ -452,16 +452,19 @@ func auditEngine(ctx context.Context, d drivers.Driver, db *sql.DB, c *Catalogue
 		return err
 	}
 	st := d.Statements()
-	if err := st.WorkDuplicates.QueryRow(ctx, db, drivers.TaskParams{TaskID: task.ID}).Scan(&r.Loans, &r.Duplicates); err != nil {
+	dups, err := st.WorkDuplicates.One(ctx, db, drivers.TaskParams{TaskID: task.ID})
+	if err != nil {
 		return fmt.Errorf("auditing the bench task's work: %w", err)
 	}
+	r.Loans, r.Duplicates = dups.N, dups.Duplicates
 	if r.CriteriaRuns, r.Requests, r.Pending, err = taskCounts(ctx, db, st, task.ID); err != nil {
 		return err
 	}
-	var items, done, total, missed int64
-	if err := c.Summary.QueryRow(ctx, db, drivers.NoParams{}).Scan(&items, &done, &r.ItemsTwice, &total, &missed); err != nil {
+	sum, err := c.Summary.One(ctx, db, drivers.NoParams{})
+	if err != nil {
 		return fmt.Errorf("auditing the bench table: %w", err)
 	}
+	r.ItemsTwice = sum.Duplicates
 	if r.Requests > 0 {
 		r.RunsPerRequest = round3(float64(r.CriteriaRuns) / float64(r.Requests))
 	}
@@ -511,28 +514,19 @@ func replaceTask(ctx context.Context, e *dispatch.Engine, spec dispatch.TaskSpec
 // taskCounts reads a task's criteria-query runs, requests and requests still
 // pending from the database.
 func taskCounts(ctx context.Context, db *sql.DB, st *drivers.Statements, taskID int64) (runs, requests, pending int64, err error) {
-	var served, assigned int64
-	if err := st.QueryRunTotals.QueryRow(ctx, db, drivers.TaskParams{TaskID: taskID}).Scan(&runs, &served, &assigned); err != nil {
+	totals, err := st.QueryRunTotals.One(ctx, db, drivers.TaskParams{TaskID: taskID})
+	if err != nil {
 		return 0, 0, 0, fmt.Errorf("counting criteria runs: %w", err)
 	}
-	rows, err := st.RequestsByUser.Query(ctx, db, drivers.TaskParams{TaskID: taskID})
+	byUser, err := st.RequestsByUser.All(ctx, db, drivers.TaskParams{TaskID: taskID})
 	if err != nil {
 		return 0, 0, 0, fmt.Errorf("counting requests: %w", err)
 	}
-	defer rows.Close()
-	for rows.Next() {
-		var user, status string
-		var n int64
-		if err := rows.Scan(&user, &status, &n); err != nil {
-			return 0, 0, 0, fmt.Errorf("counting requests: %w", err)
-		}
-		requests += n
-		if status == dispatch.StatusPending {
-			pending += n
+	for _, u := range byUser {
+		requests += u.N
+		if u.Status == dispatch.StatusPending {
+			pending += u.N
 		}
 	}
-	if err := rows.Err(); err != nil {
-		return 0, 0, 0, fmt.Errorf("counting requests: %w", err)
-	}
-	return runs, requests, pending, nil
+	return totals.Runs, requests, pending, nil
 }

@@ -24,10 +24,11 @@ func locksPerClaim(ctx context.Context, d drivers.Driver, db *sql.DB, c *Catalog
 	fail := func(err error) (int, error) {
 		return 0, fmt.Errorf("measuring the rows one %s claim locks: %w", s, err)
 	}
-	var ready int
-	if err := c.Ready.QueryRow(ctx, db, drivers.NoParams{}).Scan(&ready); err != nil {
+	left, err := c.Ready.One(ctx, db, drivers.NoParams{})
+	if err != nil {
 		return fail(err)
 	}
+	ready := int(left.N)
 	a, err := db.BeginTx(ctx, nil) // as the workers' claims (worker.go)
 	if err != nil {
 		return fail(err)

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"database/sql"
 	"fmt"
 	"sync"
 
@@ -11,10 +12,15 @@ import (
 // engine's contract): the item table belongs to `loanq bench`, which creates
 // it before a run and drops it after (tables.go), so a production schema
 // never holds it. They are written the same way, though: typed Stmt[P] with
-// named binds, portable text with per-dialect overrides, compiled per dialect
-// by drivers.CompileCatalogue, which refuses a bind without a parameter field
-// (and a field never bound) exactly as drivers.Build does. `loanq sql` prints
-// them after the engine's.
+// named binds (Query[P, R] for the reads, with a row type), portable text
+// with per-dialect overrides, compiled per dialect by
+// drivers.CompileCatalogue, which refuses a bind without a parameter field
+// (and a field never bound), or a read whose columns are not its row type's,
+// exactly as drivers.Build does. The claims (ClaimSkip, ClaimNoWait,
+// ClaimWait, LeaseClaim) stay Stmt[P]: they return the ids on some databases
+// and nothing on others (ClaimRead, LeaseRead read them there), and claim.go
+// reads their rows with drivers.ScanIDs. `loanq sql` prints them after the
+// engine's.
 
 // Statements holds every statement `loanq bench` sends to its item table.
 // The claim path is run by claimItems (claim.go) with these statements only,
@@ -47,19 +53,19 @@ type Statements struct {
 	ClaimSkip   drivers.Stmt[limitParams] `purpose:"bench claim, strategy skip: lock up to K ready items, passing over held ones" empty:"row-lock strategies are not available; the bench runs lease"`
 	ClaimNoWait drivers.Stmt[limitParams] `purpose:"bench claim, strategy nowait: lock up to K ready items or fail at once" empty:"row-lock strategies are not available; the bench runs lease"`
 	ClaimWait   drivers.Stmt[limitParams] `purpose:"bench claim, strategy wait: lock up to K ready items, queueing behind holders" empty:"row-lock strategies are not available; the bench runs lease"`
-	// ClaimRead binds nothing. Set where a claim statement returns no rows
-	// (Oracle's procedure call): it reads the ids the caller's transaction has
-	// just claimed.
-	ClaimRead drivers.Stmt[drivers.NoParams] `purpose:"bench claim: read the ids the transaction just locked" empty:"the claim statements return the ids themselves"`
+	// ClaimRead is set where a claim statement returns no rows (Oracle's
+	// procedure call): it reads the ids the caller's transaction has just
+	// claimed.
+	ClaimRead drivers.Query[drivers.NoParams, drivers.IDRow] `purpose:"bench claim: read the ids the transaction just locked" empty:"the claim statements return the ids themselves"`
 	// LeaseClaim takes: owner, ttl ms, limit. Marks up to limit ready items
 	// claimed by owner until now + ttl, and returns their ids unless
 	// LeaseRead is set. Run in its own short transaction, which is committed
 	// at once: the lease, not a lock, keeps others off the items while they
 	// are worked on.
 	LeaseClaim drivers.Stmt[leaseClaimParams] `purpose:"bench claim, strategy lease: mark up to K ready items claimed, with an expiry"`
-	// LeaseRead takes: owner. The items owner holds a lease on (MySQL and
-	// Oracle, which have no UPDATE … RETURNING of several rows).
-	LeaseRead drivers.Stmt[ownerParams] `purpose:"bench claim, strategy lease: read the ids just leased" empty:"the lease claim returns the ids itself (UPDATE … RETURNING)"`
+	// LeaseRead reads the items owner holds a lease on (MySQL and Oracle,
+	// which have no UPDATE … RETURNING of several rows).
+	LeaseRead drivers.Query[ownerParams, drivers.IDRow] `purpose:"bench claim, strategy lease: read the ids just leased" empty:"the lease claim returns the ids itself (UPDATE … RETURNING)"`
 	// Done takes: owner, id. Finishes an item claimed with a row lock, in
 	// the claim's transaction. It matches the id alone and counts, so an item
 	// finished twice shows up as processed > 1 instead of being hidden.
@@ -71,13 +77,12 @@ type Statements struct {
 	// LeaseExpire binds nothing. Puts items whose lease ran out back to
 	// ready (their holder died or overran); run when no ready item is left.
 	LeaseExpire drivers.Stmt[drivers.NoParams] `purpose:"bench: put items with expired leases back"`
-	// Ready binds nothing: how many items are still ready.
-	Ready drivers.Stmt[drivers.NoParams] `purpose:"bench: count ready items"`
-	// Summary binds nothing. Columns: items, done, duplicates (processed
-	// more than once), total processed, never processed.
-	Summary drivers.Stmt[drivers.NoParams] `purpose:"bench: audit the run (duplicates, missed items)"`
-	// ByOwner binds nothing. Columns: owner, items finished.
-	ByOwner drivers.Stmt[drivers.NoParams] `purpose:"bench: items finished per worker"`
+	// Ready counts the items still ready.
+	Ready drivers.Query[drivers.NoParams, drivers.Count] `purpose:"bench: count ready items"`
+	// Summary audits the table after a run.
+	Summary drivers.Query[drivers.NoParams, summaryRow] `purpose:"bench: audit the run (duplicates, missed items)"`
+	// ByOwner counts the items each worker finished.
+	ByOwner drivers.Query[drivers.NoParams, ownerCountRow] `purpose:"bench: items finished per worker"`
 	// DoneMany takes: owner, the ids as a JSON array text ("[3,7,9]").
 	// Finishes every item of a batch claim with one statement, in the claim's
 	// transaction. Like Done it matches the ids alone and counts, so an item
@@ -93,11 +98,33 @@ type Statements struct {
 	// Measured beside `bench --batch K` with no work time, as what a batch
 	// could reach.
 	ClaimDone drivers.Stmt[claimDoneParams] `purpose:"bench: raw limit, claim and finish up to K items in one statement" empty:"not measured on this database (no single-statement skip-locked claim)"`
-	// ServerVersion binds nothing. One text column: the server's product and
-	// version as the server itself reports it (so a MariaDB behind a mysql://
-	// DSN is named MariaDB), printed in bench results.
-	ServerVersion drivers.Stmt[drivers.NoParams] `purpose:"bench: name the server product and version"`
+	// ServerVersion reads the server's product and version as the server
+	// itself reports it (so a MariaDB behind a mysql:// DSN is named
+	// MariaDB), printed in bench results.
+	ServerVersion drivers.Query[drivers.NoParams, versionRow] `purpose:"bench: name the server product and version"`
 }
+
+// The bench's row types (col tags as in drivers/rows.go).
+type (
+	// summaryRow is the audit of the item table: items, items done, items
+	// processed more than once, processings in all, items never processed.
+	summaryRow struct {
+		Items      int64 `col:"items"`
+		Done       int64 `col:"done"`
+		Duplicates int64 `col:"duplicates"`
+		Total      int64 `col:"total"`
+		Missed     int64 `col:"missed"`
+	}
+	// ownerCountRow is the items one worker finished.
+	ownerCountRow struct {
+		Owner sql.NullString `col:"owner"`
+		N     int64          `col:"n"`
+	}
+	// versionRow is the server's product and version.
+	versionRow struct {
+		Version string `col:"version"`
+	}
+)
 
 // The bench's parameter types (bind tags as in drivers/params.go).
 type (
@@ -174,14 +201,14 @@ WHERE id = :id AND owner = :owner AND status = 'claimed' AND lease_expires_at > 
 		LeaseExpire: drivers.Stmt[drivers.NoParams]{SQL: `UPDATE loanq_bench_item
 SET status = 'ready', owner = NULL, claimed_at = NULL, lease_expires_at = NULL
 WHERE status = 'claimed' AND lease_expires_at <= {{now}}`},
-		Ready: drivers.Stmt[drivers.NoParams]{SQL: `SELECT COUNT(*) FROM loanq_bench_item WHERE status = 'ready'`},
-		Summary: drivers.Stmt[drivers.NoParams]{SQL: `SELECT COUNT(*),
-       COALESCE(SUM(CASE WHEN status = 'done' THEN 1 ELSE 0 END), 0),
-       COALESCE(SUM(CASE WHEN processed > 1 THEN 1 ELSE 0 END), 0),
-       COALESCE(SUM(processed), 0),
-       COALESCE(SUM(CASE WHEN processed = 0 THEN 1 ELSE 0 END), 0)
+		Ready: drivers.Query[drivers.NoParams, drivers.Count]{SQL: `SELECT COUNT(*) AS n FROM loanq_bench_item WHERE status = 'ready'`},
+		Summary: drivers.Query[drivers.NoParams, summaryRow]{SQL: `SELECT COUNT(*) AS items,
+       COALESCE(SUM(CASE WHEN status = 'done' THEN 1 ELSE 0 END), 0) AS done,
+       COALESCE(SUM(CASE WHEN processed > 1 THEN 1 ELSE 0 END), 0) AS duplicates,
+       COALESCE(SUM(processed), 0) AS total,
+       COALESCE(SUM(CASE WHEN processed = 0 THEN 1 ELSE 0 END), 0) AS missed
 FROM loanq_bench_item`},
-		ByOwner: drivers.Stmt[drivers.NoParams]{SQL: `SELECT owner, COUNT(*) FROM loanq_bench_item WHERE status = 'done' GROUP BY owner ORDER BY owner`},
+		ByOwner: drivers.Query[drivers.NoParams, ownerCountRow]{SQL: `SELECT owner, COUNT(*) AS n FROM loanq_bench_item WHERE status = 'done' GROUP BY owner ORDER BY owner`},
 		// One bind for the whole batch, whatever its size: no placeholder
 		// list to build, one round trip.
 		DoneMany: drivers.Stmt[itemsParams]{SQL: `UPDATE loanq_bench_item

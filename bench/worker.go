@@ -194,11 +194,11 @@ func (w *worker) leaseOnce(ctx context.Context) (int, error) {
 	if len(ids) == 0 {
 		// Another claimer may have taken the rows this UPDATE picked (its
 		// subselect locks nothing): ask again while ready items are left.
-		var ready int64
-		if err := w.c.Ready.QueryRow(ctx, w.conn, drivers.NoParams{}).Scan(&ready); err != nil {
+		left, err := w.c.Ready.One(ctx, w.conn, drivers.NoParams{})
+		if err != nil {
 			return 0, fmt.Errorf("counting ready items: %w", err)
 		}
-		if ready > 0 {
+		if left.N > 0 {
 			w.res.Retries++
 			return -1, nil
 		}

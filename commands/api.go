@@ -404,11 +404,9 @@ func (a *apiServer) dispose(w http.ResponseWriter, r *http.Request, p *dispatch.
 	}
 	// Someone else's loan is 403, not 400: the engine refuses it either way
 	// (it disposes only the caller's assignment); this says why.
-	var workID int64
-	var assignee string
-	err = a.e.Driver.Statements().ActiveWork.QueryRow(r.Context(), a.e.DB, drivers.TaskLoanParams{TaskID: task.ID, LoanID: loan}).Scan(&workID, &assignee)
+	active, err := a.e.Driver.Statements().ActiveWork.One(r.Context(), a.e.DB, drivers.TaskLoanParams{TaskID: task.ID, LoanID: loan})
 	switch {
-	case err == nil && assignee != p.User:
+	case err == nil && active.User != p.User:
 		writeProblem(w, http.StatusForbidden, fmt.Sprintf("loan %s in task %s is not yours: it is assigned to someone else", loan, task.Name))
 		return
 	case err != nil && !errors.Is(err, sql.ErrNoRows):

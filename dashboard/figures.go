@@ -467,15 +467,9 @@ func (r *refreshing) tasks(ctx context.Context) error {
 // pending reads the pending requests per task and the oldest one's age.
 func (r *refreshing) pending(ctx context.Context) error {
 	err := r.q.step("DashPending", func() error {
-		return each(ctx, r.q, &r.st.DashPending, drivers.NoParams{}, func(rows *sql.Rows) error {
-			var id int64
-			var n int
-			var age sql.NullInt64
-			if err := rows.Scan(&id, &n, &age); err != nil {
-				return err
-			}
-			if f := r.snap.byID[id]; f != nil {
-				f.Pending, f.OldestPendingMS = n, age.Int64*1000
+		return each(ctx, r.q, &r.st.DashPending, drivers.NoParams{}, func(row drivers.DashPendingRow) error {
+			if f := r.snap.byID[row.TaskID]; f != nil {
+				f.Pending, f.OldestPendingMS = row.Pending, row.OldestS.Int64*1000
 			}
 			return nil
 		})
@@ -494,14 +488,8 @@ func (r *refreshing) active(ctx context.Context) error {
 		hold = 1 << 50 // no limit: nothing is that old
 	}
 	err := r.q.step("DashActive", func() error {
-		return each(ctx, r.q, &r.st.DashActive, drivers.DashActiveParams{HoldSeconds: hold}, func(rows *sql.Rows) error {
-			var id int64
-			var name string
-			var n, over int
-			var age sql.NullInt64
-			if err := rows.Scan(&id, &name, &n, &age, &over); err != nil {
-				return err
-			}
+		return each(ctx, r.q, &r.st.DashActive, drivers.DashActiveParams{HoldSeconds: hold}, func(row drivers.DashActiveRow) error {
+			id, name, n, age, over := row.TaskID, row.User, row.Active, row.OldestS, row.Held
 			f := r.snap.byID[id]
 			if f == nil {
 				return nil
@@ -536,14 +524,9 @@ func (r *refreshing) dispositions(ctx context.Context) error {
 		}
 	}
 	err := r.q.step("DashDone", func() error {
-		return each(ctx, r.q, &r.st.DashDone, drivers.FloorParams{Floor: r.s.floor}, func(rows *sql.Rows) error {
-			var id int64
-			var name, kind string
-			var total, today int
-			if err := rows.Scan(&id, &name, &kind, &total, &today); err != nil {
-				return err
-			}
-			f := r.snap.byID[id]
+		return each(ctx, r.q, &r.st.DashDone, drivers.FloorParams{Floor: r.s.floor}, func(row drivers.DashDoneRow) error {
+			name, kind, total, today := row.User, row.Disposition, row.N, row.Today
+			f := r.snap.byID[row.TaskID]
 			if f == nil {
 				return nil
 			}
@@ -596,13 +579,9 @@ func (r *refreshing) recentRuns(ctx context.Context) error {
 			continue
 		}
 		err := r.q.step("DashRuns", func() error {
-			return each(ctx, r.q, &r.st.DashRuns, drivers.TaskLimitParams{TaskID: f.ID, Limit: recentRuns}, func(rows *sql.Rows) error {
-				var x Run
-				if err := rows.Scan(&x.ID, &x.AgeMS, &x.DurationMS, &x.RowsFound, &x.RequestsServed, &x.LoansAssigned); err != nil {
-					return err
-				}
-				x.AgeMS *= 1000
-				f.RecentRuns = append(f.RecentRuns, x)
+			return each(ctx, r.q, &r.st.DashRuns, drivers.TaskLimitParams{TaskID: f.ID, Limit: recentRuns}, func(row drivers.DashRunRow) error {
+				f.RecentRuns = append(f.RecentRuns, Run{ID: row.ID, AgeMS: row.AgeS * 1000, DurationMS: row.DurationMS,
+					RowsFound: row.RowsFound, RequestsServed: row.RequestsServed, LoansAssigned: row.LoansAssigned})
 				return nil
 			})
 		})
@@ -673,16 +652,18 @@ func (s *Source) raiseFloor(ctx context.Context, q *queryCounter) error {
 		return nil
 	}
 	st := s.Driver.Statements()
-	var active, today, maxID sql.NullInt64
+	var floors drivers.DashFloorRow
 	err := q.step("DashDoneFloor", func() error {
 		q.n++
-		return st.DashDoneFloor.QueryRow(ctx, s.DB, drivers.NoParams{}).Scan(&active, &today, &maxID)
+		var err error
+		floors, err = st.DashDoneFloor.One(ctx, s.DB, drivers.NoParams{})
+		return err
 	})
 	if err != nil {
 		return err
 	}
-	floor := maxID.Int64 + 1
-	for _, v := range []sql.NullInt64{active, today} {
+	floor := floors.MaxID.Int64 + 1
+	for _, v := range []sql.NullInt64{floors.ActiveFloor, floors.TodayFloor} {
 		if v.Valid && v.Int64 < floor {
 			floor = v.Int64
 		}
@@ -690,28 +671,25 @@ func (s *Source) raiseFloor(ctx context.Context, q *queryCounter) error {
 	floor = max(floor-floorSlack, 0)
 	below := map[doneKey]int{}
 	err = q.step("DashDoneBefore", func() error {
-		return each(ctx, q, &st.DashDoneBefore, drivers.FloorParams{Floor: floor}, func(r *sql.Rows) error {
-			var k doneKey
-			var n int
-			if err := r.Scan(&k.task, &k.user, &k.kind, &n); err != nil {
-				return err
-			}
-			below[k] += n
+		return each(ctx, q, &st.DashDoneBefore, drivers.FloorParams{Floor: floor}, func(row drivers.DashDoneBeforeRow) error {
+			below[doneKey{task: row.TaskID, user: row.User, kind: row.Disposition}] += row.N
 			return nil
 		})
 	})
 	if err != nil {
 		return err
 	}
-	var maxRun sql.NullInt64
+	var maxRun drivers.MaxIDRow
 	err = q.step("DashRunMaxID", func() error {
 		q.n++
-		return st.DashRunMaxID.QueryRow(ctx, s.DB, drivers.NoParams{}).Scan(&maxRun)
+		var err error
+		maxRun, err = st.DashRunMaxID.One(ctx, s.DB, drivers.NoParams{})
+		return err
 	})
 	if err != nil {
 		return err
 	}
-	runFloor := max(maxRun.Int64+1-floorSlack, 0)
+	runFloor := max(maxRun.MaxID.Int64+1-floorSlack, 0)
 	runBelow := map[runKey]runSums{}
 	err = q.step("DashRunHistogramBelow", func() error {
 		return scanRuns(ctx, q, &st.DashRunHistogramBelow, runFloor, runBelow)
@@ -725,19 +703,14 @@ func (s *Source) raiseFloor(ctx context.Context, q *queryCounter) error {
 }
 
 // scanRuns adds the rows of a run histogram statement to sums.
-func scanRuns(ctx context.Context, q *queryCounter, stmt *drivers.Stmt[drivers.FloorParams], floor int64, sums map[runKey]runSums) error {
-	return each(ctx, q, stmt, drivers.FloorParams{Floor: floor}, func(r *sql.Rows) error {
-		var k runKey
-		var runs int64
-		var dur, served, assigned sql.NullFloat64
-		if err := r.Scan(&k.task, &k.bucket, &runs, &dur, &served, &assigned); err != nil {
-			return err
-		}
+func scanRuns(ctx context.Context, q *queryCounter, stmt *drivers.Query[drivers.FloorParams, drivers.HistogramRow], floor int64, sums map[runKey]runSums) error {
+	return each(ctx, q, stmt, drivers.FloorParams{Floor: floor}, func(r drivers.HistogramRow) error {
+		k := runKey{task: r.TaskID, bucket: r.Bucket}
 		v := sums[k]
-		v.runs += runs
-		v.durationMS += int64(dur.Float64)
-		v.served += int64(served.Float64)
-		v.assigned += int64(assigned.Float64)
+		v.runs += r.Runs
+		v.durationMS += int64(r.TotalMS.Float64)
+		v.served += int64(r.Served.Float64)
+		v.assigned += int64(r.Assigned.Float64)
 		sums[k] = v
 		return nil
 	})
@@ -752,19 +725,9 @@ func zeroKinds() map[string]int {
 }
 
 // each runs a read-only statement, counted in q, and calls fn for every row.
-func each[P any](ctx context.Context, q *queryCounter, stmt *drivers.Stmt[P], p P, fn func(*sql.Rows) error) error {
+func each[P, R any](ctx context.Context, q *queryCounter, stmt *drivers.Query[P, R], p P, fn func(R) error) error {
 	q.n++
-	rows, err := stmt.Query(ctx, q.db, p)
-	if err != nil {
-		return err
-	}
-	defer rows.Close()
-	for rows.Next() {
-		if err := fn(rows); err != nil {
-			return err
-		}
-	}
-	return rows.Err()
+	return stmt.Each(ctx, q.db, p, fn)
 }
 
 // TaskDetail is the /tasks/NAME page's data.
@@ -808,16 +771,9 @@ func (s *Source) Task(ctx context.Context, name string) (*TaskDetail, error) {
 		return nil, fmt.Errorf("reading the runs of task %s: %w", name, err)
 	}
 	q := &queryCounter{db: s.DB}
-	err = each(ctx, q, &s.Driver.Statements().DashDispositions, drivers.TaskLimitParams{TaskID: t.ID, Limit: 15}, func(r *sql.Rows) error {
-		var x Disposition
-		var age, held sql.NullInt64
-		var loan string
-		if err := r.Scan(&loan, &x.User, &x.Kind, &age, &held); err != nil {
-			return err
-		}
-		x.Loan = drivers.NewKey(t.KeyKind, loan)
-		x.AgeMS, x.HeldMS = age.Int64*1000, held.Int64*1000
-		d.Dispositions = append(d.Dispositions, x)
+	err = each(ctx, q, &s.Driver.Statements().DashDispositions, drivers.TaskLimitParams{TaskID: t.ID, Limit: 15}, func(r drivers.DashDispositionRow) error {
+		d.Dispositions = append(d.Dispositions, Disposition{Loan: drivers.NewKey(t.KeyKind, r.LoanID), User: r.User,
+			Kind: r.Disposition, AgeMS: r.AgeS.Int64 * 1000, HeldMS: r.HeldS.Int64 * 1000})
 		return nil
 	})
 	if err != nil {

@@ -150,59 +150,40 @@ func (t *tally) user(name string) *ProcessorStats {
 // criteria-query runs.
 func (t *tally) read(ctx context.Context, eng *dispatch.Engine) error {
 	st := eng.Driver.Statements()
-	if err := t.each(ctx, eng.DB, &st.RequestsByUser, t.addRequests); err != nil {
+	if err := eachTask(ctx, eng.DB, t.ids, &st.RequestsByUser, t.addRequests); err != nil {
 		return err
 	}
-	if err := t.each(ctx, eng.DB, &st.WorkByUser, t.addWork); err != nil {
+	if err := eachTask(ctx, eng.DB, t.ids, &st.WorkByUser, t.addWork); err != nil {
 		return err
 	}
-	return t.each(ctx, eng.DB, &st.QueryRunTotals, t.addRuns)
+	return eachTask(ctx, eng.DB, t.ids, &st.QueryRunTotals, t.addRuns)
 }
 
-// each runs one of the per-task report queries for every demo task.
-func (t *tally) each(ctx context.Context, db *sql.DB, query *drivers.Stmt[drivers.TaskParams], scan func(task int64, r *sql.Rows) error) error {
-	for _, id := range t.ids {
-		if err := func() error {
-			rows, err := query.Query(ctx, db, drivers.TaskParams{TaskID: id})
-			if err != nil {
-				return err
-			}
-			defer rows.Close()
-			for rows.Next() {
-				if err := scan(id, rows); err != nil {
-					return err
-				}
-			}
-			return rows.Err()
-		}(); err != nil {
+// eachTask runs one of the per-task report queries for every demo task.
+func eachTask[R any](ctx context.Context, db *sql.DB, ids []int64, query *drivers.Query[drivers.TaskParams, R], add func(task int64, r R)) error {
+	for _, id := range ids {
+		if err := query.Each(ctx, db, drivers.TaskParams{TaskID: id}, func(r R) error {
+			add(id, r)
+			return nil
+		}); err != nil {
 			return fmt.Errorf("reading the demo's results: %w", err)
 		}
 	}
 	return nil
 }
 
-// addRequests reads a row of RequestsByUser: user, status, count.
-func (t *tally) addRequests(task int64, r *sql.Rows) error {
-	var n int64
-	var name, status string
-	if err := r.Scan(&name, &status, &n); err != nil {
-		return err
-	}
+// addRequests adds a row of RequestsByUser.
+func (t *tally) addRequests(task int64, r drivers.UserStatusCountRow) {
+	n, name, status := r.N, r.User, r.Status
 	t.s.Requests += n
 	t.s.RequestsByStatus[status] += n
 	t.byID[task].Requests += n
 	t.user(name).Requests += n
-	return nil
 }
 
-// addWork reads a row of WorkByUser: user, disposition (NULL: active), count.
-func (t *tally) addWork(_ int64, r *sql.Rows) error {
-	var name string
-	var disp sql.NullString
-	var n int64
-	if err := r.Scan(&name, &disp, &n); err != nil {
-		return err
-	}
+// addWork adds a row of WorkByUser (a NULL disposition: active).
+func (t *tally) addWork(_ int64, r drivers.UserDispositionCountRow) {
+	name, disp, n := r.User, r.Disposition, r.N
 	ps := t.user(name)
 	ps.LoansAssigned += n
 	switch disp.String {
@@ -219,22 +200,16 @@ func (t *tally) addWork(_ int64, r *sql.Rows) error {
 	if disp.Valid {
 		t.s.Dispositions[disp.String] += n
 	}
-	return nil
 }
 
-// addRuns reads the row of QueryRunTotals: runs, requests served, loans
-// assigned.
-func (t *tally) addRuns(task int64, r *sql.Rows) error {
-	var runs, served, assigned int64
-	if err := r.Scan(&runs, &served, &assigned); err != nil {
-		return err
-	}
+// addRuns adds the row of QueryRunTotals.
+func (t *tally) addRuns(task int64, r drivers.RunTotalsRow) {
+	runs, served, assigned := r.Runs, r.Served, r.Assigned
 	ts := t.byID[task]
 	ts.QueryRuns, ts.RequestsServed, ts.LoansAssigned = runs, served, assigned
 	t.s.QueryRuns += runs
 	t.s.RequestsServed += served
 	t.s.LoansAssigned += assigned
-	return nil
 }
 
 // processors lists the processors in their order, then any other user of the

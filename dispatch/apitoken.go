@@ -110,26 +110,19 @@ func (e *Engine) CreateToken(ctx context.Context, user, role, by string, expires
 
 // ListTokens lists every token ever issued, oldest first.
 func (e *Engine) ListTokens(ctx context.Context) ([]TokenInfo, error) {
-	rows, err := e.sql().TokenList.Query(ctx, e.DB, drivers.NoParams{})
+	rows, err := e.sql().TokenList.All(ctx, e.DB, drivers.NoParams{})
 	if err != nil {
 		return nil, fmt.Errorf("listing tokens: %w", err)
 	}
-	defer rows.Close()
 	list := []TokenInfo{}
-	for rows.Next() {
-		var t TokenInfo
-		var left sql.NullInt64
-		var by sql.NullString
-		if err := rows.Scan(&t.ID, &t.User, &t.Role, &t.CreatedBy, &t.AgeS, &t.State, &left, &by); err != nil {
-			return nil, fmt.Errorf("listing tokens: %w", err)
+	for _, r := range rows {
+		t := TokenInfo{ID: r.ID, User: r.User, Role: r.Role, CreatedBy: r.CreatedBy, AgeS: r.AgeS, State: r.State, RevokedBy: r.RevokedBy.String}
+		if r.LeftS.Valid {
+			t.ExpiresS = &r.LeftS.Int64
 		}
-		if left.Valid {
-			t.ExpiresS = &left.Int64
-		}
-		t.RevokedBy = by.String
 		list = append(list, t)
 	}
-	return list, rows.Err()
+	return list, nil
 }
 
 // RevokeToken refuses the token from now on, in every serve process (each
@@ -156,13 +149,12 @@ func (e *Engine) Authenticate(ctx context.Context, token string) (*Principal, er
 	if !strings.HasPrefix(token, tokenPrefix) || len(token) > 100 {
 		return nil, nil // not one of ours: no query
 	}
-	var p Principal
-	err := e.sql().TokenAuth.QueryRow(ctx, e.DB, drivers.HashParams{Hash: HashToken(token)}).Scan(&p.TokenID, &p.User, &p.Role)
+	r, err := e.sql().TokenAuth.One(ctx, e.DB, drivers.HashParams{Hash: HashToken(token)})
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil
 	}
 	if err != nil {
 		return nil, fmt.Errorf("checking an API token: %w", err)
 	}
-	return &p, nil
+	return &Principal{TokenID: r.ID, User: r.User, Role: r.Role}, nil
 }

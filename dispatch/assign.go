@@ -92,9 +92,9 @@ func (e *Engine) activeCounts(ctx context.Context, tx *sql.Tx, task *Task, pendi
 		if _, seen := active[r.user]; seen {
 			continue
 		}
-		var n int
-		if err := e.sql().ActiveCountForUser.QueryRow(ctx, tx, drivers.TaskUserParams{TaskID: task.ID, User: r.user}).Scan(&n); err != nil {
-			return nil, fmt.Errorf("counting active work of %s: %w", r.user, err)
+		n, err := e.activeCount(ctx, tx, task, r.user)
+		if err != nil {
+			return nil, err
 		}
 		active[r.user] = n
 	}

@@ -72,9 +72,10 @@ func (e *Engine) logRequest(ctx context.Context, taskID int64, user string, coun
 		if !e.Driver.IsUniqueViolation(err) {
 			return 0, false, fmt.Errorf("recording the work request: %w", err)
 		}
-		err = e.sql().RequestPendingFor.QueryRow(ctx, e.DB, drivers.TaskUserParams{TaskID: taskID, User: user}).Scan(&id)
+		var pending drivers.IDRow
+		pending, err = e.sql().RequestPendingFor.One(ctx, e.DB, drivers.TaskUserParams{TaskID: taskID, User: user})
 		if err == nil {
-			return id, true, nil
+			return pending.ID, true, nil
 		}
 		if !errors.Is(err, sql.ErrNoRows) {
 			return 0, false, fmt.Errorf("looking for the pending request of %s: %w", user, err)

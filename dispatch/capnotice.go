@@ -20,8 +20,8 @@ func (e *Engine) noteCap(ctx context.Context, task *Task, req *Request) *Request
 		(req.Status != StatusPartial && req.Status != StatusEmpty) {
 		return req
 	}
-	var active int
-	if err := e.sql().ActiveCountForUser.QueryRow(ctx, e.DB, drivers.TaskUserParams{TaskID: task.ID, User: req.User}).Scan(&active); err != nil {
+	active, err := e.activeCount(ctx, e.DB, task, req.User)
+	if err != nil {
 		return req
 	}
 	if active < task.MaxActive {
@@ -34,4 +34,13 @@ func (e *Engine) noteCap(ctx context.Context, task *Task, req *Request) *Request
 	}
 	req.Notice = notice + "; end some with `loanq disposition " + task.Name + " LOAN complete|return|never` (`loanq pipeline` lists yours) before asking for more"
 	return req
+}
+
+// activeCount is user's active work in task: what the per-user cap counts.
+func (e *Engine) activeCount(ctx context.Context, q drivers.Querier, task *Task, user string) (int, error) {
+	r, err := e.sql().ActiveCountForUser.One(ctx, q, drivers.TaskUserParams{TaskID: task.ID, User: user})
+	if err != nil {
+		return 0, fmt.Errorf("counting active work of %s: %w", user, err)
+	}
+	return int(r.N), nil
 }

@@ -48,8 +48,8 @@ func TestReturnTimeFollowsMovedDatabaseClock(t *testing.T) {
 			}
 			d2, db2 := testdb.Open(t, movedDSN)
 			e2 := dispatch.New(db2, d2)
-			var now time.Time
-			if err := d2.Statements().Now.QueryRow(ctx, db2, drivers.NoParams{}).Scan(&now); err != nil || !now.Equal(moved) {
+			clk, err := d2.Statements().Now.One(ctx, db2, drivers.NoParams{})
+			if now := clk.Now.T; err != nil || !now.Equal(moved) {
 				t.Fatalf("the moved connection's database clock reads %s (%v), want %s", now, err, moved)
 			}
 			if _, err := e2.Dispose(ctx, "clock", "1", "oliver", "return", 2*time.Hour, true); err != nil {

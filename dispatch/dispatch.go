@@ -98,36 +98,9 @@ func (e *Engine) sql() *drivers.Statements { return e.Driver.Statements() }
 // switches on them, never on whether a statement is empty.
 func (e *Engine) caps() drivers.Capabilities { return e.Driver.Capabilities() }
 
-// asTime converts what a driver returns for a timestamp column to UTC time:
-// time.Time from pgx, MySQL (parseTime) and godror; ISO text from SQLite.
-func asTime(v any) (time.Time, error) {
-	switch t := v.(type) {
-	case nil:
-		return time.Time{}, nil
-	case time.Time:
-		return t.UTC(), nil
-	case []byte:
-		return parseTimeText(string(t))
-	case string:
-		return parseTimeText(t)
-	}
-	return time.Time{}, fmt.Errorf("unexpected time value %T", v)
-}
-
-func parseTimeText(s string) (time.Time, error) {
-	for _, layout := range []string{time.RFC3339Nano, "2006-01-02T15:04:05.000Z", "2006-01-02 15:04:05.999999999", "2006-01-02 15:04:05"} {
-		if t, err := time.Parse(layout, s); err == nil {
-			return t.UTC(), nil
-		}
-	}
-	return time.Time{}, fmt.Errorf("unrecognised time %q", s)
-}
+// asTime converts what a driver returns for a timestamp column to UTC time
+// (drivers.AsTime).
+func asTime(v any) (time.Time, error) { return drivers.AsTime(v) }
 
 // nullTime scans a nullable timestamp of any driver.
-type nullTime struct{ T time.Time }
-
-func (n *nullTime) Scan(v any) error {
-	t, err := asTime(v)
-	n.T = t
-	return err
-}
+type nullTime = drivers.Time

@@ -526,8 +526,7 @@ func TestWaitStrategyHonoursTimeout(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer tx.Rollback()
-		var id int64
-		if err := f.d.Statements().LockWait.QueryRow(ctx, tx, drivers.TaskParams{TaskID: task.ID}).Scan(&id); err != nil {
+		if _, err := f.d.Statements().LockWait.One(ctx, tx, drivers.TaskParams{TaskID: task.ID}); err != nil {
 			t.Fatal(err)
 		}
 		done := make(chan struct{})

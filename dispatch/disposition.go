@@ -141,9 +141,8 @@ func (e *Engine) Dispose(ctx context.Context, taskName string, loanArg string, u
 // user's after all (assigned to them again just after the UPDATE looked), for
 // the caller to try again, at most a few times.
 func (e *Engine) notDisposed(ctx context.Context, task *Task, loan string, user string, try int) error {
-	var workID int64
-	var assignee string
-	err := e.sql().ActiveWork.QueryRow(ctx, e.DB, drivers.TaskLoanParams{TaskID: task.ID, LoanID: loan}).Scan(&workID, &assignee)
+	w, err := e.sql().ActiveWork.One(ctx, e.DB, drivers.TaskLoanParams{TaskID: task.ID, LoanID: loan})
+	assignee := w.User
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		return e.notActive(ctx, task, loan)
@@ -158,16 +157,14 @@ func (e *Engine) notDisposed(ctx context.Context, task *Task, loan string, user 
 }
 
 func (e *Engine) notActive(ctx context.Context, task *Task, loan string) error {
-	var disp sql.NullString
-	var who string
-	err := e.sql().LastWork.QueryRow(ctx, e.DB, drivers.TaskLoanParams{TaskID: task.ID, LoanID: loan}).Scan(&disp, &who)
+	last, err := e.sql().LastWork.One(ctx, e.DB, drivers.TaskLoanParams{TaskID: task.ID, LoanID: loan})
 	if errors.Is(err, sql.ErrNoRows) {
 		return problem.Usagef("loan %s has never been assigned in task %s: `loanq pipeline` lists your active loans", loan, task.Name)
 	}
 	if err != nil {
 		return fmt.Errorf("reading the history of loan %s: %w", loan, err)
 	}
-	return problem.Usagef("loan %s in task %s is not active: its last assignment (to %s) was already dispositioned %s", loan, task.Name, who, disp.String)
+	return problem.Usagef("loan %s in task %s is not active: its last assignment (to %s) was already dispositioned %s", loan, task.Name, last.User, last.Disposition.String)
 }
 
 // PipelineItem is one active assignment.
@@ -191,23 +188,14 @@ func (e *Engine) Pipeline(ctx context.Context, user, taskName string) ([]Pipelin
 			return nil, err
 		}
 	}
-	rows, err := e.sql().Pipeline.Query(ctx, e.DB, drivers.PipelineParams{User: user, Task: taskName})
+	rows, err := e.sql().Pipeline.All(ctx, e.DB, drivers.PipelineParams{User: user, Task: taskName})
 	if err != nil {
 		return nil, fmt.Errorf("reading the pipeline of %s: %w", user, err)
 	}
-	defer rows.Close()
 	out := []PipelineItem{}
-	for rows.Next() {
-		var it PipelineItem
-		var at nullTime
-		var loan, kind string
-		if err := rows.Scan(&it.Task, &loan, &at, &it.AgeSeconds, &kind); err != nil {
-			return nil, fmt.Errorf("reading the pipeline of %s: %w", user, err)
-		}
-		it.LoanID = drivers.NewKey(drivers.ParseKeyKind(kind), loan)
-		it.AssignedAt = at.T
-		it.AgeMS = it.AgeSeconds * 1000
-		out = append(out, it)
+	for _, r := range rows {
+		out = append(out, PipelineItem{Task: r.Task, LoanID: drivers.NewKey(drivers.ParseKeyKind(r.KeyKind), r.LoanID),
+			AssignedAt: r.AssignedAt.T, AgeSeconds: r.AgeS, AgeMS: r.AgeS * 1000})
 	}
-	return out, rows.Err()
+	return out, nil
 }

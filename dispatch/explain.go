@@ -187,8 +187,7 @@ func (e *Engine) probe(ctx context.Context, task *Task, strategy drivers.Strateg
 		// The task row as the strategy locks it, but never queued behind a
 		// holder (wait would): the probe measures, it does not serve.
 		if s := e.sql().Lock(drivers.Skip); strategy != drivers.Lease && e.caps().Supports(drivers.Skip) {
-			var id int64
-			if err := s.QueryRow(ctx, txA, drivers.TaskParams{TaskID: task.ID}).Scan(&id); err != nil {
+			if _, err := s.One(ctx, txA, drivers.TaskParams{TaskID: task.ID}); err != nil {
 				if err == sql.ErrNoRows || e.Driver.IsLockBusy(err) {
 					p.Note = "another caller holds the task lock now: the probe ran the criteria query without it. "
 				} else {

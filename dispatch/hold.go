@@ -67,11 +67,11 @@ func (e *Engine) holdLimit(ctx context.Context, q drivers.Querier, t *Task) (hol
 	if t.HoldLimit > 0 {
 		return holdBounds{idle: t.HoldLimit, stmt: t.HoldLimit}, nil
 	}
-	var measured sql.NullInt64
-	if err := e.sql().HoldMeasured.QueryRow(ctx, q, drivers.TaskParams{TaskID: t.ID}).Scan(&measured); err != nil {
+	measured, err := e.sql().HoldMeasured.One(ctx, q, drivers.TaskParams{TaskID: t.ID})
+	if err != nil {
 		return holdBounds{derived: true}, fmt.Errorf("reading the measured criteria time of task %s: %w", t.Name, err)
 	}
-	return holdBoundsFor(t, measured), nil
+	return holdBoundsFor(t, measured.MaxMS), nil
 }
 
 // holdBoundsFor is the hold limit of t given the longest of its recent

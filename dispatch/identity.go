@@ -2,7 +2,6 @@ package dispatch
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 
 	"github.com/loanq/loanq/drivers"
@@ -66,14 +65,9 @@ func (e *Engine) Identity(ctx context.Context, user string) (drivers.Identity, e
 	if e.caps().Accounts == drivers.AccountsNone {
 		return drivers.Identity{}, drivers.ErrNoAccounts
 	}
-	var (
-		id     drivers.Identity
-		may    int64
-		mapped sql.NullString
-	)
-	if err := st.QueryRow(ctx, e.DB, drivers.UserParams{User: user}).Scan(&id.Account, &may, &mapped); err != nil {
+	r, err := st.One(ctx, e.DB, drivers.UserParams{User: user})
+	if err != nil {
 		return drivers.Identity{}, fmt.Errorf("reading which users this database account may act as: %w", err)
 	}
-	id.MayActAs, id.Mapped = may == 1, mapped.String
-	return id, nil
+	return drivers.Identity{Account: r.Account, MayActAs: r.MayAct == 1, Mapped: r.Mapped.String}, nil
 }

@@ -100,8 +100,8 @@ func (e *Engine) acquireLease(ctx context.Context, task *Task) (int64, error) {
 		// crashed) will never renew nor release: take its lease over now
 		// instead of after its TTL. The take-over names the dead owner, so
 		// of several callers seeing it at once only one gets the lease.
-		var owner string
-		err := e.sql().LeaseHolder.QueryRow(ctx, tx, drivers.TaskParams{TaskID: task.ID}).Scan(&owner)
+		holder, err := e.sql().LeaseHolder.One(ctx, tx, drivers.TaskParams{TaskID: task.ID})
+		owner := holder.Owner
 		if err != nil || !proc.DeadOnThisHost(owner) {
 			return 0, errBusy
 		}
@@ -113,14 +113,14 @@ func (e *Engine) acquireLease(ctx context.Context, task *Task) (int64, error) {
 			return 0, errBusy
 		}
 	}
-	var token int64
-	if err := e.sql().LeaseToken.QueryRow(ctx, tx, drivers.LeaseOwnerParams{TaskID: task.ID, Owner: e.Holder}).Scan(&token); err != nil {
+	token, err := e.sql().LeaseToken.One(ctx, tx, drivers.LeaseOwnerParams{TaskID: task.ID, Owner: e.Holder})
+	if err != nil {
 		return 0, fmt.Errorf("reading the lease token of task %s: %w", task.Name, err)
 	}
 	if err := tx.Commit(); err != nil {
 		return 0, fmt.Errorf("committing the lease of task %s: %w", task.Name, err)
 	}
-	return token, nil
+	return token.Token, nil
 }
 
 // heartbeat renews the lease every TTL/3 until the returned stop is called

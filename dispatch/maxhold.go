@@ -92,27 +92,13 @@ func (e *Engine) Reclaim(ctx context.Context, taskName, supervisor, user string,
 		return nil, fmt.Errorf("beginning the reclaim: %w", err)
 	}
 	defer tx.Rollback()
-	rows, err := e.sql().WorkOlder.Query(ctx, tx, drivers.WorkOlderParams{TaskID: task.ID, User: user, AgeMS: olderThan.Milliseconds()})
+	rows, err := e.sql().WorkOlder.All(ctx, tx, drivers.WorkOlderParams{TaskID: task.ID, User: user, AgeMS: olderThan.Milliseconds()})
 	if err != nil {
 		return nil, fmt.Errorf("reading the active work of task %s: %w", task.Name, err)
 	}
 	out := []ReclaimItem{}
-	for rows.Next() {
-		var it ReclaimItem
-		var at nullTime
-		var ageS int64
-		var loan string
-		if err := rows.Scan(&it.workID, &loan, &it.User, &at, &ageS); err != nil {
-			rows.Close()
-			return nil, fmt.Errorf("reading the active work of task %s: %w", task.Name, err)
-		}
-		it.LoanID = task.key(loan)
-		it.AssignedAt, it.AgeMS = at.T, ageS*1000
-		out = append(out, it)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("reading the active work of task %s: %w", task.Name, err)
+	for _, r := range rows {
+		out = append(out, ReclaimItem{workID: r.ID, LoanID: task.key(r.LoanID), User: r.User, AssignedAt: r.AssignedAt.T, AgeMS: r.AgeS * 1000})
 	}
 	if dryRun {
 		return out, nil

@@ -149,8 +149,7 @@ func (e *Engine) claimPool(ctx context.Context, task *Task, user string, count i
 	defer tx.Rollback() // no-op after Commit
 	allow := count
 	if task.MaxActive > 0 && e.caps().UserCap == drivers.UserCapRowLock {
-		var locked int64
-		if err := e.sql().UserLock.QueryRow(ctx, tx, drivers.TaskUserParams{TaskID: task.ID, User: user}).Scan(&locked); err != nil {
+		if _, err := e.sql().UserLock.One(ctx, tx, drivers.TaskUserParams{TaskID: task.ID, User: user}); err != nil {
 			return 0, false, fmt.Errorf("locking the per-user cap of %s in task %s: %w", user, task.Name, err)
 		}
 	}
@@ -158,9 +157,9 @@ func (e *Engine) claimPool(ctx context.Context, task *Task, user string, count i
 		return 0, false, err
 	}
 	if task.MaxActive > 0 {
-		var active int
-		if err := e.sql().ActiveCountForUser.QueryRow(ctx, tx, drivers.TaskUserParams{TaskID: task.ID, User: user}).Scan(&active); err != nil {
-			return 0, false, fmt.Errorf("counting active work of %s: %w", user, err)
+		active, err := e.activeCount(ctx, tx, task, user)
+		if err != nil {
+			return 0, false, err
 		}
 		allow = underCap(allow, task.MaxActive, active)
 		if allow == 0 {
@@ -246,7 +245,7 @@ func (e *Engine) takePool(ctx context.Context, tx *sql.Tx, task *Task, found []s
 	for _, id := range rp.claimed {
 		mine[id] = true
 	}
-	all, err := drivers.ScanKeys(e.sql().PoolKeys.Query(ctx, e.DB, drivers.TaskParams{TaskID: task.ID}))
+	all, err := drivers.LoanIDs(e.sql().PoolKeys.All(ctx, e.DB, drivers.TaskParams{TaskID: task.ID}))
 	if err != nil {
 		return nil, fmt.Errorf("reading the pool of task %s: %w", task.Name, err)
 	}
@@ -257,7 +256,7 @@ func (e *Engine) takePool(ctx context.Context, tx *sql.Tx, task *Task, found []s
 	}
 	gone := map[string]bool{}
 	for _, run := range keyChunks(drivers.KeyText, found) {
-		taken, err := drivers.ScanKeys(e.sql().ActiveAmong.Query(ctx, e.DB, drivers.PoolIDsParams{TaskID: task.ID, IDs: drivers.LoanIDsJSON(run)}))
+		taken, err := drivers.LoanIDs(e.sql().ActiveAmong.All(ctx, e.DB, drivers.PoolIDsParams{TaskID: task.ID, IDs: drivers.LoanIDsJSON(run)}))
 		if err != nil {
 			return nil, fmt.Errorf("reading the loans assigned from the pool of task %s meanwhile: %w", task.Name, err)
 		}
@@ -323,14 +322,13 @@ func (e *Engine) Pool(ctx context.Context, task *Task) (*PoolStatus, error) {
 	if task.Prefetch <= 0 {
 		return nil, nil
 	}
-	var p PoolStatus
-	var age sql.NullInt64
-	if err := e.sql().PoolStats.QueryRow(ctx, e.DB, drivers.TaskTTLParams{TaskID: task.ID, TTLMS: task.PrefetchTTL.Milliseconds()}).
-		Scan(&p.Size, &age, &p.Hits, &p.Refills); err != nil {
+	r, err := e.sql().PoolStats.One(ctx, e.DB, drivers.TaskTTLParams{TaskID: task.ID, TTLMS: task.PrefetchTTL.Milliseconds()})
+	if err != nil {
 		return nil, fmt.Errorf("reading the pool of task %s: %w", task.Name, err)
 	}
-	if age.Valid {
-		p.AgeS = &age.Int64
+	p := PoolStatus{Size: r.Fresh, Hits: r.Hits, Refills: r.Refills}
+	if r.AgeS.Valid {
+		p.AgeS = &r.AgeS.Int64
 	}
 	return &p, nil
 }
@@ -394,8 +392,7 @@ func (e *Engine) refillRowLock(ctx context.Context, task *Task) error {
 		return fmt.Errorf("beginning the refill transaction: %w", err)
 	}
 	defer tx.Rollback()
-	var locked int64
-	err = e.sql().Lock(drivers.Skip).QueryRow(ctx, tx, drivers.TaskParams{TaskID: task.ID}).Scan(&locked)
+	_, err = e.sql().Lock(drivers.Skip).One(ctx, tx, drivers.TaskParams{TaskID: task.ID})
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		return errBusy

@@ -132,13 +132,13 @@ func (e *Engine) Prune(ctx context.Context, o PruneOptions) (*PruneResult, error
 // by batch along the primary key between the bounds.
 func (e *Engine) pruneRequests(ctx context.Context, o PruneOptions, b drivers.PruneBoundsParams, res *PruneResult) error {
 	st := e.sql()
-	lo, hi, err := pruneBounds(st.PruneRequestBounds.QueryRow(ctx, e.DB, drivers.PruneBoundsParams{TaskID: b.TaskID, AgeMS: b.AgeMS}))
+	lo, hi, err := pruneBounds(st.PruneRequestBounds.One(ctx, e.DB, drivers.PruneBoundsParams{TaskID: b.TaskID, AgeMS: b.AgeMS}))
 	if err != nil || hi == 0 {
 		return wrapPrune("requests", err)
 	}
 	after := lo - 1
 	for {
-		ids, err := scanIDs(st.PruneRequestBatch.Query(ctx, e.DB, drivers.PruneBatchParams{
+		ids, err := drivers.IDs(st.PruneRequestBatch.All(ctx, e.DB, drivers.PruneBatchParams{
 			TaskID: b.TaskID, AgeMS: b.AgeMS, After: after, Upto: hi, Limit: o.Batch}))
 		if err != nil || len(ids) == 0 {
 			return wrapPrune("requests", err)
@@ -146,11 +146,11 @@ func (e *Engine) pruneRequests(ctx context.Context, o PruneOptions, b drivers.Pr
 		after = ids[len(ids)-1]
 		list := idList(ids)
 		if o.DryRun {
-			var work int64
-			if err := st.PruneWorkCount.QueryRow(ctx, e.DB, drivers.IDListParams{IDs: list}).Scan(&work); err != nil {
+			work, err := st.PruneWorkCount.One(ctx, e.DB, drivers.IDListParams{IDs: list})
+			if err != nil {
 				return wrapPrune("requests", err)
 			}
-			res.Removed.Work += work
+			res.Removed.Work += work.N
 			res.Removed.Requests += int64(len(ids))
 		} else {
 			// Two transactions, the work rows first (the requests'
@@ -188,13 +188,13 @@ func (e *Engine) pruneRequests(ctx context.Context, o PruneOptions, b drivers.Pr
 // drivers.PruneKeepRuns left out.
 func (e *Engine) pruneRuns(ctx context.Context, o PruneOptions, b drivers.PruneBoundsParams, res *PruneResult) error {
 	st := e.sql()
-	lo, hi, err := pruneBounds(st.PruneRunBounds.QueryRow(ctx, e.DB, drivers.PruneBoundsParams{TaskID: b.TaskID, AgeMS: b.AgeMS}))
+	lo, hi, err := pruneBounds(st.PruneRunBounds.One(ctx, e.DB, drivers.PruneBoundsParams{TaskID: b.TaskID, AgeMS: b.AgeMS}))
 	if err != nil || hi == 0 {
 		return err
 	}
 	after := lo - 1
 	for {
-		ids, err := scanIDs(st.PruneRunBatch.Query(ctx, e.DB, drivers.PruneBatchParams{
+		ids, err := drivers.IDs(st.PruneRunBatch.All(ctx, e.DB, drivers.PruneBatchParams{
 			TaskID: b.TaskID, AgeMS: b.AgeMS, After: after, Upto: hi, Limit: o.Batch}))
 		if err != nil || len(ids) == 0 {
 			return err
@@ -242,29 +242,8 @@ func (e *Engine) pruneTx(ctx context.Context, res *PruneResult, fn func(*sql.Tx)
 }
 
 // pruneBounds scans the id range a prune walks (0, 0 when there is none).
-func pruneBounds(row *drivers.Row) (lo, hi int64, err error) {
-	var l, h sql.NullInt64
-	if err := row.Scan(&l, &h); err != nil {
-		return 0, 0, err
-	}
-	return l.Int64, h.Int64, nil
-}
-
-// scanIDs scans one batch's ids, in id order.
-func scanIDs(rows *sql.Rows, err error) ([]int64, error) {
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var ids []int64
-	for rows.Next() {
-		var id int64
-		if err := rows.Scan(&id); err != nil {
-			return nil, err
-		}
-		ids = append(ids, id)
-	}
-	return ids, rows.Err()
+func pruneBounds(b drivers.BoundsRow, err error) (lo, hi int64, _ error) {
+	return b.Lo.Int64, b.Hi.Int64, err
 }
 
 func idList(ids []int64) string {

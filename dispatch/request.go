@@ -2,7 +2,6 @@ package dispatch
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"time"
 
@@ -314,50 +313,33 @@ type pendingRequest struct {
 }
 
 func (e *Engine) pending(ctx context.Context, q drivers.Querier, taskID int64) ([]pendingRequest, error) {
-	rows, err := e.sql().RequestsPending.Query(ctx, q, drivers.TaskParams{TaskID: taskID})
+	rows, err := e.sql().RequestsPending.All(ctx, q, drivers.TaskParams{TaskID: taskID})
 	if err != nil {
 		return nil, fmt.Errorf("reading pending requests: %w", err)
 	}
-	defer rows.Close()
 	var out []pendingRequest
-	for rows.Next() {
-		var p pendingRequest
-		var created nullTime
-		if err := rows.Scan(&p.id, &p.user, &p.requested, &created); err != nil {
-			return nil, fmt.Errorf("reading pending requests: %w", err)
-		}
-		p.createdAt = created.T
-		out = append(out, p)
+	for _, r := range rows {
+		out = append(out, pendingRequest{id: r.ID, user: r.User, requested: r.Requested, createdAt: r.CreatedAt.T})
 	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // Request reads a request and its loans (one statement: a row per loan, one
 // row with no loan when it has none); an unknown id is bad input.
 func (e *Engine) Request(ctx context.Context, id int64) (*Request, error) {
-	rows, err := e.sql().RequestWithLoans.Query(ctx, e.DB, drivers.IDParams{ID: id})
+	rows, err := e.sql().RequestWithLoans.All(ctx, e.DB, drivers.IDParams{ID: id})
 	if err != nil {
 		return nil, fmt.Errorf("reading request %d: %w", id, err)
 	}
-	defer rows.Close()
 	var r *Request
-	for rows.Next() {
-		var x Request
-		var created nullTime
-		var loan, kind sql.NullString
-		if err := rows.Scan(&x.ID, &x.TaskID, &x.Task, &x.User, &x.Requested, &x.Assigned, &x.Status, &created, &loan, &kind); err != nil {
-			return nil, fmt.Errorf("reading request %d: %w", id, err)
-		}
+	for _, x := range rows {
 		if r == nil {
-			x.CreatedAt, x.Loans = created.T, []drivers.Key{}
-			r = &x
+			r = &Request{ID: x.ID, TaskID: x.TaskID, Task: x.Task, User: x.User, Requested: x.Requested,
+				Assigned: x.Assigned, Status: x.Status, CreatedAt: x.CreatedAt.T, Loans: []drivers.Key{}}
 		}
-		if loan.Valid {
-			r.Loans = append(r.Loans, drivers.NewKey(drivers.ParseKeyKind(kind.String), loan.String))
+		if x.LoanID.Valid {
+			r.Loans = append(r.Loans, drivers.NewKey(drivers.ParseKeyKind(x.KeyKind.String), x.LoanID.String))
 		}
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("reading request %d: %w", id, err)
 	}
 	if r == nil {
 		return nil, problem.Usagef("unknown request id %d: give the request_id that `loanq work get` printed", id)

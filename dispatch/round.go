@@ -81,8 +81,7 @@ func (e *Engine) serveRoundRowLock(ctx context.Context, task *Task, strategy dri
 		lockCtx, cancel = context.WithDeadline(ctx, lockDeadline)
 		defer cancel()
 	}
-	var locked int64
-	err = e.sql().Lock(strategy).QueryRow(lockCtx, tx, drivers.TaskParams{TaskID: task.ID}).Scan(&locked)
+	_, err = e.sql().Lock(strategy).One(lockCtx, tx, drivers.TaskParams{TaskID: task.ID})
 	switch {
 	case errors.Is(err, sql.ErrNoRows): // SKIP LOCKED skipped the row
 		return errBusy

@@ -124,8 +124,7 @@ func (e *Engine) claimRows(ctx context.Context, rl drivers.RowLocker, task *Task
 	defer tx.Rollback() // no-op after Commit
 	allow := req.Requested
 	if task.MaxActive > 0 {
-		var locked int64
-		if err := e.sql().UserLock.QueryRow(ctx, tx, drivers.TaskUserParams{TaskID: task.ID, User: req.User}).Scan(&locked); err != nil {
+		if _, err := e.sql().UserLock.One(ctx, tx, drivers.TaskUserParams{TaskID: task.ID, User: req.User}); err != nil {
 			return fmt.Errorf("locking the per-user cap of %s in task %s: %w", req.User, task.Name, err)
 		}
 	}
@@ -137,9 +136,9 @@ func (e *Engine) claimRows(ctx context.Context, rl drivers.RowLocker, task *Task
 		return err
 	}
 	if task.MaxActive > 0 {
-		var active int
-		if err := e.sql().ActiveCountForUser.QueryRow(ctx, tx, drivers.TaskUserParams{TaskID: task.ID, User: req.User}).Scan(&active); err != nil {
-			return fmt.Errorf("counting active work of %s: %w", req.User, err)
+		active, err := e.activeCount(ctx, tx, task, req.User)
+		if err != nil {
+			return err
 		}
 		allow = underCap(allow, task.MaxActive, active)
 	}
@@ -380,9 +379,9 @@ func (e *Engine) keepVerdict(ctx context.Context, id int64, verdict string) erro
 // LockVerdict is the verdict of the task's last lock probe (`task create|
 // update --lock rows`), "" when it was never probed.
 func (e *Engine) LockVerdict(ctx context.Context, t *Task) (string, error) {
-	var v sql.NullString
-	if err := e.sql().TaskVerdictGet.QueryRow(ctx, e.DB, drivers.IDParams{ID: t.ID}).Scan(&v); err != nil {
+	v, err := e.sql().TaskVerdictGet.One(ctx, e.DB, drivers.IDParams{ID: t.ID})
+	if err != nil {
 		return "", fmt.Errorf("reading the lock verdict of task %s: %w", t.Name, err)
 	}
-	return v.String, nil
+	return v.Verdict.String, nil
 }

@@ -76,7 +76,7 @@ func (e *Engine) awaitRows(ctx context.Context, task *Task, bound time.Duration)
 	defer conn.Close()
 	if e.caps().WaitBound == drivers.BoundSessionSetting {
 		var saved any
-		if err := e.sql().WaitLockSave.QueryRow(ctx, conn, drivers.NoParams{}).Scan(&saved); err != nil {
+		if err := e.saveLockWait(ctx, conn, &saved); err != nil {
 			return false, fmt.Errorf("reading the session lock wait limit: %w", err)
 		}
 		defer func() {

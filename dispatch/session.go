@@ -65,15 +65,14 @@ func (e *Engine) SessionOf(ctx context.Context, id string) (*Session, error) {
 	if id == "" || len(id) > 100 {
 		return nil, nil // not one of ours: no query
 	}
-	var s Session
-	err := e.sql().SessionAuth.QueryRow(ctx, e.DB, drivers.HashParams{Hash: HashToken(id)}).Scan(&s.User, &s.Role, &s.CSRF)
+	r, err := e.sql().SessionAuth.One(ctx, e.DB, drivers.HashParams{Hash: HashToken(id)})
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil
 	}
 	if err != nil {
 		return nil, fmt.Errorf("checking a session: %w", err)
 	}
-	return &s, nil
+	return &Session{Principal: Principal{User: r.User, Role: r.Role}, CSRF: r.CSRF}, nil
 }
 
 // EndSession deletes the session whose id is id (sign-out); no session is
@@ -100,24 +99,18 @@ func (e *Engine) History(ctx context.Context, user string, since time.Duration) 
 	if err := validateUser(user); err != nil {
 		return nil, err
 	}
-	rows, err := e.sql().History.Query(ctx, e.DB, drivers.HistoryParams{User: user, AgeMs: since.Milliseconds()})
+	rows, err := e.sql().History.All(ctx, e.DB, drivers.HistoryParams{User: user, AgeMs: since.Milliseconds()})
 	if err != nil {
 		return nil, fmt.Errorf("reading the history of %s: %w", user, err)
 	}
-	defer rows.Close()
 	out := []HistoryItem{}
-	for rows.Next() {
-		var it HistoryItem
-		var at, ret nullTime
-		var loan, kind string
-		if err := rows.Scan(&it.Task, &loan, &it.Disposition, &at, &ret, &kind); err != nil {
-			return nil, fmt.Errorf("reading the history of %s: %w", user, err)
-		}
-		it.DisposedAt, it.LoanID = at.T, drivers.NewKey(drivers.ParseKeyKind(kind), loan)
-		if !ret.T.IsZero() {
-			it.ReturnAt = &ret.T
+	for _, r := range rows {
+		it := HistoryItem{Task: r.Task, LoanID: drivers.NewKey(drivers.ParseKeyKind(r.KeyKind), r.LoanID),
+			Disposition: r.Disposition, DisposedAt: r.DisposedAt.T}
+		if !r.ReturnAt.T.IsZero() {
+			it.ReturnAt = &r.ReturnAt.T
 		}
 		out = append(out, it)
 	}
-	return out, rows.Err()
+	return out, nil
 }

@@ -36,13 +36,11 @@ type taskLoad struct {
 }
 
 func (e *Engine) load(ctx context.Context, q drivers.Querier, task *Task) (taskLoad, error) {
-	var l taskLoad
-	err := e.sql().TaskLoad.QueryRow(ctx, q, drivers.TaskWindowParams{TaskID: task.ID, WindowMS: arrivalWindow.Milliseconds()}).
-		Scan(&l.requests, &l.need, &l.recent, &l.runs, &l.meanMS, &l.maxMS)
+	r, err := e.sql().TaskLoad.One(ctx, q, drivers.TaskWindowParams{TaskID: task.ID, WindowMS: arrivalWindow.Milliseconds()})
 	if err != nil {
-		return l, fmt.Errorf("reading the pending requests of task %s: %w", task.Name, err)
+		return taskLoad{}, fmt.Errorf("reading the pending requests of task %s: %w", task.Name, err)
 	}
-	return l, nil
+	return taskLoad{requests: r.Requests, need: r.Need, recent: r.Loans, runs: r.Runs, meanMS: r.MeanMS, maxMS: r.MaxMS}, nil
 }
 
 // criteriaLimit is the criteria query's row limit for the pending need: the

@@ -1,8 +1,6 @@
 package dispatch
 
 import (
-	"database/sql"
-
 	"context"
 	"fmt"
 	"sort"
@@ -36,11 +34,11 @@ type WorkFilter struct {
 
 // dbNow reads the database clock.
 func (e *Engine) dbNow(ctx context.Context) (time.Time, error) {
-	var v any
-	if err := e.sql().Now.QueryRow(ctx, e.DB, drivers.NoParams{}).Scan(&v); err != nil {
+	r, err := e.sql().Now.One(ctx, e.DB, drivers.NoParams{})
+	if err != nil {
 		return time.Time{}, fmt.Errorf("reading the database clock: %w", err)
 	}
-	return asTime(v)
+	return r.Now.T, nil
 }
 
 // WorkList returns everyone's active work, oldest first. The filters are
@@ -57,26 +55,16 @@ func (e *Engine) WorkList(ctx context.Context, f WorkFilter) ([]ActiveItem, erro
 			return nil, err
 		}
 	}
-	rows, err := e.sql().ActiveWorkAll.Query(ctx, e.DB, drivers.NoParams{})
+	rows, err := e.sql().ActiveWorkAll.All(ctx, e.DB, drivers.NoParams{})
 	if err != nil {
 		return nil, fmt.Errorf("reading active work: %w", err)
 	}
-	defer rows.Close()
 	out := []ActiveItem{}
-	for rows.Next() {
-		var it ActiveItem
-		var at nullTime
-		var loan, kind string
-		if err := rows.Scan(&it.Task, &loan, &it.User, &at, &kind); err != nil {
-			return nil, fmt.Errorf("reading active work: %w", err)
+	for _, r := range rows {
+		if (f.Task == "" || r.Task == f.Task) && (f.User == "" || r.User == f.User) {
+			out = append(out, ActiveItem{Task: r.Task, User: r.User, AssignedAt: r.AssignedAt.T,
+				LoanID: drivers.NewKey(drivers.ParseKeyKind(r.KeyKind), r.LoanID)})
 		}
-		it.AssignedAt, it.LoanID = at.T, drivers.NewKey(drivers.ParseKeyKind(kind), loan)
-		if (f.Task == "" || it.Task == f.Task) && (f.User == "" || it.User == f.User) {
-			out = append(out, it)
-		}
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("reading active work: %w", err)
 	}
 	// The clock is read after the rows, so no age is negative.
 	now, err := e.dbNow(ctx)
@@ -187,67 +175,43 @@ func (e *Engine) Stats(ctx context.Context, taskName string) ([]*TaskStats, erro
 		s.Pool = p
 	}
 	window := StatsWindow.Milliseconds()
-	if err := e.scanStats("pending requests", func() (*sql.Rows, error) {
-		return e.sql().StatsPending.Query(ctx, e.DB, drivers.NoParams{})
-	}, func(scan func(...any) error) error {
-		var name string
-		var n int64
-		if err := scan(&name, &n); err != nil {
-			return err
-		}
-		if s := byName[name]; s != nil {
-			s.PendingRequests = n
-		}
-		return nil
-	}); err != nil {
-		return nil, err
+	pending, err := e.sql().StatsPending.All(ctx, e.DB, drivers.NoParams{})
+	if err != nil {
+		return nil, fmt.Errorf("task stats, pending requests: %w", err)
 	}
-	if err := e.scanStats("active work", func() (*sql.Rows, error) {
-		return e.sql().StatsActiveByUser.Query(ctx, e.DB, drivers.NoParams{})
-	}, func(scan func(...any) error) error {
-		var name, user string
-		var n int64
-		if err := scan(&name, &user, &n); err != nil {
-			return err
+	for _, r := range pending {
+		if s := byName[r.Task]; s != nil {
+			s.PendingRequests = r.N
 		}
-		if s := byName[name]; s != nil {
-			s.ActiveByUser = append(s.ActiveByUser, UserCount{User: user, Count: n})
-			s.ActiveTotal += n
-		}
-		return nil
-	}); err != nil {
-		return nil, err
 	}
-	if err := e.scanStats("dispositions", func() (*sql.Rows, error) {
-		return e.sql().StatsDispositions.Query(ctx, e.DB, drivers.WindowParams{WindowMS: window})
-	}, func(scan func(...any) error) error {
-		var name, kind string
-		var n int64
-		if err := scan(&name, &kind, &n); err != nil {
-			return err
+	active, err := e.sql().StatsActiveByUser.All(ctx, e.DB, drivers.NoParams{})
+	if err != nil {
+		return nil, fmt.Errorf("task stats, active work: %w", err)
+	}
+	for _, r := range active {
+		if s := byName[r.Task]; s != nil {
+			s.ActiveByUser = append(s.ActiveByUser, UserCount{User: r.User, Count: r.N})
+			s.ActiveTotal += r.N
 		}
-		if s := byName[name]; s != nil {
-			s.Dispositions[kind] = n
+	}
+	disps, err := e.sql().StatsDispositions.All(ctx, e.DB, drivers.WindowParams{WindowMS: window})
+	if err != nil {
+		return nil, fmt.Errorf("task stats, dispositions: %w", err)
+	}
+	for _, r := range disps {
+		if s := byName[r.Task]; s != nil {
+			s.Dispositions[r.Disposition] = r.N
 		}
-		return nil
-	}); err != nil {
-		return nil, err
 	}
 	durations := map[string][]int64{}
 	served := map[string]int64{}
-	if err := e.scanStats("criteria-query runs", func() (*sql.Rows, error) {
-		return e.sql().StatsRuns.Query(ctx, e.DB, drivers.WindowParams{WindowMS: window})
-	}, func(scan func(...any) error) error {
-		var name string
-		var ms, reqs int64
-		if err := scan(&name, &ms, &reqs); err != nil {
-			return err
-		}
-		durations[name] = append(durations[name], ms)
-		served[name] += reqs
-		return nil
-	}); err != nil {
-		return nil, err
+	runs, err := e.sql().StatsRuns.All(ctx, e.DB, drivers.WindowParams{WindowMS: window})
+	if err != nil {
+		return nil, fmt.Errorf("task stats, criteria-query runs: %w", err)
+	}
+	for _, r := range runs {
+		durations[r.Task] = append(durations[r.Task], r.DurationMS)
+		served[r.Task] += r.RequestsServed
 	}
 	for name, s := range byName {
 		sort.Slice(s.ActiveByUser, func(i, j int) bool { return s.ActiveByUser[i].User < s.ActiveByUser[j].User })
@@ -269,22 +233,4 @@ func percentile(sorted []int64, p int) int64 {
 		rank = 1
 	}
 	return sorted[rank-1]
-}
-
-// scanStats runs one statement (query) and hands each row to row.
-func (e *Engine) scanStats(what string, query func() (*sql.Rows, error), row func(scan func(...any) error) error) error {
-	rows, err := query()
-	if err != nil {
-		return fmt.Errorf("task stats, %s: %w", what, err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		if err := row(rows.Scan); err != nil {
-			return fmt.Errorf("task stats, %s: %w", what, err)
-		}
-	}
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("task stats, %s: %w", what, err)
-	}
-	return nil
 }

@@ -378,32 +378,22 @@ func (e *Engine) runnable(t *Task) error {
 	return storedCriteria(t, sqllex.For(e.Driver))
 }
 
-func (e *Engine) scanTask(row interface{ Scan(...any) error }) (*Task, error) {
-	var t Task
-	var maxActive, holdMS, maxHoldMS, prefetch, prefetchTTL, prefetchLow sql.NullInt64
-	var lock string
-	var delayMS, ttlMS int64
-	var created nullTime
-	// order_by is NULL on Oracle for a task without --order: Oracle stores the
-	// empty string as NULL.
-	var order, kind sql.NullString
-	if err := row.Scan(&t.ID, &t.Name, &t.Source, &t.Key, &t.Where, &order, &maxActive, &lock,
-		&delayMS, &ttlMS, &t.CreatedBy, &created, &holdMS, &maxHoldMS, &prefetch, &prefetchTTL, &prefetchLow, &kind); err != nil {
+// scanTask makes a task of its row (TaskByName, TaskByID, TaskList); err is
+// the read's (passed through).
+func (e *Engine) scanTask(r drivers.TaskRow, err error) (*Task, error) {
+	if err != nil {
 		return nil, err
 	}
-	t.KeyKind = drivers.ParseKeyKind(kind.String)
-	t.Order = order.String
-	t.MaxActive = int(maxActive.Int64)
-	t.Lock = drivers.Strategy(lock)
-	t.QueryDelay = time.Duration(delayMS) * time.Millisecond
-	t.LeaseTTL = time.Duration(ttlMS) * time.Millisecond
-	t.HoldLimit = time.Duration(holdMS.Int64) * time.Millisecond
-	t.MaxHold = time.Duration(maxHoldMS.Int64) * time.Millisecond
-	t.Prefetch = int(prefetch.Int64)
-	t.PrefetchTTL = time.Duration(prefetchTTL.Int64) * time.Millisecond
-	t.PrefetchLow = int(prefetchLow.Int64)
-	t.CreatedAt = created.T
-	return &t, nil
+	ms := func(n int64) time.Duration { return time.Duration(n) * time.Millisecond }
+	return &Task{ID: r.ID, Name: r.Name, Source: r.Source, Key: r.Key, Where: r.Criteria,
+		// order_by is NULL on Oracle for a task without --order: Oracle
+		// stores the empty string as NULL.
+		Order:     r.Order.String,
+		MaxActive: int(r.MaxActive.Int64), Lock: drivers.Strategy(r.Lock),
+		QueryDelay: ms(r.DelayMS), LeaseTTL: ms(r.LeaseMS), CreatedBy: r.CreatedBy, CreatedAt: r.CreatedAt.T,
+		HoldLimit: ms(r.HoldMS.Int64), MaxHold: ms(r.MaxHoldMS.Int64),
+		Prefetch: int(r.Prefetch.Int64), PrefetchTTL: ms(r.PrefetchTTLMS.Int64), PrefetchLow: int(r.PrefetchLow.Int64),
+		KeyKind: drivers.ParseKeyKind(r.KeyKind.String)}, nil
 }
 
 // Task returns a task by name; an unknown name is bad input.
@@ -415,7 +405,7 @@ func (e *Engine) Task(ctx context.Context, name string) (*Task, error) {
 }
 
 func (e *Engine) taskByName(ctx context.Context, name string) (*Task, error) {
-	t, err := e.scanTask(e.sql().TaskByName.QueryRow(ctx, e.DB, drivers.NameParams{Name: name}))
+	t, err := e.scanTask(e.sql().TaskByName.One(ctx, e.DB, drivers.NameParams{Name: name}))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, &problem.Error{Kind: problem.Usage, Msg: fmt.Sprintf("unknown task %q", name), Hint: e.taskHint(ctx, name)}
 	}
@@ -446,7 +436,7 @@ func (e *Engine) taskHint(ctx context.Context, name string) string {
 }
 
 func (e *Engine) taskByID(ctx context.Context, id int64) (*Task, error) {
-	t, err := e.scanTask(e.sql().TaskByID.QueryRow(ctx, e.DB, drivers.IDParams{ID: id}))
+	t, err := e.scanTask(e.sql().TaskByID.One(ctx, e.DB, drivers.IDParams{ID: id}))
 	if err != nil {
 		return nil, fmt.Errorf("reading task %d: %w", id, err)
 	}
@@ -455,20 +445,16 @@ func (e *Engine) taskByID(ctx context.Context, id int64) (*Task, error) {
 
 // Tasks lists every task by name.
 func (e *Engine) Tasks(ctx context.Context) ([]*Task, error) {
-	rows, err := e.sql().TaskList.Query(ctx, e.DB, drivers.NoParams{})
+	rows, err := e.sql().TaskList.All(ctx, e.DB, drivers.NoParams{})
 	if err != nil {
 		return nil, fmt.Errorf("listing tasks: %w", err)
 	}
-	defer rows.Close()
 	var out []*Task
-	for rows.Next() {
-		t, err := e.scanTask(rows)
-		if err != nil {
-			return nil, fmt.Errorf("listing tasks: %w", err)
-		}
+	for _, r := range rows {
+		t, _ := e.scanTask(r, nil)
 		out = append(out, t)
 	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // QueryRun is one logged run of a task's criteria query.
@@ -491,22 +477,16 @@ type QueryRun struct {
 
 // Runs returns the latest criteria-query runs of a task, newest first.
 func (e *Engine) Runs(ctx context.Context, t *Task) ([]QueryRun, error) {
-	rows, err := e.sql().TaskRuns.Query(ctx, e.DB, drivers.TaskParams{TaskID: t.ID})
+	rows, err := e.sql().TaskRuns.All(ctx, e.DB, drivers.TaskParams{TaskID: t.ID})
 	if err != nil {
 		return nil, fmt.Errorf("reading the runs of task %s: %w", t.Name, err)
 	}
-	defer rows.Close()
 	var out []QueryRun
-	for rows.Next() {
-		var r QueryRun
-		var started nullTime
-		if err := rows.Scan(&r.ID, &r.Strategy, &r.Holder, &started, &r.DurationMS, &r.RowsFound, &r.RequestsServed, &r.LoansAssigned); err != nil {
-			return nil, fmt.Errorf("reading the runs of task %s: %w", t.Name, err)
-		}
-		r.StartedAt = started.T
-		out = append(out, r)
+	for _, r := range rows {
+		out = append(out, QueryRun{ID: r.ID, Strategy: r.Strategy, Holder: r.Holder, StartedAt: r.StartedAt.T,
+			DurationMS: r.DurationMS, RowsFound: r.RowsFound, RequestsServed: r.RequestsServed, LoansAssigned: r.LoansAssigned})
 	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // DeleteTask removes a task with its whole history: assignments, requests and
@@ -528,15 +508,15 @@ func (e *Engine) DeleteTask(ctx context.Context, name string, force bool) (int64
 	// their commit finds no task row). A dialect without row locks (SQLite)
 	// serialises writers anyway.
 	if drivers.Supports(e.Driver, drivers.Wait) {
-		var id int64
-		if err := e.sql().LockWait.QueryRow(ctx, tx, drivers.TaskParams{TaskID: task.ID}).Scan(&id); err != nil {
+		if _, err := e.sql().LockWait.One(ctx, tx, drivers.TaskParams{TaskID: task.ID}); err != nil {
 			return 0, fmt.Errorf("locking task %s before deleting it: %w", name, err)
 		}
 	}
-	var active int64
-	if err := e.sql().ActiveWorkCount.QueryRow(ctx, tx, drivers.TaskParams{TaskID: task.ID}).Scan(&active); err != nil {
+	count, err := e.sql().ActiveWorkCount.One(ctx, tx, drivers.TaskParams{TaskID: task.ID})
+	if err != nil {
 		return 0, fmt.Errorf("counting active work of task %s: %w", name, err)
 	}
+	active := count.N
 	if active > 0 && !force {
 		return 0, problem.Usagef("task %s has %d active assignment(s): disposition them first, or delete with --force to drop them too", name, active)
 	}

@@ -72,7 +72,7 @@ func (e *Engine) awaitLock(ctx context.Context, task *Task, strategy drivers.Str
 	defer conn.Close()
 	var saved any
 	if e.caps().WaitBound == drivers.BoundSessionSetting {
-		if err := e.sql().WaitLockSave.QueryRow(ctx, conn, drivers.NoParams{}).Scan(&saved); err != nil {
+		if err := e.saveLockWait(ctx, conn, &saved); err != nil {
 			return false, fmt.Errorf("reading the session lock wait limit: %w", err)
 		}
 		defer func() {
@@ -131,7 +131,7 @@ func (e *Engine) awaitLock(ctx context.Context, task *Task, strategy drivers.Str
 // waitShared is the share-mode queue of awaitLock, in a transaction of its
 // own that it rolls back before returning: granted says the lock was granted
 // (the holder committed or died), served that the request was then served.
-func (e *Engine) waitShared(ctx context.Context, conn *sql.Conn, task *Task, id int64, share *drivers.Stmt[drivers.TaskParams], bound time.Duration) (served, granted bool, err error) {
+func (e *Engine) waitShared(ctx context.Context, conn *sql.Conn, task *Task, id int64, share *drivers.Query[drivers.TaskParams, drivers.IDRow], bound time.Duration) (served, granted bool, err error) {
 	tx, err := conn.BeginTx(ctx, nil)
 	if err != nil {
 		return false, false, fmt.Errorf("waiting for the lock of task %s: %w", task.Name, err)
@@ -151,7 +151,7 @@ func boundSeconds(bound time.Duration) int {
 
 // queueOnTask bounds the lock wait of tx (WaitLockSet) and queues on the task
 // row with lock. It returns false, and no error, when the bound passed first.
-func (e *Engine) queueOnTask(ctx context.Context, tx *sql.Tx, task *Task, lock *drivers.Stmt[drivers.TaskParams], bound time.Duration) (bool, error) {
+func (e *Engine) queueOnTask(ctx context.Context, tx *sql.Tx, task *Task, lock *drivers.Query[drivers.TaskParams, drivers.IDRow], bound time.Duration) (bool, error) {
 	if e.caps().WaitBound.IsSetting() {
 		if _, err := e.sql().WaitLockSet.Exec(ctx, tx, drivers.MillisParams{MS: bound.Milliseconds()}); err != nil {
 			return false, fmt.Errorf("bounding the lock wait: %w", err)
@@ -161,8 +161,7 @@ func (e *Engine) queueOnTask(ctx context.Context, tx *sql.Tx, task *Task, lock *
 	// it does not (a limit rounded up to whole seconds, a lost setting).
 	lockCtx, cancel := context.WithTimeout(ctx, time.Duration(boundSeconds(bound))*time.Second+2*time.Second)
 	defer cancel()
-	var locked int64
-	err := lock.QueryRow(lockCtx, tx, drivers.TaskParams{TaskID: task.ID}).Scan(&locked)
+	_, err := lock.One(lockCtx, tx, drivers.TaskParams{TaskID: task.ID})
 	switch {
 	case err == nil:
 		return true, nil
@@ -180,13 +179,11 @@ func (e *Engine) queueOnTask(ctx context.Context, tx *sql.Tx, task *Task, lock *
 // readWake reads the request after a granted wait: true when it is no longer
 // pending.
 func (e *Engine) readWake(ctx context.Context, q drivers.Querier, id int64) (bool, error) {
-	var status string
-	var owner sql.NullString
-	var free int
-	if err := e.sql().RequestWake.QueryRow(ctx, q, drivers.IDParams{ID: id}).Scan(&status, &owner, &free); err != nil {
+	w, err := e.sql().RequestWake.One(ctx, q, drivers.IDParams{ID: id})
+	if err != nil {
 		return false, fmt.Errorf("reading request %d: %w", id, err)
 	}
-	return status != StatusPending, nil
+	return w.Status != StatusPending, nil
 }
 
 // pollRequest polls the request row until it is served, the lease is free or
@@ -202,16 +199,14 @@ func (e *Engine) pollRequest(ctx context.Context, task *Task, id int64, bound ti
 		if err := pause.For(ctx, step); err != nil {
 			return false, err
 		}
-		var status string
-		var owner sql.NullString
-		var free int
-		if err := e.sql().RequestWake.QueryRow(ctx, e.DB, drivers.IDParams{ID: id}).Scan(&status, &owner, &free); err != nil {
+		w, err := e.sql().RequestWake.One(ctx, e.DB, drivers.IDParams{ID: id})
+		if err != nil {
 			return false, fmt.Errorf("reading request %d: %w", id, err)
 		}
-		if status != StatusPending {
+		if w.Status != StatusPending {
 			return true, nil
 		}
-		if free == 1 || (owner.Valid && proc.DeadOnThisHost(owner.String)) {
+		if w.LeaseFree == 1 || (w.Owner.Valid && proc.DeadOnThisHost(w.Owner.String)) {
 			return false, nil
 		}
 	}
@@ -227,9 +222,17 @@ func (e *Engine) pollInterval(ctx context.Context, task *Task, bound time.Durati
 // recentQueryTime is the mean duration of the task's ten latest criteria-query
 // runs (loanq_query_run), or its --query-delay when none is logged yet.
 func (e *Engine) recentQueryTime(ctx context.Context, task *Task) time.Duration {
-	var runs, meanMS int64
-	if err := e.sql().RecentRuns.QueryRow(ctx, e.DB, drivers.TaskParams{TaskID: task.ID}).Scan(&runs, &meanMS); err != nil || runs == 0 {
+	r, err := e.sql().RecentRuns.One(ctx, e.DB, drivers.TaskParams{TaskID: task.ID})
+	if err != nil || r.Runs == 0 {
 		return task.QueryDelay
 	}
-	return time.Duration(meanMS) * time.Millisecond
+	return time.Duration(r.MeanMS) * time.Millisecond
+}
+
+// saveLockWait reads the session's lock wait limit on conn into saved, to
+// be put back with WaitLockRestore.
+func (e *Engine) saveLockWait(ctx context.Context, conn *sql.Conn, saved *any) error {
+	r, err := e.sql().WaitLockSave.One(ctx, conn, drivers.NoParams{})
+	*saved = r.Value
+	return err
 }

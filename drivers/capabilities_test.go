@@ -23,7 +23,7 @@ func testOverride(s *Statements) {
 	s.WaitLockSet.SQL = `SET LOCAL lock_timeout = :ms`
 	s.WaitLockRestore.SQL = `SET LOCAL lock_timeout = :value`
 	s.HoldLimitSet.SQL = `SET LOCAL idle = :idle_ms, stmt = :statement_ms`
-	s.Identity.SQL = `SELECT current_user, :user, NULL`
+	s.Identity.SQL = `SELECT current_user AS account_name, :user AS may_act, NULL AS mapped`
 }
 
 // Build refuses statements that disagree with the capabilities, both ways:

@@ -22,7 +22,9 @@
 //     Build refuses statements that disagree with the capabilities: one a
 //     capability needs left empty, or one it never sends given (a
 //     statement with an `empty` tag is sent exactly when its capability
-//     says so). `loanq sql` prints the capabilities and the statements, so
+//     says so), and a read whose select list does not name its row type's
+//     columns in order (an override keeps the portable text's aliases).
+//     `loanq sql` prints the capabilities and the statements, so
 //     what users read is what the driver executes;
 //     e2e/fault_injection_test.go checks that the file builds SQL from
 //     literals and constants only.

@@ -30,7 +30,7 @@ func ClaimPool(ctx context.Context, d Driver, tx Querier, taskID, ttlMS int64, l
 		}
 		return p.LockPool(ctx, tx, taskID, ttlMS, limit)
 	}
-	ids, err := ScanKeys(d.Statements().PoolClaim.Query(ctx, tx, PoolClaimParams{TaskID: taskID, TTLMS: ttlMS, Limit: limit}))
+	ids, err := LoanIDs(d.Statements().PoolClaim.All(ctx, tx, PoolClaimParams{TaskID: taskID, TTLMS: ttlMS, Limit: limit}))
 	if err != nil {
 		return nil, fmt.Errorf("claiming pool candidates: %w", err)
 	}

@@ -28,28 +28,28 @@ const PruneKeepRuns = 40
 // others only where its database differs (see Build).
 func Portable() *Statements {
 	return &Statements{
-		Now: Stmt[NoParams]{SQL: `SELECT {{now}}`},
+		Now: Query[NoParams, NowRow]{SQL: `SELECT {{now}} AS db_now`},
 
 		TaskInsert: Stmt[TaskInsertParams]{SQL: `INSERT INTO loanq_task (name, source_table, key_column, criteria, order_by, max_active,
        lock_strategy, query_delay_ms, lease_ttl_ms, created_by, created_at, hold_limit_ms, key_kind)
 VALUES (:name, :source, :key, :criteria, :order, :max_active, :lock_strategy, :query_delay_ms, :lease_ttl_ms,
         :created_by, {{now}}, :hold_limit_ms, :key_kind){{returningID}}`},
-		TaskByName: Stmt[NameParams]{SQL: `SELECT ` + taskColumns + ` FROM loanq_task WHERE name = :name`},
-		TaskByID:   Stmt[IDParams]{SQL: `SELECT ` + taskColumns + ` FROM loanq_task WHERE id = :id`},
-		TaskList:   Stmt[NoParams]{SQL: `SELECT ` + taskColumns + ` FROM loanq_task ORDER BY name`},
-		TaskRuns: Stmt[TaskParams]{SQL: `SELECT id, strategy, holder, started_at, duration_ms, rows_found, requests_served, loans_assigned
+		TaskByName: Query[NameParams, TaskRow]{SQL: `SELECT ` + taskColumns + ` FROM loanq_task WHERE name = :name`},
+		TaskByID:   Query[IDParams, TaskRow]{SQL: `SELECT ` + taskColumns + ` FROM loanq_task WHERE id = :id`},
+		TaskList:   Query[NoParams, TaskRow]{SQL: `SELECT ` + taskColumns + ` FROM loanq_task ORDER BY name`},
+		TaskRuns: Query[TaskParams, RunRow]{SQL: `SELECT id, strategy, holder, started_at, duration_ms, rows_found, requests_served, loans_assigned
 FROM loanq_query_run WHERE task_id = :task_id ORDER BY id DESC {{limit "10"}}`},
 
 		RequestInsert: Stmt[RequestInsertParams]{SQL: `INSERT INTO loanq_work_request (task_id, user_name, requested, assigned, status, created_at)
 VALUES (:task_id, :user, :requested, 0, 'pending', {{now}}){{returningID}}`},
-		RequestByID: Stmt[IDParams]{SQL: `SELECT r.id, r.task_id, t.name, r.user_name, r.requested, r.assigned, r.status, r.created_at, r.served_at
+		RequestByID: Query[IDParams, RequestRow]{SQL: `SELECT r.id, r.task_id, t.name, r.user_name, r.requested, r.assigned, r.status, r.created_at, r.served_at
 FROM loanq_work_request r JOIN loanq_task t ON t.id = r.task_id
 WHERE r.id = :id`},
-		RequestsPending: Stmt[TaskParams]{SQL: `SELECT id, user_name, requested, created_at FROM loanq_work_request
+		RequestsPending: Query[TaskParams, PendingRow]{SQL: `SELECT id, user_name, requested, created_at FROM loanq_work_request
 WHERE task_id = :task_id AND status = 'pending' ORDER BY created_at, id`},
 		RequestFinish: Stmt[RequestFinishParams]{SQL: `UPDATE loanq_work_request SET assigned = :assigned, status = :status, served_at = {{now}}
 WHERE id = :id AND status = 'pending'`},
-		RequestWithLoans: Stmt[IDParams]{SQL: `SELECT r.id, r.task_id, t.name, r.user_name, r.requested, r.assigned, r.status, r.created_at, w.loan_id, t.key_kind
+		RequestWithLoans: Query[IDParams, RequestLoanRow]{SQL: `SELECT r.id, r.task_id, t.name, r.user_name, r.requested, r.assigned, r.status, r.created_at, w.loan_id, t.key_kind
 FROM loanq_work_request r JOIN loanq_task t ON t.id = r.task_id
 LEFT JOIN loanq_work w ON w.request_id = r.id
 WHERE r.id = :id
@@ -57,20 +57,20 @@ ORDER BY w.id`},
 
 		// The task row is found by its primary key, so the lock covers that
 		// one row (InnoDB: that one index record, no gap lock).
-		LockSkip:   Stmt[TaskParams]{SQL: `SELECT id FROM loanq_task WHERE id = :task_id FOR UPDATE SKIP LOCKED`},
-		LockNoWait: Stmt[TaskParams]{SQL: `SELECT id FROM loanq_task WHERE id = :task_id FOR UPDATE NOWAIT`},
-		LockWait:   Stmt[TaskParams]{SQL: `SELECT id FROM loanq_task WHERE id = :task_id FOR UPDATE`},
+		LockSkip:   Query[TaskParams, IDRow]{SQL: `SELECT id FROM loanq_task WHERE id = :task_id FOR UPDATE SKIP LOCKED`},
+		LockNoWait: Query[TaskParams, IDRow]{SQL: `SELECT id FROM loanq_task WHERE id = :task_id FOR UPDATE NOWAIT`},
+		LockWait:   Query[TaskParams, IDRow]{SQL: `SELECT id FROM loanq_task WHERE id = :task_id FOR UPDATE`},
 		LeaseAcquire: Stmt[LeaseTakeParams]{SQL: `UPDATE loanq_task
 SET lease_owner = :owner, lease_token = lease_token + 1,
     lease_expires_at = {{nowPlusMs ":ttl_ms"}}
 WHERE id = :task_id AND (lease_owner IS NULL OR lease_expires_at <= {{now}})`},
-		LeaseToken: Stmt[LeaseOwnerParams]{SQL: `SELECT lease_token FROM loanq_task WHERE id = :task_id AND lease_owner = :owner`},
+		LeaseToken: Query[LeaseOwnerParams, TokenRow]{SQL: `SELECT lease_token FROM loanq_task WHERE id = :task_id AND lease_owner = :owner`},
 		LeaseFenceRelease: Stmt[LeaseFenceParams]{SQL: `UPDATE loanq_task SET lease_owner = NULL, lease_expires_at = NULL
 WHERE id = :task_id AND lease_owner = :owner AND lease_token = :token AND lease_expires_at > {{now}}`},
 		LeaseRelease: Stmt[LeaseFenceParams]{SQL: `UPDATE loanq_task SET lease_owner = NULL, lease_expires_at = NULL
 WHERE id = :task_id AND lease_owner = :owner AND lease_token = :token`},
 
-		ActiveCountForUser: Stmt[TaskUserParams]{SQL: `SELECT COUNT(*) FROM loanq_work WHERE task_id = :task_id AND user_name = :user AND disposition IS NULL`},
+		ActiveCountForUser: Query[TaskUserParams, Count]{SQL: `SELECT COUNT(*) AS n FROM loanq_work WHERE task_id = :task_id AND user_name = :user AND disposition IS NULL`},
 		// The list's order is the work rows' id order, the order a request's
 		// loans are read back in. Every value comes from the list: no table
 		// is read (in InnoDB an INSERT … SELECT would take shared next-key
@@ -83,30 +83,30 @@ ORDER BY a.n`},
        rows_found, requests_served, loans_assigned, pooled)
 VALUES (:task_id, :strategy, :holder, {{nowMinusMs ":started_ago_ms"}}, :duration_ms, :rows_found, :requests_served, :loans_assigned, :pooled)`},
 
-		ActiveWork: Stmt[TaskLoanParams]{SQL: `SELECT id, user_name FROM loanq_work WHERE task_id = :task_id AND loan_id = :loan_id AND disposition IS NULL`},
-		LastWork: Stmt[TaskLoanParams]{SQL: `SELECT disposition, user_name FROM loanq_work WHERE task_id = :task_id AND loan_id = :loan_id
+		ActiveWork: Query[TaskLoanParams, ActiveWorkRow]{SQL: `SELECT id, user_name FROM loanq_work WHERE task_id = :task_id AND loan_id = :loan_id AND disposition IS NULL`},
+		LastWork: Query[TaskLoanParams, LastWorkRow]{SQL: `SELECT disposition, user_name FROM loanq_work WHERE task_id = :task_id AND loan_id = :loan_id
 ORDER BY assigned_at DESC, id DESC {{limit "1"}}`},
 		DisposeLoan: Stmt[DisposeLoanParams]{SQL: `UPDATE loanq_work
 SET disposition = :disposition, disposed_at = {{now}},
     return_at = {{nowPlusMs ":return_after_ms"}}
 WHERE task_id = :task_id AND loan_id = :loan_id AND user_name = :user AND disposition IS NULL`},
 
-		Pipeline: Stmt[PipelineParams]{SQL: `SELECT t.name, w.loan_id, w.assigned_at, {{age "w.assigned_at"}}, t.key_kind
+		Pipeline: Query[PipelineParams, PipelineRow]{SQL: `SELECT t.name, w.loan_id, w.assigned_at, {{age "w.assigned_at"}} AS age_s, t.key_kind
 FROM loanq_work w JOIN loanq_task t ON t.id = w.task_id
 WHERE w.user_name = :user AND w.disposition IS NULL AND (:task = '' OR t.name = :task)
 ORDER BY w.assigned_at, w.id`},
 
-		RequestWake: Stmt[IDParams]{SQL: `SELECT r.status, t.lease_owner,
-       CASE WHEN t.lease_owner IS NULL OR t.lease_expires_at <= {{now}} THEN 1 ELSE 0 END
+		RequestWake: Query[IDParams, WakeRow]{SQL: `SELECT r.status, t.lease_owner,
+       CASE WHEN t.lease_owner IS NULL OR t.lease_expires_at <= {{now}} THEN 1 ELSE 0 END AS lease_free
 FROM loanq_work_request r JOIN loanq_task t ON t.id = r.task_id
 WHERE r.id = :id`},
 		// A queued FOR UPDATE; how its wait is bounded is the dialect's
 		// (a session setting around it, or WAIT n in the statement).
-		LockWaitBounded: Stmt[TaskParams]{SQL: `SELECT id FROM loanq_task WHERE id = :task_id FOR UPDATE`},
-		RecentRuns: Stmt[TaskParams]{SQL: `SELECT COUNT(*), {{integer "COALESCE(AVG(duration_ms), 0)"}} FROM (
+		LockWaitBounded: Query[TaskParams, IDRow]{SQL: `SELECT id FROM loanq_task WHERE id = :task_id FOR UPDATE`},
+		RecentRuns: Query[TaskParams, RecentRunsRow]{SQL: `SELECT COUNT(*) AS runs, {{integer "COALESCE(AVG(duration_ms), 0)"}} AS mean_ms FROM (
   SELECT duration_ms FROM loanq_query_run WHERE task_id = :task_id ORDER BY id DESC {{limit "10"}}) r`},
 		// Three one-row reads, each an index range, in one round trip.
-		TaskLoad: Stmt[TaskWindowParams]{SQL: `SELECT p.requests, p.need, w.loans, r.runs, r.mean_ms, r.max_ms
+		TaskLoad: Query[TaskWindowParams, TaskLoadRow]{SQL: `SELECT p.requests, p.need, w.loans, r.runs, r.mean_ms, r.max_ms
 FROM (SELECT COUNT(*) AS requests, COALESCE(SUM(requested), 0) AS need FROM loanq_work_request
       WHERE task_id = :task_id AND status = 'pending') p
 CROSS JOIN (SELECT COALESCE(SUM(requested), 0) AS loans FROM loanq_work_request
@@ -115,7 +115,7 @@ CROSS JOIN (SELECT COUNT(*) AS runs, {{integer "COALESCE(AVG(duration_ms), 0)"}}
       SELECT duration_ms FROM loanq_query_run WHERE task_id = :task_id ORDER BY id DESC {{limit "10"}}) recent) r`},
 		LeaseRenew: Stmt[LeaseRenewParams]{SQL: `UPDATE loanq_task SET lease_expires_at = {{nowPlusMs ":ttl_ms"}}
 WHERE id = :task_id AND lease_owner = :owner AND lease_token = :token AND lease_expires_at > {{now}}`},
-		LeaseHolder: Stmt[TaskParams]{SQL: `SELECT lease_owner FROM loanq_task WHERE id = :task_id AND lease_owner IS NOT NULL AND lease_expires_at > {{now}}`},
+		LeaseHolder: Query[TaskParams, OwnerRow]{SQL: `SELECT lease_owner FROM loanq_task WHERE id = :task_id AND lease_owner IS NOT NULL AND lease_expires_at > {{now}}`},
 		LeaseTakeOver: Stmt[LeaseTakeOverParams]{SQL: `UPDATE loanq_task
 SET lease_owner = :owner, lease_token = lease_token + 1,
     lease_expires_at = {{nowPlusMs ":ttl_ms"}}
@@ -123,7 +123,7 @@ WHERE id = :task_id AND lease_owner = :dead_owner`},
 		// A plain insert whose duplicate-key error the engine ignores (INSERT
 		// IGNORE or MERGE would hide other errors, or still race).
 		UserLockEnsure: Stmt[TaskUserParams]{SQL: `INSERT INTO loanq_task_user (task_id, user_name) VALUES (:task_id, :user)`},
-		UserLock:       Stmt[TaskUserParams]{SQL: `SELECT task_id FROM loanq_task_user WHERE task_id = :task_id AND user_name = :user FOR UPDATE`},
+		UserLock:       Query[TaskUserParams, TaskIDRow]{SQL: `SELECT task_id FROM loanq_task_user WHERE task_id = :task_id AND user_name = :user FOR UPDATE`},
 		// A loan active for the task already is not inserted: skipped by the
 		// index where the dialect can (SkipActiveConflict), else a
 		// duplicate-key error that rolls back this statement only (the
@@ -131,7 +131,7 @@ WHERE id = :task_id AND lease_owner = :dead_owner`},
 		WorkInsertRows: Stmt[WorkInsertParams]{SQL: `INSERT INTO loanq_work (task_id, loan_id, user_name, request_id, assigned_at)
 VALUES (:task_id, :loan_id, :user, :request_id, {{now}}){{skipActiveConflict}}`},
 
-		HoldMeasured: Stmt[TaskParams]{SQL: `SELECT MAX(duration_ms) FROM (
+		HoldMeasured: Query[TaskParams, MaxMSRow]{SQL: `SELECT MAX(duration_ms) AS max_ms FROM (
   SELECT duration_ms FROM loanq_query_run WHERE task_id = :task_id ORDER BY id DESC {{limit "10"}}) recent`},
 
 		// Named locks: the row is created on first use and then only updated.
@@ -142,18 +142,18 @@ VALUES (:task_id, :loan_id, :user, :request_id, {{now}}){{skipActiveConflict}}`}
 SET holder = :holder, token = token + 1, taken_at = {{now}},
     expires_at = {{nowPlusMs ":ttl_ms"}}
 WHERE name = :name AND (holder IS NULL OR expires_at <= {{now}})`},
-		NamedLockRead: Stmt[NameParams]{SQL: `SELECT holder, token, taken_at, expires_at, {{now}} FROM loanq_lock WHERE name = :name`},
+		NamedLockRead: Query[NameParams, NamedLockRow]{SQL: `SELECT holder, token, taken_at, expires_at, {{now}} AS db_now FROM loanq_lock WHERE name = :name`},
 		NamedLockRenew: Stmt[NamedLockRenewParams]{SQL: `UPDATE loanq_lock SET expires_at = {{nowPlusMs ":ttl_ms"}}
 WHERE name = :name AND holder = :holder AND token = :token AND expires_at > {{now}}`},
 		NamedLockRelease: Stmt[NamedLockFenceParams]{SQL: `UPDATE loanq_lock SET holder = NULL, expires_at = NULL
 WHERE name = :name AND holder = :holder AND token = :token`},
-		NamedLockList: Stmt[NoParams]{SQL: `SELECT name, holder, token, taken_at, expires_at, {{now}} FROM loanq_lock ORDER BY name`},
+		NamedLockList: Query[NoParams, NamedLockListRow]{SQL: `SELECT name, holder, token, taken_at, expires_at, {{now}} AS db_now FROM loanq_lock ORDER BY name`},
 
-		StatsDispositions: Stmt[WindowParams]{SQL: `SELECT t.name, w.disposition, COUNT(*)
+		StatsDispositions: Query[WindowParams, TaskDispositionCountRow]{SQL: `SELECT t.name, w.disposition, COUNT(*) AS n
 FROM loanq_work w JOIN loanq_task t ON t.id = w.task_id
 WHERE w.disposition IS NOT NULL AND w.disposed_at > {{nowMinusMs ":window_ms"}}
 GROUP BY t.name, w.disposition`},
-		StatsRuns: Stmt[WindowParams]{SQL: `SELECT t.name, r.duration_ms, r.requests_served
+		StatsRuns: Query[WindowParams, StatsRunRow]{SQL: `SELECT t.name, r.duration_ms, r.requests_served
 FROM loanq_query_run r JOIN loanq_task t ON t.id = r.task_id
 WHERE r.started_at > {{nowMinusMs ":window_ms"}}
 ORDER BY r.started_at DESC, r.id DESC`},
@@ -165,35 +165,35 @@ ORDER BY r.started_at DESC, r.id DESC`},
 		// below it had all ended before today when the floor was read and
 		// never change again, so they are counted once an hour; rows from the
 		// floor up are a primary-key range, counted at every refresh.
-		DashPending: Stmt[NoParams]{SQL: `SELECT task_id, COUNT(*), {{age "MIN(created_at)"}}
+		DashPending: Query[NoParams, DashPendingRow]{SQL: `SELECT task_id, COUNT(*) AS pending, {{age "MIN(created_at)"}} AS oldest_s
 FROM loanq_work_request WHERE status = 'pending' GROUP BY task_id`},
-		DashActive: Stmt[DashActiveParams]{SQL: `SELECT task_id, user_name, COUNT(*), {{age "MIN(assigned_at)"}},
-       COUNT(CASE WHEN {{age "assigned_at"}} >= :hold_s THEN 1 END)
+		DashActive: Query[DashActiveParams, DashActiveRow]{SQL: `SELECT task_id, user_name, COUNT(*) AS active, {{age "MIN(assigned_at)"}} AS oldest_s,
+       COUNT(CASE WHEN {{age "assigned_at"}} >= :hold_s THEN 1 END) AS held
 FROM loanq_work WHERE disposition IS NULL GROUP BY task_id, user_name`},
-		DashDoneFloor: Stmt[NoParams]{SQL: `SELECT MIN(CASE WHEN disposition IS NULL THEN id END),
-       MIN(CASE WHEN disposed_at >= {{startOfToday}} THEN id END), MAX(id)
+		DashDoneFloor: Query[NoParams, DashFloorRow]{SQL: `SELECT MIN(CASE WHEN disposition IS NULL THEN id END) AS active_floor,
+       MIN(CASE WHEN disposed_at >= {{startOfToday}} THEN id END) AS today_floor, MAX(id) AS max_id
 FROM loanq_work`},
-		DashDoneBefore: Stmt[FloorParams]{SQL: `SELECT task_id, user_name, disposition, COUNT(*)
+		DashDoneBefore: Query[FloorParams, DashDoneBeforeRow]{SQL: `SELECT task_id, user_name, disposition, COUNT(*) AS n
 FROM loanq_work WHERE id < :floor AND disposition IS NOT NULL GROUP BY task_id, user_name, disposition`},
-		DashDone: Stmt[FloorParams]{SQL: `SELECT task_id, user_name, disposition, COUNT(*),
-       COUNT(CASE WHEN disposed_at >= {{startOfToday}} THEN 1 END)
+		DashDone: Query[FloorParams, DashDoneRow]{SQL: `SELECT task_id, user_name, disposition, COUNT(*) AS n,
+       COUNT(CASE WHEN disposed_at >= {{startOfToday}} THEN 1 END) AS today
 FROM loanq_work WHERE id >= :floor AND disposition IS NOT NULL GROUP BY task_id, user_name, disposition`},
-		DashRuns: Stmt[TaskLimitParams]{SQL: `SELECT id, {{age "started_at"}}, duration_ms, rows_found, requests_served, loans_assigned
+		DashRuns: Query[TaskLimitParams, DashRunRow]{SQL: `SELECT id, {{age "started_at"}} AS age_s, duration_ms, rows_found, requests_served, loans_assigned
 FROM loanq_query_run WHERE task_id = :task_id ORDER BY id DESC {{limit ":limit"}}`},
-		DashDispositions: Stmt[TaskLimitParams]{SQL: `SELECT loan_id, user_name, disposition, {{age "disposed_at"}},
-       {{secondsBetween "assigned_at" "disposed_at"}}
+		DashDispositions: Query[TaskLimitParams, DashDispositionRow]{SQL: `SELECT loan_id, user_name, disposition, {{age "disposed_at"}} AS age_s,
+       {{secondsBetween "assigned_at" "disposed_at"}} AS held_s
 FROM loanq_work WHERE task_id = :task_id AND disposition IS NOT NULL ORDER BY id DESC {{limit ":limit"}}`},
 
-		RequestPendingFor: Stmt[TaskUserParams]{SQL: `SELECT id FROM loanq_work_request WHERE task_id = :task_id AND user_name = :user AND status = 'pending'`},
+		RequestPendingFor: Query[TaskUserParams, IDRow]{SQL: `SELECT id FROM loanq_work_request WHERE task_id = :task_id AND user_name = :user AND status = 'pending'`},
 		RequestCancel: Stmt[IDUserParams]{SQL: `UPDATE loanq_work_request SET status = 'cancelled', served_at = {{now}}
 WHERE id = :id AND user_name = :user AND status = 'pending'`},
 
 		TaskSetMaxHold: Stmt[TaskMaxHoldParams]{SQL: `UPDATE loanq_task SET max_hold_ms = :max_hold_ms WHERE id = :id`},
 		TaskVerdictSet: Stmt[TaskVerdictParams]{SQL: `UPDATE loanq_task SET lock_verdict = :verdict WHERE id = :id`},
-		TaskVerdictGet: Stmt[IDParams]{SQL: `SELECT lock_verdict FROM loanq_task WHERE id = :id`},
+		TaskVerdictGet: Query[IDParams, VerdictRow]{SQL: `SELECT lock_verdict FROM loanq_task WHERE id = :id`},
 		WorkExpire: Stmt[WorkExpireParams]{SQL: `UPDATE loanq_work SET disposition = 'expired', disposed_at = {{now}}
 WHERE task_id = :task_id AND disposition IS NULL AND assigned_at <= {{nowMinusMs ":max_hold_ms"}}`},
-		WorkOlder: Stmt[WorkOlderParams]{SQL: `SELECT id, loan_id, user_name, assigned_at, {{age "assigned_at"}}
+		WorkOlder: Query[WorkOlderParams, WorkOlderRow]{SQL: `SELECT id, loan_id, user_name, assigned_at, {{age "assigned_at"}} AS age_s
 FROM loanq_work
 WHERE task_id = :task_id AND disposition IS NULL AND (:user = '' OR user_name = :user)
   AND assigned_at <= {{nowMinusMs ":age_ms"}}
@@ -204,7 +204,7 @@ WHERE id = :id AND disposition IS NULL`},
 		TaskSetPrefetch: Stmt[TaskPrefetchParams]{SQL: `UPDATE loanq_task SET prefetch = :prefetch, prefetch_ttl_ms = :ttl_ms, prefetch_low = :low WHERE id = :id`},
 		// The order index (task_id, pos) gives the pool in order; the row
 		// limit stops the locking read after :limit rows it could lock.
-		PoolClaim: Stmt[PoolClaimParams]{SQL: `SELECT loan_id FROM loanq_pool
+		PoolClaim: Query[PoolClaimParams, KeyRow]{SQL: `SELECT loan_id FROM loanq_pool
 WHERE task_id = :task_id AND filled_at > {{nowMinusMs ":ttl_ms"}}
 ORDER BY pos {{limit ":limit"}}
 FOR UPDATE SKIP LOCKED`},
@@ -213,13 +213,13 @@ FOR UPDATE SKIP LOCKED`},
 		PoolFill: Stmt[PoolFillParams]{SQL: `INSERT INTO loanq_pool (task_id, loan_id, pos, filled_at)
 SELECT {{integer ":task_id"}}, a.loan_id, a.n + :offset, {{now}}
 FROM ({{assignmentsFromJSON ":candidates"}}) a`},
-		PoolStats: Stmt[TaskTTLParams]{SQL: `SELECT
-  (SELECT COUNT(*) FROM loanq_pool WHERE task_id = :task_id AND filled_at > {{nowMinusMs ":ttl_ms"}}),
-  (SELECT {{age "MIN(filled_at)"}} FROM loanq_pool WHERE task_id = :task_id AND filled_at > {{nowMinusMs ":ttl_ms"}}),
-  (SELECT COUNT(*) FROM loanq_work_request WHERE task_id = :task_id AND pooled = 1),
-  (SELECT COUNT(*) FROM loanq_query_run WHERE task_id = :task_id AND pooled > 0)`},
-		PoolKeys:    Stmt[TaskParams]{SQL: `SELECT loan_id FROM loanq_pool WHERE task_id = :task_id`},
-		ActiveAmong: Stmt[PoolIDsParams]{SQL: `SELECT loan_id FROM loanq_work WHERE task_id = :task_id AND disposition IS NULL AND {{inLoanIDs "loan_id" ":ids"}}`},
+		PoolStats: Query[TaskTTLParams, PoolStatsRow]{SQL: `SELECT
+  (SELECT COUNT(*) FROM loanq_pool WHERE task_id = :task_id AND filled_at > {{nowMinusMs ":ttl_ms"}}) AS fresh,
+  (SELECT {{age "MIN(filled_at)"}} FROM loanq_pool WHERE task_id = :task_id AND filled_at > {{nowMinusMs ":ttl_ms"}}) AS age_s,
+  (SELECT COUNT(*) FROM loanq_work_request WHERE task_id = :task_id AND pooled = 1) AS hits,
+  (SELECT COUNT(*) FROM loanq_query_run WHERE task_id = :task_id AND pooled > 0) AS refills`},
+		PoolKeys:    Query[TaskParams, KeyRow]{SQL: `SELECT loan_id FROM loanq_pool WHERE task_id = :task_id`},
+		ActiveAmong: Query[PoolIDsParams, KeyRow]{SQL: `SELECT loan_id FROM loanq_work WHERE task_id = :task_id AND disposition IS NULL AND {{inLoanIDs "loan_id" ":ids"}}`},
 		RequestFinishPooled: Stmt[RequestFinishParams]{SQL: `UPDATE loanq_work_request SET assigned = :assigned, status = :status, served_at = {{now}}, pooled = 1
 WHERE id = :id AND status = 'pending'`},
 
@@ -239,56 +239,56 @@ SET source_table = :source,
     key_kind = :key_kind
 WHERE id = :id`},
 
-		RequestsByUser:  Stmt[TaskParams]{SQL: `SELECT user_name, status, COUNT(*) FROM loanq_work_request WHERE task_id = :task_id GROUP BY user_name, status`},
-		WorkByUser:      Stmt[TaskParams]{SQL: `SELECT user_name, disposition, COUNT(*) FROM loanq_work WHERE task_id = :task_id GROUP BY user_name, disposition`},
-		QueryRunTotals:  Stmt[TaskParams]{SQL: `SELECT COUNT(*), COALESCE(SUM(requests_served), 0), COALESCE(SUM(loans_assigned), 0) FROM loanq_query_run WHERE task_id = :task_id`},
-		ActiveWorkCount: Stmt[TaskParams]{SQL: `SELECT COUNT(*) FROM loanq_work WHERE task_id = :task_id AND disposition IS NULL`},
+		RequestsByUser:  Query[TaskParams, UserStatusCountRow]{SQL: `SELECT user_name, status, COUNT(*) AS n FROM loanq_work_request WHERE task_id = :task_id GROUP BY user_name, status`},
+		WorkByUser:      Query[TaskParams, UserDispositionCountRow]{SQL: `SELECT user_name, disposition, COUNT(*) AS n FROM loanq_work WHERE task_id = :task_id GROUP BY user_name, disposition`},
+		QueryRunTotals:  Query[TaskParams, RunTotalsRow]{SQL: `SELECT COUNT(*) AS runs, COALESCE(SUM(requests_served), 0) AS served, COALESCE(SUM(loans_assigned), 0) AS assigned FROM loanq_query_run WHERE task_id = :task_id`},
+		ActiveWorkCount: Query[TaskParams, Count]{SQL: `SELECT COUNT(*) AS n FROM loanq_work WHERE task_id = :task_id AND disposition IS NULL`},
 		DeleteWork:      Stmt[TaskParams]{SQL: `DELETE FROM loanq_work WHERE task_id = :task_id`},
 		DeleteRequests:  Stmt[TaskParams]{SQL: `DELETE FROM loanq_work_request WHERE task_id = :task_id`},
 		DeleteQueryRuns: Stmt[TaskParams]{SQL: `DELETE FROM loanq_query_run WHERE task_id = :task_id`},
 		DeleteTaskUsers: Stmt[TaskParams]{SQL: `DELETE FROM loanq_task_user WHERE task_id = :task_id`},
 		DeleteTaskRow:   Stmt[TaskParams]{SQL: `DELETE FROM loanq_task WHERE id = :task_id`},
-		WorkDuplicates:  Stmt[TaskParams]{SQL: `SELECT COUNT(*), COUNT(*) - COUNT(DISTINCT loan_id) FROM loanq_work WHERE task_id = :task_id`},
+		WorkDuplicates:  Query[TaskParams, DuplicatesRow]{SQL: `SELECT COUNT(*) AS n, COUNT(*) - COUNT(DISTINCT loan_id) AS duplicates FROM loanq_work WHERE task_id = :task_id`},
 
-		ActiveWorkAll: Stmt[NoParams]{SQL: `SELECT t.name, w.loan_id, w.user_name, w.assigned_at, t.key_kind
+		ActiveWorkAll: Query[NoParams, ActiveAllRow]{SQL: `SELECT t.name, w.loan_id, w.user_name, w.assigned_at, t.key_kind
 FROM loanq_work w JOIN loanq_task t ON t.id = w.task_id
 WHERE w.disposition IS NULL
 ORDER BY w.assigned_at, w.id`},
-		StatsPending: Stmt[NoParams]{SQL: `SELECT t.name, COUNT(*)
+		StatsPending: Query[NoParams, TaskCountRow]{SQL: `SELECT t.name, COUNT(*) AS n
 FROM loanq_work_request r JOIN loanq_task t ON t.id = r.task_id
 WHERE r.status = 'pending'
 GROUP BY t.name`},
-		StatsActiveByUser: Stmt[NoParams]{SQL: `SELECT t.name, w.user_name, COUNT(*)
+		StatsActiveByUser: Query[NoParams, TaskUserCountRow]{SQL: `SELECT t.name, w.user_name, COUNT(*) AS n
 FROM loanq_work w JOIN loanq_task t ON t.id = w.task_id
 WHERE w.disposition IS NULL
 GROUP BY t.name, w.user_name`},
 
-		AuditDuplicateActive: Stmt[NoParams]{SQL: `SELECT COUNT(*) FROM (
+		AuditDuplicateActive: Query[NoParams, Count]{SQL: `SELECT COUNT(*) AS n FROM (
   SELECT task_id, loan_id FROM loanq_work WHERE disposition IS NULL
   GROUP BY task_id, loan_id HAVING COUNT(*) > 1) d`},
-		AuditCountMismatch: Stmt[NoParams]{SQL: `SELECT COUNT(*) FROM loanq_work_request r
+		AuditCountMismatch: Query[NoParams, Count]{SQL: `SELECT COUNT(*) AS n FROM loanq_work_request r
 WHERE r.status <> 'pending'
   AND r.assigned <> (SELECT COUNT(*) FROM loanq_work w WHERE w.request_id = r.id)`},
-		AuditBadStatus: Stmt[NoParams]{SQL: `SELECT COUNT(*) FROM loanq_work_request
+		AuditBadStatus: Query[NoParams, Count]{SQL: `SELECT COUNT(*) AS n FROM loanq_work_request
 WHERE (status = 'assigned' AND assigned <> requested)
    OR (status = 'partial' AND (assigned = 0 OR assigned >= requested))
    OR (status = 'empty' AND assigned <> 0)
    OR (status = 'pending' AND assigned <> 0)`},
-		AuditOverCap: Stmt[NoParams]{SQL: `SELECT COUNT(*) FROM (
+		AuditOverCap: Query[NoParams, Count]{SQL: `SELECT COUNT(*) AS n FROM (
   SELECT w.task_id, w.user_name FROM loanq_work w JOIN loanq_task t ON t.id = w.task_id
   WHERE w.disposition IS NULL AND t.max_active IS NOT NULL
   GROUP BY w.task_id, w.user_name, t.max_active HAVING COUNT(*) > t.max_active) c`},
-		AuditPending: Stmt[NoParams]{SQL: `SELECT COUNT(*) FROM loanq_work_request WHERE status = 'pending'`},
+		AuditPending: Query[NoParams, Count]{SQL: `SELECT COUNT(*) AS n FROM loanq_work_request WHERE status = 'pending'`},
 
-		DashRunHistogram:      Stmt[FloorParams]{SQL: runHistogram(">=")},
-		DashRunHistogramBelow: Stmt[FloorParams]{SQL: runHistogram("<")},
-		DashRunMaxID:          Stmt[NoParams]{SQL: `SELECT MAX(id) FROM loanq_query_run`},
+		DashRunHistogram:      Query[FloorParams, HistogramRow]{SQL: runHistogram(">=")},
+		DashRunHistogramBelow: Query[FloorParams, HistogramRow]{SQL: runHistogram("<")},
+		DashRunMaxID:          Query[NoParams, MaxIDRow]{SQL: `SELECT MAX(id) AS max_id FROM loanq_query_run`},
 
 		// Retention. The bounds are ranges of the indexes of migration 00009;
 		// the batches are primary-key ranges; the deletes go by id.
-		PruneRequestBounds: Stmt[PruneBoundsParams]{SQL: `SELECT MIN(id), MAX(id) FROM loanq_work_request
+		PruneRequestBounds: Query[PruneBoundsParams, BoundsRow]{SQL: `SELECT MIN(id) AS lo, MAX(id) AS hi FROM loanq_work_request
 WHERE served_at < {{nowMinusMs ":age_ms"}} AND (:task_id = 0 OR task_id = :task_id)`},
-		PruneRequestBatch: Stmt[PruneBatchParams]{SQL: `SELECT r.id FROM loanq_work_request r
+		PruneRequestBatch: Query[PruneBatchParams, IDRow]{SQL: `SELECT r.id FROM loanq_work_request r
 WHERE r.id > :after AND r.id <= :upto AND r.served_at < {{nowMinusMs ":age_ms"}}
   AND (:task_id = 0 OR r.task_id = :task_id)
   AND NOT EXISTS (
@@ -299,7 +299,7 @@ WHERE r.id > :after AND r.id <= :upto AND r.served_at < {{nowMinusMs ":age_ms"}}
            OR (w.disposition = 'return' AND w.return_at > {{now}})
            OR w.disposed_at >= {{nowMinusMs ":age_ms"}}))
 ORDER BY r.id {{limit ":limit"}}`},
-		PruneWorkCount: Stmt[IDListParams]{SQL: `SELECT COUNT(*) FROM loanq_work WHERE {{inIDs "request_id" ":ids"}}`},
+		PruneWorkCount: Query[IDListParams, Count]{SQL: `SELECT COUNT(*) AS n FROM loanq_work WHERE {{inIDs "request_id" ":ids"}}`},
 		PruneWork: Stmt[PruneIDsParams]{SQL: `DELETE FROM loanq_work
 WHERE {{inIDs "request_id" ":ids"}}
   AND disposition IS NOT NULL AND disposition <> 'never'
@@ -308,11 +308,11 @@ WHERE {{inIDs "request_id" ":ids"}}
 		PruneRequests: Stmt[IDListParams]{SQL: `DELETE FROM loanq_work_request
 WHERE {{inIDs "id" ":ids"}} AND status <> 'pending'
   AND NOT EXISTS (SELECT 1 FROM loanq_work w WHERE w.request_id = loanq_work_request.id)`},
-		PruneRunBounds: Stmt[PruneBoundsParams]{SQL: `SELECT MIN(id), MAX(id) FROM loanq_query_run
+		PruneRunBounds: Query[PruneBoundsParams, BoundsRow]{SQL: `SELECT MIN(id) AS lo, MAX(id) AS hi FROM loanq_query_run
 WHERE task_id = :task_id AND started_at < {{nowMinusMs ":age_ms"}}
   AND id < (SELECT MIN(id) FROM (
     SELECT id FROM loanq_query_run WHERE task_id = :task_id ORDER BY id DESC {{limit "40"}}) k)`},
-		PruneRunBatch: Stmt[PruneBatchParams]{SQL: `SELECT id FROM loanq_query_run
+		PruneRunBatch: Query[PruneBatchParams, IDRow]{SQL: `SELECT id FROM loanq_query_run
 WHERE task_id = :task_id AND id > :after AND id <= :upto AND started_at < {{nowMinusMs ":age_ms"}}
 ORDER BY id {{limit ":limit"}}`},
 		PruneRuns: Stmt[PruneIDsParams]{SQL: `DELETE FROM loanq_query_run
@@ -320,12 +320,12 @@ WHERE {{inIDs "id" ":ids"}} AND started_at < {{nowMinusMs ":age_ms"}}`},
 
 		TokenInsert: Stmt[TokenInsertParams]{SQL: `INSERT INTO loanq_api_token (user_name, role, token_hash, created_by, created_at, expires_at)
 VALUES (:user, :role, :hash, :created_by, {{now}}, {{nowPlusMs ":expires_ms"}}){{returningID}}`},
-		TokenAuth: Stmt[HashParams]{SQL: `SELECT id, user_name, role FROM loanq_api_token
+		TokenAuth: Query[HashParams, TokenAuthRow]{SQL: `SELECT id, user_name, role FROM loanq_api_token
 WHERE token_hash = :hash AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > {{now}})`},
-		TokenList: Stmt[NoParams]{SQL: `SELECT id, user_name, role, created_by, {{age "created_at"}},
+		TokenList: Query[NoParams, TokenListRow]{SQL: `SELECT id, user_name, role, created_by, {{age "created_at"}} AS age_s,
        CASE WHEN revoked_at IS NOT NULL THEN 'revoked'
-            WHEN expires_at IS NOT NULL AND expires_at <= {{now}} THEN 'expired' ELSE 'active' END,
-       CASE WHEN revoked_at IS NULL AND expires_at > {{now}} THEN -({{age "expires_at"}}) END,
+            WHEN expires_at IS NOT NULL AND expires_at <= {{now}} THEN 'expired' ELSE 'active' END AS state,
+       CASE WHEN revoked_at IS NULL AND expires_at > {{now}} THEN -({{age "expires_at"}}) END AS left_s,
        revoked_by
 FROM loanq_api_token ORDER BY id`},
 		TokenRevoke: Stmt[TokenRevokeParams]{SQL: `UPDATE loanq_api_token SET revoked_at = {{now}}, revoked_by = :by
@@ -333,13 +333,13 @@ WHERE id = :id AND revoked_at IS NULL`},
 
 		SessionInsert: Stmt[SessionInsertParams]{SQL: `INSERT INTO loanq_session (session_hash, user_name, role, csrf, token_id, created_at, expires_at)
 VALUES (:hash, :user, :role, :csrf, :token_id, {{now}}, {{nowPlusMs ":ttl_ms"}})`},
-		SessionAuth: Stmt[HashParams]{SQL: `SELECT s.user_name, s.role, s.csrf FROM loanq_session s
+		SessionAuth: Query[HashParams, SessionRow]{SQL: `SELECT s.user_name, s.role, s.csrf FROM loanq_session s
 LEFT JOIN loanq_api_token t ON t.id = s.token_id
 WHERE s.session_hash = :hash AND s.expires_at > {{now}}
   AND (s.token_id IS NULL OR (t.id IS NOT NULL AND t.revoked_at IS NULL AND (t.expires_at IS NULL OR t.expires_at > {{now}})))`},
 		SessionDelete: Stmt[HashParams]{SQL: `DELETE FROM loanq_session WHERE session_hash = :hash`},
 		SessionPrune:  Stmt[NoParams]{SQL: `DELETE FROM loanq_session WHERE expires_at <= {{now}}`},
-		History: Stmt[HistoryParams]{SQL: `SELECT t.name, w.loan_id, w.disposition, w.disposed_at, w.return_at, t.key_kind
+		History: Query[HistoryParams, HistoryRow]{SQL: `SELECT t.name, w.loan_id, w.disposition, w.disposed_at, w.return_at, t.key_kind
 FROM loanq_work w JOIN loanq_task t ON t.id = w.task_id
 WHERE w.user_name = :user AND w.disposition IS NOT NULL AND w.disposed_at > {{nowMinusMs ":age_ms"}}
 ORDER BY w.disposed_at DESC, w.id DESC {{limit "200"}}`},
@@ -356,7 +356,8 @@ func runHistogram(op string) string {
 	}
 	fmt.Fprintf(&b, " ELSE %d END", len(RunDurationBucketsMS))
 	bucket := b.String()
-	return `SELECT task_id, ` + bucket + `, COUNT(*), SUM(duration_ms), SUM(requests_served), SUM(loans_assigned)
+	return `SELECT task_id, ` + bucket + ` AS bucket, COUNT(*) AS runs, SUM(duration_ms) AS total_ms,
+       SUM(requests_served) AS served, SUM(loans_assigned) AS assigned
 FROM loanq_query_run WHERE id ` + op + ` :floor
 GROUP BY task_id, ` + bucket
 }

@@ -13,186 +13,166 @@ import (
 // compiles the result for the dialect. The engine runs these statements and
 // `loanq sql` prints them, so documentation cannot drift from behaviour.
 //
-// Each field's type names its parameters (Stmt[TaskParams] binds a task id):
-// a call passes a typed value, and the binds are taken from it by name. The
-// comments below say what each statement does and what it returns.
+// Each field's type names its parameters (Stmt[TaskParams] binds a task id)
+// and, for a statement that returns rows, its row type (Query[TaskParams,
+// RunRow]): a call passes a typed value, the binds are taken from it by name,
+// and the rows come back as values of the row type, whose columns Build
+// checked against the statement's select list. The comments below say what
+// a statement does; its types say what it takes and returns.
 type Statements struct {
 	// Now reads the database clock. All loanq times come from the database.
-	Now Stmt[NoParams] `purpose:"read the database clock"`
+	Now Query[NoParams, NowRow] `purpose:"read the database clock"`
 
 	// --- tasks ---
 
-	// TaskInsert takes: name, source, key, criteria, order, max_active (NULL for
-	// none), lock_strategy, query_delay_ms, lease_ttl_ms, created_by,
-	// hold_limit_ms (NULL for the derived default).
-	TaskInsert Stmt[TaskInsertParams] `purpose:"create a task"`
-	// TaskByName takes: name. TaskByID takes: id. Both, and TaskList, select in
-	// order: id, name, source, key, criteria, order, max_active, lock_strategy,
-	// query_delay_ms, lease_ttl_ms, created_by, created_at, hold_limit_ms.
-	TaskByName Stmt[NameParams] `purpose:"read a task by name"`
-	TaskByID   Stmt[IDParams]   `purpose:"read a task by id"`
-	TaskList   Stmt[NoParams]   `purpose:"list tasks"`
-	// TaskRuns takes: task id; the ten most recent criteria-query runs.
-	TaskRuns Stmt[TaskParams] `purpose:"recent criteria-query runs of a task"`
+	TaskInsert Stmt[TaskInsertParams]     `purpose:"create a task"`
+	TaskByName Query[NameParams, TaskRow] `purpose:"read a task by name"`
+	TaskByID   Query[IDParams, TaskRow]   `purpose:"read a task by id"`
+	TaskList   Query[NoParams, TaskRow]   `purpose:"list tasks"`
+	TaskRuns   Query[TaskParams, RunRow]  `purpose:"recent criteria-query runs of a task"`
 
 	// --- the request log (docs/algorithm.md, step 1) ---
 
-	// RequestInsert takes: task id, user, requested. Committed on its own before
-	// the lock is tried, so a request is never lost with a rolled-back transaction.
-	RequestInsert Stmt[RequestInsertParams] `purpose:"record a work request (committed before the lock)"`
-	// RequestByID takes: id. Columns: id, task id, task name, user, requested,
-	// assigned, status, created_at, served_at.
-	RequestByID Stmt[IDParams] `purpose:"read a work request"`
-	// RequestsPending takes: task id. Oldest first: id, user, requested,
-	// created_at.
-	// Ordered by created_at, then id, on every dialect: ids are not arrival
-	// order on Oracle RAC, where identity columns are NOORDER and each
-	// instance hands out ids from its own cached range.
-	RequestsPending Stmt[TaskParams] `purpose:"pending requests of a task, oldest first"`
-	// RequestFinish takes: assigned, status, id. Only a pending request changes.
+	// RequestInsert: committed on its own before the lock is tried, so a request
+	// is never lost with a rolled-back transaction.
+	RequestInsert Stmt[RequestInsertParams]   `purpose:"record a work request (committed before the lock)"`
+	RequestByID   Query[IDParams, RequestRow] `purpose:"read a work request"`
+	// RequestsPending: oldest first. Ordered by created_at, then id, on every
+	// dialect: ids are not arrival order on Oracle RAC, where identity columns
+	// are NOORDER and each instance hands out ids from its own cached range.
+	RequestsPending Query[TaskParams, PendingRow] `purpose:"pending requests of a task, oldest first"`
+	// RequestFinish: only a pending request changes.
 	RequestFinish Stmt[RequestFinishParams] `purpose:"set a request's outcome"`
-	// RequestFinishMany takes: [id, assigned, status] outcomes as JSON text.
-	// Only pending requests change; a serving round checks that all did.
+	// RequestFinishMany: only pending requests change; a serving round checks
+	// that all did.
 	RequestFinishMany Stmt[RequestFinishManyParams] `purpose:"set the outcome of a round's requests, one statement" empty:"round finish = each: each request is finished by its own RequestFinish"`
-	// RequestWithLoans takes: id. A request and the loans assigned to it, one
-	// row per loan in assignment order, or one row with a NULL loan when it
-	// has none. Columns: id, task id, task name, user, requested, assigned,
-	// status, created_at, loan id.
-	RequestWithLoans Stmt[IDParams] `purpose:"read a work request with its loans"`
+	// RequestWithLoans: A request and the loans assigned to it, one row per loan
+	// in assignment order, or one row with a NULL loan when it has none.
+	RequestWithLoans Query[IDParams, RequestLoanRow] `purpose:"read a work request with its loans"`
 
 	// --- the task lock (docs/algorithm.md, step 2), one per strategy ---
 
 	// LockSkip, LockNoWait, LockWait bind: task id. Each must be the first
 	// statement of its transaction (docs/algorithm.md, step 2).
-	LockSkip   Stmt[TaskParams] `purpose:"task lock, strategy skip" empty:"strategy skip is not among the strategies"`
-	LockNoWait Stmt[TaskParams] `purpose:"task lock, strategy nowait" empty:"strategy nowait is not among the strategies"`
-	LockWait   Stmt[TaskParams] `purpose:"task lock, strategy wait" empty:"strategy wait is not among the strategies"`
-	// LeaseAcquire takes: owner, ttl ms, task id. Takes the lease when it is free
-	// or expired, and bumps the fencing token. One row affected means taken.
+	LockSkip   Query[TaskParams, IDRow] `purpose:"task lock, strategy skip" empty:"strategy skip is not among the strategies"`
+	LockNoWait Query[TaskParams, IDRow] `purpose:"task lock, strategy nowait" empty:"strategy nowait is not among the strategies"`
+	LockWait   Query[TaskParams, IDRow] `purpose:"task lock, strategy wait" empty:"strategy wait is not among the strategies"`
+	// LeaseAcquire takes the lease when it is free or expired, and bumps the
+	// fencing token. One row affected means taken.
 	LeaseAcquire Stmt[LeaseTakeParams] `purpose:"task lock, strategy lease: take the lease"`
-	// LeaseToken takes: task id, owner. Reads the token just taken.
-	LeaseToken Stmt[LeaseOwnerParams] `purpose:"task lock, strategy lease: read the fencing token"`
-	// LeaseFenceRelease takes: task id, owner, token. The first statement of the
-	// assignment transaction: it succeeds (one row) only while the caller still
-	// holds an unexpired lease with its token, and frees the lease at commit.
+	// LeaseToken reads the token just taken.
+	LeaseToken Query[LeaseOwnerParams, TokenRow] `purpose:"task lock, strategy lease: read the fencing token"`
+	// LeaseFenceRelease: the first statement of the assignment transaction: it
+	// succeeds (one row) only while the caller still holds an unexpired lease
+	// with its token, and frees the lease at commit.
 	LeaseFenceRelease Stmt[LeaseFenceParams] `purpose:"task lock, strategy lease: fencing check and release at commit"`
-	// LeaseRelease takes: task id, owner, token. Frees the lease after a failure.
+	// LeaseRelease frees the lease after a failure.
 	LeaseRelease Stmt[LeaseFenceParams] `purpose:"task lock, strategy lease: give the lease back"`
 
 	// --- assignments ---
 
-	// ActiveCountForUser takes: task id, user. Read after the lock (max_active).
-	ActiveCountForUser Stmt[TaskUserParams] `purpose:"a user's active work in a task (per-user cap)"`
-	// WorkInsertMany takes: task id, [loan, request] pairs as JSON text. A
-	// serving round's loans, every request's, in one statement.
+	// ActiveCountForUser is read after the lock (max_active).
+	ActiveCountForUser Query[TaskUserParams, Count] `purpose:"a user's active work in a task (per-user cap)"`
+	// WorkInsertMany: A serving round's loans, every request's, in one
+	// statement.
 	WorkInsertMany Stmt[WorkInsertManyParams] `purpose:"assign a round's loans, one statement"`
-	// QueryRunInsert takes: task id, strategy, holder, how many ms ago the run
-	// started, duration_ms, rows_found, requests_served, loans_assigned. The
-	// start is the database clock minus that age: no clock read of its own.
+	// QueryRunInsert: the start is the database clock minus StartedAgoMS: no clock
+	// read of its own.
 	QueryRunInsert Stmt[QueryRunParams] `purpose:"log a criteria-query run"`
 
 	// --- dispositions (docs/algorithm.md, "Dispositions and eligibility") ---
 
-	// ActiveWork takes: task id, loan id. Columns: work id, user. Read only
-	// to explain a DisposeLoan that changed nothing.
-	ActiveWork Stmt[TaskLoanParams] `purpose:"the active assignment of a loan in a task"`
-	// LastWork takes: task id, loan id. Columns: disposition, user. Most recent
-	// first, by assigned_at then id (ids: see RequestsPending).
-	LastWork Stmt[TaskLoanParams] `purpose:"the latest assignment of a loan in a task"`
-	// DisposeLoan takes: disposition, return-after milliseconds (NULL unless
-	// return), task id, loan id, user. Ends the loan's active assignment in
-	// the task only if it is the user's: one row (there is at most one active
-	// row per task and loan), or none when the loan is not active or is
-	// someone else's (ActiveWork and LastWork then say which).
+	// ActiveWork is read only to explain a DisposeLoan that changed nothing.
+	ActiveWork Query[TaskLoanParams, ActiveWorkRow] `purpose:"the active assignment of a loan in a task"`
+	// LastWork: most recent first, by assigned_at then id (ids: see
+	// RequestsPending).
+	LastWork Query[TaskLoanParams, LastWorkRow] `purpose:"the latest assignment of a loan in a task"`
+	// DisposeLoan ends the loan's active assignment in the task only if it is
+	// the user's: one row (there is at most one active row per task and loan),
+	// or none when the loan is not active or is someone else's (ActiveWork and
+	// LastWork then say which).
 	DisposeLoan Stmt[DisposeLoanParams] `purpose:"end a user's active assignment of a loan with a disposition"`
 
 	// --- pipeline ---
 
-	// Pipeline takes: user, task name, task name. Oldest first: task, loan,
-	// assigned_at, seconds since assignment. An empty task name means all tasks.
-	Pipeline Stmt[PipelineParams] `purpose:"a user's active work, oldest first"`
+	// Pipeline: oldest first. An empty task name means all tasks.
+	Pipeline Query[PipelineParams, PipelineRow] `purpose:"a user's active work, oldest first"`
 
 	// --- engine under contention: wake-ups, lease heartbeat, rows, coalescing
 	// (docs/algorithm.md, "Waiting", "Lease heartbeat", "The rows strategy") ---
 
-	// RequestWake takes: request id. Columns: status, lease owner (NULL when
-	// none), lease free (1 when no unexpired lease, else 0). What a waiting
-	// caller reads: after its queued lock was granted, or at each poll.
-	RequestWake Stmt[IDParams] `purpose:"wake-up: a waiting caller reads its request and the task's lease"`
-	// WaitLockSave binds nothing: the session's lock wait limit, read on the
-	// waiter's connection before its transaction, to restore afterwards.
-	// Sent where the wait bound is a session setting, which outlives the
-	// transaction (MySQL's SESSION variable).
-	WaitLockSave Stmt[NoParams] `purpose:"wake-up: read the session lock wait limit" empty:"wait bound is not session-setting: no setting outlives the waiter's transaction"`
-	// WaitLockSet takes: milliseconds. Sent in the waiter's transaction just
-	// before LockWaitBounded (or LockShareBounded) where the wait bound is a
-	// setting: it bounds how long the queued lock waits.
+	// RequestWake: what a waiting caller reads: after its queued lock was
+	// granted, or at each poll.
+	RequestWake Query[IDParams, WakeRow] `purpose:"wake-up: a waiting caller reads its request and the task's lease"`
+	// WaitLockSave: the session's lock wait limit, read on the waiter's
+	// connection before its transaction, to restore afterwards. Sent where the
+	// wait bound is a session setting, which outlives the transaction (MySQL's
+	// SESSION variable).
+	WaitLockSave Query[NoParams, SettingRow] `purpose:"wake-up: read the session lock wait limit" empty:"wait bound is not session-setting: no setting outlives the waiter's transaction"`
+	// WaitLockSet is sent in the waiter's transaction just before LockWaitBounded
+	// (or LockShareBounded) where the wait bound is a setting: it bounds how
+	// long the queued lock waits.
 	WaitLockSet Stmt[MillisParams] `purpose:"wake-up: bound the waiter's lock wait" empty:"wait bound = none or in-statement: no setting bounds the wait"`
-	// WaitLockRestore takes: the value WaitLockSave read (nil where the
-	// bound is transaction-local). Sent in the waiter's transaction as soon as the lock is
-	// granted (the waiter may go on to serve), and, where WaitLockSave read
-	// the value, on the same connection after the transaction.
+	// WaitLockRestore is sent in the waiter's transaction as soon as the lock is
+	// granted (the waiter may go on to serve), and, where WaitLockSave read the
+	// value, on the same connection after the transaction.
 	WaitLockRestore Stmt[SettingParams] `purpose:"wake-up: restore the session lock wait limit" empty:"wait bound = none or in-statement: no setting to put back"`
-	// LockWaitBounded takes: task id. A plain queued FOR UPDATE on the task
-	// row; {wait_s} is replaced by the bound in whole seconds (Oracle's
-	// FOR UPDATE WAIT n takes a literal).
-	LockWaitBounded Stmt[TaskParams] `purpose:"wake-up: queue on the task lock, bounded" empty:"wait mode = poll: waiters poll RequestWake"`
-	// LockShareBounded takes: task id. A queued share lock on the task row,
-	// bounded like LockWaitBounded (WaitLockSet before it): it conflicts with
-	// the holder's lock, so it is granted when the holder commits, but not
-	// with the other waiters' share locks, so every waiter is granted at that
-	// same moment and reads its request at once, instead of one after the
-	// other as exclusive waiters are.
-	LockShareBounded Stmt[TaskParams] `purpose:"wake-up: queue on the task lock in share mode, bounded" empty:"wait mode = poll or queue-exclusive: no waiter queues in share mode"`
-	// RecentRuns takes: task id. Columns: number of runs, mean duration_ms of
-	// the task's ten latest criteria-query runs.
-	RecentRuns Stmt[TaskParams] `purpose:"wake-up and coalescing: recent criteria-query time of a task"`
-	// TaskLoad takes: task id, window ms. What a serving round needs to know
-	// of its task, read once right after the lock: the pending requests and
-	// the loans they ask for; the loans requested in the window ending now
-	// (the arrival rate); and of the ten latest criteria-query runs, how many
-	// there are, their mean and their longest duration_ms (NULL when none:
-	// the derived hold limit). Columns in that order.
-	TaskLoad Stmt[TaskWindowParams] `purpose:"serving: pending need, arrival rate and recent criteria-query times of a task, one read"`
-	// LeaseRenew takes: ttl ms, task id, owner, token. The holder's heartbeat:
-	// one row while it still holds an unexpired lease with its token.
+	// LockWaitBounded: A plain queued FOR UPDATE on the task row; {wait_s} is
+	// replaced by the bound in whole seconds (Oracle's FOR UPDATE WAIT n takes a
+	// literal).
+	LockWaitBounded Query[TaskParams, IDRow] `purpose:"wake-up: queue on the task lock, bounded" empty:"wait mode = poll: waiters poll RequestWake"`
+	// LockShareBounded: A queued share lock on the task row, bounded like
+	// LockWaitBounded (WaitLockSet before it): it conflicts with the holder's
+	// lock, so it is granted when the holder commits, but not with the other
+	// waiters' share locks, so every waiter is granted at that same moment and
+	// reads its request at once, instead of one after the other as exclusive
+	// waiters are.
+	LockShareBounded Query[TaskParams, IDRow]         `purpose:"wake-up: queue on the task lock in share mode, bounded" empty:"wait mode = poll or queue-exclusive: no waiter queues in share mode"`
+	RecentRuns       Query[TaskParams, RecentRunsRow] `purpose:"wake-up and coalescing: recent criteria-query time of a task"`
+	// TaskLoad: what a serving round needs to know of its task, read once right
+	// after the lock: the pending requests and the loans they ask for; the loans
+	// requested in the window ending now (the arrival rate); and of the ten
+	// latest criteria-query runs, how many there are, their mean and their
+	// longest duration_ms (NULL when none: the derived hold limit).
+	TaskLoad Query[TaskWindowParams, TaskLoadRow] `purpose:"serving: pending need, arrival rate and recent criteria-query times of a task, one read"`
+	// LeaseRenew: the holder's heartbeat: one row while it still holds an
+	// unexpired lease with its token.
 	LeaseRenew Stmt[LeaseRenewParams] `purpose:"lease heartbeat: renew the lease while the criteria query runs"`
-	// LeaseHolder takes: task id. The holder of an unexpired lease, no row
-	// when the lease is free.
-	LeaseHolder Stmt[TaskParams] `purpose:"lease: who holds an unexpired lease"`
-	// LeaseTakeOver takes: owner, ttl ms, task id, dead owner. Takes a lease
-	// whose holder's process is known to be gone (same host), bumping the
-	// token; one row only while the dead owner still holds it.
+	// LeaseHolder: the holder of an unexpired lease, no row when the lease is
+	// free.
+	LeaseHolder Query[TaskParams, OwnerRow] `purpose:"lease: who holds an unexpired lease"`
+	// LeaseTakeOver takes a lease whose holder's process is known to be gone
+	// (same host), bumping the token; one row only while the dead owner still
+	// holds it.
 	LeaseTakeOver Stmt[LeaseTakeOverParams] `purpose:"lease: take over the lease of a dead holder of this host"`
-	// UserLockEnsure takes: task id, user. Makes sure the (task, user) row
-	// exists; a concurrent insert of the same row may fail with a unique
-	// violation, which the engine ignores.
+	// UserLockEnsure makes sure the (task, user) row exists; a concurrent insert
+	// of the same row may fail with a unique violation, which the engine
+	// ignores.
 	UserLockEnsure Stmt[TaskUserParams] `purpose:"rows: make sure the per-user cap lock row exists" empty:"user cap = one-writer: a claim's transaction serialises the check"`
-	// UserLock takes: task id, user. The first statement of a rows claim on a
-	// capped task: serialises the cap check of one (task, user).
-	UserLock Stmt[TaskUserParams] `purpose:"rows: lock the per-user cap row" empty:"user cap = one-writer: a claim's transaction serialises the check"`
-	// WorkInsertRows takes: task id, loan id, user, request id. A loan another caller assigned
-	// after this caller's snapshot is skipped: no row inserted (PostgreSQL's
-	// ON CONFLICT DO NOTHING) or a unique violation that rolls back only the
-	// statement (MySQL/MariaDB and Oracle).
+	// UserLock: the first statement of a rows claim on a capped task: serialises
+	// the cap check of one (task, user).
+	UserLock Query[TaskUserParams, TaskIDRow] `purpose:"rows: lock the per-user cap row" empty:"user cap = one-writer: a claim's transaction serialises the check"`
+	// WorkInsertRows: A loan another caller assigned after this caller's
+	// snapshot is skipped: no row inserted (PostgreSQL's ON CONFLICT DO NOTHING)
+	// or a unique violation that rolls back only the statement (MySQL/MariaDB
+	// and Oracle).
 	WorkInsertRows Stmt[WorkInsertParams] `purpose:"rows: assign a locked loan unless it was assigned meanwhile" empty:"strategy rows is not among the strategies"`
 
 	// --- the hold limit: the database ends a stalled lock holder's session
 	// (docs/reliability.md) ---
 
-	// HoldMeasured takes: task id. The longest of the task's ten most recent
-	// criteria-query runs in milliseconds (NULL when it has none): the
-	// default hold limit is derived from it.
-	HoldMeasured Stmt[TaskParams] `purpose:"hold limit: the task's recent criteria-query time"`
-	// HoldLimitSet takes: the idle limit, then the statement limit, in
-	// milliseconds. Sent in the lock transaction right after the task lock:
-	// the server ends the session (rolling back and freeing the lock) when it
-	// stays idle inside the transaction longer than the first, whether its
-	// client is stopped, cut off or gone, and aborts one statement running
-	// longer than the second.
+	// HoldMeasured: the longest of the task's ten most recent criteria-query
+	// runs in milliseconds (NULL when it has none): the default hold limit is
+	// derived from it.
+	HoldMeasured Query[TaskParams, MaxMSRow] `purpose:"hold limit: the task's recent criteria-query time"`
+	// HoldLimitSet is sent in the lock transaction right after the task lock: the
+	// server ends the session (rolling back and freeing the lock) when it stays
+	// idle inside the transaction longer than IdleMS, whether its client is
+	// stopped, cut off or gone, and aborts one statement running longer than
+	// StatementMS.
 	HoldLimitSet Stmt[HoldLimitParams] `purpose:"hold limit: make the server end this session if it holds the task lock too long" empty:"hold limit = none (no session holds a task row lock) or dba (a DBA configures the bound on the server)"`
-	// HoldLimitReset binds nothing. Restores the session defaults that
-	// HoldLimitSet changed, before its pooled connection serves anything else.
+	// HoldLimitReset restores the session defaults that HoldLimitSet changed,
+	// before its pooled connection serves anything else.
 	HoldLimitReset Stmt[NoParams] `purpose:"hold limit: restore the session's defaults before the connection is reused" empty:"hold limit is not session-setting: no setting outlives the lock transaction"`
 
 	// --- `loanq lock run`: named leases in loanq_lock (the farm singleton) ---
@@ -203,37 +183,29 @@ type Statements struct {
 	// is free or expired by the database clock, so of N racing takers exactly
 	// one gets a row. See docs/algorithm.md, "Named locks".
 
-	// NamedLockEnsure takes: name. Creates the free lock row unless it exists.
-	// A unique violation (a racing creator) counts as success.
+	// NamedLockEnsure creates the free lock row unless it exists. A unique
+	// violation (a racing creator) counts as success.
 	NamedLockEnsure Stmt[NameParams] `purpose:"lock run: create the lock's row if missing (a duplicate is ignored)"`
-	// NamedLockTake takes: holder, ttl ms, name. One row affected means taken;
-	// it bumps the fencing token and sets taken_at and expires_at from the
-	// database clock.
-	NamedLockTake Stmt[NamedLockTakeParams] `purpose:"lock run: take the lock when free or expired, bumping the token"`
-	// NamedLockRead takes: name. Columns: holder, token, taken_at, expires_at,
-	// the database clock.
-	NamedLockRead Stmt[NameParams] `purpose:"lock run: read one lock"`
-	// NamedLockRenew takes: ttl ms, name, holder, token. One row only while
-	// the caller still holds the unexpired lease with its token.
+	// NamedLockTake: one row affected means taken; it bumps the fencing token
+	// and sets taken_at and expires_at from the database clock.
+	NamedLockTake Stmt[NamedLockTakeParams]       `purpose:"lock run: take the lock when free or expired, bumping the token"`
+	NamedLockRead Query[NameParams, NamedLockRow] `purpose:"lock run: read one lock"`
+	// NamedLockRenew: one row only while the caller still holds the unexpired
+	// lease with its token.
 	NamedLockRenew Stmt[NamedLockRenewParams] `purpose:"lock run: renew the lease (fenced by holder and token)"`
-	// NamedLockRelease takes: name, holder, token. Frees the lock only if the
-	// caller is still its holder with its token.
-	NamedLockRelease Stmt[NamedLockFenceParams] `purpose:"lock run: release the lock (fenced by holder and token)"`
-	// NamedLockList binds nothing. Columns: name, holder, token, taken_at,
-	// expires_at, the database clock; by name.
-	NamedLockList Stmt[NoParams] `purpose:"lock list: every named lock"`
+	// NamedLockRelease frees the lock only if the caller is still its holder
+	// with its token.
+	NamedLockRelease Stmt[NamedLockFenceParams]        `purpose:"lock run: release the lock (fenced by holder and token)"`
+	NamedLockList    Query[NoParams, NamedLockListRow] `purpose:"lock list: every named lock"`
 
 	// --- the supervisor view: `loanq task stats` (and the portable statements
 	// of work list further down) ---
 
-	// StatsDispositions takes: window ms. Columns: task name, disposition,
-	// count; dispositions made in the last window by the database clock.
-	StatsDispositions Stmt[WindowParams] `purpose:"task stats: dispositions in the last window, per task and kind"`
-	// StatsRuns takes: window ms. Columns: task name, duration_ms,
-	// requests_served of the criteria-query runs started in the last window,
-	// newest first (percentiles are computed by the caller: the dialects do
-	// not share a percentile function).
-	StatsRuns Stmt[WindowParams] `purpose:"task stats: criteria-query runs in the last window"`
+	StatsDispositions Query[WindowParams, TaskDispositionCountRow] `purpose:"task stats: dispositions in the last window, per task and kind"`
+	// StatsRuns: the criteria-query runs started in the last window (by the
+	// database clock), newest first; the caller computes the percentiles, as
+	// the dialects share no percentile function.
+	StatsRuns Query[WindowParams, StatsRunRow] `purpose:"task stats: criteria-query runs in the last window"`
 
 	// --- `loanq serve`: the dashboard and /metrics (docs/dashboard.md) ---
 	//
@@ -242,146 +214,123 @@ type Statements struct {
 	// Ages are whole seconds measured against the database clock; "today" is
 	// the UTC day of the database clock.
 
-	// DashPending binds nothing. Columns: task id, pending requests, age in
-	// seconds of the oldest pending one.
-	DashPending Stmt[NoParams] `purpose:"dashboard: pending requests per task and the oldest one's age"`
-	// DashActive takes: hold in seconds. Columns: task id, user, active
-	// assignments, age in seconds of the oldest, how many are at least hold
-	// seconds old.
-	DashActive Stmt[DashActiveParams] `purpose:"dashboard: active work per task and user, oldest age, held past the limit"`
+	DashPending Query[NoParams, DashPendingRow]        `purpose:"dashboard: pending requests per task and the oldest one's age"`
+	DashActive  Query[DashActiveParams, DashActiveRow] `purpose:"dashboard: active work per task and user, oldest age, held past the limit"`
 	// The work history has no index on disposed_at, so dispositions are
 	// counted in two parts split at a "floor" id: rows below it had all
 	// ended before today when the floor was read, and never change again
 	// (a disposition is set once), so they are counted once an hour; rows
 	// from the floor up are a primary-key range, counted at every refresh.
 	//
-	// DashDoneFloor binds nothing. Columns: the lowest id of active work, the
-	// lowest id of work ended today, the highest id (each NULL when none).
-	// Reads the whole history: run once an hour.
-	DashDoneFloor Stmt[NoParams] `purpose:"dashboard: the floor id under which the work history no longer changes (hourly)"`
-	// DashDoneBefore takes: floor id. Columns: task id, user, disposition,
-	// how many. Run with each new floor.
-	DashDoneBefore Stmt[FloorParams] `purpose:"dashboard: dispositions below the floor id (hourly)"`
-	// DashDone takes: floor id. Columns: task id, user, disposition, how many,
-	// how many today. A primary-key range from the floor.
-	DashDone Stmt[FloorParams] `purpose:"dashboard: dispositions from the floor id up, in all and today"`
-	// DashRuns takes: task id, how many. The latest criteria-query runs of a
-	// task, newest first. Columns: id, age in seconds of its start,
-	// duration_ms, rows_found, requests_served, loans_assigned.
-	DashRuns Stmt[TaskLimitParams] `purpose:"dashboard: a task's latest criteria-query runs, with their age"`
-	// DashDispositions takes: task id, how many. A task's latest ended
-	// assignments, newest assignment first. Columns: loan id, user,
-	// disposition, seconds since the disposition, seconds the loan was held.
-	DashDispositions Stmt[TaskLimitParams] `purpose:"dashboard: a task's latest dispositions"`
+	// DashDoneFloor reads the whole history: run once an hour.
+	DashDoneFloor Query[NoParams, DashFloorRow] `purpose:"dashboard: the floor id under which the work history no longer changes (hourly)"`
+	// DashDoneBefore is run with each new floor.
+	DashDoneBefore Query[FloorParams, DashDoneBeforeRow] `purpose:"dashboard: dispositions below the floor id (hourly)"`
+	// DashDone: A primary-key range from the floor.
+	DashDone Query[FloorParams, DashDoneRow] `purpose:"dashboard: dispositions from the floor id up, in all and today"`
+	// DashRuns: the latest criteria-query runs of a task, newest first.
+	DashRuns Query[TaskLimitParams, DashRunRow] `purpose:"dashboard: a task's latest criteria-query runs, with their age"`
+	// DashDispositions: A task's latest ended assignments, newest assignment
+	// first.
+	DashDispositions Query[TaskLimitParams, DashDispositionRow] `purpose:"dashboard: a task's latest dispositions"`
 
 	// --- cancelled requests and one pending request per user and task
 	// (docs/algorithm.md, "Cancelling and attaching") ---
 
-	// RequestPendingFor takes: task id, user. The user's pending request of
-	// the task, if any (at most one: loanq_request_one_pending_uq). Read
-	// only after RequestInsert failed with a unique violation. Columns: id.
-	RequestPendingFor Stmt[TaskUserParams] `purpose:"a user's pending request of a task (attach instead of asking twice)"`
-	// RequestCancel takes: id, user. Only a pending request of that user
-	// changes: 0 rows means it was served (or cancelled) meanwhile, decided
-	// by the database against a holder's RequestFinish.
+	// RequestPendingFor: the user's pending request of the task, if any (at most
+	// one: loanq_request_one_pending_uq). Read only after RequestInsert failed
+	// with a unique violation.
+	RequestPendingFor Query[TaskUserParams, IDRow] `purpose:"a user's pending request of a task (attach instead of asking twice)"`
+	// RequestCancel: only a pending request of that user changes: 0 rows means
+	// it was served (or cancelled) meanwhile, decided by the database against a
+	// holder's RequestFinish.
 	RequestCancel Stmt[IDUserParams] `purpose:"cancel a user's pending request"`
 
 	// --- abandoned work: --max-hold and `work reclaim` (docs/algorithm.md,
 	// "Abandoned work: --max-hold") ---
 
-	// TaskSetMaxHold takes: max_hold_ms (NULL: none), task id.
 	TaskSetMaxHold Stmt[TaskMaxHoldParams] `purpose:"set a task's max hold (age past which active work expires)"`
-	// TaskVerdictSet takes: the lock probe's verdict (`task create|update
-	// --lock rows`; docs/algorithm.md), task id. TaskVerdictGet takes: task id.
-	TaskVerdictSet Stmt[TaskVerdictParams] `purpose:"keep the rows lock probe's verdict of a task"`
-	TaskVerdictGet Stmt[IDParams]          `purpose:"read the rows lock probe's verdict of a task (task show)"`
-	// WorkExpire takes: task id, max hold in ms. Ends the task's active work
-	// assigned at least that long ago (database clock) as 'expired'; run by
-	// the engine inside its serving transaction, under the task lock.
+	// TaskVerdictSet keeps the verdict of the lock probe of `task
+	// create|update --lock rows` (docs/algorithm.md).
+	TaskVerdictSet Stmt[TaskVerdictParams]     `purpose:"keep the rows lock probe's verdict of a task"`
+	TaskVerdictGet Query[IDParams, VerdictRow] `purpose:"read the rows lock probe's verdict of a task (task show)"`
+	// WorkExpire ends the task's active work assigned at least that long ago
+	// (database clock) as 'expired'; run by the engine inside its serving
+	// transaction, under the task lock.
 	WorkExpire Stmt[WorkExpireParams] `purpose:"expire a task's active work older than its max hold"`
-	// WorkOlder takes: task id, user ('' for all), the same user, age in ms.
-	// The task's active work at least that old, oldest first. Columns: work
-	// id, loan id, user, assigned_at, age in seconds.
-	WorkOlder Stmt[WorkOlderParams] `purpose:"a task's active work older than an age, optionally of one user"`
-	// WorkReclaim takes: supervisor, work id. Ends one active assignment as
-	// 'reclaimed' (0 rows: it ended meanwhile).
+	// WorkOlder: the task's active work at least that old, oldest first.
+	WorkOlder Query[WorkOlderParams, WorkOlderRow] `purpose:"a task's active work older than an age, optionally of one user"`
+	// WorkReclaim ends one active assignment as 'reclaimed' (0 rows: it ended
+	// meanwhile).
 	WorkReclaim Stmt[WorkReclaimParams] `purpose:"reclaim one active assignment (a supervisor returns it)"`
 
 	// --- `task update` ---
 
-	// TaskUpdate takes: source, key, criteria, order, max_active (NULL: no
-	// cap), lock strategy, query_delay_ms, lease_ttl_ms, hold_limit_ms (NULL:
-	// derived), max_hold_ms (NULL: never), who updates it, task id. A row-lock holder keeps
-	// the task row locked while it serves, so the update waits for it.
+	// TaskUpdate: A row-lock holder keeps the task row locked while it serves,
+	// so the update waits for it.
 	TaskUpdate Stmt[TaskUpdateParams] `purpose:"change a task's definition (task update)"`
 
 	// --- a task's history: the demo's per-task report, task delete, bench ---
 
-	RequestsByUser  Stmt[TaskParams] `purpose:"report: a task's requests by user and status"`
-	WorkByUser      Stmt[TaskParams] `purpose:"report: a task's assignments by user and disposition (NULL: active)"`
-	QueryRunTotals  Stmt[TaskParams] `purpose:"report: a task's criteria-query runs, requests served and loans assigned"`
-	ActiveWorkCount Stmt[TaskParams] `purpose:"task delete: active assignments that deleting the task would drop"`
-	DeleteWork      Stmt[TaskParams] `purpose:"task delete: the task's assignments and their history (children of requests, first)"`
-	DeleteRequests  Stmt[TaskParams] `purpose:"task delete: the task's work requests"`
-	DeleteQueryRuns Stmt[TaskParams] `purpose:"task delete: the task's criteria-query log"`
-	DeleteTaskUsers Stmt[TaskParams] `purpose:"task delete: the task's per-user cap lock rows (strategy rows)"`
-	DeleteTaskRow   Stmt[TaskParams] `purpose:"task delete: the task itself, last (the others reference it)"`
-	WorkDuplicates  Stmt[TaskParams] `purpose:"bench --target engine: a task's work rows, and how many of them assign a loan a second time"`
+	RequestsByUser  Query[TaskParams, UserStatusCountRow]      `purpose:"report: a task's requests by user and status"`
+	WorkByUser      Query[TaskParams, UserDispositionCountRow] `purpose:"report: a task's assignments by user and disposition (NULL: active)"`
+	QueryRunTotals  Query[TaskParams, RunTotalsRow]            `purpose:"report: a task's criteria-query runs, requests served and loans assigned"`
+	ActiveWorkCount Query[TaskParams, Count]                   `purpose:"task delete: active assignments that deleting the task would drop"`
+	DeleteWork      Stmt[TaskParams]                           `purpose:"task delete: the task's assignments and their history (children of requests, first)"`
+	DeleteRequests  Stmt[TaskParams]                           `purpose:"task delete: the task's work requests"`
+	DeleteQueryRuns Stmt[TaskParams]                           `purpose:"task delete: the task's criteria-query log"`
+	DeleteTaskUsers Stmt[TaskParams]                           `purpose:"task delete: the task's per-user cap lock rows (strategy rows)"`
+	DeleteTaskRow   Stmt[TaskParams]                           `purpose:"task delete: the task itself, last (the others reference it)"`
+	WorkDuplicates  Query[TaskParams, DuplicatesRow]           `purpose:"bench --target engine: a task's work rows, and how many of them assign a loan a second time"`
 
 	// --- the supervisor view (work list, task stats): no binds, no clock;
 	// ages are computed from the database clock read with Now ---
 
-	ActiveWorkAll     Stmt[NoParams] `purpose:"work list: everyone's active work, oldest first (task, loan, user, assigned_at)"`
-	StatsPending      Stmt[NoParams] `purpose:"task stats: pending requests per task"`
-	StatsActiveByUser Stmt[NoParams] `purpose:"task stats: active work per task and user"`
+	ActiveWorkAll     Query[NoParams, ActiveAllRow]     `purpose:"work list: everyone's active work, oldest first (task, loan, user, assigned_at)"`
+	StatsPending      Query[NoParams, TaskCountRow]     `purpose:"task stats: pending requests per task"`
+	StatsActiveByUser Query[NoParams, TaskUserCountRow] `purpose:"task stats: active work per task and user"`
 
 	// --- the audit: loanq's invariants checked on a database's state; each
 	// returns one count that must be 0 (Audits lists them) ---
 
-	AuditDuplicateActive Stmt[NoParams] `purpose:"audit: (task, loan) pairs active in more than one pipeline (the invariant)"`
-	AuditCountMismatch   Stmt[NoParams] `purpose:"audit: served requests whose assigned count differs from their work rows"`
-	AuditBadStatus       Stmt[NoParams] `purpose:"audit: requests whose status does not match their counts"`
-	AuditOverCap         Stmt[NoParams] `purpose:"audit: users holding more active work in a task than its max_active"`
-	AuditPending         Stmt[NoParams] `purpose:"audit: requests still pending (0 once every caller or a recheck has run)"`
+	AuditDuplicateActive Query[NoParams, Count] `purpose:"audit: (task, loan) pairs active in more than one pipeline (the invariant)"`
+	AuditCountMismatch   Query[NoParams, Count] `purpose:"audit: served requests whose assigned count differs from their work rows"`
+	AuditBadStatus       Query[NoParams, Count] `purpose:"audit: requests whose status does not match their counts"`
+	AuditOverCap         Query[NoParams, Count] `purpose:"audit: users holding more active work in a task than its max_active"`
+	AuditPending         Query[NoParams, Count] `purpose:"audit: requests still pending (0 once every caller or a recheck has run)"`
 
 	// --- the dashboard's criteria-run histogram (docs/dashboard.md) ---
 	//
 	// DashRunHistogram sums the query-run log from a floor id up, per task and
 	// duration bucket; DashRunHistogramBelow below it (runs never change once
-	// logged, so that part is summed once an hour). Columns: task id, bucket
-	// (the index in RunDurationBucketsMS of the first bound the duration does
-	// not exceed, len(RunDurationBucketsMS) above them all), runs, total
-	// duration_ms, requests served, loans assigned.
+	// logged, so that part is summed once an hour).
 
-	DashRunHistogram      Stmt[FloorParams] `purpose:"dashboard: criteria runs per task and duration bucket, from the floor id up"`
-	DashRunHistogramBelow Stmt[FloorParams] `purpose:"dashboard: criteria runs per task and duration bucket, below the floor id (hourly)"`
-	DashRunMaxID          Stmt[NoParams]    `purpose:"dashboard: the highest criteria-run id (the floor)"`
+	DashRunHistogram      Query[FloorParams, HistogramRow] `purpose:"dashboard: criteria runs per task and duration bucket, from the floor id up"`
+	DashRunHistogramBelow Query[FloorParams, HistogramRow] `purpose:"dashboard: criteria runs per task and duration bucket, below the floor id (hourly)"`
+	DashRunMaxID          Query[NoParams, MaxIDRow]        `purpose:"dashboard: the highest criteria-run id (the floor)"`
 
 	// --- the candidate pool (docs/algorithm.md, "The candidate pool") ---
 
 	TaskSetPrefetch Stmt[TaskPrefetchParams] `purpose:"set a task's candidate pool (--prefetch, --prefetch-ttl, --prefetch-low)"`
-	// PoolClaim locks the first fresh candidates of the task's pool in
-	// order, passing over those other claimers hold. Answers loan_id.
-	PoolClaim Stmt[PoolClaimParams] `purpose:"pool: lock the first fresh candidates nobody else is claiming" empty:"pool claim = procedure: the driver locks the candidates itself (drivers.PoolLocker)"`
-	PoolDrop  Stmt[PoolIDsParams]   `purpose:"pool: remove claimed candidates, assigned or stale"`
-	PoolClear Stmt[TaskParams]      `purpose:"pool: empty a task's pool before a refill (and at task delete)"`
-	PoolFill  Stmt[PoolFillParams]  `purpose:"pool: put a criteria run's leftover candidates in the pool, in order"`
-	// PoolStats answers: fresh candidates, seconds since the oldest fresh
-	// one was found (NULL: none), requests served from the pool, runs that
-	// refilled it.
-	PoolStats           Stmt[TaskTTLParams]       `purpose:"pool: size, age, hits and refills of a task's pool"`
-	RequestFinishPooled Stmt[RequestFinishParams] `purpose:"pool: set the outcome of a request served from the pool"`
-	// ActiveAmong answers which of the keys are active in the task now.
-	ActiveAmong Stmt[PoolIDsParams] `purpose:"pool: which of a round's loans were assigned from the pool while its query ran"`
-	PoolKeys    Stmt[TaskParams]    `purpose:"pool: every candidate key of a task's pool (a round reads those claims hold)"`
+	// PoolClaim locks the first fresh candidates of the task's pool in order,
+	// passing over those other claimers hold.
+	PoolClaim           Query[PoolClaimParams, KeyRow]     `purpose:"pool: lock the first fresh candidates nobody else is claiming" empty:"pool claim = procedure: the driver locks the candidates itself (drivers.PoolLocker)"`
+	PoolDrop            Stmt[PoolIDsParams]                `purpose:"pool: remove claimed candidates, assigned or stale"`
+	PoolClear           Stmt[TaskParams]                   `purpose:"pool: empty a task's pool before a refill (and at task delete)"`
+	PoolFill            Stmt[PoolFillParams]               `purpose:"pool: put a criteria run's leftover candidates in the pool, in order"`
+	PoolStats           Query[TaskTTLParams, PoolStatsRow] `purpose:"pool: size, age, hits and refills of a task's pool"`
+	RequestFinishPooled Stmt[RequestFinishParams]          `purpose:"pool: set the outcome of a request served from the pool"`
+	// ActiveAmong reads which of the keys are active in the task now.
+	ActiveAmong Query[PoolIDsParams, KeyRow] `purpose:"pool: which of a round's loans were assigned from the pool while its query ran"`
+	PoolKeys    Query[TaskParams, KeyRow]    `purpose:"pool: every candidate key of a task's pool (a round reads those claims hold)"`
 
 	// --- who may act as whom (docs/security.md) ---
 
-	// Identity answers one row: the connection's account, 1 when it may act
+	// Identity reads one row: the connection's account, 1 when it may act
 	// as :user (0 otherwise), and the user name an admin mapped to the
 	// account (NULL when none). The database's own rule, loanq_may_act_as, is
 	// the one its policies or triggers apply to every write.
-	Identity Stmt[UserParams] `purpose:"who this connection's account is and whether it may act as a user" empty:"accounts = none: no database accounts, any user name is used as given"`
+	Identity Query[UserParams, IdentityRow] `purpose:"who this connection's account is and whether it may act as a user" empty:"accounts = none: no database accounts, any user name is used as given"`
 
 	// --- history retention: `loanq prune` (docs/retention.md) ---
 	//
@@ -395,67 +344,54 @@ type Statements struct {
 	// says why two); ended rows never change again, so what the read found
 	// prunable still is at the delete, which checks it again anyway.
 
-	// PruneRequestBounds takes: task id (0: all), age ms. Columns: the lowest
-	// and highest id of the requests closed more than age ms ago (NULL when
-	// none): the batches walk the primary key between them.
-	PruneRequestBounds Stmt[PruneBoundsParams] `purpose:"prune: id range of the requests closed before the cutoff"`
-	// PruneRequestBatch takes: task id (0: all), age ms, after, upto, limit.
-	// Columns: id; the next prunable requests after the id after, in id order.
-	PruneRequestBatch Stmt[PruneBatchParams] `purpose:"prune: the next batch of requests that can go with all their work rows"`
-	// PruneWorkCount takes: ids. Columns: how many work rows those requests
-	// have (--dry-run).
-	PruneWorkCount Stmt[IDListParams] `purpose:"prune --dry-run: work rows of a batch of requests"`
-	// PruneWork takes: ids, age ms. Deletes the ended, no longer deciding
-	// work rows of those requests.
+	// PruneRequestBounds: the lowest and highest id of the requests closed
+	// more than age ms ago (NULL when none); the batches walk the primary key
+	// between them.
+	PruneRequestBounds Query[PruneBoundsParams, BoundsRow] `purpose:"prune: id range of the requests closed before the cutoff"`
+	// PruneRequestBatch: the next prunable requests after the id after, in
+	// id order.
+	PruneRequestBatch Query[PruneBatchParams, IDRow] `purpose:"prune: the next batch of requests that can go with all their work rows"`
+	PruneWorkCount    Query[IDListParams, Count]     `purpose:"prune --dry-run: work rows of a batch of requests"`
+	// PruneWork deletes the ended, no longer deciding work rows of those
+	// requests.
 	PruneWork Stmt[PruneIDsParams] `purpose:"prune: delete the work rows of a batch of requests"`
-	// PruneRequests takes: ids. Deletes those closed requests that have no
-	// work row left. Sent after PruneWork's transaction has committed.
+	// PruneRequests deletes those closed requests that have no work row left.
+	// Sent after PruneWork's transaction has committed.
 	PruneRequests Stmt[IDListParams] `purpose:"prune: delete a batch of closed requests left without work rows"`
-	// PruneRunBounds takes: task id, age ms. Columns: the lowest and highest
-	// id of the task's criteria-query runs started more than age ms ago,
-	// leaving out its PruneKeepRuns latest runs (NULL when none).
-	PruneRunBounds Stmt[PruneBoundsParams] `purpose:"prune: id range of a task's old criteria-query runs, its latest ones left out"`
-	// PruneRunBatch takes: task id, age ms, after, upto, limit. Columns: id.
-	PruneRunBatch Stmt[PruneBatchParams] `purpose:"prune: the next batch of a task's old criteria-query runs"`
-	// PruneRuns takes: ids, age ms. Deletes those criteria-query runs.
+	// PruneRunBounds: the lowest and highest id of the task's criteria-query
+	// runs started more than age ms ago, leaving out its PruneKeepRuns latest
+	// runs (NULL when none).
+	PruneRunBounds Query[PruneBoundsParams, BoundsRow] `purpose:"prune: id range of a task's old criteria-query runs, its latest ones left out"`
+	PruneRunBatch  Query[PruneBatchParams, IDRow]      `purpose:"prune: the next batch of a task's old criteria-query runs"`
+	// PruneRuns deletes those criteria-query runs.
 	PruneRuns Stmt[PruneIDsParams] `purpose:"prune: delete a batch of criteria-query runs"`
 
 	// --- API tokens of `loanq serve --api --auth token` (docs/api.md) ---
 
-	// TokenInsert takes: user, role, the token's SHA-256 (hex), who issues
-	// it, validity in ms (NULL: no expiry); returns the new id. The token
-	// itself is never stored.
+	// TokenInsert: the token itself is never stored.
 	TokenInsert Stmt[TokenInsertParams] `purpose:"api: issue a token (only its hash is kept)"`
-	// TokenAuth takes: hash. The token's id, user and role when it is
-	// neither revoked nor expired (database clock); no row otherwise.
-	TokenAuth Stmt[HashParams] `purpose:"api: authenticate a call by its token's hash"`
-	// TokenList takes nothing. Columns: id, user, role, created_by, age in
-	// seconds, state ('active', 'expired', 'revoked'), seconds left before
-	// expiry (NULL: none or past), revoked_by.
-	TokenList Stmt[NoParams] `purpose:"api: list tokens (never the tokens themselves)"`
-	// TokenRevoke takes: who revokes it, id. 0 rows: no such token, or
-	// already revoked.
+	// TokenAuth: the token's id, user and role when it is neither revoked nor
+	// expired (database clock); no row otherwise.
+	TokenAuth Query[HashParams, TokenAuthRow] `purpose:"api: authenticate a call by its token's hash"`
+	TokenList Query[NoParams, TokenListRow]   `purpose:"api: list tokens (never the tokens themselves)"`
+	// TokenRevoke: 0 rows: no such token, or already revoked.
 	TokenRevoke Stmt[TokenRevokeParams] `purpose:"api: revoke a token"`
 
 	// --- Sessions of the processor's page (/work of serve --api) ---
 
-	// SessionInsert takes: the session id's SHA-256 (hex), user, role, the
-	// CSRF token, the API token's id (NULL under --auth proxy), validity
-	// in ms. The session id itself is never stored.
+	// SessionInsert: the session id itself is never stored.
 	SessionInsert Stmt[SessionInsertParams] `purpose:"page: open a session (only its hash is kept)"`
-	// SessionAuth takes: hash. The session's user, role and CSRF token when
-	// it has not expired and its API token (if any) is neither revoked nor
-	// expired (database clock); no row otherwise.
-	SessionAuth Stmt[HashParams] `purpose:"page: authenticate a call by its session cookie's hash"`
-	// SessionDelete takes: hash. Sign-out.
+	// SessionAuth: the session's user, role and CSRF token when it has not
+	// expired and its API token (if any) is neither revoked nor expired
+	// (database clock); no row otherwise.
+	SessionAuth Query[HashParams, SessionRow] `purpose:"page: authenticate a call by its session cookie's hash"`
+	// SessionDelete: sign-out.
 	SessionDelete Stmt[HashParams] `purpose:"page: end a session (sign out)"`
-	// SessionPrune takes nothing. Deletes expired sessions.
+	// SessionPrune deletes expired sessions.
 	SessionPrune Stmt[NoParams] `purpose:"page: delete expired sessions"`
-	// History takes: user, age ms. Columns: task name, loan id,
-	// disposition, disposed_at, return_at (NULL unless returned), the
-	// task's key kind (the loan id is text: drivers.NewKey), of the user's
-	// dispositions in the last age ms, newest first, at most 200.
-	History Stmt[HistoryParams] `purpose:"page: a user's dispositions of the day"`
+	// History: the user's dispositions in the last age ms, newest first, at
+	// most 200, with the task's key kind (loan ids are text: drivers.NewKey).
+	History Query[HistoryParams, HistoryRow] `purpose:"page: a user's dispositions of the day"`
 }
 
 // Named is one statement with its purpose.
@@ -468,7 +404,7 @@ type Named struct {
 	Empty string
 }
 
-// statement is what every Stmt[P] is, whatever its parameters.
+// statement is what every Stmt[P] and Query[P, R] is, whatever its types.
 type statement interface {
 	Text() string
 	compile(d Dialect, name string) error
@@ -480,7 +416,7 @@ func (s *Statements) each(f func(field reflect.StructField, st statement) error)
 }
 
 // eachStmt calls f for every field of the struct cat points to, in
-// declaration order; every field must be a Stmt[P].
+// declaration order; every field must be a Stmt[P] or a Query[P, R].
 func eachStmt(cat any, f func(field reflect.StructField, st statement) error) error {
 	v := reflect.ValueOf(cat)
 	if v.Kind() != reflect.Pointer || v.Elem().Kind() != reflect.Struct {
@@ -491,7 +427,7 @@ func eachStmt(cat any, f func(field reflect.StructField, st statement) error) er
 	for i := 0; i < t.NumField(); i++ {
 		st, ok := v.Field(i).Addr().Interface().(statement)
 		if !ok {
-			return fmt.Errorf("field %s of statement catalogue %s is not a drivers.Stmt", t.Field(i).Name, t)
+			return fmt.Errorf("field %s of statement catalogue %s is not a drivers.Stmt or drivers.Query", t.Field(i).Name, t)
 		}
 		if err := f(t.Field(i), st); err != nil {
 			return err
@@ -517,9 +453,10 @@ func ListCatalogue(cat any) []Named {
 
 // CompileCatalogue compiles a statement catalogue other than Statements for
 // d, exactly as Build compiles Statements: cat points to a struct whose
-// fields are all Stmt[P] with `purpose` (and optional `empty`) tags. A bind
-// without a field of P, a field of P never bound, or an empty statement
-// without an `empty` tag is an error. It lets a package that is not part of
+// fields are all Stmt[P] or Query[P, R] with `purpose` (and optional
+// `empty`) tags. A bind without a field of P, a field of P never bound, a
+// Query whose columns are not R's, or an empty statement without an `empty`
+// tag is an error. It lets a package that is not part of
 // the engine (bench/, with its own tables) keep its statements out of
 // Statements and still have them checked when it starts.
 func CompileCatalogue(d Dialect, cat any) error {
@@ -579,7 +516,7 @@ func Build(d Dialect, caps Capabilities, override func(*Statements)) *Statements
 }
 
 // Lock returns the lock statement of a row-lock strategy.
-func (s *Statements) Lock(st Strategy) *Stmt[TaskParams] {
+func (s *Statements) Lock(st Strategy) *Query[TaskParams, IDRow] {
 	switch st {
 	case Skip:
 		return &s.LockSkip
@@ -592,9 +529,9 @@ func (s *Statements) Lock(st Strategy) *Stmt[TaskParams] {
 }
 
 // BoundedLock returns LockWaitBounded with its bound in whole seconds.
-func (s *Statements) BoundedLock(seconds int) *Stmt[TaskParams] {
+func (s *Statements) BoundedLock(seconds int) *Query[TaskParams, IDRow] {
 	b := s.LockWaitBounded
-	b.text = strings.ReplaceAll(b.text, "{wait_s}", strconv.Itoa(seconds))
+	b.stmt.text = strings.ReplaceAll(b.stmt.text, "{wait_s}", strconv.Itoa(seconds))
 	return &b
 }
 

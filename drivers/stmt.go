@@ -22,6 +22,11 @@ import (
 //
 // Each occurrence of a name is its own placeholder, so a name used twice is
 // bound twice: Oracle and the ? dialects bind SQL placeholders by position.
+//
+// A statement of a catalogue whose rows are read is a Query[P, R] instead,
+// which also checks its columns against its row type (query.go); Stmt's own
+// Query and QueryRow serve the statements compiled at run time (a task's
+// criteria query) and the bench's claims.
 type Stmt[P any] struct {
 	// SQL is the statement as written. Empty means the dialect never sends
 	// it; for a field of Statements, a capability decides that (the field's

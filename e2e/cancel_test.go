@@ -29,10 +29,11 @@ func holdTaskLock(t *testing.T, d drivers.Driver, db *sql.DB, taskID int64, s dr
 		if _, err := st.LeaseAcquire.Exec(ctx, db, drivers.LeaseTakeParams{TaskID: taskID, Owner: owner, TTLMS: int64(time.Hour / time.Millisecond)}); err != nil {
 			t.Fatal(err)
 		}
-		var token int64
-		if err := st.LeaseToken.QueryRow(ctx, db, drivers.LeaseOwnerParams{TaskID: taskID, Owner: owner}).Scan(&token); err != nil {
+		lease, err := st.LeaseToken.One(ctx, db, drivers.LeaseOwnerParams{TaskID: taskID, Owner: owner})
+		if err != nil {
 			t.Fatal(err)
 		}
+		token := lease.Token
 		return func() {
 			if _, err := st.LeaseRelease.Exec(ctx, db, drivers.LeaseFenceParams{TaskID: taskID, Owner: owner, Token: token}); err != nil {
 				t.Fatal(err)
@@ -43,8 +44,7 @@ func holdTaskLock(t *testing.T, d drivers.Driver, db *sql.DB, taskID int64, s dr
 	if err != nil {
 		t.Fatal(err)
 	}
-	var locked int64
-	if err := st.LockWait.QueryRow(ctx, tx, drivers.TaskParams{TaskID: taskID}).Scan(&locked); err != nil {
+	if _, err := st.LockWait.One(ctx, tx, drivers.TaskParams{TaskID: taskID}); err != nil {
 		t.Fatal(err)
 	}
 	return func() { _ = tx.Rollback() }
@@ -63,10 +63,9 @@ func waitPending(t *testing.T, d drivers.Driver, db *sql.DB, taskID int64, user 
 	t.Helper()
 	deadline := time.Now().Add(time.Minute)
 	for time.Now().Before(deadline) {
-		var id int64
-		err := d.Statements().RequestPendingFor.QueryRow(context.Background(), db, drivers.TaskUserParams{TaskID: taskID, User: user}).Scan(&id)
+		r, err := d.Statements().RequestPendingFor.One(context.Background(), db, drivers.TaskUserParams{TaskID: taskID, User: user})
 		if err == nil {
-			return id
+			return r.ID
 		}
 		if err != sql.ErrNoRows {
 			t.Fatal(err)

@@ -112,8 +112,24 @@ func restartRound(t *testing.T, srv *throwaway.Server, dsn string, round int, s 
 		if logged >= callers && lockHeld(t, d, e, taskID, s) {
 			break
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the callers never got in flight (%d of %d requests logged, or rows claims holding their rows)", logged, callers)
+		running := 0
+		for _, p := range procs {
+			if p.running() {
+				running++
+			}
+		}
+		if running < callers || time.Now().After(deadline) {
+			// A caller that ended before the restart ends the round: say
+			// what every caller said, not only that they never got there.
+			var said []string
+			for i, p := range procs {
+				if !p.running() {
+					said = append(said, fmt.Sprintf("caller %d: exit %d: %s%s", i, p.res.code, strings.TrimSpace(p.res.stdout), strings.TrimSpace(p.res.stderr)))
+				}
+			}
+			requests := testdb.Int(t, d, db, "SELECT COUNT(*) FROM loanq_work_request WHERE user_name LIKE ?", fmt.Sprintf("r%d-p%%", round))
+			t.Fatalf("the callers never got in flight (%d of %d in flight; %d requests logged; %d of %d callers still running)\n%s",
+				logged, callers, requests, running, callers, strings.Join(said, "\n"))
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

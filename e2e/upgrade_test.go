@@ -118,7 +118,13 @@ func TestPreviousVersionAcrossTheMigration(t *testing.T) {
 			// (docs/operations.md: stop them before migrating past 00012).
 			// Nothing it held is lost: its loan stays active and its
 			// pending request stays pending, for the new binary to finish.
-			if d.Name() != "postgres" || !strings.Contains(errb.String(), "operator does not exist") {
+			// MariaDB: a previous-version write that meets the migration's
+			// ALTER of loanq_work may be chosen as a deadlock victim (Error
+			// 1213, exit 1; seen in a CI run): the previous version does not
+			// retry it, and the same holds: nothing it held is lost.
+			stopped := (d.Name() == "postgres" && strings.Contains(errb.String(), "operator does not exist")) ||
+				(d.Name() == "mysql" && strings.Contains(errb.String(), "Error 1213"))
+			if !stopped {
 				t.Fatalf("previous work run across the migration: %v\nstdout:\n%s\nstderr:\n%s\nmigrate:\n%s", err, out.String(), errb.String(), mig.stdout)
 			}
 			// The new binary's run serves ana's pending request too (its

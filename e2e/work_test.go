@@ -249,8 +249,7 @@ func rowLockHeld(t *testing.T, ctx context.Context, d drivers.Driver, e *dispatc
 		t.Fatal(err)
 	}
 	defer tx.Rollback()
-	var id int64
-	err = d.Statements().LockNoWait.QueryRow(ctx, tx, drivers.TaskParams{TaskID: taskID}).Scan(&id)
+	_, err = d.Statements().LockNoWait.One(ctx, tx, drivers.TaskParams{TaskID: taskID})
 	switch {
 	case err == nil:
 		return false

@@ -20,7 +20,6 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"github.com/loanq/loanq/dispatch"
 	"github.com/loanq/loanq/drivers"
 	"github.com/loanq/loanq/problem"
 )
@@ -177,61 +176,37 @@ func (s *Store) Get(ctx context.Context, name string) (*Info, error) {
 }
 
 func (s *Store) read(ctx context.Context, q drivers.Querier, name string) (*Info, error) {
-	row := s.sql().NamedLockRead.QueryRow(ctx, q, drivers.NameParams{Name: name})
-	info := Info{Name: name}
-	var holder sql.NullString
-	var taken, expires, now any
-	if err := row.Scan(&holder, &info.Token, &taken, &expires, &now); err != nil {
-		if errors.Is(err, sql.ErrNoRows) {
-			return nil, nil
-		}
+	r, err := s.sql().NamedLockRead.One(ctx, q, drivers.NameParams{Name: name})
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
 		return nil, fmt.Errorf("lock %s: read: %w", name, err)
 	}
-	if err := info.fill(holder, taken, expires, now); err != nil {
-		return nil, fmt.Errorf("lock %s: read: %w", name, err)
-	}
+	info := Info{Name: name, Token: r.Token}
+	info.fill(r.Holder, r.TakenAt, r.ExpiresAt, r.Now)
 	return &info, nil
 }
 
 // List returns every lock, by name.
 func (s *Store) List(ctx context.Context) ([]Info, error) {
-	rows, err := s.sql().NamedLockList.Query(ctx, s.DB, drivers.NoParams{})
+	rows, err := s.sql().NamedLockList.All(ctx, s.DB, drivers.NoParams{})
 	if err != nil {
 		return nil, fmt.Errorf("list locks: %w", err)
 	}
-	defer rows.Close()
 	out := []Info{}
-	for rows.Next() {
-		var info Info
-		var holder sql.NullString
-		var taken, expires, now any
-		if err := rows.Scan(&info.Name, &holder, &info.Token, &taken, &expires, &now); err != nil {
-			return nil, fmt.Errorf("list locks: %w", err)
-		}
-		if err := info.fill(holder, taken, expires, now); err != nil {
-			return nil, fmt.Errorf("list locks: %w", err)
-		}
+	for _, r := range rows {
+		info := Info{Name: r.Name, Token: r.Token}
+		info.fill(r.Holder, r.TakenAt, r.ExpiresAt, r.Now)
 		out = append(out, info)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("list locks: %w", err)
 	}
 	return out, nil
 }
 
-func (info *Info) fill(holder sql.NullString, taken, expires, now any) error {
-	var err error
-	info.Holder = holder.String
-	if info.TakenAt, err = dispatch.AsTime(taken); err != nil {
-		return err
-	}
-	if info.ExpiresAt, err = dispatch.AsTime(expires); err != nil {
-		return err
-	}
-	dbNow, err := dispatch.AsTime(now)
-	if err != nil {
-		return err
-	}
+// fill sets the holder, times and state (by the database clock now).
+func (info *Info) fill(holder sql.NullString, taken, expires, now drivers.Time) {
+	info.Holder, info.TakenAt, info.ExpiresAt = holder.String, taken.T, expires.T
+	dbNow := now.T
 	switch {
 	case !holder.Valid:
 		info.State = "free"
@@ -240,5 +215,4 @@ func (info *Info) fill(holder sql.NullString, taken, expires, now any) error {
 	default:
 		info.State = "held"
 	}
-	return nil
 }

@@ -201,10 +201,8 @@ func oneActive(t *testing.T, ctx context.Context, d drivers.Driver, db *sql.DB) 
 	}
 	// Only the assignee ends it, once; then the row is history and no
 	// longer collides.
-	var workID int64
-	var who string
-	if err := st.ActiveWork.QueryRow(ctx, db, drivers.TaskLoanParams{TaskID: taskID, LoanID: loan}).Scan(&workID, &who); err != nil || who != "alice" {
-		t.Fatalf("ActiveWork: %v, %q", err, who)
+	if w, err := st.ActiveWork.One(ctx, db, drivers.TaskLoanParams{TaskID: taskID, LoanID: loan}); err != nil || w.User != "alice" {
+		t.Fatalf("ActiveWork: %v, %q", err, w.User)
 	}
 	for _, try := range []struct {
 		user string
@@ -274,41 +272,23 @@ func workInsertMany(t *testing.T, ctx context.Context, d drivers.Driver, db *sql
 	}
 }
 
-func scanTime(t *testing.T, v any) time.Time {
-	switch x := v.(type) {
-	case time.Time:
-		return x.UTC()
-	case string:
-		tt, err := time.Parse(time.RFC3339Nano, x)
-		if err != nil {
-			t.Fatalf("time %q: %v", x, err)
-		}
-		return tt
-	case []byte:
-		return scanTime(t, string(x))
-	}
-	t.Fatalf("unexpected time type %T", v)
-	return time.Time{}
-}
-
 func clock(t *testing.T, ctx context.Context, d drivers.Driver, db *sql.DB) {
 	st := d.Statements()
-	var before, after, created any
-	if err := st.Now.QueryRow(ctx, db, drivers.NoParams{}).Scan(&before); err != nil {
+	before, err := st.Now.One(ctx, db, drivers.NoParams{})
+	if err != nil {
 		t.Fatalf("Now: %v", err)
 	}
 	_, reqID := fixture(t, ctx, d, db, "suite-clock")
-	if err := st.Now.QueryRow(ctx, db, drivers.NoParams{}).Scan(&after); err != nil {
+	after, err := st.Now.One(ctx, db, drivers.NoParams{})
+	if err != nil {
 		t.Fatalf("Now: %v", err)
 	}
-	var id, taskID int64
-	var task, user, status string
-	var requested, assigned int
-	var served any
-	if err := st.RequestByID.QueryRow(ctx, db, drivers.IDParams{ID: reqID}).Scan(&id, &taskID, &task, &user, &requested, &assigned, &status, &created, &served); err != nil {
+	r, err := st.RequestByID.One(ctx, db, drivers.IDParams{ID: reqID})
+	if err != nil {
 		t.Fatalf("RequestByID: %v", err)
 	}
-	b, c, a := scanTime(t, before), scanTime(t, created), scanTime(t, after)
+	status, requested, assigned, user := r.Status, r.Requested, r.Assigned, r.User
+	b, c, a := before.Now.T, r.CreatedAt.T, after.Now.T
 	// created_at is written by the database's clock between the two reads of
 	// it (1 ms of slack for SQLite's millisecond text).
 	if c.Before(b.Add(-time.Millisecond)) || c.After(a.Add(time.Millisecond)) {
@@ -327,8 +307,7 @@ func rowLock(t *testing.T, ctx context.Context, d drivers.Driver, db *sql.DB, s 
 		t.Fatal(err)
 	}
 	defer holder.Rollback()
-	var got int64
-	if err := st.Lock(s).QueryRow(ctx, holder, drivers.TaskParams{TaskID: taskID}).Scan(&got); err != nil || got != taskID {
+	if got, err := st.Lock(s).One(ctx, holder, drivers.TaskParams{TaskID: taskID}); err != nil || got.ID != taskID {
 		t.Fatalf("holder could not take a free lock: %v", err)
 	}
 	requestWhileLocked(t, ctx, d, db, taskID)
@@ -344,18 +323,23 @@ func rowLock(t *testing.T, ctx context.Context, d drivers.Driver, db *sql.DB, s 
 	defer other.Rollback()
 	switch s {
 	case drivers.Skip:
-		err := st.LockSkip.QueryRow(answerCtx, other, drivers.TaskParams{TaskID: taskID}).Scan(&got)
+		_, err := st.LockSkip.One(answerCtx, other, drivers.TaskParams{TaskID: taskID})
 		if !errors.Is(err, sql.ErrNoRows) {
 			t.Fatalf("SKIP LOCKED on a held lock: %v, want no row at once", err)
 		}
 	case drivers.NoWait:
-		err := st.LockNoWait.QueryRow(answerCtx, other, drivers.TaskParams{TaskID: taskID}).Scan(&got)
+		_, err := st.LockNoWait.One(answerCtx, other, drivers.TaskParams{TaskID: taskID})
 		if err == nil || !d.IsLockBusy(err) {
 			t.Fatalf("NOWAIT on a held lock: %v, want the driver's lock-busy error", err)
 		}
 	case drivers.Wait:
 		done := make(chan error, 1)
-		go func() { done <- st.LockWait.QueryRow(ctx, other, drivers.TaskParams{TaskID: taskID}).Scan(&got) }()
+		var got drivers.IDRow
+		go func() {
+			var err error
+			got, err = st.LockWait.One(ctx, other, drivers.TaskParams{TaskID: taskID})
+			done <- err
+		}()
 		select {
 		case err := <-done:
 			t.Fatalf("plain FOR UPDATE returned (%v) while the lock was held", err)
@@ -366,7 +350,7 @@ func rowLock(t *testing.T, ctx context.Context, d drivers.Driver, db *sql.DB, s 
 		}
 		select {
 		case err := <-done:
-			if err != nil || got != taskID {
+			if err != nil || got.ID != taskID {
 				t.Fatalf("waiter after release: %v", err)
 			}
 		case <-time.After(30 * time.Second):
@@ -391,14 +375,14 @@ func lease(t *testing.T, ctx context.Context, d drivers.Driver, db *sql.DB) {
 		if n, _ := res.RowsAffected(); n != 1 {
 			return 0, false
 		}
-		var token int64
-		if err := st.LeaseToken.QueryRow(ctx, tx, drivers.LeaseOwnerParams{TaskID: taskID, Owner: owner}).Scan(&token); err != nil {
+		token, err := st.LeaseToken.One(ctx, tx, drivers.LeaseOwnerParams{TaskID: taskID, Owner: owner})
+		if err != nil {
 			t.Fatalf("LeaseToken: %v", err)
 		}
 		if err := tx.Commit(); err != nil {
 			t.Fatal(err)
 		}
-		return token, true
+		return token.Token, true
 	}
 	fence := func(owner string, token int64) bool {
 		res, err := st.LeaseFenceRelease.Exec(ctx, db, drivers.LeaseFenceParams{TaskID: taskID, Owner: owner, Token: token})

@@ -103,13 +103,13 @@ JOIN loanq_pool p ON p.task_id = :task_id AND p.loan_id = j.id`
 	// Who may act as whom: loanq_may_act_as is migration 00008's rule, the
 	// one its triggers apply to every write. The account is USER()'s user
 	// part: the account as the client logged in, not the definer.
-	s.Identity.SQL = `SELECT SUBSTRING_INDEX(USER(), '@', 1), CASE WHEN loanq_may_act_as(:user) THEN 1 ELSE 0 END,
-       (SELECT user_name FROM loanq_account WHERE account = SUBSTRING_INDEX(USER(), '@', 1))`
+	s.Identity.SQL = `SELECT SUBSTRING_INDEX(USER(), '@', 1) AS account_name, CASE WHEN loanq_may_act_as(:user) THEN 1 ELSE 0 END AS may_act,
+       (SELECT user_name FROM loanq_account WHERE account = SUBSTRING_INDEX(USER(), '@', 1)) AS mapped`
 
 	// Wake-ups (docs/algorithm.md, "Waiting"). innodb_lock_wait_timeout is
 	// a session variable in whole seconds: the waiter sets it on its own
 	// connection and puts the saved value back after its transaction.
-	s.WaitLockSave.SQL = `SELECT @@SESSION.innodb_lock_wait_timeout`
+	s.WaitLockSave.SQL = `SELECT @@SESSION.innodb_lock_wait_timeout AS setting`
 	s.WaitLockSet.SQL = `SET SESSION innodb_lock_wait_timeout = GREATEST(1, CEIL(:ms / 1000))`
 	s.WaitLockRestore.SQL = `SET SESSION innodb_lock_wait_timeout = :value`
 	// An S lock on the task's index record: it waits for the holder's X
@@ -135,11 +135,11 @@ JOIN loanq_pool p ON p.task_id = :task_id AND p.loan_id = j.id`
 	// task through the unique index on (task_id, active_loan_id), whose
 	// second column is NULL once a row is dispositioned, and pending requests
 	// through (task_id, status, id); both joins start from the few task rows.
-	s.DashPending.SQL = `SELECT r.task_id, COUNT(*), {{age "MIN(r.created_at)"}}
+	s.DashPending.SQL = `SELECT r.task_id, COUNT(*) AS pending, {{age "MIN(r.created_at)"}} AS oldest_s
 FROM loanq_task t JOIN loanq_work_request r ON r.task_id = t.id AND r.status = 'pending'
 GROUP BY r.task_id`
-	s.DashActive.SQL = `SELECT w.task_id, w.user_name, COUNT(*), {{age "MIN(w.assigned_at)"}},
-       COUNT(CASE WHEN {{age "w.assigned_at"}} >= :hold_s THEN 1 END)
+	s.DashActive.SQL = `SELECT w.task_id, w.user_name, COUNT(*) AS active, {{age "MIN(w.assigned_at)"}} AS oldest_s,
+       COUNT(CASE WHEN {{age "w.assigned_at"}} >= :hold_s THEN 1 END) AS held
 FROM loanq_task t JOIN loanq_work w ON w.task_id = t.id AND w.active_loan_id IS NOT NULL
 GROUP BY w.task_id, w.user_name`
 
@@ -151,7 +151,7 @@ GROUP BY w.task_id, w.user_name`
 	// join order and the index are forced, as on a freshly filled table the
 	// planner's statistics may say a scan is cheaper, and a scan locks (and
 	// waits for) the processors' active rows it passes.
-	s.PruneWorkCount.SQL = `SELECT COUNT(*) FROM ` + pruneIDs + `
+	s.PruneWorkCount.SQL = `SELECT COUNT(*) AS n FROM ` + pruneIDs + `
 STRAIGHT_JOIN loanq_work w FORCE INDEX (loanq_work_request_ix) ON w.request_id = j.id`
 	s.PruneWork.SQL = `DELETE w FROM ` + pruneIDs + `
 STRAIGHT_JOIN loanq_work w FORCE INDEX (loanq_work_request_ix) ON w.request_id = j.id

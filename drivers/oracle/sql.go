@@ -103,18 +103,18 @@ var statements = drivers.Build(dialect{}, capabilities, func(s *drivers.Statemen
 	// loanq_lock_rows (pool claim procedure: Driver.LockPool).
 	s.PoolClaim.SQL = ""
 	s.PoolStats.SQL = `SELECT
-  (SELECT COUNT(*) FROM loanq_pool WHERE task_id = :task_id AND filled_at > {{nowMinusMs ":ttl_ms"}}),
-  (SELECT {{age "MIN(filled_at)"}} FROM loanq_pool WHERE task_id = :task_id AND filled_at > {{nowMinusMs ":ttl_ms"}}),
-  (SELECT COUNT(*) FROM loanq_work_request WHERE task_id = :task_id AND pooled = 1),
-  (SELECT COUNT(*) FROM loanq_query_run WHERE task_id = :task_id AND pooled > 0)
+  (SELECT COUNT(*) FROM loanq_pool WHERE task_id = :task_id AND filled_at > {{nowMinusMs ":ttl_ms"}}) AS fresh,
+  (SELECT {{age "MIN(filled_at)"}} FROM loanq_pool WHERE task_id = :task_id AND filled_at > {{nowMinusMs ":ttl_ms"}}) AS age_s,
+  (SELECT COUNT(*) FROM loanq_work_request WHERE task_id = :task_id AND pooled = 1) AS hits,
+  (SELECT COUNT(*) FROM loanq_query_run WHERE task_id = :task_id AND pooled > 0) AS refills
 FROM dual`
 	// Who may act as whom: loanq_may_act_as is migration 00008's rule, the
 	// one its triggers apply to every write.
-	s.Identity.SQL = `SELECT SYS_CONTEXT('USERENV', 'SESSION_USER'), loanq_may_act_as(:user),
-       (SELECT user_name FROM loanq_account WHERE account = SYS_CONTEXT('USERENV', 'SESSION_USER'))
+	s.Identity.SQL = `SELECT SYS_CONTEXT('USERENV', 'SESSION_USER') AS account_name, loanq_may_act_as(:user) AS may_act,
+       (SELECT user_name FROM loanq_account WHERE account = SYS_CONTEXT('USERENV', 'SESSION_USER')) AS mapped
 FROM dual`
 
-	s.Now.SQL = `SELECT {{now}} FROM DUAL`
+	s.Now.SQL = `SELECT {{now}} AS db_now FROM DUAL`
 
 	// Newest by start time, not by id: identity columns are NOORDER, so on
 	// RAC each instance hands out ids from its own cached range and a higher
@@ -137,7 +137,7 @@ FETCH FIRST 10 ROWS ONLY`
 	// seconds are cut so the value scans as an integer.
 	s.Pipeline.SQL = `SELECT name, loan_id, assigned_at,
        EXTRACT(DAY FROM age) * 86400 + EXTRACT(HOUR FROM age) * 3600
-         + EXTRACT(MINUTE FROM age) * 60 + TRUNC(EXTRACT(SECOND FROM age)), key_kind
+         + EXTRACT(MINUTE FROM age) * 60 + TRUNC(EXTRACT(SECOND FROM age)) AS age_s, key_kind
 FROM (
   SELECT t.name, w.loan_id, w.assigned_at, w.id, {{now}} - w.assigned_at AS age, t.key_kind
   FROM loanq_work w JOIN loanq_task t ON t.id = w.task_id
@@ -164,11 +164,11 @@ ORDER BY assigned_at, id`
 	// unique index, which holds only active rows (its keys are NULL once a
 	// row is dispositioned), and pending requests through (task_id, status,
 	// id); both joins start from the few task rows.
-	s.DashPending.SQL = `SELECT r.task_id, COUNT(*), {{age "MIN(r.created_at)"}}
+	s.DashPending.SQL = `SELECT r.task_id, COUNT(*) AS pending, {{age "MIN(r.created_at)"}} AS oldest_s
 FROM loanq_task t JOIN loanq_work_request r ON r.task_id = t.id AND r.status = 'pending'
 GROUP BY r.task_id`
-	s.DashActive.SQL = `SELECT w.task_id, w.user_name, COUNT(*), {{age "MIN(w.assigned_at)"}},
-       COUNT(CASE WHEN {{age "w.assigned_at"}} >= :hold_s THEN 1 END)
+	s.DashActive.SQL = `SELECT w.task_id, w.user_name, COUNT(*) AS active, {{age "MIN(w.assigned_at)"}} AS oldest_s,
+       COUNT(CASE WHEN {{age "w.assigned_at"}} >= :hold_s THEN 1 END) AS held
 FROM loanq_task t JOIN loanq_work w ON CASE WHEN w.disposition IS NULL THEN w.task_id END = t.id
 GROUP BY w.task_id, w.user_name`
 
@@ -181,7 +181,7 @@ WHERE CASE WHEN status = 'pending' THEN task_id END = :task_id
 	// "" (all users) arrives as NULL; the age as in Pipeline.
 	s.WorkOlder.SQL = `SELECT id, loan_id, user_name, assigned_at,
        EXTRACT(DAY FROM age) * 86400 + EXTRACT(HOUR FROM age) * 3600
-         + EXTRACT(MINUTE FROM age) * 60 + TRUNC(EXTRACT(SECOND FROM age))
+         + EXTRACT(MINUTE FROM age) * 60 + TRUNC(EXTRACT(SECOND FROM age)) AS age_s
 FROM (
   SELECT id, loan_id, user_name, assigned_at, {{now}} - assigned_at AS age
   FROM loanq_work

@@ -96,8 +96,8 @@ func (dialect) InsertID(ctx context.Context, q drivers.Querier, query string, ar
 var statements = drivers.Build(dialect{}, capabilities, func(s *drivers.Statements) {
 	// Who may act as whom: loanq_may_act_as is migration 00008's rule, the
 	// one the row-level security policies apply to every write.
-	s.Identity.SQL = `SELECT current_user::text, CASE WHEN loanq_may_act_as(:user) THEN 1 ELSE 0 END,
-       (SELECT user_name FROM loanq_account WHERE account = current_user)`
+	s.Identity.SQL = `SELECT current_user::text AS account_name, CASE WHEN loanq_may_act_as(:user) THEN 1 ELSE 0 END AS may_act,
+       (SELECT user_name FROM loanq_account WHERE account = current_user) AS mapped`
 
 	// FOR NO KEY UPDATE, not FOR UPDATE: a new work request references its
 	// task by foreign key, and the FK check takes FOR KEY SHARE on the task

@@ -147,20 +147,20 @@ WHERE status = 'claimed' AND lease_expires_at <= SYS_EXTRACT_UTC(SYSTIMESTAMP)
 /
 
 -- Ready: bench: count ready items
-SELECT COUNT(*) FROM loanq_bench_item WHERE status = 'ready'
+SELECT COUNT(*) AS n FROM loanq_bench_item WHERE status = 'ready'
 /
 
 -- Summary: bench: audit the run (duplicates, missed items)
-SELECT COUNT(*),
-       COALESCE(SUM(CASE WHEN status = 'done' THEN 1 ELSE 0 END), 0),
-       COALESCE(SUM(CASE WHEN processed > 1 THEN 1 ELSE 0 END), 0),
-       COALESCE(SUM(processed), 0),
-       COALESCE(SUM(CASE WHEN processed = 0 THEN 1 ELSE 0 END), 0)
+SELECT COUNT(*) AS items,
+       COALESCE(SUM(CASE WHEN status = 'done' THEN 1 ELSE 0 END), 0) AS done,
+       COALESCE(SUM(CASE WHEN processed > 1 THEN 1 ELSE 0 END), 0) AS duplicates,
+       COALESCE(SUM(processed), 0) AS total,
+       COALESCE(SUM(CASE WHEN processed = 0 THEN 1 ELSE 0 END), 0) AS missed
 FROM loanq_bench_item
 /
 
 -- ByOwner: bench: items finished per worker
-SELECT owner, COUNT(*) FROM loanq_bench_item WHERE status = 'done' GROUP BY owner ORDER BY owner
+SELECT owner, COUNT(*) AS n FROM loanq_bench_item WHERE status = 'done' GROUP BY owner ORDER BY owner
 /
 
 -- DoneMany: bench: finish a batch of items held by row locks, one statement
@@ -180,6 +180,6 @@ WHERE owner = :1 AND id IN (SELECT j.id FROM JSON_TABLE(:2, '$[*]' COLUMNS (id N
 -- not used on oracle: not measured on this database (no single-statement skip-locked claim)
 
 -- ServerVersion: bench: name the server product and version
-SELECT banner FROM v$version WHERE ROWNUM = 1
+SELECT banner AS version FROM v$version WHERE ROWNUM = 1
 /
 

@@ -4,7 +4,7 @@
 -- rejects one after plain SQL); '/' on its own line runs it in SQL*Plus/SQLcl.
 
 -- Now: read the database clock
-SELECT SYS_EXTRACT_UTC(SYSTIMESTAMP) FROM DUAL
+SELECT SYS_EXTRACT_UTC(SYSTIMESTAMP) AS db_now FROM DUAL
 /
 
 -- TaskInsert: create a task
@@ -107,7 +107,7 @@ WHERE id = :1 AND lease_owner = :2 AND lease_token = :3
 /
 
 -- ActiveCountForUser: a user's active work in a task (per-user cap)
-SELECT COUNT(*) FROM loanq_work WHERE task_id = :1 AND user_name = :2 AND disposition IS NULL
+SELECT COUNT(*) AS n FROM loanq_work WHERE task_id = :1 AND user_name = :2 AND disposition IS NULL
 /
 
 -- WorkInsertMany: assign a round's loans, one statement
@@ -143,7 +143,7 @@ WHERE task_id = :3 AND loan_id = :4 AND user_name = :5 AND disposition IS NULL
 -- Pipeline: a user's active work, oldest first
 SELECT name, loan_id, assigned_at,
        EXTRACT(DAY FROM age) * 86400 + EXTRACT(HOUR FROM age) * 3600
-         + EXTRACT(MINUTE FROM age) * 60 + TRUNC(EXTRACT(SECOND FROM age)), key_kind
+         + EXTRACT(MINUTE FROM age) * 60 + TRUNC(EXTRACT(SECOND FROM age)) AS age_s, key_kind
 FROM (
   SELECT t.name, w.loan_id, w.assigned_at, w.id, SYS_EXTRACT_UTC(SYSTIMESTAMP) - w.assigned_at AS age, t.key_kind
   FROM loanq_work w JOIN loanq_task t ON t.id = w.task_id
@@ -153,7 +153,7 @@ ORDER BY assigned_at, id
 
 -- RequestWake: wake-up: a waiting caller reads its request and the task's lease
 SELECT r.status, t.lease_owner,
-       CASE WHEN t.lease_owner IS NULL OR t.lease_expires_at <= SYS_EXTRACT_UTC(SYSTIMESTAMP) THEN 1 ELSE 0 END
+       CASE WHEN t.lease_owner IS NULL OR t.lease_expires_at <= SYS_EXTRACT_UTC(SYSTIMESTAMP) THEN 1 ELSE 0 END AS lease_free
 FROM loanq_work_request r JOIN loanq_task t ON t.id = r.task_id
 WHERE r.id = :1
 /
@@ -179,7 +179,7 @@ SELECT id FROM loanq_task WHERE id = :1 FOR UPDATE WAIT {wait_s}
 /
 
 -- RecentRuns: wake-up and coalescing: recent criteria-query time of a task
-SELECT COUNT(*), ROUND(COALESCE(AVG(duration_ms), 0)) FROM (
+SELECT COUNT(*) AS runs, ROUND(COALESCE(AVG(duration_ms), 0)) AS mean_ms FROM (
   SELECT duration_ms FROM loanq_query_run WHERE task_id = :1 ORDER BY id DESC FETCH FIRST 10 ROWS ONLY) r
 /
 
@@ -223,7 +223,7 @@ VALUES (:1, :2, :3, :4, SYS_EXTRACT_UTC(SYSTIMESTAMP))
 /
 
 -- HoldMeasured: hold limit: the task's recent criteria-query time
-SELECT MAX(duration_ms) FROM (
+SELECT MAX(duration_ms) AS max_ms FROM (
   SELECT duration_ms FROM loanq_query_run WHERE task_id = :1 ORDER BY id DESC FETCH FIRST 10 ROWS ONLY) recent
 /
 
@@ -247,7 +247,7 @@ WHERE name = :3 AND (holder IS NULL OR expires_at <= SYS_EXTRACT_UTC(SYSTIMESTAM
 /
 
 -- NamedLockRead: lock run: read one lock
-SELECT holder, token, taken_at, expires_at, SYS_EXTRACT_UTC(SYSTIMESTAMP) FROM loanq_lock WHERE name = :1
+SELECT holder, token, taken_at, expires_at, SYS_EXTRACT_UTC(SYSTIMESTAMP) AS db_now FROM loanq_lock WHERE name = :1
 /
 
 -- NamedLockRenew: lock run: renew the lease (fenced by holder and token)
@@ -261,11 +261,11 @@ WHERE name = :1 AND holder = :2 AND token = :3
 /
 
 -- NamedLockList: lock list: every named lock
-SELECT name, holder, token, taken_at, expires_at, SYS_EXTRACT_UTC(SYSTIMESTAMP) FROM loanq_lock ORDER BY name
+SELECT name, holder, token, taken_at, expires_at, SYS_EXTRACT_UTC(SYSTIMESTAMP) AS db_now FROM loanq_lock ORDER BY name
 /
 
 -- StatsDispositions: task stats: dispositions in the last window, per task and kind
-SELECT t.name, w.disposition, COUNT(*)
+SELECT t.name, w.disposition, COUNT(*) AS n
 FROM loanq_work w JOIN loanq_task t ON t.id = w.task_id
 WHERE w.disposition IS NOT NULL AND w.disposed_at > SYS_EXTRACT_UTC(SYSTIMESTAMP) - NUMTODSINTERVAL(:1 / 1000, 'SECOND')
 GROUP BY t.name, w.disposition
@@ -279,43 +279,43 @@ ORDER BY r.started_at DESC, r.id DESC
 /
 
 -- DashPending: dashboard: pending requests per task and the oldest one's age
-SELECT r.task_id, COUNT(*), ROUND((CAST(SYS_EXTRACT_UTC(SYSTIMESTAMP) AS DATE) - CAST(MIN(r.created_at) AS DATE)) * 86400)
+SELECT r.task_id, COUNT(*) AS pending, ROUND((CAST(SYS_EXTRACT_UTC(SYSTIMESTAMP) AS DATE) - CAST(MIN(r.created_at) AS DATE)) * 86400) AS oldest_s
 FROM loanq_task t JOIN loanq_work_request r ON r.task_id = t.id AND r.status = 'pending'
 GROUP BY r.task_id
 /
 
 -- DashActive: dashboard: active work per task and user, oldest age, held past the limit
-SELECT w.task_id, w.user_name, COUNT(*), ROUND((CAST(SYS_EXTRACT_UTC(SYSTIMESTAMP) AS DATE) - CAST(MIN(w.assigned_at) AS DATE)) * 86400),
-       COUNT(CASE WHEN ROUND((CAST(SYS_EXTRACT_UTC(SYSTIMESTAMP) AS DATE) - CAST(w.assigned_at AS DATE)) * 86400) >= :1 THEN 1 END)
+SELECT w.task_id, w.user_name, COUNT(*) AS active, ROUND((CAST(SYS_EXTRACT_UTC(SYSTIMESTAMP) AS DATE) - CAST(MIN(w.assigned_at) AS DATE)) * 86400) AS oldest_s,
+       COUNT(CASE WHEN ROUND((CAST(SYS_EXTRACT_UTC(SYSTIMESTAMP) AS DATE) - CAST(w.assigned_at AS DATE)) * 86400) >= :1 THEN 1 END) AS held
 FROM loanq_task t JOIN loanq_work w ON CASE WHEN w.disposition IS NULL THEN w.task_id END = t.id
 GROUP BY w.task_id, w.user_name
 /
 
 -- DashDoneFloor: dashboard: the floor id under which the work history no longer changes (hourly)
-SELECT MIN(CASE WHEN disposition IS NULL THEN id END),
-       MIN(CASE WHEN disposed_at >= CAST(TRUNC(SYS_EXTRACT_UTC(SYSTIMESTAMP)) AS TIMESTAMP) THEN id END), MAX(id)
+SELECT MIN(CASE WHEN disposition IS NULL THEN id END) AS active_floor,
+       MIN(CASE WHEN disposed_at >= CAST(TRUNC(SYS_EXTRACT_UTC(SYSTIMESTAMP)) AS TIMESTAMP) THEN id END) AS today_floor, MAX(id) AS max_id
 FROM loanq_work
 /
 
 -- DashDoneBefore: dashboard: dispositions below the floor id (hourly)
-SELECT task_id, user_name, disposition, COUNT(*)
+SELECT task_id, user_name, disposition, COUNT(*) AS n
 FROM loanq_work WHERE id < :1 AND disposition IS NOT NULL GROUP BY task_id, user_name, disposition
 /
 
 -- DashDone: dashboard: dispositions from the floor id up, in all and today
-SELECT task_id, user_name, disposition, COUNT(*),
-       COUNT(CASE WHEN disposed_at >= CAST(TRUNC(SYS_EXTRACT_UTC(SYSTIMESTAMP)) AS TIMESTAMP) THEN 1 END)
+SELECT task_id, user_name, disposition, COUNT(*) AS n,
+       COUNT(CASE WHEN disposed_at >= CAST(TRUNC(SYS_EXTRACT_UTC(SYSTIMESTAMP)) AS TIMESTAMP) THEN 1 END) AS today
 FROM loanq_work WHERE id >= :1 AND disposition IS NOT NULL GROUP BY task_id, user_name, disposition
 /
 
 -- DashRuns: dashboard: a task's latest criteria-query runs, with their age
-SELECT id, ROUND((CAST(SYS_EXTRACT_UTC(SYSTIMESTAMP) AS DATE) - CAST(started_at AS DATE)) * 86400), duration_ms, rows_found, requests_served, loans_assigned
+SELECT id, ROUND((CAST(SYS_EXTRACT_UTC(SYSTIMESTAMP) AS DATE) - CAST(started_at AS DATE)) * 86400) AS age_s, duration_ms, rows_found, requests_served, loans_assigned
 FROM loanq_query_run WHERE task_id = :1 ORDER BY id DESC FETCH FIRST :2 ROWS ONLY
 /
 
 -- DashDispositions: dashboard: a task's latest dispositions
-SELECT loan_id, user_name, disposition, ROUND((CAST(SYS_EXTRACT_UTC(SYSTIMESTAMP) AS DATE) - CAST(disposed_at AS DATE)) * 86400),
-       ROUND((CAST(disposed_at AS DATE) - CAST(assigned_at AS DATE)) * 86400)
+SELECT loan_id, user_name, disposition, ROUND((CAST(SYS_EXTRACT_UTC(SYSTIMESTAMP) AS DATE) - CAST(disposed_at AS DATE)) * 86400) AS age_s,
+       ROUND((CAST(disposed_at AS DATE) - CAST(assigned_at AS DATE)) * 86400) AS held_s
 FROM loanq_work WHERE task_id = :1 AND disposition IS NOT NULL ORDER BY id DESC FETCH FIRST :2 ROWS ONLY
 /
 
@@ -350,7 +350,7 @@ WHERE task_id = :1 AND disposition IS NULL AND assigned_at <= SYS_EXTRACT_UTC(SY
 -- WorkOlder: a task's active work older than an age, optionally of one user
 SELECT id, loan_id, user_name, assigned_at,
        EXTRACT(DAY FROM age) * 86400 + EXTRACT(HOUR FROM age) * 3600
-         + EXTRACT(MINUTE FROM age) * 60 + TRUNC(EXTRACT(SECOND FROM age))
+         + EXTRACT(MINUTE FROM age) * 60 + TRUNC(EXTRACT(SECOND FROM age)) AS age_s
 FROM (
   SELECT id, loan_id, user_name, assigned_at, SYS_EXTRACT_UTC(SYSTIMESTAMP) - assigned_at AS age
   FROM loanq_work
@@ -383,19 +383,19 @@ WHERE id = :13
 /
 
 -- RequestsByUser: report: a task's requests by user and status
-SELECT user_name, status, COUNT(*) FROM loanq_work_request WHERE task_id = :1 GROUP BY user_name, status
+SELECT user_name, status, COUNT(*) AS n FROM loanq_work_request WHERE task_id = :1 GROUP BY user_name, status
 /
 
 -- WorkByUser: report: a task's assignments by user and disposition (NULL: active)
-SELECT user_name, disposition, COUNT(*) FROM loanq_work WHERE task_id = :1 GROUP BY user_name, disposition
+SELECT user_name, disposition, COUNT(*) AS n FROM loanq_work WHERE task_id = :1 GROUP BY user_name, disposition
 /
 
 -- QueryRunTotals: report: a task's criteria-query runs, requests served and loans assigned
-SELECT COUNT(*), COALESCE(SUM(requests_served), 0), COALESCE(SUM(loans_assigned), 0) FROM loanq_query_run WHERE task_id = :1
+SELECT COUNT(*) AS runs, COALESCE(SUM(requests_served), 0) AS served, COALESCE(SUM(loans_assigned), 0) AS assigned FROM loanq_query_run WHERE task_id = :1
 /
 
 -- ActiveWorkCount: task delete: active assignments that deleting the task would drop
-SELECT COUNT(*) FROM loanq_work WHERE task_id = :1 AND disposition IS NULL
+SELECT COUNT(*) AS n FROM loanq_work WHERE task_id = :1 AND disposition IS NULL
 /
 
 -- DeleteWork: task delete: the task's assignments and their history (children of requests, first)
@@ -419,7 +419,7 @@ DELETE FROM loanq_task WHERE id = :1
 /
 
 -- WorkDuplicates: bench --target engine: a task's work rows, and how many of them assign a loan a second time
-SELECT COUNT(*), COUNT(*) - COUNT(DISTINCT loan_id) FROM loanq_work WHERE task_id = :1
+SELECT COUNT(*) AS n, COUNT(*) - COUNT(DISTINCT loan_id) AS duplicates FROM loanq_work WHERE task_id = :1
 /
 
 -- ActiveWorkAll: work list: everyone's active work, oldest first (task, loan, user, assigned_at)
@@ -430,33 +430,33 @@ ORDER BY w.assigned_at, w.id
 /
 
 -- StatsPending: task stats: pending requests per task
-SELECT t.name, COUNT(*)
+SELECT t.name, COUNT(*) AS n
 FROM loanq_work_request r JOIN loanq_task t ON t.id = r.task_id
 WHERE r.status = 'pending'
 GROUP BY t.name
 /
 
 -- StatsActiveByUser: task stats: active work per task and user
-SELECT t.name, w.user_name, COUNT(*)
+SELECT t.name, w.user_name, COUNT(*) AS n
 FROM loanq_work w JOIN loanq_task t ON t.id = w.task_id
 WHERE w.disposition IS NULL
 GROUP BY t.name, w.user_name
 /
 
 -- AuditDuplicateActive: audit: (task, loan) pairs active in more than one pipeline (the invariant)
-SELECT COUNT(*) FROM (
+SELECT COUNT(*) AS n FROM (
   SELECT task_id, loan_id FROM loanq_work WHERE disposition IS NULL
   GROUP BY task_id, loan_id HAVING COUNT(*) > 1) d
 /
 
 -- AuditCountMismatch: audit: served requests whose assigned count differs from their work rows
-SELECT COUNT(*) FROM loanq_work_request r
+SELECT COUNT(*) AS n FROM loanq_work_request r
 WHERE r.status <> 'pending'
   AND r.assigned <> (SELECT COUNT(*) FROM loanq_work w WHERE w.request_id = r.id)
 /
 
 -- AuditBadStatus: audit: requests whose status does not match their counts
-SELECT COUNT(*) FROM loanq_work_request
+SELECT COUNT(*) AS n FROM loanq_work_request
 WHERE (status = 'assigned' AND assigned <> requested)
    OR (status = 'partial' AND (assigned = 0 OR assigned >= requested))
    OR (status = 'empty' AND assigned <> 0)
@@ -464,30 +464,32 @@ WHERE (status = 'assigned' AND assigned <> requested)
 /
 
 -- AuditOverCap: audit: users holding more active work in a task than its max_active
-SELECT COUNT(*) FROM (
+SELECT COUNT(*) AS n FROM (
   SELECT w.task_id, w.user_name FROM loanq_work w JOIN loanq_task t ON t.id = w.task_id
   WHERE w.disposition IS NULL AND t.max_active IS NOT NULL
   GROUP BY w.task_id, w.user_name, t.max_active HAVING COUNT(*) > t.max_active) c
 /
 
 -- AuditPending: audit: requests still pending (0 once every caller or a recheck has run)
-SELECT COUNT(*) FROM loanq_work_request WHERE status = 'pending'
+SELECT COUNT(*) AS n FROM loanq_work_request WHERE status = 'pending'
 /
 
 -- DashRunHistogram: dashboard: criteria runs per task and duration bucket, from the floor id up
-SELECT task_id, CASE WHEN duration_ms <= 10 THEN 0 WHEN duration_ms <= 50 THEN 1 WHEN duration_ms <= 100 THEN 2 WHEN duration_ms <= 250 THEN 3 WHEN duration_ms <= 500 THEN 4 WHEN duration_ms <= 1000 THEN 5 WHEN duration_ms <= 2500 THEN 6 WHEN duration_ms <= 5000 THEN 7 WHEN duration_ms <= 10000 THEN 8 WHEN duration_ms <= 30000 THEN 9 WHEN duration_ms <= 60000 THEN 10 WHEN duration_ms <= 120000 THEN 11 ELSE 12 END, COUNT(*), SUM(duration_ms), SUM(requests_served), SUM(loans_assigned)
+SELECT task_id, CASE WHEN duration_ms <= 10 THEN 0 WHEN duration_ms <= 50 THEN 1 WHEN duration_ms <= 100 THEN 2 WHEN duration_ms <= 250 THEN 3 WHEN duration_ms <= 500 THEN 4 WHEN duration_ms <= 1000 THEN 5 WHEN duration_ms <= 2500 THEN 6 WHEN duration_ms <= 5000 THEN 7 WHEN duration_ms <= 10000 THEN 8 WHEN duration_ms <= 30000 THEN 9 WHEN duration_ms <= 60000 THEN 10 WHEN duration_ms <= 120000 THEN 11 ELSE 12 END AS bucket, COUNT(*) AS runs, SUM(duration_ms) AS total_ms,
+       SUM(requests_served) AS served, SUM(loans_assigned) AS assigned
 FROM loanq_query_run WHERE id >= :1
 GROUP BY task_id, CASE WHEN duration_ms <= 10 THEN 0 WHEN duration_ms <= 50 THEN 1 WHEN duration_ms <= 100 THEN 2 WHEN duration_ms <= 250 THEN 3 WHEN duration_ms <= 500 THEN 4 WHEN duration_ms <= 1000 THEN 5 WHEN duration_ms <= 2500 THEN 6 WHEN duration_ms <= 5000 THEN 7 WHEN duration_ms <= 10000 THEN 8 WHEN duration_ms <= 30000 THEN 9 WHEN duration_ms <= 60000 THEN 10 WHEN duration_ms <= 120000 THEN 11 ELSE 12 END
 /
 
 -- DashRunHistogramBelow: dashboard: criteria runs per task and duration bucket, below the floor id (hourly)
-SELECT task_id, CASE WHEN duration_ms <= 10 THEN 0 WHEN duration_ms <= 50 THEN 1 WHEN duration_ms <= 100 THEN 2 WHEN duration_ms <= 250 THEN 3 WHEN duration_ms <= 500 THEN 4 WHEN duration_ms <= 1000 THEN 5 WHEN duration_ms <= 2500 THEN 6 WHEN duration_ms <= 5000 THEN 7 WHEN duration_ms <= 10000 THEN 8 WHEN duration_ms <= 30000 THEN 9 WHEN duration_ms <= 60000 THEN 10 WHEN duration_ms <= 120000 THEN 11 ELSE 12 END, COUNT(*), SUM(duration_ms), SUM(requests_served), SUM(loans_assigned)
+SELECT task_id, CASE WHEN duration_ms <= 10 THEN 0 WHEN duration_ms <= 50 THEN 1 WHEN duration_ms <= 100 THEN 2 WHEN duration_ms <= 250 THEN 3 WHEN duration_ms <= 500 THEN 4 WHEN duration_ms <= 1000 THEN 5 WHEN duration_ms <= 2500 THEN 6 WHEN duration_ms <= 5000 THEN 7 WHEN duration_ms <= 10000 THEN 8 WHEN duration_ms <= 30000 THEN 9 WHEN duration_ms <= 60000 THEN 10 WHEN duration_ms <= 120000 THEN 11 ELSE 12 END AS bucket, COUNT(*) AS runs, SUM(duration_ms) AS total_ms,
+       SUM(requests_served) AS served, SUM(loans_assigned) AS assigned
 FROM loanq_query_run WHERE id < :1
 GROUP BY task_id, CASE WHEN duration_ms <= 10 THEN 0 WHEN duration_ms <= 50 THEN 1 WHEN duration_ms <= 100 THEN 2 WHEN duration_ms <= 250 THEN 3 WHEN duration_ms <= 500 THEN 4 WHEN duration_ms <= 1000 THEN 5 WHEN duration_ms <= 2500 THEN 6 WHEN duration_ms <= 5000 THEN 7 WHEN duration_ms <= 10000 THEN 8 WHEN duration_ms <= 30000 THEN 9 WHEN duration_ms <= 60000 THEN 10 WHEN duration_ms <= 120000 THEN 11 ELSE 12 END
 /
 
 -- DashRunMaxID: dashboard: the highest criteria-run id (the floor)
-SELECT MAX(id) FROM loanq_query_run
+SELECT MAX(id) AS max_id FROM loanq_query_run
 /
 
 -- TaskSetPrefetch: set a task's candidate pool (--prefetch, --prefetch-ttl, --prefetch-low)
@@ -515,10 +517,10 @@ FROM (SELECT j.n, j.loan_id, j.request_id, j.user_name FROM JSON_TABLE(:3, '$[*]
 
 -- PoolStats: pool: size, age, hits and refills of a task's pool
 SELECT
-  (SELECT COUNT(*) FROM loanq_pool WHERE task_id = :1 AND filled_at > SYS_EXTRACT_UTC(SYSTIMESTAMP) - NUMTODSINTERVAL(:2 / 1000, 'SECOND')),
-  (SELECT ROUND((CAST(SYS_EXTRACT_UTC(SYSTIMESTAMP) AS DATE) - CAST(MIN(filled_at) AS DATE)) * 86400) FROM loanq_pool WHERE task_id = :3 AND filled_at > SYS_EXTRACT_UTC(SYSTIMESTAMP) - NUMTODSINTERVAL(:4 / 1000, 'SECOND')),
-  (SELECT COUNT(*) FROM loanq_work_request WHERE task_id = :5 AND pooled = 1),
-  (SELECT COUNT(*) FROM loanq_query_run WHERE task_id = :6 AND pooled > 0)
+  (SELECT COUNT(*) FROM loanq_pool WHERE task_id = :1 AND filled_at > SYS_EXTRACT_UTC(SYSTIMESTAMP) - NUMTODSINTERVAL(:2 / 1000, 'SECOND')) AS fresh,
+  (SELECT ROUND((CAST(SYS_EXTRACT_UTC(SYSTIMESTAMP) AS DATE) - CAST(MIN(filled_at) AS DATE)) * 86400) FROM loanq_pool WHERE task_id = :3 AND filled_at > SYS_EXTRACT_UTC(SYSTIMESTAMP) - NUMTODSINTERVAL(:4 / 1000, 'SECOND')) AS age_s,
+  (SELECT COUNT(*) FROM loanq_work_request WHERE task_id = :5 AND pooled = 1) AS hits,
+  (SELECT COUNT(*) FROM loanq_query_run WHERE task_id = :6 AND pooled > 0) AS refills
 FROM dual
 /
 
@@ -536,13 +538,13 @@ SELECT loan_id FROM loanq_pool WHERE task_id = :1
 /
 
 -- Identity: who this connection's account is and whether it may act as a user
-SELECT SYS_CONTEXT('USERENV', 'SESSION_USER'), loanq_may_act_as(:1),
-       (SELECT user_name FROM loanq_account WHERE account = SYS_CONTEXT('USERENV', 'SESSION_USER'))
+SELECT SYS_CONTEXT('USERENV', 'SESSION_USER') AS account_name, loanq_may_act_as(:1) AS may_act,
+       (SELECT user_name FROM loanq_account WHERE account = SYS_CONTEXT('USERENV', 'SESSION_USER')) AS mapped
 FROM dual
 /
 
 -- PruneRequestBounds: prune: id range of the requests closed before the cutoff
-SELECT MIN(id), MAX(id) FROM loanq_work_request
+SELECT MIN(id) AS lo, MAX(id) AS hi FROM loanq_work_request
 WHERE served_at < SYS_EXTRACT_UTC(SYSTIMESTAMP) - NUMTODSINTERVAL(:1 / 1000, 'SECOND') AND (:2 = 0 OR task_id = :3)
 /
 
@@ -561,7 +563,7 @@ ORDER BY r.id FETCH FIRST :7 ROWS ONLY
 /
 
 -- PruneWorkCount: prune --dry-run: work rows of a batch of requests
-SELECT COUNT(*) FROM loanq_work WHERE request_id IN (SELECT j.id FROM JSON_TABLE(:1, '$[*]' COLUMNS (id NUMBER(19) PATH '$')) j)
+SELECT COUNT(*) AS n FROM loanq_work WHERE request_id IN (SELECT j.id FROM JSON_TABLE(:1, '$[*]' COLUMNS (id NUMBER(19) PATH '$')) j)
 /
 
 -- PruneWork: prune: delete the work rows of a batch of requests
@@ -579,7 +581,7 @@ WHERE id IN (SELECT j.id FROM JSON_TABLE(:1, '$[*]' COLUMNS (id NUMBER(19) PATH 
 /
 
 -- PruneRunBounds: prune: id range of a task's old criteria-query runs, its latest ones left out
-SELECT MIN(id), MAX(id) FROM loanq_query_run
+SELECT MIN(id) AS lo, MAX(id) AS hi FROM loanq_query_run
 WHERE task_id = :1 AND started_at < SYS_EXTRACT_UTC(SYSTIMESTAMP) - NUMTODSINTERVAL(:2 / 1000, 'SECOND')
   AND id < (SELECT MIN(id) FROM (
     SELECT id FROM loanq_query_run WHERE task_id = :3 ORDER BY id DESC FETCH FIRST 40 ROWS ONLY) k)
@@ -608,10 +610,10 @@ WHERE token_hash = :1 AND revoked_at IS NULL AND (expires_at IS NULL OR expires_
 /
 
 -- TokenList: api: list tokens (never the tokens themselves)
-SELECT id, user_name, role, created_by, ROUND((CAST(SYS_EXTRACT_UTC(SYSTIMESTAMP) AS DATE) - CAST(created_at AS DATE)) * 86400),
+SELECT id, user_name, role, created_by, ROUND((CAST(SYS_EXTRACT_UTC(SYSTIMESTAMP) AS DATE) - CAST(created_at AS DATE)) * 86400) AS age_s,
        CASE WHEN revoked_at IS NOT NULL THEN 'revoked'
-            WHEN expires_at IS NOT NULL AND expires_at <= SYS_EXTRACT_UTC(SYSTIMESTAMP) THEN 'expired' ELSE 'active' END,
-       CASE WHEN revoked_at IS NULL AND expires_at > SYS_EXTRACT_UTC(SYSTIMESTAMP) THEN -(ROUND((CAST(SYS_EXTRACT_UTC(SYSTIMESTAMP) AS DATE) - CAST(expires_at AS DATE)) * 86400)) END,
+            WHEN expires_at IS NOT NULL AND expires_at <= SYS_EXTRACT_UTC(SYSTIMESTAMP) THEN 'expired' ELSE 'active' END AS state,
+       CASE WHEN revoked_at IS NULL AND expires_at > SYS_EXTRACT_UTC(SYSTIMESTAMP) THEN -(ROUND((CAST(SYS_EXTRACT_UTC(SYSTIMESTAMP) AS DATE) - CAST(expires_at AS DATE)) * 86400)) END AS left_s,
        revoked_by
 FROM loanq_api_token ORDER BY id
 /
