@@ -189,7 +189,7 @@ func recheckAll(t *testing.T, dsn string, d drivers.Driver, e *dispatch.Engine, 
 		if r.code != 0 {
 			t.Fatalf("recheck of pending request %d: exit %d\n%s", id, r.code, r.stderr)
 		}
-		if got := decode(t, r); got.Status == "pending" {
+		if got := decodeKeys(t, r); got.Status == "pending" { // any key kind
 			t.Fatalf("request %d still pending after `work status --wait`: %+v", id, got)
 		}
 	}
