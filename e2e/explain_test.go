@@ -216,6 +216,15 @@ func TestExplainVerdictMatchesCallers(t *testing.T) {
 						t.Errorf("verdict %q (%d rows locked, index %q), want a warning: 600 locked, the index %s", x.Message, x.Probe.RowsLocked, x.SuggestedIndex, accIndex)
 					}
 					if lockable != 0 {
+						// heldClaimLeaves finds the holder in flight with
+						// SKIP LOCKED probes of its own: a claim that began
+						// while such a probe held rows skipped them and holds
+						// fewer than it would alone (seen once in CI: 63 of
+						// 600 left). Measured once more, that race is gone.
+						t.Logf("while a claim of 5 was held, another session could lock %d eligible rows; measuring again", lockable)
+						lockable = heldClaimLeaves(t, d, e, dsn, name, s)
+					}
+					if lockable != 0 {
 						t.Errorf("while a claim of 5 was held, another session could lock %d eligible rows: the verdict says 0", lockable)
 					}
 				case s == drivers.Rows:
