@@ -53,7 +53,7 @@ func (e *Engine) assign(ctx context.Context, tx *sql.Tx, task *Task, found crite
 	if task.MaxActive > 0 {
 		// In the round's transaction, before the plan, which needs the
 		// count of every pending user it may reach.
-		if in.active, err = e.activeCounts(ctx, tx, task, pending); err != nil {
+		if in.active, err = e.activeCounts(ctx, tx, task); err != nil {
 			return err
 		}
 	}
@@ -84,19 +84,18 @@ func (e *Engine) assign(ctx context.Context, tx *sql.Tx, task *Task, found crite
 	return nil
 }
 
-// activeCounts reads the active work of each user of the pending requests,
+// activeCounts reads the active work of each user with a pending request,
 // for the per-user cap.
-func (e *Engine) activeCounts(ctx context.Context, tx *sql.Tx, task *Task, pending []pendingRequest) (map[string]int, error) {
-	active := map[string]int{}
-	for _, r := range pending {
-		if _, seen := active[r.user]; seen {
-			continue
-		}
-		n, err := e.activeCount(ctx, tx, task, r.user)
-		if err != nil {
-			return nil, err
-		}
-		active[r.user] = n
+func (e *Engine) activeCounts(ctx context.Context, tx *sql.Tx, task *Task) (map[string]int, error) {
+	// One read for all of them, not one per user: the round holds the
+	// task's lock meanwhile.
+	rows, err := e.sql().ActiveCountsPending.All(ctx, tx, drivers.TaskParams{TaskID: task.ID})
+	if err != nil {
+		return nil, fmt.Errorf("counting the active work of task %s's waiting users: %w", task.Name, err)
+	}
+	active := make(map[string]int, len(rows))
+	for _, r := range rows {
+		active[r.User] = int(r.N)
 	}
 	return active, nil
 }

@@ -71,6 +71,10 @@ WHERE id = :task_id AND lease_owner = :owner AND lease_token = :token AND lease_
 WHERE id = :task_id AND lease_owner = :owner AND lease_token = :token`},
 
 		ActiveCountForUser: Query[TaskUserParams, Count]{SQL: `SELECT COUNT(*) AS n FROM loanq_work WHERE task_id = :task_id AND user_name = :user AND disposition IS NULL`},
+		ActiveCountsPending: Query[TaskParams, UserCountRow]{SQL: `SELECT w.user_name, COUNT(*) AS n FROM loanq_work w
+WHERE w.task_id = :task_id AND w.disposition IS NULL
+  AND w.user_name IN (SELECT r.user_name FROM loanq_work_request r WHERE r.task_id = :task_id AND r.status = 'pending')
+GROUP BY w.user_name`},
 		// The list's order is the work rows' id order, the order a request's
 		// loans are read back in. Every value comes from the list: no table
 		// is read (in InnoDB an INSERT … SELECT would take shared next-key

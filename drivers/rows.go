@@ -10,6 +10,12 @@ import (
 // per column, in the statement's order, each tagged with the column's output
 // name. Build checks every dialect's text against them.
 
+// UserCountRow is a count for one user.
+type UserCountRow struct {
+	User string `col:"user_name"`
+	N    int64  `col:"n"`
+}
+
 // Count is the row of a statement that answers one number.
 type Count struct {
 	N int64 `col:"n"`

@@ -73,6 +73,10 @@ type Statements struct {
 
 	// ActiveCountForUser is read after the lock (max_active).
 	ActiveCountForUser Query[TaskUserParams, Count] `purpose:"a user's active work in a task (per-user cap)"`
+	// ActiveCountsPending is read by a serving round of a capped task, under
+	// its lock: one read for every user with a pending request (a user
+	// without active work has no row).
+	ActiveCountsPending Query[TaskParams, UserCountRow] `purpose:"the active work in a task of each user with a pending request (per-user cap)"`
 	// WorkInsertMany: A serving round's loans, every request's, in one
 	// statement.
 	WorkInsertMany Stmt[WorkInsertManyParams] `purpose:"assign a round's loans, one statement"`

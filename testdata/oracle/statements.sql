@@ -110,6 +110,13 @@ WHERE id = :1 AND lease_owner = :2 AND lease_token = :3
 SELECT COUNT(*) AS n FROM loanq_work WHERE task_id = :1 AND user_name = :2 AND disposition IS NULL
 /
 
+-- ActiveCountsPending: the active work in a task of each user with a pending request (per-user cap)
+SELECT w.user_name, COUNT(*) AS n FROM loanq_work w
+WHERE w.task_id = :1 AND w.disposition IS NULL
+  AND w.user_name IN (SELECT r.user_name FROM loanq_work_request r WHERE r.task_id = :2 AND r.status = 'pending')
+GROUP BY w.user_name
+/
+
 -- WorkInsertMany: assign a round's loans, one statement
 INSERT INTO loanq_work (task_id, loan_id, user_name, request_id, assigned_at)
 SELECT ROUND(:1), a.loan_id, a.user_name, a.request_id, SYS_EXTRACT_UTC(SYSTIMESTAMP)
