@@ -8,9 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/loanq/loanq/drivers"
 	"github.com/loanq/loanq/drivers/mysql"
-	"github.com/loanq/loanq/internal/testdb"
 )
 
 var updateDataLocks = flag.Bool("update", false, "rewrite testdata/mysql8/data_locks.sql from the current code")
@@ -39,16 +37,7 @@ func TestDataLocksExactText(t *testing.T) {
 
 func TestDataLocksOnMariaDB(t *testing.T) {
 	ctx := context.Background()
-	_, dsn, err := drivers.ParseDSN(testdb.Fresh(t, "mysql"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	d := &mysql.Driver{}
-	db, err := d.Open(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	d, db := openFresh(t)
 	var version string
 	if err := db.QueryRowContext(ctx, "SELECT VERSION()").Scan(&version); err != nil {
 		t.Fatal(err)

@@ -2,6 +2,7 @@ package mysql_test
 
 import (
 	"context"
+	"database/sql"
 	"testing"
 	"time"
 
@@ -15,16 +16,7 @@ import (
 // from the pooled connection once the transaction has ended.
 func TestHoldLimitSession(t *testing.T) {
 	ctx := context.Background()
-	_, dsn, err := drivers.ParseDSN(testdb.Fresh(t, "mysql"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	d := &mysql.Driver{}
-	db, err := d.Open(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	d, db := openFresh(t)
 	db.SetMaxOpenConns(1) // one session: what the pool hands out next is the one the limit was set on
 	vars := func(q drivers.Querier) (idle int64, stmt float64) {
 		t.Helper()
@@ -69,4 +61,21 @@ func TestHoldLimitSession(t *testing.T) {
 	if idle, stmt := vars(db); idle != idle0 || stmt != stmt0 {
 		t.Fatalf("the next session carries the hold limit: %d, %g", idle, stmt)
 	}
+}
+
+// openFresh opens a fresh test database through the driver itself (not the
+// engine), closed when the test ends.
+func openFresh(t *testing.T) (*mysql.Driver, *sql.DB) {
+	t.Helper()
+	_, dsn, err := drivers.ParseDSN(testdb.Fresh(t, "mysql"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &mysql.Driver{}
+	db, err := d.Open(context.Background(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return d, db
 }
