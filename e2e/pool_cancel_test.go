@@ -12,8 +12,8 @@ import (
 	"github.com/loanq/loanq/internal/testdb"
 )
 
-// Cancel with a candidate pool (issue 24, "the cap, cancel/attach and
-// --max-hold with a pool"). The pool is empty and a holder runs the task's
+// Cancel with a candidate pool (docs/algorithm.md, "The candidate pool":
+// cancel and attach keep holding with a pool). The pool is empty and a holder runs the task's
 // 3 s criteria query; meanwhile requests of the prefetch task wait. One is
 // cancelled with `work cancel`, one by SIGINT on its waiting `work get`; one
 // left by `work get --no-wait` is rechecked by `work status ID --wait`; one

@@ -18,7 +18,7 @@ import (
 
 // A `loanq work get` process killed with SIGKILL while it claims from a
 // candidate pool loses nothing and leaves no pool row claimed
-// (docs/algorithm.md, "The candidate pool"; issue 24). Its claim is one
+// (docs/algorithm.md, "The candidate pool"). Its claim is one
 // transaction that logs the request, locks pool rows, assigns and commits:
 // whatever the moment of the kill, the database holds either all of it or
 // none of it, and the next claims get the same candidates in the same order.
