@@ -97,10 +97,3 @@ func (e *Engine) sql() *drivers.Statements { return e.Driver.Statements() }
 // caps are what the database can do where databases differ: the engine
 // switches on them, never on whether a statement is empty.
 func (e *Engine) caps() drivers.Capabilities { return e.Driver.Capabilities() }
-
-// asTime converts what a driver returns for a timestamp column to UTC time
-// (drivers.AsTime).
-func asTime(v any) (time.Time, error) { return drivers.AsTime(v) }
-
-// nullTime scans a nullable timestamp of any driver.
-type nullTime = drivers.Time
