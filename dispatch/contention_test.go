@@ -411,13 +411,19 @@ func TestRowsConflictIsSkippedAndReplaced(t *testing.T) {
 		if _, err := f.d.Statements().WorkInsertMany.Exec(ctx, rival, drivers.WorkInsertManyParams{TaskID: task.ID, Assignments: fmt.Sprintf(`[[1,%d,"rival"]]`, otherReq)}); err != nil {
 			t.Fatal(err)
 		}
+		// Once: where one statement ends the claim (PostgreSQL), the claim
+		// that lost loan 1 rolls back and claims again, running its
+		// criteria query (and this hook) a second time.
+		var once sync.Once
 		f.e.SetAfterQuery(func() {
-			go func() {
-				time.Sleep(500 * time.Millisecond)
-				if err := rival.Commit(); err != nil && !errors.Is(err, context.Canceled) {
-					t.Errorf("rival commit: %v", err)
-				}
-			}()
+			once.Do(func() {
+				go func() {
+					time.Sleep(500 * time.Millisecond)
+					if err := rival.Commit(); err != nil && !errors.Is(err, context.Canceled) {
+						t.Errorf("rival commit: %v", err)
+					}
+				}()
+			})
 		})
 		defer f.e.SetAfterQuery(nil)
 		r, err := f.e.Get(ctx, task.Name, "claimer", 2, dispatch.GetOptions{NoWait: true})

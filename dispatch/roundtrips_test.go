@@ -39,10 +39,13 @@ import (
 // recheck of the locked keys (a claim whose snapshot predates another
 // caller's commit must not assign what that commit made ineligible), and
 // back to 10 when the recheck became the SELECT of the claim's insert
-// (dispatch/rows.go, assignLocked).
+// (dispatch/rows.go, assignLocked). On PostgreSQL (rows finish
+// one-statement) it went from 10 to 7: the assignment, the request's finish
+// and the run log became one statement that returns the answer, which is no
+// longer read back after the commit (claimRowsFinishing).
 func TestEngineLoopRoundTrips(t *testing.T) {
 	budget := map[string]map[drivers.Strategy]int{
-		"postgres": {drivers.Skip: 14, drivers.Rows: 10, drivers.Lease: 17},
+		"postgres": {drivers.Skip: 14, drivers.Rows: 7, drivers.Lease: 17},
 		"mysql":    {drivers.Skip: 14, drivers.Rows: 10, drivers.Lease: 17},
 		"sqlite":   {drivers.Lease: 17},
 	}

@@ -58,8 +58,18 @@ func (e *Engine) serveRowsFresh(ctx context.Context, task *Task, user string, co
 		return nil, err
 	}
 	req := &Request{TaskID: task.ID, Task: task.Name, User: user, Requested: count}
+	fc, finishing := e.Driver.(drivers.FinishingClaimer) // rows finish one-statement (capabilities)
+	var answer *Request
 	err := drivers.RetryDeadlock(ctx, e.Driver, 6, func() error {
 		req.ID = 0
+		if finishing {
+			a, err := e.claimRowsFinishing(ctx, rl, fc, task, req)
+			if err != nil || a != nil {
+				answer = a
+				return err
+			}
+			req.ID = 0 // rolled back: the statement-by-statement claim below
+		}
 		return e.claimRows(ctx, rl, task, req, true)
 	})
 	if errors.Is(err, errRowsLogFirst) || drivers.IsDeadlock(e.Driver, err) {
@@ -68,7 +78,84 @@ func (e *Engine) serveRowsFresh(ctx context.Context, task *Task, user string, co
 	if err != nil {
 		return nil, err
 	}
+	if answer != nil {
+		return answer, nil
+	}
 	return e.Request(ctx, req.ID)
+}
+
+// claimRowsFinishing is the claim transaction of a new rows request where
+// one statement ends it (drivers.FinishingClaimer): the same steps as
+// claimRows — the per-user lock first, abandoned work, the cap, the locking
+// read, the request logged inside the claim — then that statement, which
+// assigns the locked rows still eligible, finishes the request, logs the run
+// and returns the answer, so nothing is read back after the commit.
+//
+// It returns the answer once committed; errRowsLogFirst when the request
+// must be committed pending first (the user has one pending already, or
+// loans other claimers hold may come back); and nil, nil, having rolled
+// back and written nothing, when the claim is not the plain case this path
+// serves — nothing to take (capped, or nothing left to lock), or a locked
+// key lost to another caller after the locking read — for claimRows, which
+// handles those, to run instead.
+func (e *Engine) claimRowsFinishing(ctx context.Context, rl drivers.RowLocker, fc drivers.FinishingClaimer, task *Task, req *Request) (*Request, error) {
+	tx, err := e.DB.BeginTx(ctx, rl.RowsTxOptions())
+	if err != nil {
+		return nil, fmt.Errorf("beginning the claim transaction: %w", err)
+	}
+	defer tx.Rollback() // no-op after Commit
+	allow, err := e.claimAllowance(ctx, tx, task, req)
+	if err != nil || allow == 0 {
+		return nil, err
+	}
+	started := time.Now()
+	locked, err := rl.LockRows(ctx, tx, task.criteria(), task.ID, allow)
+	if err != nil {
+		return nil, fmt.Errorf("claiming rows of task %s: %w", task.Name, err)
+	}
+	if task.QueryDelay > 0 { // as in claimRows: the rows stay locked meanwhile
+		if err := pause.For(ctx, task.QueryDelay); err != nil {
+			return nil, err
+		}
+	}
+	hook(e.hooks.afterQuery)
+	if len(locked) == 0 {
+		return nil, nil
+	}
+	if err := e.logInClaim(ctx, tx, req); err != nil {
+		return nil, err
+	}
+	take := len(locked) // what the statement assigns, or it finishes nothing
+	status := requestStatus(req.Requested, take)
+	rows, err := fc.FinishingClaim(task.criteria()).All(ctx, tx, drivers.FinishingClaimParams{
+		TaskID: task.ID, User: req.User, RequestID: req.ID, IDs: drivers.KeysJSON(task.KeyKind, locked),
+		Assigned: take, Status: status, Holder: truncate(e.Holder, 100),
+		StartedAgoMS: time.Since(started).Milliseconds(), DurationMS: time.Since(started).Milliseconds(), RowsFound: take})
+	if err != nil {
+		return nil, fmt.Errorf("assigning the claimed rows of task %s to %s: %w", task.Name, req.User, err)
+	}
+	if len(rows) != take {
+		return nil, nil // a key was lost after the locking read: claimRows replaces it
+	}
+	if take < allow {
+		// As in claimRows: are the loans this claim did not get held by
+		// other claimers? Then the request must wait for them.
+		if _, held, err := e.heldEligible(ctx, tx, task); err != nil || held {
+			if err == nil {
+				err = errRowsLogFirst
+			}
+			return nil, err
+		}
+	}
+	if err := e.commit(tx, "the claim of task "+task.Name); err != nil {
+		return nil, err
+	}
+	answer := &Request{ID: req.ID, TaskID: task.ID, Task: task.Name, User: req.User, Requested: req.Requested,
+		Assigned: take, Status: status, CreatedAt: rows[0].CreatedAt.T, Loans: make([]drivers.Key, take)}
+	for i, r := range rows {
+		answer.Loans[i] = drivers.NewKey(task.KeyKind, r.LoanID)
+	}
+	return answer, nil
 }
 
 // ensureUserLock creates the caller's (task, user) row of a capped task,
@@ -122,25 +209,9 @@ func (e *Engine) claimRows(ctx context.Context, rl drivers.RowLocker, task *Task
 		return fmt.Errorf("beginning the claim transaction: %w", err)
 	}
 	defer tx.Rollback() // no-op after Commit
-	allow := req.Requested
-	if task.MaxActive > 0 {
-		if _, err := e.sql().UserLock.One(ctx, tx, drivers.TaskUserParams{TaskID: task.ID, User: req.User}); err != nil {
-			return fmt.Errorf("locking the per-user cap of %s in task %s: %w", req.User, task.Name, err)
-		}
-	}
-	// Abandoned work, inside the claim and after the per-user lock (which
-	// stays the first statement): the count below and the claim see it
-	// returned. Every claimer runs it; of two at once, the UPDATE's row
-	// locks let one end a row and the other find it ended.
-	if err := e.expire(ctx, tx, task); err != nil {
+	allow, err := e.claimAllowance(ctx, tx, task, req)
+	if err != nil {
 		return err
-	}
-	if task.MaxActive > 0 {
-		active, err := e.activeCount(ctx, tx, task, req.User)
-		if err != nil {
-			return err
-		}
-		allow = underCap(allow, task.MaxActive, active)
 	}
 	run := QueryRun{Holder: e.Holder, Strategy: string(drivers.Rows), started: time.Now()}
 	take := 0
@@ -210,6 +281,33 @@ func (e *Engine) claimRows(ctx context.Context, rl drivers.RowLocker, task *Task
 		return fmt.Errorf("logging the claim: %w", err)
 	}
 	return e.commit(tx, "the claim of task "+task.Name)
+}
+
+// claimAllowance begins a claim transaction: on a capped task it locks the
+// caller's (task, user) row as the FIRST statement, ends abandoned work, and
+// returns how many loans the request may take under the cap.
+func (e *Engine) claimAllowance(ctx context.Context, tx *sql.Tx, task *Task, req *Request) (int, error) {
+	allow := req.Requested
+	if task.MaxActive > 0 {
+		if _, err := e.sql().UserLock.One(ctx, tx, drivers.TaskUserParams{TaskID: task.ID, User: req.User}); err != nil {
+			return 0, fmt.Errorf("locking the per-user cap of %s in task %s: %w", req.User, task.Name, err)
+		}
+	}
+	// Abandoned work, inside the claim and after the per-user lock (which
+	// stays the first statement): the count below and the claim see it
+	// returned. Every claimer runs it; of two at once, the UPDATE's row
+	// locks let one end a row and the other find it ended.
+	if err := e.expire(ctx, tx, task); err != nil {
+		return 0, err
+	}
+	if task.MaxActive > 0 {
+		active, err := e.activeCount(ctx, tx, task, req.User)
+		if err != nil {
+			return 0, err
+		}
+		allow = underCap(allow, task.MaxActive, active)
+	}
+	return allow, nil
 }
 
 // logInClaim inserts a fresh rows request, pending, inside its claim

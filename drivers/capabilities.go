@@ -37,6 +37,10 @@ type Capabilities struct {
 	// PoolClaim is how the first fresh candidates of a task's pool are
 	// locked.
 	PoolClaim PoolClaimMode
+	// RowsFinish is how a rows claim of a new request writes its outcome
+	// once it holds its rows: the work rows, the request's finish, the run
+	// log and the answer, in separate statements or in one.
+	RowsFinish RowsFinishMode
 	// HoldLimit is how the server is made to end a task-lock holder's
 	// session that holds its transaction too long (docs/reliability.md).
 	HoldLimit HoldLimit
@@ -113,6 +117,21 @@ const (
 	// PoolClaimProcedure: a row limit cannot go with the locking read; the
 	// driver locks the candidates one by one (PoolLocker).
 	PoolClaimProcedure PoolClaimMode = "procedure"
+)
+
+// RowsFinishMode is how a rows claim of a new request ends.
+type RowsFinishMode string
+
+const (
+	// RowsFinishStatements: the work rows (CriteriaClaim), the request's
+	// finish (RequestFinish) and the run (QueryRunInsert) are written one
+	// statement after the other, and the answer is read back after the
+	// commit (RequestWithLoans).
+	RowsFinishStatements RowsFinishMode = "statements"
+	// RowsFinishOneStatement: one statement writes the work rows, finishes
+	// the request, logs the run and returns the answer (FinishingClaimer:
+	// PostgreSQL's data-modifying WITH): three round trips fewer per get.
+	RowsFinishOneStatement RowsFinishMode = "one-statement"
 )
 
 // HoldLimit is how a stalled task-lock holder's session is ended.
@@ -202,6 +221,10 @@ func (c Capabilities) List() []Capability {
 			PoolClaimStatement: "one locking read with a row limit",
 			PoolClaimProcedure: "the driver locks candidates one by one (a row limit cannot go with FOR UPDATE)",
 		}[c.PoolClaim]},
+		{"rows finish", string(c.RowsFinish), map[RowsFinishMode]string{
+			RowsFinishStatements:   "a rows claim writes its work rows, request outcome and run log one statement after the other, then reads its answer",
+			RowsFinishOneStatement: "a rows claim writes its work rows, request outcome and run log, and returns its answer, in one statement",
+		}[c.RowsFinish]},
 		{"hold limit", string(c.HoldLimit), map[HoldLimit]string{
 			HoldLimitNone:             "no session holds a task row lock (the lease TTL bounds a holder)",
 			HoldLimitByDBA:            "a DBA configures the bound on the server; loanq sets none",
@@ -248,6 +271,9 @@ func (c Capabilities) Check() error {
 	}
 	if c.Supports(Rows) && c.UserCap != UserCapRowLock {
 		errs = append(errs, fmt.Sprintf("strategy rows with user cap %s: its claims lock the user's row", c.UserCap))
+	}
+	if c.RowsFinish == RowsFinishOneStatement && !c.Supports(Rows) {
+		errs = append(errs, "rows finish one-statement without strategy rows")
 	}
 	if (c.HoldLimit == HoldLimitNone) == c.rowLockStrategies() {
 		errs = append(errs, fmt.Sprintf("hold limit %s with strategies %v: none means no session holds a task row lock", c.HoldLimit, c.Strategies))
@@ -368,11 +394,13 @@ func CheckDriver(d Driver) error {
 	_, rowLocker := d.(RowLocker)
 	_, rowWaiter := d.(RowWaiter)
 	_, poolLocker := d.(PoolLocker)
+	_, finishing := d.(FinishingClaimer)
 	_, holdLimiter := d.(HoldLimiter)
 	_, permissions := d.(PermissionChecker)
 	implements(rowLocker, "RowLocker", c.Supports(Rows), fmt.Sprintf("strategies %v", c.Strategies))
 	implements(rowWaiter, "RowWaiter", c.Supports(Rows), fmt.Sprintf("strategies %v", c.Strategies))
 	implements(poolLocker, "PoolLocker", c.PoolClaim == PoolClaimProcedure, "pool claim "+string(c.PoolClaim))
+	implements(finishing, "FinishingClaimer", c.RowsFinish == RowsFinishOneStatement, "rows finish "+string(c.RowsFinish))
 	if holdLimiter && !c.HoldLimit.IsSetting() {
 		errs = append(errs, fmt.Sprintf("the driver is a drivers.HoldLimiter, which hold limit %s never uses", c.HoldLimit))
 	}

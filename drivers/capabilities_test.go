@@ -15,6 +15,7 @@ var testCaps = Capabilities{
 	RoundFinish: FinishEach,
 	UserCap:     UserCapRowLock,
 	PoolClaim:   PoolClaimStatement,
+	RowsFinish:  RowsFinishStatements,
 	HoldLimit:   HoldLimitTransactionLocal,
 	Accounts:    AccountsDatabase,
 }
@@ -67,6 +68,10 @@ func TestBuildChecksCapabilities(t *testing.T) {
 		{"accounts without an identity", nil, func(s *Statements) { s.Identity.SQL = "" },
 			"Identity is empty, but accounts database needs it"},
 		{"an unset capability", func(c *Capabilities) { c.PoolClaim = "" }, nil, `pool claim "" is not one of its values`},
+		{"an unset rows finish", func(c *Capabilities) { c.RowsFinish = "" }, nil, `rows finish "" is not one of its values`},
+		{"a one-statement rows finish without rows", func(c *Capabilities) {
+			c.Strategies, c.RowsFinish = []Strategy{Skip, NoWait, Wait, Lease}, RowsFinishOneStatement
+		}, func(s *Statements) { s.WorkInsertRows.SQL = "" }, "rows finish one-statement without strategy rows"},
 		{"polling with a bound", func(c *Capabilities) { c.Wait = WaitPoll }, nil,
 			"wait mode poll with wait bound transaction-local"},
 		{"rows without the user's row lock", func(c *Capabilities) { c.UserCap = UserCapOneWriter }, nil,

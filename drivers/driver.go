@@ -198,6 +198,20 @@ type RowLocker interface {
 	RowsTxOptions() *sql.TxOptions
 }
 
+// FinishingClaimer is implemented by the drivers whose capabilities say rows
+// finish one-statement (PostgreSQL): once a rows claim of a new request
+// holds its rows and has logged the request, one statement assigns the
+// locked rows that are eligible still (what CriteriaClaim does), finishes
+// the request with the outcome the claim expects, logs the run and returns
+// the assigned loans in order with the request's creation time. It
+// finishes nothing and returns no row unless every locked key was
+// assigned (FinishingClaimParams.Assigned of them): the engine then rolls
+// back and claims the statement-by-statement way, which replaces lost
+// rows.
+type FinishingClaimer interface {
+	FinishingClaim(src CriteriaSource) *Query[FinishingClaimParams, FinishingClaimRow]
+}
+
 // LockableChecker is optionally implemented by RowLocker drivers whose
 // database accepts a locking read on a source it cannot lock row by row (a
 // MySQL view with GROUP BY, DISTINCT or aggregates is read into a temporary

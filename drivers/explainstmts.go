@@ -40,9 +40,16 @@ func GetStatements(d Driver, strategy Strategy, src CriteriaSource, g GetShape) 
 		}
 		out = append(out, ShownStatement{Purpose: fmt.Sprintf("claim: lock up to %d eligible rows of %s, skipping rows other claimers hold", g.Count, src.Source),
 			SQL: rl.RowsClaimSQL(src), Binds: []any{g.TaskID, g.Count}})
-		claim := CriteriaClaim(d.Dialect(), src)
-		out = append(out, ShownStatement{Purpose: "assign: insert the locked rows that are still eligible",
-			SQL: claim.Text(), Binds: claim.Args(ClaimParams{TaskID: g.TaskID, User: "USER", RequestID: 0, IDs: "[KEYS]"})})
+		if fc, ok := d.(FinishingClaimer); ok {
+			claim := fc.FinishingClaim(src)
+			out = append(out, ShownStatement{Purpose: "assign and finish: insert the locked rows that are still eligible, finish the request, log the run and return the answer (one statement)",
+				SQL: claim.Text(), Binds: claim.Args(FinishingClaimParams{TaskID: g.TaskID, User: "USER", RequestID: 0, IDs: "[KEYS]",
+					Assigned: g.Count, Status: "assigned", Holder: "HOLDER"})})
+		} else {
+			claim := CriteriaClaim(d.Dialect(), src)
+			out = append(out, ShownStatement{Purpose: "assign: insert the locked rows that are still eligible",
+				SQL: claim.Text(), Binds: claim.Args(ClaimParams{TaskID: g.TaskID, User: "USER", RequestID: 0, IDs: "[KEYS]"})})
+		}
 		return out, len(out) - 2
 	case Lease:
 		return []ShownStatement{{Purpose: "task lock: take the lease (an UPDATE of the task's lease row; no transaction is held while the query runs)",

@@ -291,6 +291,22 @@ type ClaimParams struct {
 	IDs       string `bind:"ids"`
 }
 
+// FinishingClaimParams binds FinishingClaimer's statement: CriteriaClaim's
+// binds, the outcome the claim expects (every locked key assigned: Assigned
+// of them, Status by the engine's status rule), and the run's log entry.
+type FinishingClaimParams struct {
+	TaskID       int64  `bind:"task_id"`
+	User         string `bind:"user"`
+	RequestID    int64  `bind:"request_id"`
+	IDs          string `bind:"ids"`
+	Assigned     int    `bind:"assigned"`
+	Status       string `bind:"status"`
+	Holder       string `bind:"holder"`
+	StartedAgoMS int64  `bind:"started_ago_ms"`
+	DurationMS   int64  `bind:"duration_ms"`
+	RowsFound    int    `bind:"rows_found"`
+}
+
 // RecheckParams binds the criteria query over given keys: the task id and
 // the keys as a JSON array text (drivers.KeysJSON: "[3,7,9]", "["a","b"]").
 type RecheckParams struct {

@@ -95,6 +95,19 @@ func MustQuery[P, R any](d Dialect, name, written string) *Query[P, R] {
 	return q
 }
 
+// CompileQuery is Compile for a statement built at run time that returns
+// rows: its columns are checked against R as at a driver's build.
+func CompileQuery[P, R any](d Dialect, name, text string, names ...string) (*Query[P, R], error) {
+	s, err := Compile[P](d, name, text, names...)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkColumns(name, text, reflect.TypeOf((*R)(nil)).Elem()); err != nil {
+		return nil, err
+	}
+	return &Query[P, R]{SQL: text, stmt: *s}, nil
+}
+
 // rowDest is the scan destination of each of r's fields, in order.
 func rowDest[R any](r *R) []any {
 	v := reflect.ValueOf(r).Elem()

@@ -106,6 +106,13 @@ type RequestRow struct {
 	ServedAt  Time   `col:"served_at"`
 }
 
+// FinishingClaimRow is a loan a finishing claim assigned, in order, with
+// its request's creation time (FinishingClaimer).
+type FinishingClaimRow struct {
+	LoanID    string `col:"loan_id"`
+	CreatedAt Time   `col:"created_at"`
+}
+
 // TokenRow is a lease's fencing token.
 type TokenRow struct {
 	Token int64 `col:"lease_token"`

@@ -18,6 +18,7 @@ func TestCapabilities(t *testing.T) {
 		RoundFinish: drivers.FinishEach,
 		UserCap:     drivers.UserCapRowLock,
 		PoolClaim:   drivers.PoolClaimStatement,
+		RowsFinish:  drivers.RowsFinishStatements,
 		HoldLimit:   drivers.HoldLimitSessionSetting,
 		Accounts:    drivers.AccountsDatabase,
 	},

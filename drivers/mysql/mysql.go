@@ -89,6 +89,7 @@ var capabilities = drivers.Capabilities{
 	RoundFinish: drivers.FinishEach,
 	UserCap:     drivers.UserCapRowLock,
 	PoolClaim:   drivers.PoolClaimStatement,
+	RowsFinish:  drivers.RowsFinishStatements,
 	HoldLimit:   drivers.HoldLimitSessionSetting,
 	Accounts:    drivers.AccountsDatabase,
 }

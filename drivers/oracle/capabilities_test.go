@@ -18,6 +18,7 @@ func TestCapabilities(t *testing.T) {
 		RoundFinish: drivers.FinishEach,
 		UserCap:     drivers.UserCapRowLock,
 		PoolClaim:   drivers.PoolClaimProcedure,
+		RowsFinish:  drivers.RowsFinishStatements,
 		HoldLimit:   drivers.HoldLimitByDBA,
 		Accounts:    drivers.AccountsDatabase,
 	},

@@ -79,6 +79,7 @@ var capabilities = drivers.Capabilities{
 	RoundFinish: drivers.FinishEach,
 	UserCap:     drivers.UserCapRowLock,
 	PoolClaim:   drivers.PoolClaimProcedure,
+	RowsFinish:  drivers.RowsFinishStatements,
 	HoldLimit:   drivers.HoldLimitByDBA,
 	Accounts:    drivers.AccountsDatabase,
 }

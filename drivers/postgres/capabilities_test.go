@@ -18,6 +18,7 @@ func TestCapabilities(t *testing.T) {
 		RoundFinish: drivers.FinishMany,
 		UserCap:     drivers.UserCapRowLock,
 		PoolClaim:   drivers.PoolClaimStatement,
+		RowsFinish:  drivers.RowsFinishOneStatement,
 		HoldLimit:   drivers.HoldLimitTransactionLocal,
 		Accounts:    drivers.AccountsDatabase,
 	},

@@ -48,8 +48,21 @@ var capabilities = drivers.Capabilities{
 	RoundFinish: drivers.FinishMany,
 	UserCap:     drivers.UserCapRowLock,
 	PoolClaim:   drivers.PoolClaimStatement,
+	RowsFinish:  drivers.RowsFinishOneStatement,
 	HoldLimit:   drivers.HoldLimitTransactionLocal,
 	Accounts:    drivers.AccountsDatabase,
+}
+
+var _ drivers.FinishingClaimer = (*Driver)(nil)
+
+// FinishingClaim: rows finish one-statement (finishingClaim, sql.go).
+func (*Driver) FinishingClaim(src drivers.CriteriaSource) *drivers.Query[drivers.FinishingClaimParams, drivers.FinishingClaimRow] {
+	q, err := drivers.CompileQuery[drivers.FinishingClaimParams, drivers.FinishingClaimRow](dialect{}, "FinishingClaim", finishingClaim(src),
+		"task_id", "user", "request_id", "task_id", "ids", "assigned", "status", "holder", "started_ago_ms", "duration_ms", "rows_found")
+	if err != nil {
+		panic("postgres: " + err.Error()) // the text and the parameters are written together below
+	}
+	return q
 }
 
 var _ drivers.RowLocker = (*Driver)(nil)

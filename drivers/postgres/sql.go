@@ -159,3 +159,35 @@ func rowsClaim(src drivers.CriteriaSource) string {
 LIMIT $2
 FOR NO KEY UPDATE OF src SKIP LOCKED`
 }
+
+// finishingClaim ends a rows claim of a new request in one statement (rows
+// finish one-statement): three round trips fewer than CriteriaClaim,
+// RequestFinish and QueryRunInsert one after the other and the answer read
+// back after the commit. The claim has locked its rows and logged the
+// request (RequestInsert, a statement of its own: the work rows' insert
+// policy of migration 00008 looks the request up, and the sub-statements
+// of one WITH all read the same snapshot, so they would not see a request
+// inserted beside them).
+//
+//   - claimed is CriteriaClaim as it is: the criteria again over the locked
+//     keys, with this statement's snapshot, newer than the locking read's;
+//   - finished sets the outcome the claim expects ($6 loans, status $7)
+//     only if claimed inserted exactly $6 rows: a key lost to another
+//     caller leaves the request pending, and the statement returns no row;
+//   - run logs the claim, only with finished;
+//   - the SELECT returns the assigned loans in order (work ids follow the
+//     criteria order, as RequestWithLoans reads them) with the request's
+//     creation time: one row per loan, none when nothing was finished.
+func finishingClaim(src drivers.CriteriaSource) string {
+	return `WITH claimed AS (
+` + drivers.CriteriaClaim(dialect{}, src).Text() + `
+RETURNING id, loan_id),
+finished AS (
+UPDATE loanq_work_request SET assigned = $6, status = $7, served_at = clock_timestamp()
+WHERE id = $3 AND status = 'pending' AND (SELECT count(*) FROM claimed) = $6
+RETURNING id, created_at),
+run AS (
+INSERT INTO loanq_query_run (task_id, strategy, holder, started_at, duration_ms, rows_found, requests_served, loans_assigned, pooled)
+SELECT $1, 'rows', $8, ` + dialect{}.NowMinusMillis("$9") + `, $10, $11, 1, $6, 0 FROM finished)
+SELECT claimed.loan_id, finished.created_at FROM finished CROSS JOIN claimed ORDER BY claimed.id`
+}

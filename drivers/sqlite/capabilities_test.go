@@ -18,6 +18,7 @@ func TestCapabilities(t *testing.T) {
 		RoundFinish: drivers.FinishMany,
 		UserCap:     drivers.UserCapOneWriter,
 		PoolClaim:   drivers.PoolClaimStatement,
+		RowsFinish:  drivers.RowsFinishStatements,
 		HoldLimit:   drivers.HoldLimitNone,
 		Accounts:    drivers.AccountsNone,
 	},

@@ -54,6 +54,7 @@ var capabilities = drivers.Capabilities{
 	RoundFinish: drivers.FinishMany,
 	UserCap:     drivers.UserCapOneWriter,
 	PoolClaim:   drivers.PoolClaimStatement,
+	RowsFinish:  drivers.RowsFinishStatements,
 	HoldLimit:   drivers.HoldLimitNone,
 	Accounts:    drivers.AccountsNone,
 }
