@@ -35,7 +35,8 @@
 //     version-table store) and, if the server can list tables, schema.TableLister.
 //  5. The optional interfaces that apply, each asserted in the driver: in
 //     this package RowLocker and RowWaiter (strategy rows), PoolLocker
-//     (pool claim procedure), HoldLimiter (a hold limit with more than one
+//     (pool claim procedure), FinishingClaimer (rows finish one-statement),
+//     HoldLimiter (a hold limit with more than one
 //     way to set it), PermissionChecker (accounts database) — Register
 //     refuses a driver whose capabilities and these disagree
 //     (CheckDriver) — and LockableChecker, DeadlockDetector,
