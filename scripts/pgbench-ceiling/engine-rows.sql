@@ -1,15 +1,17 @@
 -- One loop of `bench --target engine --strategy rows --count 1`, as loanq
--- sends it (loanq sql --dialect postgres), with the task's values written in:
--- work get (task read, request logged and committed, the claim transaction,
--- the answer read), the item's work, disposition complete.
+-- sends it (loanq sql --dialect postgres, loanq explain), with the task's
+-- values written in: work get (task read, the claim transaction: the
+-- locking read, the request logged inside it, then one statement that
+-- assigns, finishes the request, logs the run and returns the answer —
+-- rows finish one-statement), the item's work, disposition complete.
 SELECT id, name, source_table, key_column, criteria, order_by, max_active, lock_strategy FROM loanq_task WHERE name = 'ceiling';
-INSERT INTO loanq_work_request (task_id, user_name, requested, assigned, status, created_at) VALUES (:task, 'u' || :client_id, 1, 0, 'pending', clock_timestamp()) RETURNING id AS rid \gset
 BEGIN;
 SELECT coalesce(max(id), 0) AS id FROM (SELECT src.id FROM loanq_bench_item src WHERE (status = 'ready') AND NOT EXISTS (SELECT 1 FROM loanq_work w WHERE w.task_id = :task AND w.loan_id = (src.id)::text AND (w.disposition IS NULL OR w.disposition = 'never' OR (w.disposition = 'return' AND w.return_at > clock_timestamp()))) ORDER BY src.id LIMIT 1 FOR NO KEY UPDATE OF src SKIP LOCKED) c \gset
-INSERT INTO loanq_work (task_id, loan_id, user_name, request_id, assigned_at) SELECT :task, (src.id)::text, 'u' || :client_id, :rid, clock_timestamp() FROM loanq_bench_item src WHERE (status = 'ready') AND NOT EXISTS (SELECT 1 FROM loanq_work w WHERE w.task_id = :task AND w.loan_id = (src.id)::text AND (w.disposition IS NULL OR w.disposition = 'never' OR (w.disposition = 'return' AND w.return_at > clock_timestamp()))) AND src.id = ANY (ARRAY[:id]::bigint[]) ORDER BY src.id ON CONFLICT (task_id, loan_id) WHERE disposition IS NULL DO NOTHING;
-UPDATE loanq_work_request SET assigned = 1, status = 'assigned', served_at = clock_timestamp() WHERE id = :rid AND status = 'pending';
-INSERT INTO loanq_query_run (task_id, strategy, holder, started_at, duration_ms, rows_found, requests_served, loans_assigned) VALUES (:task, 'rows', 'h' || :client_id, clock_timestamp(), 0, 1, 1, 1);
+INSERT INTO loanq_work_request (task_id, user_name, requested, assigned, status, created_at) VALUES (:task, 'u' || :client_id, 1, 0, 'pending', clock_timestamp()) RETURNING id AS rid \gset
+WITH claimed AS (INSERT INTO loanq_work (task_id, loan_id, user_name, request_id, assigned_at) SELECT :task, (src.id)::text, 'u' || :client_id, :rid, clock_timestamp() FROM loanq_bench_item src WHERE (status = 'ready') AND NOT EXISTS (SELECT 1 FROM loanq_work w WHERE w.task_id = :task AND w.loan_id = (src.id)::text AND (w.disposition IS NULL OR w.disposition = 'never' OR (w.disposition = 'return' AND w.return_at > clock_timestamp()))) AND src.id = ANY (ARRAY[:id]::bigint[]) ORDER BY src.id ON CONFLICT (task_id, loan_id) WHERE disposition IS NULL DO NOTHING RETURNING id, loan_id),
+     finished AS (UPDATE loanq_work_request SET assigned = 1, status = 'assigned', served_at = clock_timestamp() WHERE id = :rid AND status = 'pending' AND (SELECT count(*) FROM claimed) = 1 RETURNING id, created_at),
+     run AS (INSERT INTO loanq_query_run (task_id, strategy, holder, started_at, duration_ms, rows_found, requests_served, loans_assigned, pooled) SELECT :task, 'rows', 'h' || :client_id, clock_timestamp(), 0, 1, 1, 1, 0 FROM finished)
+SELECT claimed.loan_id, finished.created_at FROM finished CROSS JOIN claimed ORDER BY claimed.id;
 COMMIT;
-SELECT r.id, r.task_id, t.name, r.user_name, r.requested, r.assigned, r.status, r.created_at, w.loan_id FROM loanq_work_request r JOIN loanq_task t ON t.id = r.task_id LEFT JOIN loanq_work w ON w.request_id = r.id WHERE r.id = :rid ORDER BY w.id;
 UPDATE loanq_bench_item SET status = 'done', owner = 'u' || :client_id, processed = processed + 1, processed_at = clock_timestamp() WHERE id = :id AND EXISTS (SELECT 1 FROM loanq_work WHERE task_id = :task AND loan_id = (:id)::text AND request_id = :rid AND disposition IS NULL);
 UPDATE loanq_work SET disposition = 'complete', disposed_at = clock_timestamp(), disposed_by = 'u' || :client_id WHERE task_id = :task AND loan_id = (:id)::text AND user_name = 'u' || :client_id AND disposition IS NULL;

@@ -1,9 +1,11 @@
 -- What no change of round trips can beat: the same records as engine-rows.sql
 -- (a request, a work row, a run, the item's work, the disposition) with the
--- request written once, in the claim's own transaction, with its final
--- status, and the claim's writes in one statement. loanq does NOT do this:
--- a caller killed mid-claim would leave no request behind, where loanq keeps
--- a pending request that `work status --wait` serves (docs/algorithm.md).
+-- request written in the same statement as the claim's other writes. loanq
+-- does NOT do this: the work rows' insert policy (row-level security,
+-- migration 00008) looks the request up, and the parts of one WITH share a
+-- snapshot, so under a processor's account the work rows would be refused;
+-- loanq inserts the request one statement earlier (engine-rows.sql). Run as
+-- the owner here, the policy is not applied.
 SELECT id, name, source_table, key_column, criteria, order_by, max_active, lock_strategy FROM loanq_task WHERE name = 'ceiling';
 BEGIN;
 SELECT coalesce(max(id), 0) AS id FROM (SELECT src.id FROM loanq_bench_item src WHERE (status = 'ready') AND NOT EXISTS (SELECT 1 FROM loanq_work w WHERE w.task_id = :task AND w.loan_id = (src.id)::text AND (w.disposition IS NULL OR w.disposition = 'never' OR (w.disposition = 'return' AND w.return_at > clock_timestamp()))) ORDER BY src.id LIMIT 1 FOR NO KEY UPDATE OF src SKIP LOCKED) c \gset
