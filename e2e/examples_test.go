@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/urfave/cli/v2"
@@ -172,22 +173,29 @@ func TestExamplesRun(t *testing.T) {
 			runExample(t, dir, dsn, line)
 		}
 	})
-	t.Run("heavy", func(t *testing.T) {
-		t.Parallel() // beside the light sequences, not before them
-		for _, dialect := range testdb.Dialects {
-			if dialect != "sqlite" && os.Getenv("LOANQ_TEST_EXAMPLES") != "all" {
-				continue
-			}
-			for i, ex := range heavy {
-				t.Run(dialect+"-"+strconv.Itoa(i+1), func(t *testing.T) {
-					t.Parallel()
+	// The heavy ones run first (the subtests of Each wait for this function
+	// to end), all at once, each a subtest started from a
+	// goroutine of its own: they wait mostly (demo's --duration, bench's
+	// --work), and run this way in the test's own slot of -parallel instead
+	// of queuing behind every other test's subtests and ending the run last.
+	var heavyRuns sync.WaitGroup
+	for _, dialect := range testdb.Dialects {
+		if dialect != "sqlite" && os.Getenv("LOANQ_TEST_EXAMPLES") != "all" {
+			continue
+		}
+		for i, ex := range heavy {
+			heavyRuns.Add(1)
+			go func() {
+				defer heavyRuns.Done()
+				t.Run("heavy-"+dialect+"-"+strconv.Itoa(i+1), func(t *testing.T) {
 					dsn := testdb.Fresh(t, dialect)
 					dir, req := examplesDatabase(t, dsn)
 					runExample(t, dir, dsn, exampleLine(ex, req))
 				})
-			}
+			}()
 		}
-	})
+	}
+	heavyRuns.Wait()
 }
 
 // examplesDatabase sets up the database the examples run on: the schema,
