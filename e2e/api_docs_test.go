@@ -67,6 +67,7 @@ func curlExamples(t *testing.T) []curlExample {
 // the end of docs/api.md's Examples). curl is required: without it the test
 // fails, saying to install it.
 func TestAPIDocsCurlExamples(t *testing.T) {
+	t.Parallel()
 	curl, err := exec.LookPath("curl")
 	if err != nil {
 		t.Fatal("the docs/api.md examples are run with curl, which is not installed: apt-get install curl (or put it on PATH)")

@@ -20,6 +20,7 @@ import (
 // MariaDB the waiter queues on the task row's lock; on SQLite (lease) it
 // polls its request.
 func TestAPILongPollWokenByCommit(t *testing.T) {
+	// No t.Parallel: it asserts a latency (answered within 1.5 s of the commit).
 	testdb.Each(t, func(t *testing.T, dsn string) {
 		d, e := prepare(t, dsn, 20)
 		mustOK(t, dsn, "admin", "task", "create", "slow", "--where", "eligible = 1", "--order", "priority", "--query-delay", "2s")

@@ -15,6 +15,7 @@ import (
 // `loanq serve --api` running under a serve account (a real process) serves
 // a processor's token as that user, and refuses a revoked token.
 func TestAPITokensUnderRoles(t *testing.T) {
+	t.Parallel()
 	for _, dialect := range []string{"postgres", "mysql"} {
 		t.Run(dialect, func(t *testing.T) {
 			owner := testdb.Fresh(t, dialect)
@@ -80,6 +81,7 @@ func TestAPITokensUnderRoles(t *testing.T) {
 // Bad input to `loanq token`: exit 2, one line saying what to fix, no token
 // stored.
 func TestTokenBadInput(t *testing.T) {
+	t.Parallel()
 	dsn := testdb.Fresh(t, "sqlite")
 	d, db := testdb.Migrated(t, dsn)
 	for _, c := range []struct {

@@ -87,6 +87,7 @@ func (s *specSweep) want(user, method, path string, body any, status int, header
 // operation, Content-Type, headers, body schema); every operation must have
 // answered a success and, unless public, an error.
 func TestAPIAnswersMatchOpenAPI(t *testing.T) {
+	t.Parallel()
 	testdb.Each(t, func(t *testing.T, dsn string) {
 		d, e := prepare(t, dsn, 20)
 		ctx := context.Background()
@@ -258,6 +259,7 @@ func TestAPIAnswersMatchOpenAPI(t *testing.T) {
 // itself is still served; once the database is back the API answers again.
 // The database is cut by a TCP proxy between serve and the server.
 func TestAPIDatabaseDownIs503(t *testing.T) {
+	t.Parallel()
 	for _, dialect := range []string{"postgres", "mysql"} {
 		t.Run(dialect, func(t *testing.T) {
 			dsn := testdb.Fresh(t, dialect)

@@ -29,6 +29,7 @@ type badInput struct {
 // problem, no stack trace and no password, and the loanq tables are exactly as
 // they were before.
 func TestBadInputChangesNothing(t *testing.T) {
+	t.Parallel()
 	testdb.Each(t, func(t *testing.T, dsn string) {
 		d, e := prepare(t, dsn, 20)
 		mustOK(t, dsn, "admin", "task", "create", "t", "--where", "eligible = 1", "--order", "priority", "--max-active", "5")
@@ -186,6 +187,7 @@ func longOrder(n int) string {
 
 // Bad or unreachable databases: the DSN's password never shows.
 func TestBadDSN(t *testing.T) {
+	t.Parallel()
 	cases := []badInput{
 		{"unknown scheme", "ana", []string{"--db", "ftp://u:" + secret + "@h/x", "task", "list"}, 2, "postgres"},
 		{"malformed URL", "ana", []string{"--db", "postgres://u:" + secret + "@[::1/x", "task", "list"}, 2, "DSN"},

@@ -47,6 +47,7 @@ func chromium(t *testing.T) string {
 // dashboard and on the task's page. LOANQ_DASHBOARD_SCREENSHOT=FILE.png saves
 // the page (docs/dashboard.png is made that way).
 func TestDashboardInBrowser(t *testing.T) {
+	// No t.Parallel: it drives chromium, which is heavy on this machine's two cores.
 	browser := chromium(t)
 	dsn := testdb.Fresh(t, "sqlite")
 	// A short demo run leaves a realistic history: criteria runs (one task

@@ -83,6 +83,7 @@ func waitPending(t *testing.T, d drivers.Driver, db *sql.DB, taskID int64, user 
 // 143 (SIGTERM), status cancelled, never served; the other pending requests
 // are served by the next holder as usual.
 func TestSignalCancelsWaitingRequest(t *testing.T) {
+	t.Parallel()
 	testdb.Each(t, func(t *testing.T, dsn string) {
 		d, e := prepare(t, dsn, 40)
 		strategies := []drivers.Strategy{drivers.Lease}
@@ -162,6 +163,7 @@ func TestSignalCancelsWaitingRequest(t *testing.T) {
 // `work cancel`: only the requester cancels; twice changes nothing; a served
 // request is printed as served. Asking twice attaches to the pending request.
 func TestWorkCancelAndAttach(t *testing.T) {
+	t.Parallel()
 	testdb.Each(t, func(t *testing.T, dsn string) {
 		d, e := prepare(t, dsn, 40)
 		s := d.Strategies()[0]
@@ -277,6 +279,7 @@ func TestWorkCancelAndAttach(t *testing.T) {
 // robots under one account) each log their own request, so no two of them
 // are handed the same answer, and every loan is processed exactly once.
 func TestWorkRunSameUserNeverShares(t *testing.T) {
+	t.Parallel()
 	testdb.Each(t, func(t *testing.T, dsn string) {
 		const loans = 24
 		d, e := prepare(t, dsn, loans)
@@ -326,6 +329,7 @@ func TestWorkRunSameUserNeverShares(t *testing.T) {
 // (not that the database failed), its own request is cancelled, and another
 // caller's pending request is served afterwards as usual.
 func TestSignalWhileServing(t *testing.T) {
+	// No t.Parallel: the signal must come while the holder is in its query, 500 ms after the lock is seen held; a loaded machine could delay the holder past that.
 	testdb.Each(t, func(t *testing.T, dsn string) {
 		d, e := prepare(t, dsn, 20)
 		strategies := []drivers.Strategy{drivers.Lease}

@@ -104,6 +104,7 @@ func aliveCheck(pids []int) string {
 // takes the lock after the TTL and finds nothing of the old command
 // running beside it.
 func TestLockRunKilledStopsTheCommandTree(t *testing.T) {
+	// No t.Parallel: it times the command tree's end (between 0.8 s and 2.5 s after the kill).
 	testdb.EachSerial(t, func(t *testing.T, dsn string) { // serial: it times the tree's end
 		mustOK(t, dsn, "admin", "migrate", "up")
 		dir := t.TempDir()
@@ -130,6 +131,7 @@ func TestLockRunKilledStopsTheCommandTree(t *testing.T) {
 // SIGTERM at once and end; the loan stays active with its holder, as after a
 // crashed `work get`.
 func TestWorkRunKilledStopsTheCommandTree(t *testing.T) {
+	// No t.Parallel: it times the command tree's end (within 2 s of the kill).
 	testdb.EachSerial(t, func(t *testing.T, dsn string) { // serial: it times the tree's end
 		d, e := prepare(t, dsn, 3)
 		mustOK(t, dsn, "admin", "task", "create", "kill", "--where", "eligible = 1", "--order", "priority")
@@ -200,6 +202,7 @@ func envOf(out string) map[string]string {
 // DATABASE_URL when that is loanq's database; a DATABASE_URL naming another
 // database, and everything else, stays.
 func TestCommandEnvironmentHoldsNoSecrets(t *testing.T) {
+	t.Parallel()
 	testdb.Each(t, func(t *testing.T, dsn string) {
 		prepare(t, dsn, 2)
 		mustOK(t, dsn, "admin", "task", "create", "env", "--where", "eligible = 1", "--order", "priority")

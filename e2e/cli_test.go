@@ -41,6 +41,7 @@ func run(t *testing.T, dir string, env []string, args ...string) result {
 // The usual affordances of a command line: help TOPIC, did you mean, version,
 // DATABASE_URL, LOANQ_OUTPUT in any case, aliases for sql --dialect.
 func TestCommandLineHabits(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	cases := []struct {
 		name string
@@ -106,6 +107,7 @@ func TestCommandLineHabits(t *testing.T) {
 
 // DATABASE_URL is read when LOANQ_DB is not set, and LOANQ_DB wins over it.
 func TestDatabaseURL(t *testing.T) {
+	t.Parallel()
 	pg := testdb.Fresh(t, "postgres")
 	dir := t.TempDir()
 	r := run(t, dir, []string{"DATABASE_URL=" + pg}, "-o", "json", "migrate", "status")
@@ -121,6 +123,7 @@ func TestDatabaseURL(t *testing.T) {
 // `loanq completion bash` completes command words in a real bash; zsh and
 // fish scripts are printed (neither shell is installed here to run them).
 func TestCompletion(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	script := run(t, dir, nil, "completion", "bash")
 	if script.code != 0 {
@@ -155,6 +158,7 @@ func TestCompletion(t *testing.T) {
 // status line (request id, pending for how long, next look); stderr that is
 // not a terminal gets nothing extra. `script` gives the waiter a terminal.
 func TestWaitingStatusLine(t *testing.T) {
+	t.Parallel()
 	if _, err := exec.LookPath("script"); err != nil {
 		t.Fatal("this test needs script(1) from util-linux for a pseudo-terminal")
 	}

@@ -17,6 +17,7 @@ import (
 // and, in the rows that name a command, each of its flags: a command or a
 // flag added without a row is found here rather than by a reader.
 func TestCommandTable(t *testing.T) {
+	t.Parallel()
 	text, err := os.ReadFile("../README.md")
 	if err != nil {
 		t.Fatal(err)

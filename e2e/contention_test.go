@@ -14,6 +14,9 @@ import (
 // `--backoff 60s` and a holder whose query takes about a second, the waiter
 // exits 0 (assigned) long before its first 60 s recheck.
 func TestWaiterWokenByCommitCLI(t *testing.T) {
+	// Parallel: the bound (30 s, against a 60 s timer and a 1.5 s holder) tells
+	// the commit from the timer however loaded the machine is.
+	t.Parallel()
 	testdb.EachPooled(t, func(t *testing.T, dsn string) {
 		d, e := prepare(t, dsn, 20)
 		mustOK(t, dsn, "admin", "task", "create", "woken", "--where", "eligible = 1", "--query-delay", "1500ms")
@@ -42,6 +45,9 @@ func TestWaiterWokenByCommitCLI(t *testing.T) {
 // TTL is 15 s; here 10 minutes, so only the dead-process check can explain a
 // quick answer), and serves the dead holder's request too.
 func TestKilledLeaseHolderTakenOverAtOnce(t *testing.T) {
+	// Parallel: the bound (20 s, against a 10-minute TTL and a 3 s query) tells
+	// the take-over from the TTL however loaded the machine is.
+	t.Parallel()
 	testdb.EachPooled(t, func(t *testing.T, dsn string) {
 		d, e := prepare(t, dsn, 20)
 		mustOK(t, dsn, "admin", "task", "create", "leased", "--where", "eligible = 1", "--lock", "lease",
@@ -80,6 +86,7 @@ func TestKilledLeaseHolderTakenOverAtOnce(t *testing.T) {
 // dead its rows are free, nothing of it is pending or assigned, and asking
 // again gets the same top loans.
 func TestRowsClaimerKilledMidClaim(t *testing.T) {
+	// No t.Parallel: it asserts a time bound (the killed claimer's transaction gone within 10 s).
 	testdb.EachPooled(t, func(t *testing.T, dsn string) {
 		d, e := prepare(t, dsn, 20)
 		if !drivers.Supports(d, drivers.Rows) {

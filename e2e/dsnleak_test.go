@@ -45,6 +45,7 @@ var leakCommands = [][]string{
 // (MariaDB) a user created with that very password, which must connect: the
 // password reached the server as typed.
 func TestDSNPasswordNeverShown(t *testing.T) {
+	t.Parallel()
 	pg, err := url.Parse(testdb.Fresh(t, "postgres"))
 	if err != nil {
 		t.Fatal(err)

@@ -16,6 +16,7 @@ import (
 // variable, and a `work get` that finds no loan is done (exit 0, status
 // empty), not a failure.
 func TestEnvironmentAndEmptyAnswer(t *testing.T) {
+	t.Parallel()
 	testdb.Each(t, func(t *testing.T, dsn string) {
 		prepare(t, dsn, 5)
 		mustOK(t, dsn, "admin", "task", "create", "nothing", "--where", "eligible = 2")

@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/urfave/cli/v2"
@@ -124,41 +125,43 @@ var commandLineProblem = regexp.MustCompile(`(?i)flag provided but not defined|u
 // SQLite, PostgreSQL and MariaDB against the demo's schema: exit 0, 75
 // (busy), or a bad-input answer about the data, never a command-line or SQL
 // error.
+//
+// The light examples run one after the other on one database per dialect,
+// in the order found (a later one may use what an earlier one made). The
+// heavy ones (a whole demo or bench run, seconds each: the sum is about a
+// minute) each get a database of their own, set up the same way, and run
+// side by side: each resets or creates its own data (demo its loan table
+// and tasks, bench its item table and task), so none depends on another,
+// and on the servers, where they are not run by default, the light ones
+// never ran after them either.
 func TestExamplesRun(t *testing.T) {
+	t.Parallel()
 	examples := append(helpExamples(t), hintExamples(t)...)
 	if len(examples) < 20 {
 		t.Fatalf("found only %d examples: %q", len(examples), examples)
 	}
-	dbFlag := regexp.MustCompile(`--db \S+ ?`)
+	var light, heavy []string
+	for _, ex := range examples {
+		switch {
+		case regexp.MustCompile(`^loanq( --\S+ \S+)* serve( |$)`).MatchString(ex):
+			// serves until stopped; e2e's serve tests run it
+		case strings.Contains(ex, "task refill") && strings.Contains(ex, " --every "):
+			// refills until stopped; TestPoolAcrossProcesses runs it
+		case regexp.MustCompile(`^loanq( --\S+ \S+)* (work|lock) run `).MatchString(ex):
+			// They run the user's command (not on this machine) and pass
+			// on its exit status, and a processor loop runs until stopped:
+			// e2e/workrun_test.go and e2e/lock_test.go run them.
+		case heavyExample.MatchString(ex):
+			heavy = append(heavy, ex)
+		default:
+			light = append(light, ex)
+		}
+	}
 	testdb.Each(t, func(t *testing.T, dsn string) {
-		dir := t.TempDir()
-		mustOK(t, dsn, "admin", "migrate", "up")
-		mustOK(t, dsn, "admin", "demo", "seed", "--loans", "300")
-		req := decode(t, mustOK(t, dsn, "tracy", "--output", "json", "work", "get", "verify-bank", "--count", "1"))
-		// The view an example's --source names (`task create big-loans
-		// --source loan_view --key loan_id`).
-		d, db := testdb.Open(t, dsn)
-		testdb.Exec(t, d, db, "CREATE VIEW loan_view AS SELECT id AS loan_id, amount, priority, submitted_at, statements_submitted, statements_verified, senior_reviewed, borrower_contacted FROM loan")
+		dir, req := examplesDatabase(t, dsn)
 		created := 0
-		heavyToo := strings.HasPrefix(dsn, "sqlite:") || os.Getenv("LOANQ_TEST_EXAMPLES") == "all"
-		for _, ex := range examples {
-			if heavyExample.MatchString(ex) && !heavyToo {
-				continue
-			}
-			if regexp.MustCompile(`^loanq( --\S+ \S+)* serve( |$)`).MatchString(ex) {
-				continue // serves until stopped; e2e's serve tests run it
-			}
-			if strings.Contains(ex, "task refill") && strings.Contains(ex, " --every ") {
-				continue // refills until stopped; TestPoolAcrossProcesses runs it
-			}
-			if regexp.MustCompile(`^loanq( --\S+ \S+)* (work|lock) run `).MatchString(ex) {
-				// They run the user's command (not on this machine) and pass
-				// on its exit status, and a processor loop runs until stopped:
-				// e2e/workrun_test.go and e2e/lock_test.go run them.
-				continue
-			}
-			line := strings.Replace(ex, "%d", strconv.FormatInt(req.RequestID, 10), 1)
-			line = dbFlag.ReplaceAllString(line, "")
+		for _, ex := range light {
+			line := exampleLine(ex, req)
 			if taskCreate.MatchString(line) {
 				created++
 				line = taskCreate.ReplaceAllString(line, "${1}ex"+strconv.Itoa(created)+"-${2}${3}")
@@ -170,7 +173,55 @@ func TestExamplesRun(t *testing.T) {
 			runExample(t, dir, dsn, line)
 		}
 	})
+	// The heavy ones run first (the subtests of Each wait for this function
+	// to end), all at once, each a subtest started from a
+	// goroutine of its own: they wait mostly (demo's --duration, bench's
+	// --work), and run this way in the test's own slot of -parallel instead
+	// of queuing behind every other test's subtests and ending the run last.
+	var heavyRuns sync.WaitGroup
+	for _, dialect := range testdb.Dialects {
+		if dialect != "sqlite" && os.Getenv("LOANQ_TEST_EXAMPLES") != "all" {
+			continue
+		}
+		for i, ex := range heavy {
+			heavyRuns.Add(1)
+			go func() {
+				defer heavyRuns.Done()
+				t.Run("heavy-"+dialect+"-"+strconv.Itoa(i+1), func(t *testing.T) {
+					dsn := testdb.Fresh(t, dialect)
+					dir, req := examplesDatabase(t, dsn)
+					runExample(t, dir, dsn, exampleLine(ex, req))
+				})
+			}()
+		}
+	}
+	heavyRuns.Wait()
 }
+
+// examplesDatabase sets up the database the examples run on: the schema,
+// the demo's sample loans and tasks, one request (its id is the %d of an
+// example) and the view an example's --source names (`task create
+// big-loans --source loan_view --key loan_id`). It returns the directory
+// the examples run in and the request.
+func examplesDatabase(t *testing.T, dsn string) (string, request) {
+	t.Helper()
+	dir := t.TempDir()
+	mustOK(t, dsn, "admin", "migrate", "up")
+	mustOK(t, dsn, "admin", "demo", "seed", "--loans", "300")
+	req := decode(t, mustOK(t, dsn, "tracy", "--output", "json", "work", "get", "verify-bank", "--count", "1"))
+	d, db := testdb.Open(t, dsn)
+	testdb.Exec(t, d, db, "CREATE VIEW loan_view AS SELECT id AS loan_id, amount, priority, submitted_at, statements_submitted, statements_verified, senior_reviewed, borrower_contacted FROM loan")
+	return dir, req
+}
+
+// exampleLine is an example as run: the request's id for its %d, its --db
+// removed (runExample gives the test's).
+func exampleLine(ex string, req request) string {
+	line := strings.Replace(ex, "%d", strconv.FormatInt(req.RequestID, 10), 1)
+	return exampleDBFlag.ReplaceAllString(line, "")
+}
+
+var exampleDBFlag = regexp.MustCompile(`--db \S+ ?`)
 
 func runExample(t *testing.T, dir, dsn, line string) {
 	t.Helper()

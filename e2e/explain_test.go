@@ -133,6 +133,10 @@ const accIndex = "(state, prio DESC, id)"
 // claim of 5 is held, and nothing changes in the database. On MariaDB the
 // rows task is refused at create with the index that serves the order.
 func TestExplainVerdictMatchesCallers(t *testing.T) {
+	// Parallel: its probe runs a second after the holder is seen inside its 3 s
+	// claim, which leaves the rest of the 3 s for a loaded machine (its dialects
+	// already ran side by side).
+	t.Parallel()
 	testdb.Each(t, func(t *testing.T, dsn string) {
 		d, e := prepare(t, dsn, 10)
 		accLoan(t, d, e.DB)
@@ -324,6 +328,7 @@ func heldClaimLeaves(t *testing.T, d drivers.Driver, e *dispatch.Engine, dsn, ta
 // each ask for 5 at once: none is told empty or partial while loans remain,
 // every one gets its 5, and no loan is handed out twice.
 func TestRowsCallersNeverToldEmptyWhileLoansRemain(t *testing.T) {
+	t.Parallel()
 	testdb.Each(t, func(t *testing.T, dsn string) {
 		d, e := prepare(t, dsn, 10)
 		if !drivers.Supports(d, drivers.Rows) {

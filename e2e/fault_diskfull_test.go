@@ -19,6 +19,7 @@ import (
 // the database open (the write fails inside the transaction: SQLITE_FULL),
 // and with nobody else connected (SQLite cannot even create its -wal file).
 func TestFaultSQLiteDiskFull(t *testing.T) {
+	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "small")
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		t.Fatal(err)

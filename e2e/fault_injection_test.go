@@ -49,6 +49,7 @@ var injections = []string{
 // names, loan ids and request ids are refused as bad input or unknown; and
 // afterwards every table is intact and the audit clean.
 func TestInjectionTreatedAsData(t *testing.T) {
+	t.Parallel()
 	testdb.Each(t, func(t *testing.T, dsn string) {
 		d, e := prepare(t, dsn, 40)
 		ctx := context.Background()
@@ -159,6 +160,7 @@ var (
 // INTO adds the out bind of InsertID): no placeholder written by hand
 // beside the named binds, which a call would leave unbound.
 func TestStatementsUseBinds(t *testing.T) {
+	t.Parallel()
 	checked := 0
 	for _, name := range []string{"postgres", "mysql", "sqlite", "oracle"} {
 		d, err := drivers.ByName(name)
@@ -225,6 +227,7 @@ func TestStatementsUseBinds(t *testing.T) {
 // design, see docs) — given its values as a parameter struct, or an audit
 // query, which binds nothing.
 func TestSQLSourcesUseBinds(t *testing.T) {
+	t.Parallel()
 	portable := parseGo(t, "../drivers/portable.go", true)
 	found := 0
 	for _, decl := range portable.file.Decls {

@@ -53,6 +53,7 @@ func killTarget(t *testing.T) (kills, maxRounds int) {
 // LOANQ_FAULT_SEED=N replays the same choices (the timing of the processes
 // themselves cannot be replayed).
 func TestFaultRandomKill(t *testing.T) {
+	t.Parallel()
 	seed := uint64(time.Now().UnixNano())
 	if v := os.Getenv("LOANQ_FAULT_SEED"); v != "" {
 		n, err := strconv.ParseUint(v, 10, 64)

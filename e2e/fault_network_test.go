@@ -29,6 +29,7 @@ func throwawayServer(t *testing.T, dialect string) *throwaway.Server {
 // connection is gone, fails with exit 1 and one line naming the hold limit,
 // and has committed nothing; its request was served by the other caller.
 func TestFaultConnectionCutSilently(t *testing.T) {
+	// No t.Parallel: network namespaces and nftables on a throwaway server.
 	for _, dialect := range []string{"postgres", "mysql"} {
 		t.Run(dialect, func(t *testing.T) {
 			t.Parallel()
@@ -92,6 +93,7 @@ const (
 // an nftables rule inside the namespace: this sandbox's kernel has no netem
 // qdisc (`tc qdisc add … netem` answers "Specified qdisc kind is unknown").
 func TestFaultSlowNetwork(t *testing.T) {
+	// No t.Parallel: network namespaces, nftables and tc, with a time bound.
 	for _, dialect := range []string{"postgres", "mysql"} {
 		t.Run(dialect, func(t *testing.T) {
 			t.Parallel()

@@ -24,6 +24,7 @@ import (
 // every failed caller) succeed. The servers are throwaway servers the test
 // starts itself.
 func TestFaultServerRestart(t *testing.T) {
+	// No t.Parallel: it restarts database servers (its own throwaway ones, but the machine's load during the restarts is what it must survive, not what other tests add).
 	for _, dialect := range []string{"postgres", "mysql"} {
 		t.Run(dialect, func(t *testing.T) {
 			t.Parallel()

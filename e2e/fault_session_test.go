@@ -28,6 +28,7 @@ import (
 // session is killed, and database/sql may reconnect under it — it is served
 // or fails cleanly, and the invariants hold either way.
 func TestFaultSessionKilled(t *testing.T) {
+	t.Parallel() // its own databases: it kills sessions of its own database only
 	for _, dialect := range []string{"postgres", "mysql"} {
 		t.Run(dialect, func(t *testing.T) {
 			t.Parallel() // each kills sessions of its own database only

@@ -30,6 +30,10 @@ const stopHoldLimit = 4 * time.Second
 // PgBouncer in transaction pooling mode: the limit is on the server
 // connection the holder's transaction has.
 func TestFaultHolderStopped(t *testing.T) {
+	// Parallel: each stops its own holder on its own database; the server ends
+	// the session after the hold limit, and the bound it checks (twice the hold
+	// limit and 10 s) has room for a loaded machine.
+	t.Parallel()
 	for _, dialect := range []string{"postgres", "mysql", testdb.PgBouncer} {
 		t.Run(dialect, func(t *testing.T) {
 			// Parallel: each stops its own holder on its own database; the

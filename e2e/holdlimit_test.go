@@ -13,6 +13,7 @@ import (
 // (4 x the slowest of the ten latest runs, at least 30 s); bad values are
 // refused with exit 2 and change nothing.
 func TestHoldLimitOption(t *testing.T) {
+	t.Parallel()
 	testdb.Each(t, func(t *testing.T, dsn string) {
 		d, e := prepare(t, dsn, 5)
 		mustOK(t, dsn, "admin", "task", "create", "bounded", "--where", "eligible = 1", "--hold-limit", "90s")

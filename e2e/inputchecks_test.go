@@ -20,6 +20,7 @@ import (
 // task fails with exit 2 naming it and the problem, stores no request, and
 // `task update` repairs it.
 func TestStoredCriteriaAreRechecked(t *testing.T) {
+	t.Parallel()
 	testdb.Each(t, func(t *testing.T, dsn string) {
 		d, e := prepare(t, dsn, 10)
 		mustOK(t, dsn, "admin", "task", "create", "t", "--where", "eligible = 1", "--order", "priority")
@@ -57,6 +58,7 @@ func TestStoredCriteriaAreRechecked(t *testing.T) {
 // does not take (floating point) is refused when the task is created or
 // updated onto it, naming the supported types. Nothing is stored then.
 func TestKeyKindFromColumnType(t *testing.T) {
+	t.Parallel()
 	testdb.Each(t, func(t *testing.T, dsn string) {
 		d, e := prepare(t, dsn, 5)
 		for _, ddl := range []string{"CREATE TABLE textloan (id VARCHAR(40) PRIMARY KEY, eligible INTEGER NOT NULL)",
@@ -106,6 +108,7 @@ func TestKeyKindFromColumnType(t *testing.T) {
 // terminal (ESC, BEL) or hide (a zero-width space), and JSON carries them
 // exactly, as valid JSON.
 func TestTextOutputEscapesStoredText(t *testing.T) {
+	t.Parallel()
 	dsn := testdb.Fresh(t, "sqlite")
 	d, e := prepare(t, dsn, 10)
 	mustOK(t, dsn, "admin", "task", "create", "t", "--where", "eligible = 1")
@@ -159,6 +162,7 @@ func TestTextOutputEscapesStoredText(t *testing.T) {
 // still sets itself up. A folder or a text file given as the database is bad
 // input too.
 func TestForeignSQLiteFileIsLeftAlone(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	other := filepath.Join(dir, "other.db")
 	db, err := sql.Open("sqlite", other)

@@ -92,6 +92,7 @@ var timestamp = regexp.MustCompile(`^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$`)
 // docs/json.md: the documented keys in the documented order, timestamps in
 // one format, durations in _ms, no HTML escaping.
 func TestJSONDocuments(t *testing.T) {
+	t.Parallel()
 	docs := documented(t)
 	testdb.Each(t, func(t *testing.T, dsn string) {
 		checked := map[string]bool{}

@@ -16,6 +16,7 @@ import (
 // table); JSON shows the keys as strings; a disposition takes the key as
 // text, and `work run` passes it in {} and LOANQ_LOAN_ID.
 func TestTextAndUUIDKeysCLI(t *testing.T) {
+	t.Parallel()
 	testdb.Each(t, func(t *testing.T, dsn string) {
 		d, e := prepare(t, dsn, 0)
 		const loans = 30

@@ -102,6 +102,7 @@ func lockList(t *testing.T, dsn string) lockJSON {
 // losers exit 75 (without --wait) or run one after the other (with --wait),
 // every take has a larger token, and the lock is free at the end.
 func TestLockRunProcessesNeverOverlap(t *testing.T) {
+	t.Parallel()
 	testdb.Each(t, func(t *testing.T, dsn string) {
 		mustOK(t, dsn, "admin", "migrate", "up")
 		dir := t.TempDir()
@@ -165,6 +166,7 @@ func TestLockRunProcessesNeverOverlap(t *testing.T) {
 // The command's exit status is passed on; the lock's environment is set;
 // SIGTERM to loanq reaches the command and the lease is released after it.
 func TestLockRunPassesStatusAndSignals(t *testing.T) {
+	t.Parallel()
 	testdb.Each(t, func(t *testing.T, dsn string) {
 		mustOK(t, dsn, "admin", "migrate", "up")
 		r := loanq(t, dsn, "admin", "lock", "run", "st", "--", "sh", "-c", `echo "$LOANQ_LOCK_NAME $LOANQ_LOCK_TOKEN"; exit 3`)
@@ -199,6 +201,7 @@ func TestLockRunPassesStatusAndSignals(t *testing.T) {
 // A holder killed with SIGKILL cannot release: the next taker gets the lock
 // once the TTL has passed (by the database clock), with a larger token.
 func TestLockRunTakesOverAKilledHolder(t *testing.T) {
+	t.Parallel()
 	testdb.Each(t, func(t *testing.T, dsn string) {
 		mustOK(t, dsn, "admin", "migrate", "up")
 		started := filepath.Join(t.TempDir(), "started")
@@ -226,6 +229,7 @@ func TestLockRunTakesOverAKilledHolder(t *testing.T) {
 // expiry would; the next renewal finds another token, the command gets
 // SIGTERM and loanq exits 1 saying the lease was lost, releasing nothing.
 func TestLockRunStopsCommandWhenLeaseLost(t *testing.T) {
+	t.Parallel()
 	testdb.Each(t, func(t *testing.T, dsn string) {
 		mustOK(t, dsn, "admin", "migrate", "up")
 		_, db := testdb.Open(t, dsn)
@@ -253,6 +257,7 @@ func TestLockRunStopsCommandWhenLeaseLost(t *testing.T) {
 
 // Bad input: exit 2, a message naming the problem, loanq_lock unchanged.
 func TestLockRunBadInput(t *testing.T) {
+	t.Parallel()
 	testdb.Each(t, func(t *testing.T, dsn string) {
 		mustOK(t, dsn, "admin", "migrate", "up")
 		_, db := testdb.Open(t, dsn)

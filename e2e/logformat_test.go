@@ -62,6 +62,7 @@ func find(t *testing.T, what string, evs []event, msg string) []event {
 // the output of the commands they run and how they end (an error and the
 // exit code); stdout keeps its format.
 func TestLogFormatJSON(t *testing.T) {
+	// No t.Parallel: task refill --every 1s must log a refill within the 2.5 s the test sleeps before its SIGINT.
 	testdb.Each(t, func(t *testing.T, dsn string) {
 		d, _ := prepare(t, dsn, 12)
 		_, db := testdb.Open(t, dsn)

@@ -23,6 +23,7 @@ func sorted(ids []int64) string {
 // caller that serves the task, for every strategy of the dialect; the
 // history keeps who held it, since when, and that it expired.
 func TestMaxHoldReturnsAbandonedWork(t *testing.T) {
+	// No t.Parallel: with --max-hold 1s, the second caller must ask within a second of the first's assignment.
 	testdb.Each(t, func(t *testing.T, dsn string) {
 		d, e := prepare(t, dsn, 40)
 		for _, s := range d.Strategies() {
@@ -89,6 +90,7 @@ func activeOlderThan(t *testing.T, e *dispatch.Engine, task, user string, age ti
 
 // `work reclaim`: a supervisor returns work by hand; --dry-run changes nothing.
 func TestWorkReclaim(t *testing.T) {
+	t.Parallel()
 	testdb.Each(t, func(t *testing.T, dsn string) {
 		d, e := prepare(t, dsn, 20)
 		mustOK(t, dsn, "admin", "task", "create", "rc", "--where", "eligible = 1", "--order", "priority")

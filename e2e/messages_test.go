@@ -25,6 +25,7 @@ type cappedAnswer struct {
 // match; a request cut short by a lack of loans is not said to be capped.
 // Every way of serving: each lock strategy of the dialect, and the pool.
 func TestCapNoticeNamesTheCap(t *testing.T) {
+	t.Parallel()
 	testdb.Each(t, func(t *testing.T, dsn string) {
 		d, _ := prepare(t, dsn, 20)
 		type variant struct{ name, flag, value string }
@@ -113,6 +114,7 @@ func runCmd(t *testing.T, cmd *exec.Cmd) result {
 // it and each time one reads it, so "no tasks yet" is not said about a file
 // nobody knew of. A --db the user gave is not announced.
 func TestDefaultDatabaseIsNamed(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	file := filepath.Join(dir, "loanq.db")
 	r := bare(t, dir, "task", "list")
@@ -134,6 +136,7 @@ func TestDefaultDatabaseIsNamed(t *testing.T) {
 
 // Argument and DSN mistakes name the cause and the fix, exit 2.
 func TestMessagesNameTheCause(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	for _, c := range []struct {
 		name  string

@@ -36,6 +36,7 @@ func status(t *testing.T, dsn string) migrateStatus {
 // up changes nothing; a database that is not migrated, or migrated by a newer
 // loanq, is refused by every other command with the way out.
 func TestMigrateLifecycle(t *testing.T) {
+	t.Parallel()
 	testdb.Each(t, func(t *testing.T, dsn string) {
 		sqlite := strings.HasPrefix(dsn, "sqlite:")
 		if sqlite {
@@ -114,6 +115,7 @@ func TestMigrateLifecycle(t *testing.T) {
 // read-only: on a database loanq never migrated they create nothing, not even
 // goose's version table (goose's own GetDBVersion and Status would).
 func TestSchemaCheckCreatesNothing(t *testing.T) {
+	t.Parallel()
 	testdb.Each(t, func(t *testing.T, dsn string) {
 		d, db := testdb.Open(t, dsn)
 		versionTable := func() bool {
@@ -144,6 +146,7 @@ func TestSchemaCheckCreatesNothing(t *testing.T) {
 // run can leave the table without that row. It reads as version 0 and
 // `migrate up` applies everything, instead of "missing zero version".
 func TestEmptyVersionTable(t *testing.T) {
+	t.Parallel()
 	testdb.Each(t, func(t *testing.T, dsn string) {
 		d, db := testdb.Open(t, dsn)
 		store, err := d.(schema.MigrationStorer).MigrationStore("loanq_schema_version")

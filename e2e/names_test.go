@@ -12,6 +12,7 @@ import (
 // user name of 100 characters (200 bytes in UTF-8) and --where/--order of
 // exactly 4000 bytes are accepted and stored as given on every database.
 func TestNamesAndCriteriaAtTheLimit(t *testing.T) {
+	t.Parallel()
 	testdb.Each(t, func(t *testing.T, dsn string) {
 		prepare(t, dsn, 10)
 		where, order := longCriteria(4000), longOrder(4000)
@@ -45,6 +46,7 @@ func TestNamesAndCriteriaAtTheLimit(t *testing.T) {
 // loanq refuses "ana " on every database (exit 2), so the difference cannot
 // show.
 func TestTrailingSpaceIsRefused(t *testing.T) {
+	t.Parallel()
 	testdb.Each(t, func(t *testing.T, dsn string) {
 		d, _ := prepare(t, dsn, 10)
 		_, db := testdb.Open(t, dsn)

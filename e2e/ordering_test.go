@@ -52,6 +52,7 @@ func logRequest(t *testing.T, e *dispatch.Engine, taskID int64, user string) int
 // pending requests out of time order, the one logged earlier is served first;
 // and a disposition of an inactive loan names the latest assignment by time.
 func TestOldestFirstIsByTime(t *testing.T) {
+	t.Parallel()
 	testdb.Each(t, func(t *testing.T, dsn string) {
 		d, e := prepare(t, dsn, 5)
 		ctx := context.Background()

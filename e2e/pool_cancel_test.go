@@ -23,6 +23,7 @@ import (
 // — what the cancelled requests would have had stays available, and the next
 // get is served those from the pool.
 func TestPoolCancelAndStatusWait(t *testing.T) {
+	// No t.Parallel: four callers, a --no-wait caller and two cancels must all land inside the holder's 3 s criteria query.
 	testdb.Each(t, func(t *testing.T, dsn string) {
 		d, e := prepare(t, dsn, 80)
 		mustOK(t, dsn, "admin", "task", "create", "heavy", "--where", "eligible = 1", "--order", "priority",

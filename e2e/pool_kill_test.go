@@ -30,6 +30,7 @@ import (
 // then killed. random (every database): a claim is killed at a random moment
 // around its run, round after round, and the state is checked after each kill.
 func TestPoolClaimerKilled(t *testing.T) {
+	t.Parallel()
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d", seed)
 	testdb.Each(t, func(t *testing.T, dsn string) {

@@ -23,6 +23,7 @@ import (
 // nobody holds back in the criteria order. A claimer killed mid-claim:
 // TestPoolClaimerKilled.
 func TestPoolAcrossProcesses(t *testing.T) {
+	t.Parallel()
 	testdb.Each(t, func(t *testing.T, dsn string) {
 		d, db := testdb.Migrated(t, dsn)
 		testdb.CreateLoans(t, d, db, 120)
@@ -165,6 +166,7 @@ func auditClean(t *testing.T, dsn string) {
 
 // serve --refill fills an empty pool (no get needed) and keeps it filled.
 func TestServeRefill(t *testing.T) {
+	t.Parallel()
 	testdb.Each(t, func(t *testing.T, dsn string) {
 		d, db := testdb.Migrated(t, dsn)
 		testdb.CreateLoans(t, d, db, 50)

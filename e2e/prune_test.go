@@ -14,6 +14,7 @@ import (
 // loans and keeps the one whose loan is 'never'; the cron recipe
 // `loanq lock run prune -- loanq prune` runs.
 func TestPrune(t *testing.T) {
+	t.Parallel()
 	testdb.Each(t, func(t *testing.T, dsn string) {
 		d, e := prepare(t, dsn, 10)
 		mustOK(t, dsn, "admin", "task", "create", "old", "--where", "eligible = 1", "--order", "priority")

@@ -42,6 +42,7 @@ import (
 // make, …) fails the test unless it says `# not run: REASON`; put commands in
 // a ```console block.
 func TestREADMERuns(t *testing.T) {
+	t.Parallel()
 	text, err := os.ReadFile("../README.md")
 	if err != nil {
 		t.Fatal(err)
@@ -198,6 +199,7 @@ func matches(want, got []string) bool {
 // The Go version README.md and docs/install.md ask for is go.mod's `go`
 // line: a newcomer with an older Go would fail at the first `go run`.
 func TestREADMEGoVersion(t *testing.T) {
+	t.Parallel()
 	mod, err := os.ReadFile("../go.mod")
 	if err != nil {
 		t.Fatal(err)

@@ -16,6 +16,7 @@ import (
 // its journal and WAL files beside it). As root, which may write anywhere,
 // the binary runs as nobody (uid 65534).
 func TestReadOnlyDirectoryIsNamed(t *testing.T) {
+	// No t.Parallel: as root it changes the mode of the directory of the binary every test runs.
 	dir, err := os.MkdirTemp("", "loanq-ro-")
 	if err != nil {
 		t.Fatal(err)

@@ -19,6 +19,7 @@ const cameBack = "came back right after this runner completed it"
 // K times in a row; --max-repeats 0 never stops. A command that does change
 // the data (the loan leaves the criteria) triggers nothing.
 func TestWorkRunMaxRepeats(t *testing.T) {
+	t.Parallel()
 	testdb.Each(t, func(t *testing.T, dsn string) {
 		d, e := prepare(t, dsn, 3)
 		mustOK(t, dsn, "admin", "task", "create", "spin", "--where", "eligible = 1", "--order", "priority")

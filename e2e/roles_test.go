@@ -24,6 +24,7 @@ import (
 // command is run as each role, and what a role may not do is also sent as
 // hand-written SQL through its own connection: the database must refuse it.
 func TestRolesEnforcedByTheDatabase(t *testing.T) {
+	t.Parallel()
 	for _, dialect := range []string{"postgres", "mysql"} {
 		t.Run(dialect, func(t *testing.T) { rolesSuite(t, dialect) })
 	}
@@ -31,6 +32,7 @@ func TestRolesEnforcedByTheDatabase(t *testing.T) {
 
 // SQLite has no accounts: grants says so (exit 2), and any --user acts.
 func TestRolesSQLite(t *testing.T) {
+	t.Parallel()
 	dsn := testdb.Fresh(t, "sqlite")
 	r := runAs(t, dsn, "", 2, "grants", "--role", "processor", "--to", "ana")
 	if !strings.Contains(r.stderr, "no database accounts") {
@@ -491,6 +493,7 @@ func runAs(t *testing.T, dsn, user string, want int, args ...string) result {
 // PostgreSQL and MySQL/MariaDB, exactly: each block is the first ```sql block
 // after its command line, and no other block is on the page.
 func TestSecurityDocShowsGrantsOutput(t *testing.T) {
+	t.Parallel()
 	raw, err := os.ReadFile("../docs/security.md")
 	if err != nil {
 		t.Fatal(err)

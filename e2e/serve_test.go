@@ -230,6 +230,7 @@ func scrape(t *testing.T, s *server, header ...string) map[string]*dto.MetricFam
 // every path but /healthz, by header and by cookie; and that hitting every
 // endpoint leaves loanq's tables exactly as they were.
 func TestServe(t *testing.T) {
+	t.Parallel()
 	testdb.Each(t, func(t *testing.T, dsn string) {
 		d, e := prepare(t, dsn, 30)
 		db := e.DB
@@ -404,6 +405,7 @@ func TestServe(t *testing.T) {
 // TestServeBadInput: bad flags and a port in use are exit 2 with a message
 // saying what to fix; a database without loanq's schema too.
 func TestServeBadInput(t *testing.T) {
+	t.Parallel()
 	dsn := testdb.Fresh(t, "sqlite")
 	prepare(t, dsn, 1)
 	emptyFile := filepath.Join(t.TempDir(), "empty-token")
@@ -496,6 +498,7 @@ func exitCode(err error) int {
 // or without one only when --no-auth says so; the token from either source
 // guards the figures.
 func TestServeBeyondLoopback(t *testing.T) {
+	t.Parallel()
 	dsn := testdb.Fresh(t, "sqlite")
 	prepare(t, dsn, 5)
 	mustOK(t, dsn, "admin", "task", "create", "alpha", "--where", "eligible = 1")
@@ -538,6 +541,9 @@ func TestServeBeyondLoopback(t *testing.T) {
 // cross-origin POST is refused. A client that never finishes its request
 // headers is dropped (ReadHeaderTimeout).
 func TestServeHostCheck(t *testing.T) {
+	// Parallel: the 10 s it checks is serve's own header timer, and the bound
+	// (20 s) leaves room for a loaded machine.
+	t.Parallel()
 	dsn := testdb.Fresh(t, "sqlite")
 	prepare(t, dsn, 5)
 	mustOK(t, dsn, "admin", "task", "create", "alpha", "--where", "eligible = 1")
@@ -681,6 +687,7 @@ func (p *cutProxy) restore() {
 // serve process logs them on stderr, for its operator, and notes the
 // recovery once the database is back.
 func TestServeDatabaseDownShowsNoConnectionDetails(t *testing.T) {
+	t.Parallel()
 	for _, dialect := range []string{"postgres", "mysql"} {
 		t.Run(dialect, func(t *testing.T) {
 			dsn := testdb.Fresh(t, dialect)
@@ -772,6 +779,7 @@ func TestServeDatabaseDownShowsNoConnectionDetails(t *testing.T) {
 // throughout), every health check is answered 200, and other clients keep
 // working (`loanq lock list` during the burst).
 func TestServeConnectionBound(t *testing.T) {
+	t.Parallel()
 	dsn := testdb.Fresh(t, "postgres")
 	d, e := prepare(t, dsn, 30)
 	mustOK(t, dsn, "admin", "task", "create", "alpha", "--where", "eligible = 1")
@@ -878,6 +886,7 @@ func TestServeConnectionBound(t *testing.T) {
 // they left out, keep the totals over all tasks, and /api/dashboard comes
 // gzipped to a client that accepts it.
 func TestServeManyTasks(t *testing.T) {
+	t.Parallel()
 	dsn := testdb.Fresh(t, "sqlite")
 	d, e := prepare(t, dsn, 40)
 	db := e.DB

@@ -57,6 +57,7 @@ var oldTime = map[string]string{"sqlite": "2000-01-01T00:00:00.000Z", "postgres"
 // ages from the database clock and the filters; per-task stats that match
 // the tables they are read from.
 func TestSupervisorView(t *testing.T) {
+	t.Parallel()
 	testdb.Each(t, func(t *testing.T, dsn string) {
 		d, e := prepare(t, dsn, 30)
 		db := e.DB

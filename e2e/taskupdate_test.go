@@ -13,6 +13,7 @@ import (
 // `task update`: only the options given change, the criteria are checked
 // against the database first, bad input changes nothing, active work is kept.
 func TestTaskUpdate(t *testing.T) {
+	t.Parallel()
 	testdb.Each(t, func(t *testing.T, dsn string) {
 		d, e := prepare(t, dsn, 20)
 		mustOK(t, dsn, "admin", "task", "create", "up", "--where", "eligible = 1", "--order", "priority", "--max-hold", "2h")

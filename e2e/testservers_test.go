@@ -16,6 +16,7 @@ import (
 // (a recording stand-in here, though the test may run as root), and leaves
 // no temporary directory behind. With everything present it passes.
 func TestTestServersInstallOff(t *testing.T) {
+	t.Parallel()
 	repo, err := filepath.Abs("..")
 	if err != nil {
 		t.Fatal(err)

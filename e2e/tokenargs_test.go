@@ -23,6 +23,7 @@ var tokenValueAllowed = regexp.MustCompile(`^(""|''|"?\$\{?[A-Za-z_][A-Za-z0-9_]
 // every user of the machine sees it in ps: README.md, docs/*.md and
 // `loanq serve --help` use --token-file or LOANQ_SERVE_TOKEN.
 func TestNoTokenOnTheCommandLine(t *testing.T) {
+	t.Parallel()
 	texts := map[string]string{}
 	files, err := filepath.Glob("../docs/*.md")
 	if err != nil {
@@ -79,6 +80,7 @@ func literalToken(line string) string {
 
 // The check itself: what it must catch and what it must let pass.
 func TestNoTokenOnTheCommandLineCatches(t *testing.T) {
+	t.Parallel()
 	for line, bad := range map[string]bool{
 		"loanq serve --listen 0.0.0.0:8080 --token s3cret":         true,
 		"loanq serve --token=s3cret":                               true,

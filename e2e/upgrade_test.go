@@ -79,6 +79,7 @@ func runPrevious(t *testing.T, bin, dsn, user string, args ...string) result {
 // previous-version process started after the migration refuses to run
 // (exit 2, "newer than this loanq knows") and changes nothing.
 func TestPreviousVersionAcrossTheMigration(t *testing.T) {
+	t.Parallel()
 	old := buildPrevious(t)
 	testdb.Each(t, func(t *testing.T, dsn string) {
 		const loans = 16

@@ -14,6 +14,7 @@ import (
 // outside a git checkout. A build stamped as `make build` stamps it shows
 // the commit.
 func TestVersionWithoutVCSStamping(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	build := func(name string, args ...string) string {
 		t.Helper()

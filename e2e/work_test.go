@@ -45,6 +45,7 @@ func audit(t *testing.T, e *dispatch.Engine) {
 // answered, exactly the highest-priority loans handed out, and (with a query
 // delay) far fewer criteria-query runs than requests.
 func TestProcessesNeverShareALoan(t *testing.T) {
+	t.Parallel()
 	testdb.EachPooled(t, func(t *testing.T, dsn string) {
 		d, e := prepare(t, dsn, 60)
 		for _, s := range d.Strategies() {
@@ -106,6 +107,7 @@ func taskID(t *testing.T, e *dispatch.Engine, name string) int64 {
 // One user calls `work get` from several processes at once on a capped task:
 // the cap holds.
 func TestCapAcrossProcesses(t *testing.T) {
+	t.Parallel()
 	testdb.Each(t, func(t *testing.T, dsn string) {
 		d, e := prepare(t, dsn, 50)
 		mustOK(t, dsn, "admin", "task", "create", "capped", "--where", "eligible = 1", "--max-active", "4", "--query-delay", "50ms")
@@ -143,6 +145,7 @@ func TestCapAcrossProcesses(t *testing.T) {
 // every pending request, the dead holder's included, is served by the next
 // caller's recheck.
 func TestHolderKilledMidQuery(t *testing.T) {
+	t.Parallel()
 	testdb.Each(t, func(t *testing.T, dsn string) {
 		d, e := prepare(t, dsn, 20)
 		for _, s := range d.Strategies() {

@@ -31,6 +31,7 @@ import (
 // (a text-keyed task) are shown as text: no element injected, no script run.
 // LOANQ_WORK_SCREENSHOT=DIR saves docs/work-*.png into DIR.
 func TestWorkPageInBrowser(t *testing.T) {
+	// No t.Parallel: it drives chromium (four contexts) on two nodes clicking at once within a 2 s query.
 	browser := chromium(t)
 	for _, dialect := range []string{"postgres", "mysql", "sqlite"} {
 		t.Run(dialect, func(t *testing.T) { workPageInBrowser(t, browser, dialect) })

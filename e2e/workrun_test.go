@@ -27,6 +27,7 @@ var wantDisposition = map[int]string{75: "return", 65: "never", 3: "return", 0: 
 // the loans they got), each exit status becomes its disposition in the
 // database, and --until-empty ends every runner with exit 0.
 func TestWorkRunProcessesEveryLoanOnce(t *testing.T) {
+	t.Parallel()
 	testdb.Each(t, func(t *testing.T, dsn string) {
 		const loans = 24
 		d, e := prepare(t, dsn, loans)
@@ -118,6 +119,7 @@ func TestWorkRunProcessesEveryLoanOnce(t *testing.T) {
 // --loan-timeout that passes counts as a failure and returns the loan after
 // --retry-after.
 func TestWorkRunSignalAndTimeout(t *testing.T) {
+	t.Parallel()
 	testdb.Each(t, func(t *testing.T, dsn string) {
 		d, e := prepare(t, dsn, 5)
 		mustOK(t, dsn, "admin", "task", "create", "sig", "--where", "eligible = 1", "--order", "priority")
@@ -153,6 +155,7 @@ func TestWorkRunSignalAndTimeout(t *testing.T) {
 
 // Bad input: exit 2, nothing changed in the database.
 func TestWorkRunBadInput(t *testing.T) {
+	t.Parallel()
 	testdb.Each(t, func(t *testing.T, dsn string) {
 		_, e := prepare(t, dsn, 5)
 		mustOK(t, dsn, "admin", "task", "create", "t", "--where", "eligible = 1")
