@@ -122,7 +122,7 @@ func (e *Engine) finishServed(ctx context.Context, tx *sql.Tx, task *Task, in al
 		r := plan.served[i].request
 		ok, err := e.finishRequest(ctx, tx, r.id, len(plan.served[i].loans), plan.served[i].status)
 		if err != nil {
-			return plan, err
+			return plan, fmt.Errorf("request %d: %w", r.id, err)
 		}
 		if ok {
 			continue

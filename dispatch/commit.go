@@ -33,11 +33,14 @@ func requestStatus(requested, taken int) string {
 
 // finishRequest sets the outcome of one request, only while it is still
 // pending: false when it no longer was (served by another caller, or
-// cancelled).
+// cancelled). Its error does not name the request: a rows claim's new
+// request is not committed yet, and a message naming its id would send the
+// user to `work status ID`, which does not know it (the callers that serve
+// a committed request name it).
 func (e *Engine) finishRequest(ctx context.Context, tx *sql.Tx, id int64, taken int, status string) (bool, error) {
 	res, err := e.sql().RequestFinish.Exec(ctx, tx, drivers.RequestFinishParams{Assigned: taken, Status: status, ID: id})
 	if err != nil {
-		return false, fmt.Errorf("finishing request %d: %w", id, err)
+		return false, fmt.Errorf("finishing the request: %w", err)
 	}
 	n, _ := res.RowsAffected()
 	return n == 1, nil

@@ -197,7 +197,8 @@ func (e *Engine) claimPool(ctx context.Context, task *Task, user string, count i
 	}
 	// take is allow here, at least 1: partial only by the cap.
 	if _, err := e.sql().RequestFinishPooled.Exec(ctx, tx, drivers.RequestFinishParams{Assigned: take, Status: requestStatus(count, take), ID: id}); err != nil {
-		return 0, false, fmt.Errorf("finishing request %d: %w", id, err)
+		// Not named: it is not committed (see finishRequest).
+		return 0, false, fmt.Errorf("finishing the request: %w", err)
 	}
 	if err := e.commit(tx, "the pool claim of task "+task.Name); err != nil {
 		return 0, false, err

@@ -273,6 +273,9 @@ func (e *Engine) claimRows(ctx context.Context, rl drivers.RowLocker, task *Task
 	}
 	run.DurationMS = time.Since(run.started).Milliseconds()
 	ok, err := e.finishRequest(ctx, tx, req.ID, take, requestStatus(req.Requested, take))
+	if err != nil && !fresh {
+		return fmt.Errorf("request %d: %w", req.ID, err) // committed pending before: name it
+	}
 	if err != nil || !ok {
 		return err // !ok: served meanwhile by another caller (work status): roll back ours
 	}
