@@ -66,6 +66,11 @@ func run(in io.Reader, out io.Writer, top int) int {
 			failed = true
 		case e.Test != "" && e.Action == "run":
 			started[key] = e.Time
+		case e.Test != "" && e.Action == "cont":
+			// A parallel test paused at t.Parallel until the serial tests
+			// of its package ended and a -parallel slot was free: that
+			// wait is not its cost, its time counts from here.
+			started[key] = e.Time
 		case e.Test != "" && e.Action == "output":
 			buffered[key] = append(buffered[key], e.Output)
 		case e.Test != "" && (e.Action == "pass" || e.Action == "fail" || e.Action == "skip"):

@@ -7,7 +7,8 @@ import (
 
 // A failed test's output is printed and the run fails; a passing test's is
 // not; the slowest top-level tests are listed, slowest first, a test with
-// parallel subtests (TestC) by the time from its start to its end.
+// parallel subtests (TestC) by the time from its start to its end, a
+// parallel test (TestD) from when it continued after t.Parallel.
 func TestRun(t *testing.T) {
 	in := strings.Join([]string{
 		`{"Action":"run","Package":"p","Test":"TestA"}`,
@@ -16,6 +17,10 @@ func TestRun(t *testing.T) {
 		`{"Action":"pass","Package":"p","Test":"TestA","Elapsed":2.5}`,
 		`{"Time":"2026-01-01T00:00:00Z","Action":"run","Package":"p","Test":"TestC"}`,
 		`{"Time":"2026-01-01T00:00:04Z","Action":"pass","Package":"p","Test":"TestC","Elapsed":0.01}`,
+		`{"Time":"2026-01-01T00:00:00Z","Action":"run","Package":"p","Test":"TestD"}`,
+		`{"Time":"2026-01-01T00:00:00Z","Action":"pause","Package":"p","Test":"TestD"}`,
+		`{"Time":"2026-01-01T00:01:00Z","Action":"cont","Package":"p","Test":"TestD"}`,
+		`{"Time":"2026-01-01T00:01:03Z","Action":"pass","Package":"p","Test":"TestD","Elapsed":3}`,
 		`{"Action":"output","Package":"p","Test":"TestB/sqlite","Output":"    b_test.go:3: broke\n"}`,
 		`{"Action":"fail","Package":"p","Test":"TestB/sqlite","Elapsed":7}`,
 		`{"Action":"output","Package":"p","Test":"TestB","Output":"--- FAIL: TestB (7.00s)\n"}`,
@@ -29,7 +34,7 @@ func TestRun(t *testing.T) {
 		t.Errorf("exit %d, want 1 for a failed test", code)
 	}
 	got := out.String()
-	for _, want := range []string{"b_test.go:3: broke", "--- FAIL: TestB", "FAIL\tp\t9.9s", "the 3 slowest tests (of 3):\n     7.1s  fail  p TestB\n     4.0s  pass  p TestC\n     2.5s  pass  p TestA\n"} {
+	for _, want := range []string{"b_test.go:3: broke", "--- FAIL: TestB", "FAIL\tp\t9.9s", "the 4 slowest tests (of 4):\n     7.1s  fail  p TestB\n     4.0s  pass  p TestC\n     3.0s  pass  p TestD\n     2.5s  pass  p TestA\n"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("output lacks %q:\n%s", want, got)
 		}
