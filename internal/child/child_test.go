@@ -319,7 +319,17 @@ func TestCommandThroughTheGate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, want := strings.Join(fds, " "), strings.Join(strings.Fields(string(plain)), " "); got != want {
-		t.Fatalf("the command has open files %s, a plain exec %s: the gate leaked one", got, want)
+	// A subset, not equal: a descriptor the test process has open without
+	// close-on-exec at the moment of the plain exec only (another package's
+	// test harness in the same run) is no leak of the gate's (seen once:
+	// the plain exec had a 4 the command did not).
+	may := map[string]bool{}
+	for _, fd := range strings.Fields(string(plain)) {
+		may[fd] = true
+	}
+	for _, fd := range fds {
+		if !may[fd] {
+			t.Fatalf("the command has open files %s, a plain exec %s: the gate leaked %s", strings.Join(fds, " "), strings.Join(strings.Fields(string(plain)), " "), fd)
+		}
 	}
 }
