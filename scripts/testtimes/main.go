@@ -47,6 +47,8 @@ func main() {
 func run(in io.Reader, out io.Writer, top int) int {
 	buffered := map[string][]string{} // package + test → its output, printed if it fails
 	started := map[string]time.Time{} // package + test → its run event
+	paused := map[string]bool{}       // package + test → it called t.Parallel
+	longestChild := map[string]float64{}
 	var results []result
 	failed := false
 	sc := bufio.NewScanner(in)
@@ -66,11 +68,14 @@ func run(in io.Reader, out io.Writer, top int) int {
 			failed = true
 		case e.Test != "" && e.Action == "run":
 			started[key] = e.Time
-		case e.Test != "" && e.Action == "cont":
-			// A parallel test paused at t.Parallel until the serial tests
-			// of its package ended and a -parallel slot was free: that
-			// wait is not its cost, its time counts from here.
-			started[key] = e.Time
+		case e.Test != "" && e.Action == "pause":
+			// A parallel test waits at t.Parallel for the serial tests of
+			// its package, then (after its cont event) for a -parallel
+			// slot, and its parallel subtests wait for slots too: its wall
+			// time is mostly waiting. Its cost is what go test reports as
+			// its Elapsed (which leaves the waits out), or its longest
+			// subtest's.
+			paused[key] = true
 		case e.Test != "" && e.Action == "output":
 			buffered[key] = append(buffered[key], e.Output)
 		case e.Test != "" && (e.Action == "pass" || e.Action == "fail" || e.Action == "skip"):
@@ -84,9 +89,13 @@ func run(in io.Reader, out io.Writer, top int) int {
 			// A test's own Elapsed leaves out its parallel subtests (they
 			// run after its function returns): the time from its run event
 			// to its end is what it cost the suite.
-			took := e.Elapsed
-			if t0, ok := started[key]; ok && !t0.IsZero() && !e.Time.IsZero() {
+			took := max(e.Elapsed, longestChild[key])
+			if t0, ok := started[key]; ok && !paused[key] && !t0.IsZero() && !e.Time.IsZero() {
 				took = max(took, e.Time.Sub(t0).Seconds())
+			}
+			if i := strings.LastIndex(e.Test, "/"); i > 0 {
+				parent := e.Package + " " + e.Test[:i]
+				longestChild[parent] = max(longestChild[parent], took)
 			}
 			results = append(results, result{e.Package, e.Test, took, e.Action})
 		case e.Test == "" && e.Action == "output":

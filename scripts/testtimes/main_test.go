@@ -8,7 +8,8 @@ import (
 // A failed test's output is printed and the run fails; a passing test's is
 // not; the slowest top-level tests are listed, slowest first, a test with
 // parallel subtests (TestC) by the time from its start to its end, a
-// parallel test (TestD) from when it continued after t.Parallel.
+// parallel test (TestD) by what go test reports (its waits left out) or its
+// longest subtest's.
 func TestRun(t *testing.T) {
 	in := strings.Join([]string{
 		`{"Action":"run","Package":"p","Test":"TestA"}`,
@@ -20,7 +21,11 @@ func TestRun(t *testing.T) {
 		`{"Time":"2026-01-01T00:00:00Z","Action":"run","Package":"p","Test":"TestD"}`,
 		`{"Time":"2026-01-01T00:00:00Z","Action":"pause","Package":"p","Test":"TestD"}`,
 		`{"Time":"2026-01-01T00:01:00Z","Action":"cont","Package":"p","Test":"TestD"}`,
-		`{"Time":"2026-01-01T00:01:03Z","Action":"pass","Package":"p","Test":"TestD","Elapsed":3}`,
+		`{"Time":"2026-01-01T00:01:00Z","Action":"run","Package":"p","Test":"TestD/pg"}`,
+		`{"Time":"2026-01-01T00:01:00Z","Action":"pause","Package":"p","Test":"TestD/pg"}`,
+		`{"Time":"2026-01-01T00:02:00Z","Action":"cont","Package":"p","Test":"TestD/pg"}`,
+		`{"Time":"2026-01-01T00:02:03Z","Action":"pass","Package":"p","Test":"TestD/pg","Elapsed":3}`,
+		`{"Time":"2026-01-01T00:02:03Z","Action":"pass","Package":"p","Test":"TestD","Elapsed":0}`,
 		`{"Action":"output","Package":"p","Test":"TestB/sqlite","Output":"    b_test.go:3: broke\n"}`,
 		`{"Action":"fail","Package":"p","Test":"TestB/sqlite","Elapsed":7}`,
 		`{"Action":"output","Package":"p","Test":"TestB","Output":"--- FAIL: TestB (7.00s)\n"}`,
