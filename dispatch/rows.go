@@ -113,12 +113,9 @@ func (e *Engine) claimRowsFinishing(ctx context.Context, rl drivers.RowLocker, f
 	if err != nil {
 		return nil, fmt.Errorf("claiming rows of task %s: %w", task.Name, err)
 	}
-	if task.QueryDelay > 0 { // as in claimRows: the rows stay locked meanwhile
-		if err := pause.For(ctx, task.QueryDelay); err != nil {
-			return nil, err
-		}
+	if err := e.afterLockingRead(ctx, task); err != nil {
+		return nil, err
 	}
-	hook(e.hooks.afterQuery)
 	if len(locked) == 0 {
 		return nil, nil
 	}
@@ -222,14 +219,9 @@ func (e *Engine) claimRows(ctx context.Context, rl drivers.RowLocker, task *Task
 			return fmt.Errorf("claiming rows of task %s: %w", task.Name, err)
 		}
 		if round == 0 {
-			// --query-delay stands for a heavy criteria query; here the
-			// claimed rows stay locked meanwhile, as they would.
-			if task.QueryDelay > 0 {
-				if err := pause.For(ctx, task.QueryDelay); err != nil {
-					return err
-				}
+			if err := e.afterLockingRead(ctx, task); err != nil {
+				return err
 			}
-			hook(e.hooks.afterQuery)
 		}
 		run.RowsFound += len(locked)
 		if fresh && req.ID == 0 {
@@ -284,6 +276,19 @@ func (e *Engine) claimRows(ctx context.Context, rl drivers.RowLocker, task *Task
 		return fmt.Errorf("logging the claim: %w", err)
 	}
 	return e.commit(tx, "the claim of task "+task.Name)
+}
+
+// afterLockingRead follows a claim's first locking read: --query-delay
+// stands for a heavy criteria query, and the claimed rows stay locked
+// meanwhile, as they would; then the afterQuery test hook.
+func (e *Engine) afterLockingRead(ctx context.Context, task *Task) error {
+	if task.QueryDelay > 0 {
+		if err := pause.For(ctx, task.QueryDelay); err != nil {
+			return err
+		}
+	}
+	hook(e.hooks.afterQuery)
+	return nil
 }
 
 // claimAllowance begins a claim transaction: on a capped task it locks the
