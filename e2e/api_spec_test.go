@@ -3,9 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"net"
 	"net/http"
-	"net/url"
 	"os"
 	"strings"
 	"sync"
@@ -273,15 +271,8 @@ func TestAPIDatabaseDownIs503(t *testing.T) {
 				}
 				s.tok[user] = tok.Token
 			}
-			u, err := url.Parse(dsn)
-			if err != nil {
-				t.Fatal(err)
-			}
-			proxy := newCutProxy(t, u.Host)
-			u.Host = proxy.addr
-			dbName := strings.TrimPrefix(u.Path, "/")
-			_, proxyPort, _ := net.SplitHostPort(proxy.addr)
-			srv := startServe(t, u.String(), "--api", "--auth", "token")
+			proxy, viaProxy, dbName, proxyPort := throughCutProxy(t, dsn)
+			srv := startServe(t, viaProxy, "--api", "--auth", "token")
 			s.url = srv.url
 			a := s.want("ana", "POST", "/api/v1/tasks/t/requests", map[string]any{"count": 1}, 200)
 			req := fmt.Sprintf("/api/v1/requests/%v", a.doc["request_id"])

@@ -621,6 +621,21 @@ type cutProxy struct {
 	wg     sync.WaitGroup
 }
 
+// throughCutProxy puts a cutProxy in front of dsn's server: it returns the
+// proxy, dsn pointed at it, and the database name and proxy port, which no
+// message may show.
+func throughCutProxy(t *testing.T, dsn string) (proxy *cutProxy, viaProxy, dbName, proxyPort string) {
+	t.Helper()
+	u, err := url.Parse(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy = newCutProxy(t, u.Host)
+	u.Host = proxy.addr
+	_, proxyPort, _ = net.SplitHostPort(proxy.addr)
+	return proxy, u.String(), strings.TrimPrefix(u.Path, "/"), proxyPort
+}
+
 func newCutProxy(t *testing.T, target string) *cutProxy {
 	p := &cutProxy{t: t, target: target, conns: map[net.Conn]bool{}}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -694,15 +709,8 @@ func TestServeDatabaseDownShowsNoConnectionDetails(t *testing.T) {
 			prepare(t, dsn, 10)
 			mustOK(t, dsn, "admin", "task", "create", "alpha", "--where", "eligible = 1")
 			mustOK(t, dsn, "ana", "work", "get", "alpha", "--count", "2")
-			u, err := url.Parse(dsn)
-			if err != nil {
-				t.Fatal(err)
-			}
-			proxy := newCutProxy(t, u.Host)
-			u.Host = proxy.addr
-			dbName := strings.TrimPrefix(u.Path, "/")
-			_, proxyPort, _ := net.SplitHostPort(proxy.addr)
-			s := startServe(t, u.String(), "--cache", "0s")
+			proxy, viaProxy, dbName, proxyPort := throughCutProxy(t, dsn)
+			s := startServe(t, viaProxy, "--cache", "0s")
 			health := func() (int, map[string]any, string) {
 				resp, body := s.get(t, "/healthz")
 				var v map[string]any
