@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/loanq/loanq/drivers"
@@ -77,8 +78,10 @@ func (t *Task) sameDefinition(o *Task) bool {
 }
 
 var (
-	taskNameRE   = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$`)
-	identifierRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_$#]{0,63}(\.[A-Za-z_][A-Za-z0-9_$#]{0,63})?$`)
+	taskNameRE   = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$`) })
+	identifierRE = sync.OnceValue(func() *regexp.Regexp {
+		return regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_$#]{0,63}(\.[A-Za-z_][A-Za-z0-9_$#]{0,63})?$`)
+	})
 )
 
 // ValidateTaskName checks a task name given on the command line.
@@ -87,7 +90,7 @@ func ValidateTaskName(name string) error {
 		return problem.Usagef("invalid task name %s: character %d is %s, a control or invisible character; use 1-100 letters, digits, '.', '_' or '-', starting with a letter or digit",
 			quote(name), pos, textsafe.CharName(r))
 	}
-	if !taskNameRE.MatchString(name) {
+	if !taskNameRE().MatchString(name) {
 		return problem.Usagef("invalid task name %q: use 1-100 letters, digits, '.', '_' or '-', starting with a letter or digit", name)
 	}
 	return nil
@@ -135,10 +138,10 @@ func (e *Engine) validateSpec(s *TaskSpec) error {
 	if s.Key == "" {
 		s.Key = "id"
 	}
-	if !identifierRE.MatchString(s.Source) {
+	if !identifierRE().MatchString(s.Source) {
 		return problem.Usagef("invalid --source %q: give a table or view name, optionally schema-qualified (e.g. loan or app.loan_view)", s.Source)
 	}
-	if !identifierRE.MatchString(s.Key) || strings.Contains(s.Key, ".") {
+	if !identifierRE().MatchString(s.Key) || strings.Contains(s.Key, ".") {
 		return problem.Usagef("invalid --key %q: give the column that holds the loan id (e.g. id)", s.Key)
 	}
 	s.Where = strings.TrimSpace(s.Where)

@@ -372,13 +372,21 @@ func (c Capabilities) CheckStatements(st *Statements) error {
 }
 
 // CheckDriver reports whether d's Capabilities agree with its statements,
-// its Strategies and the optional interfaces it implements. Register
-// refuses a driver that fails it.
+// its Strategies and the optional interfaces it implements. Register checks
+// all but the statements (checkInterfaces), which would build the catalogue
+// at every process's start; Build checks those when the catalogue is first
+// used (BuildOnce).
 func CheckDriver(d Driver) error {
-	c := d.Capabilities()
-	if err := c.CheckStatements(d.Statements()); err != nil {
+	if err := d.Capabilities().CheckStatements(d.Statements()); err != nil {
 		return fmt.Errorf("driver %s: %w", d.Name(), err)
 	}
+	return checkInterfaces(d)
+}
+
+// checkInterfaces reports whether d's Capabilities agree with its Strategies
+// and the optional interfaces it implements.
+func checkInterfaces(d Driver) error {
+	c := d.Capabilities()
 	var errs []string
 	if !slices.Equal(d.Strategies(), c.Strategies) {
 		errs = append(errs, fmt.Sprintf("Strategies() %v differ from Capabilities().Strategies %v", d.Strategies(), c.Strategies))

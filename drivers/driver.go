@@ -275,7 +275,7 @@ func Register(d Driver) {
 	if d == nil {
 		panic("drivers: Register of a nil driver")
 	}
-	if err := CheckDriver(d); err != nil {
+	if err := checkInterfaces(d); err != nil {
 		panic("drivers: " + err.Error())
 	}
 	for _, s := range d.Schemes() {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"sync"
 
 	"github.com/loanq/loanq/problem"
 )
@@ -114,9 +115,13 @@ type Plan struct {
 }
 
 var (
-	accountRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_$.\-]{0,127}(@[A-Za-z0-9_.%:\-]{1,255})?$`)
-	tableRe   = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_$]{0,127}(\.[A-Za-z_][A-Za-z0-9_$]{0,127})?$`)
-	columnRe  = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_$]{0,127}$`)
+	accountRe = sync.OnceValue(func() *regexp.Regexp {
+		return regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_$.\-]{0,127}(@[A-Za-z0-9_.%:\-]{1,255})?$`)
+	})
+	tableRe = sync.OnceValue(func() *regexp.Regexp {
+		return regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_$]{0,127}(\.[A-Za-z_][A-Za-z0-9_$]{0,127})?$`)
+	})
+	columnRe = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_$]{0,127}$`) })
 )
 
 // ParseSource reads a --source value: TABLE or TABLE:KEY (key default id).
@@ -125,7 +130,7 @@ func ParseSource(s string) (Source, error) {
 	if !ok {
 		key = "id"
 	}
-	if !tableRe.MatchString(table) || !columnRe.MatchString(key) {
+	if !tableRe().MatchString(table) || !columnRe().MatchString(key) {
 		return Source{}, problem.Usagef("invalid --source %q: give TABLE or TABLE:KEY_COLUMN with plain identifiers (schema.table allowed), e.g. --source loan or --source acc_loan:loan_no", s)
 	}
 	return Source{Table: table, Key: key}, nil
@@ -133,10 +138,10 @@ func ParseSource(s string) (Source, error) {
 
 // PlanGrants checks a request and lists what its role needs.
 func PlanGrants(req GrantRequest) (*Plan, error) {
-	if !accountRe.MatchString(req.Account) {
+	if !accountRe().MatchString(req.Account) {
 		return nil, problem.Usagef("invalid --to %q: give the database account's name (letters, digits, _ $ . -; MySQL may add @HOST)", req.Account)
 	}
-	if req.ActsAs != "" && !columnRe.MatchString(req.ActsAs) && !accountRe.MatchString(req.ActsAs) {
+	if req.ActsAs != "" && !columnRe().MatchString(req.ActsAs) && !accountRe().MatchString(req.ActsAs) {
 		return nil, problem.Usagef("invalid --as %q: give the loanq user name the account acts as (letters, digits, _ $ . -)", req.ActsAs)
 	}
 	if req.ActsAs != "" && req.Role.Trusted() {
@@ -204,7 +209,7 @@ func PlanGrants(req GrantRequest) (*Plan, error) {
 		return nil, problem.Usagef("unknown role %q", req.Role)
 	}
 	for _, s := range req.Sources {
-		if !tableRe.MatchString(s.Table) || !columnRe.MatchString(s.Key) {
+		if !tableRe().MatchString(s.Table) || !columnRe().MatchString(s.Key) {
 			return nil, problem.Usagef("invalid source %s:%s", s.Table, s.Key)
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // Statements holds every fixed statement a dialect sends, by purpose. The
@@ -517,6 +518,18 @@ func Build(d Dialect, caps Capabilities, override func(*Statements)) *Statements
 		panic("drivers: " + err.Error())
 	}
 	return s
+}
+
+// BuildOnce is Build deferred to the catalogue's first use: it returns a
+// function that builds the catalogue the first time it is called and the same
+// one after. Drivers register at package init, so every loanq process would
+// otherwise compile and check the catalogues of all four dialects at start —
+// about 10 ms of CPU, most of a short command's, for dialects it never talks
+// to (scripts call loanq in loops; BENCHMARKS.md, "Start-up"). A catalogue
+// that cannot be built still panics, at its first use, and drivers/all's
+// tests build every one.
+func BuildOnce(d Dialect, caps Capabilities, override func(*Statements)) func() *Statements {
+	return sync.OnceValue(func() *Statements { return Build(d, caps, override) })
 }
 
 // Lock returns the lock statement of a row-lock strategy.

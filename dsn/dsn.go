@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 
 	"github.com/loanq/loanq/problem"
 )
@@ -161,8 +162,8 @@ func allDigits(s string) bool {
 }
 
 var (
-	plainOption = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,40}$`)
-	plainValue  = regexp.MustCompile(`^[A-Za-z0-9_./,:-]{1,80}$`) // host=/var/run/postgresql
+	plainOption = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9_.-]{1,40}$`) })
+	plainValue  = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9_./,:-]{1,80}$`) }) // host=/var/run/postgresql
 )
 
 // Redacted is the DSN as it may be printed: the password replaced by ***.
@@ -203,11 +204,11 @@ func (d DSN) Redacted() string {
 	// password may hide in a parameter.
 	q := url.Values{}
 	for k, v := range d.Query {
-		if strings.Contains(strings.ToLower(k), "pass") || !plainOption.MatchString(k) {
+		if strings.Contains(strings.ToLower(k), "pass") || !plainOption().MatchString(k) {
 			continue
 		}
 		for _, x := range v {
-			if plainValue.MatchString(x) && clean(x, asQuery) == x && clean(k, asQuery) == k {
+			if plainValue().MatchString(x) && clean(x, asQuery) == x && clean(k, asQuery) == k {
 				q.Add(k, x)
 			}
 		}

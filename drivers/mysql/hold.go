@@ -31,7 +31,7 @@ var _ drivers.HoldLimiter = (*Driver)(nil)
 // second try runs in the same lock transaction.
 func (*Driver) LimitHold(ctx context.Context, q drivers.Querier, idle, stmt time.Duration) (bool, error) {
 	limits := drivers.HoldLimitParams{IdleMS: idle.Milliseconds(), StatementMS: stmt.Milliseconds()}
-	_, err := statements.HoldLimitSet.Exec(ctx, q, limits)
+	_, err := statements().HoldLimitSet.Exec(ctx, q, limits)
 	if errNumber(err) == errUnknownSystemVariable {
 		_, err = holdLimitSetMySQL8.Exec(ctx, q, limits)
 	}
@@ -45,8 +45,8 @@ func (*Driver) LimitHold(ctx context.Context, q drivers.Querier, idle, stmt time
 // query sets no hold limit.
 func holdReset(query string) string {
 	switch query {
-	case statements.HoldLimitSet.Text():
-		return statements.HoldLimitReset.Text()
+	case statements().HoldLimitSet.Text():
+		return statements().HoldLimitReset.Text()
 	case holdLimitSetMySQL8.Text():
 		return holdLimitResetMySQL8.Text()
 	}

@@ -34,7 +34,7 @@ func init() { drivers.Register(&Driver{}) }
 
 func (*Driver) Name() string                    { return "mysql" }
 func (*Driver) Schemes() []string               { return []string{"mysql", "mariadb"} }
-func (*Driver) Statements() *drivers.Statements { return statements }
+func (*Driver) Statements() *drivers.Statements { return statements() }
 func (*Driver) Dialect() drivers.Dialect        { return dialect{} }
 func (*Driver) Migrations() fs.FS               { return migrations.For("mysql") }
 

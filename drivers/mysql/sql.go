@@ -94,7 +94,7 @@ const pruneIDs = "JSON_TABLE(:ids, '$[*]' COLUMNS (id BIGINT PATH '$')) AS j"
 
 // The statements MySQL and MariaDB say their own way; every other one is
 // the portable form of drivers.Portable.
-var statements = drivers.Build(dialect{}, capabilities, func(s *drivers.Statements) {
+var statements = drivers.BuildOnce(dialect{}, capabilities, func(s *drivers.Statements) {
 	// A join that looks each key up by primary key: a DELETE with an IN
 	// subquery may scan the task's pool rows instead, and wait for rows
 	// other claims hold (a lock cycle with a refilling round).

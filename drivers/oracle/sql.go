@@ -98,7 +98,7 @@ func (dialect) InsertID(ctx context.Context, q drivers.Querier, query string, ar
 
 // The statements Oracle says its own way; every other one is the portable
 // form of drivers.Portable.
-var statements = drivers.Build(dialect{}, capabilities, func(s *drivers.Statements) {
+var statements = drivers.BuildOnce(dialect{}, capabilities, func(s *drivers.Statements) {
 	// A row limit cannot go with FOR UPDATE: the pool is claimed through
 	// loanq_lock_rows (pool claim procedure: Driver.LockPool).
 	s.PoolClaim.SQL = ""

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/pressly/goose/v3/database"
@@ -49,11 +50,11 @@ var (
 
 // An unquoted Oracle identifier of at most 30 bytes (the limit before 12.2).
 // The name is formatted into the statements, so it must never be anything else.
-var tableNameRE = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_$#]{0,29}$`)
+var tableNameRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_$#]{0,29}$`) })
 
 // NewStore returns the version-table store for table.
 func NewStore(table string) (*Store, error) {
-	if !tableNameRE.MatchString(table) {
+	if !tableNameRE().MatchString(table) {
 		return nil, fmt.Errorf("oracle: version table name %q is not a plain identifier of at most 30 characters", table)
 	}
 	return &Store{table: table, sql: storeSQL(table)}, nil

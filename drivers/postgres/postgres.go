@@ -30,7 +30,7 @@ func init() { drivers.Register(&Driver{}) }
 
 func (*Driver) Name() string                       { return "postgres" }
 func (*Driver) Schemes() []string                  { return []string{"postgres", "postgresql"} }
-func (*Driver) Statements() *drivers.Statements    { return statements }
+func (*Driver) Statements() *drivers.Statements    { return statements() }
 func (*Driver) Dialect() drivers.Dialect           { return dialect{} }
 func (*Driver) Migrations() fs.FS                  { return migrations.For("postgres") }
 func (*Driver) Strategies() []drivers.Strategy     { return capabilities.Strategies }

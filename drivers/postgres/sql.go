@@ -93,7 +93,7 @@ func (dialect) InsertID(ctx context.Context, q drivers.Querier, query string, ar
 
 // The statements PostgreSQL says its own way; every other one is the
 // portable form of drivers.Portable.
-var statements = drivers.Build(dialect{}, capabilities, func(s *drivers.Statements) {
+var statements = drivers.BuildOnce(dialect{}, capabilities, func(s *drivers.Statements) {
 	// Who may act as whom: loanq_may_act_as is migration 00008's rule, the
 	// one the row-level security policies apply to every write.
 	s.Identity.SQL = `SELECT current_user::text AS account_name, CASE WHEN loanq_may_act_as(:user) THEN 1 ELSE 0 END AS may_act,

@@ -76,7 +76,7 @@ func (dialect) InsertID(ctx context.Context, q drivers.Querier, query string, ar
 // instead of failing on upgrade from a read lock. The task lock is the lease
 // row; the row-lock strategies (skip, nowait, wait, rows) are not available,
 // nor their statements.
-var statements = drivers.Build(dialect{}, capabilities, func(s *drivers.Statements) {
+var statements = drivers.BuildOnce(dialect{}, capabilities, func(s *drivers.Statements) {
 	// One writer at a time: the claim's transaction holds the write lock
 	// (BEGIN IMMEDIATE), so the first candidates are its own.
 	s.PoolClaim.SQL = `SELECT loan_id FROM loanq_pool
