@@ -41,24 +41,57 @@ fi
 # go test would (a line per package, the output of failed tests).
 timings=${LOANQ_TEST_TIMINGS:-${TMPDIR:-/tmp}/loanq-test-timings.json}
 go build -o "$LOANQ_THROWAWAY_DIR/testtimes" ./scripts/testtimes
+testtimes=$LOANQ_THROWAWAY_DIR/testtimes
 # -parallel: the dialects of a test run at once (testdb.Each), and they wait
 # on the servers more than on the CPU, so more of them than cores.
-go test -count=1 -timeout 40m -parallel "${LOANQ_TEST_PARALLEL:-4}" -json "$@" | tee "$timings" | "$LOANQ_THROWAWAY_DIR/testtimes" -top 15
-say "every test's time (go test -json): $timings"
+gotest() { go test -count=1 -timeout 40m -parallel "${LOANQ_TEST_PARALLEL:-4}" -json "$@"; }
+
+# The fuzz runs, after the regular tests (the committed corpora in
+# testdata/fuzz run there as regular tests). The budget is a count of
+# executions, not a duration: with a duration, Go 1.26's fuzz coordinator can
+# report "context deadline exceeded" as a failure when the time runs out while
+# a worker is mid-call (golang/go#75804, fixed in Go 1.27) — a red run with no
+# failing input. A count has no deadline to race.
+fuzz() {
+	for target in dsn:FuzzParseDSN dsn:FuzzDSNPassword commands:FuzzReturnAfter commands:FuzzBackoff; do
+		go test -run '^$' -fuzz "^${target#*:}\$" -fuzztime "${LOANQ_FUZZEXECS:-60000}x" "./${target%%:*}" || return
+	done
+}
 
 # The static build without cgo: it compiles, and its Oracle driver explains
 # how to rebuild instead of connecting (drivers/oracle/open_nocgo_test.go).
-CGO_ENABLED=0 go build -o /dev/null .
-CGO_ENABLED=0 go test -count=1 ./drivers/oracle/
+static() {
+	CGO_ENABLED=0 go build -o /dev/null . && CGO_ENABLED=0 go test -count=1 ./drivers/oracle/
+}
 
-# A short run of every fuzz target (the committed corpora in testdata/fuzz ran
-# above as regular tests). Skipped when the caller picked packages or tests.
-# The budget is a count of executions, not a duration: with a duration, Go
-# 1.26's fuzz coordinator can report "context deadline exceeded" as a failure
-# when the time runs out while a worker is mid-call (golang/go#75804, fixed in
-# Go 1.27) — a red run with no failing input. A count has no deadline to race.
-if [ "$*" = "./..." ]; then
-	for target in dsn:FuzzParseDSN dsn:FuzzDSNPassword commands:FuzzReturnAfter commands:FuzzBackoff; do
-		go test -run '^$' -fuzz "^${target#*:}\$" -fuzztime "${LOANQ_FUZZEXECS:-60000}x" "./${target%%:*}"
-	done
+if [ "$*" != "./..." ]; then
+	# Packages or tests picked by the caller: those alone, no fuzz runs.
+	gotest "$@" | tee "$timings" | "$testtimes" -top 15
+	say "every test's time (go test -json): $timings"
+	static
+	exit 0
 fi
+
+# The whole suite. The e2e package is the longest by far (about 300 s on 2
+# cores, half of it tests that must run alone: ARCHITECTURE.md, Tests), so it
+# starts at once in a go test of its own, and everything else — the other
+# packages, the static build, the fuzz runs — runs beside it instead of
+# before and after it. The e2e tests that run alone did so beside the other
+# packages before too (go test runs two packages at a time on 2 cores).
+e2e_json=$timings.e2e rest_json=$timings.rest
+gotest ./e2e/ > "$e2e_json" 2>&1 &
+e2e_pid=$!
+# Stopped with the script: its test binary, then go test itself.
+trap 'pkill -TERM -P "$e2e_pid" 2>/dev/null; kill "$e2e_pid" 2>/dev/null; stop_test_servers' EXIT
+status=0
+gotest $(go list ./... | grep -v '/e2e$') | tee "$rest_json" | "$testtimes" -top 0 || status=1
+static || status=1
+fuzz || status=1
+if ! wait "$e2e_pid"; then
+	status=1
+fi
+"$testtimes" -top 0 < "$e2e_json" || status=1
+cat "$rest_json" "$e2e_json" > "$timings" && rm -f "$rest_json" "$e2e_json"
+"$testtimes" -only-slowest -top 15 < "$timings" || status=1
+say "every test's time (go test -json): $timings"
+exit "$status"

@@ -40,11 +40,19 @@ type result struct {
 
 func main() {
 	top := flag.Int("top", 15, "how many of the slowest tests to list")
+	only := flag.Bool("only-slowest", false, "print only the slowest tests (for a stream whose lines were printed already)")
 	flag.Parse()
-	os.Exit(run(os.Stdin, os.Stdout, *top))
+	out := io.Writer(os.Stdout)
+	lines := out
+	if *only {
+		lines = io.Discard
+	}
+	os.Exit(run(os.Stdin, lines, out, *top))
 }
 
-func run(in io.Reader, out io.Writer, top int) int {
+// run prints the package lines and failed tests' output to out, the slowest
+// tests to slowest.
+func run(in io.Reader, out, slowest io.Writer, top int) int {
 	buffered := map[string][]string{} // package + test → its output, printed if it fails
 	started := map[string]time.Time{} // package + test → its run event
 	paused := map[string]bool{}       // package + test → it called t.Parallel
@@ -110,7 +118,7 @@ func run(in io.Reader, out io.Writer, top int) int {
 		}
 	}
 	if err := sc.Err(); err != nil {
-		fmt.Fprintf(out, "testtimes: reading go test -json: %v\n", err)
+		fmt.Fprintf(slowest, "testtimes: reading go test -json: %v\n", err)
 		return 1
 	}
 	// Top-level tests only: a subtest's time is part of its parent's.
@@ -122,9 +130,9 @@ func run(in io.Reader, out io.Writer, top int) int {
 	}
 	sort.SliceStable(tops, func(i, j int) bool { return tops[i].elapsed > tops[j].elapsed })
 	if n := min(top, len(tops)); n > 0 {
-		fmt.Fprintf(out, "\nthe %d slowest tests (of %d):\n", n, len(tops))
+		fmt.Fprintf(slowest, "\nthe %d slowest tests (of %d):\n", n, len(tops))
 		for _, r := range tops[:n] {
-			fmt.Fprintf(out, "%8.1fs  %-4s  %s %s\n", r.elapsed, r.action, strings.TrimPrefix(r.pkg, "github.com/loanq/loanq/"), r.test)
+			fmt.Fprintf(slowest, "%8.1fs  %-4s  %s %s\n", r.elapsed, r.action, strings.TrimPrefix(r.pkg, "github.com/loanq/loanq/"), r.test)
 		}
 	}
 	if failed {

@@ -35,7 +35,7 @@ func TestRun(t *testing.T) {
 		`{"Action":"fail","Package":"p","Elapsed":9.9}`,
 	}, "\n")
 	var out strings.Builder
-	if code := run(strings.NewReader(in), &out, 15); code != 1 {
+	if code := run(strings.NewReader(in), &out, &out, 15); code != 1 {
 		t.Errorf("exit %d, want 1 for a failed test", code)
 	}
 	got := out.String()
@@ -46,5 +46,18 @@ func TestRun(t *testing.T) {
 	}
 	if strings.Contains(got, "quiet") || strings.Contains(got, "=== RUN") {
 		t.Errorf("a passing test's output was printed:\n%s", got)
+	}
+
+	// -only-slowest (the lines of a stream printed already): the list alone,
+	// and the run still fails.
+	var lines, slowest strings.Builder
+	if code := run(strings.NewReader(in), &lines, &slowest, 2); code != 1 {
+		t.Errorf("exit %d with the lines discarded, want 1", code)
+	}
+	if got := slowest.String(); got != "\nthe 2 slowest tests (of 4):\n     7.1s  fail  p TestB\n     4.0s  pass  p TestC\n" {
+		t.Errorf("slowest alone: %q", got)
+	}
+	if !strings.Contains(lines.String(), "FAIL\tp\t9.9s") || strings.Contains(lines.String(), "slowest") {
+		t.Errorf("package lines: %q", lines.String())
 	}
 }
