@@ -82,7 +82,7 @@ e2e_json=$timings.e2e rest_json=$timings.rest
 gotest ./e2e/ > "$e2e_json" 2>&1 &
 e2e_pid=$!
 # Stopped with the script: its test binary, then go test itself.
-trap 'pkill -TERM -P "$e2e_pid" 2>/dev/null; kill "$e2e_pid" 2>/dev/null; stop_test_servers' EXIT
+trap 'pkill -TERM -P "$e2e_pid" 2>/dev/null || true; kill "$e2e_pid" 2>/dev/null || true; stop_test_servers' EXIT
 status=0
 gotest $(go list ./... | grep -v '/e2e$') | tee "$rest_json" | "$testtimes" -top 0 || status=1
 static || status=1
