@@ -17,6 +17,7 @@ import (
 
 	"github.com/loanq/loanq/dispatch"
 	"github.com/loanq/loanq/drivers"
+	"github.com/loanq/loanq/internal/flagvalue"
 	"github.com/loanq/loanq/problem"
 )
 
@@ -460,7 +461,7 @@ func (a *apiServer) work(w http.ResponseWriter, r *http.Request, p *dispatch.Pri
 	q := r.URL.Query()
 	f := dispatch.WorkFilter{Task: q.Get("task"), User: q.Get("user")}
 	if v := q.Get("older_than"); v != "" {
-		d, err := parseDuration("older_than", v)
+		d, err := flagvalue.Duration("older_than", v)
 		if err != nil || d < 0 {
 			a.fail(w, problem.Usagef("invalid older_than %q: give 0s or a positive duration such as 4h", v))
 			return
@@ -487,7 +488,7 @@ func (a *apiServer) reclaim(w http.ResponseWriter, r *http.Request, p *dispatch.
 	}
 	var older time.Duration
 	if body.OlderThan != "" {
-		d, err := parseDuration("older_than", body.OlderThan)
+		d, err := flagvalue.Duration("older_than", body.OlderThan)
 		if err != nil || d < 0 {
 			a.fail(w, problem.Usagef("invalid older_than %q: give 0s or a positive duration such as 4h", body.OlderThan))
 			return

@@ -276,15 +276,6 @@ func emit(c *cli.Context, v any, text func(w io.Writer)) error {
 	return nil
 }
 
-// parseDuration reads a duration flag with a message that says how to fix it.
-func parseDuration(flag, s string) (time.Duration, error) {
-	d, err := time.ParseDuration(strings.TrimSpace(s))
-	if err != nil {
-		return 0, problem.Usagef("invalid --%s %q: give a duration such as 0s, 90m, 4h or 1h30m", flag, s)
-	}
-	return d, nil
-}
-
 // args returns the command's positional arguments, which must be exactly as
 // many as names (their names, for the usage error); otherwise exit 2.
 func args(c *cli.Context, names ...string) ([]string, error) {

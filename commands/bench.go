@@ -11,6 +11,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/loanq/loanq/bench"
+	"github.com/loanq/loanq/internal/flagvalue"
 	"github.com/loanq/loanq/problem"
 )
 
@@ -126,7 +127,7 @@ func benchRun(c *cli.Context) error {
 	if _, err := args(c); err != nil {
 		return err
 	}
-	work, err := parseDuration("work", c.String("work"))
+	work, err := flagvalue.Duration("work", c.String("work"))
 	if err != nil {
 		return err
 	}
@@ -183,7 +184,7 @@ func benchRun(c *cli.Context) error {
 }
 
 func benchWorker(c *cli.Context) error {
-	work, err := parseDuration("work", c.String("work"))
+	work, err := flagvalue.Duration("work", c.String("work"))
 	if err != nil {
 		return err
 	}
@@ -208,17 +209,17 @@ func benchEngine(c *cli.Context) error {
 			return problem.Usagef("--%s goes with --target items; the engine's batch is --count", f)
 		}
 	}
-	dur, err := parseDuration("duration", c.String("duration"))
+	dur, err := flagvalue.Duration("duration", c.String("duration"))
 	if err != nil {
 		return err
 	}
-	delay, err := parseDuration("query-delay", c.String("query-delay"))
+	delay, err := flagvalue.Duration("query-delay", c.String("query-delay"))
 	if err != nil {
 		return err
 	}
 	var work time.Duration
 	if c.IsSet("work") {
-		if work, err = parseDuration("work", c.String("work")); err != nil {
+		if work, err = flagvalue.Duration("work", c.String("work")); err != nil {
 			return err
 		}
 	}
@@ -250,11 +251,11 @@ func benchEngine(c *cli.Context) error {
 }
 
 func benchEngineWorker(c *cli.Context) error {
-	dur, err := parseDuration("duration", c.String("duration"))
+	dur, err := flagvalue.Duration("duration", c.String("duration"))
 	if err != nil {
 		return err
 	}
-	work, err := parseDuration("work", c.String("work"))
+	work, err := flagvalue.Duration("work", c.String("work"))
 	if err != nil {
 		return err
 	}
@@ -271,7 +272,7 @@ func benchCLI(c *cli.Context) error {
 	dur := 20 * time.Second
 	if c.IsSet("duration") {
 		var err error
-		if dur, err = parseDuration("duration", c.String("duration")); err != nil {
+		if dur, err = flagvalue.Duration("duration", c.String("duration")); err != nil {
 			return err
 		}
 	}

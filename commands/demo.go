@@ -11,6 +11,7 @@ import (
 	"github.com/loanq/loanq/demo"
 	"github.com/loanq/loanq/drivers"
 	"github.com/loanq/loanq/dsn"
+	"github.com/loanq/loanq/internal/flagvalue"
 	"github.com/loanq/loanq/problem"
 )
 
@@ -73,7 +74,7 @@ func demoConfig(c *cli.Context) (demo.Config, error) {
 	}
 	cfg := demo.Config{DSN: c.String("db"), Loans: c.Int("loans"), Seed: c.Uint64("seed")}
 	var err error
-	if cfg.QueryDelay, err = parseDuration("query-delay", c.String("query-delay")); err != nil {
+	if cfg.QueryDelay, err = flagvalue.Duration("query-delay", c.String("query-delay")); err != nil {
 		return cfg, err
 	}
 	if c.String("output") != "json" {
@@ -91,7 +92,7 @@ func demoRun(c *cli.Context) error {
 		return err
 	}
 	cfg.Processors = c.Int("processors")
-	if cfg.Duration, err = parseDuration("duration", c.String("duration")); err != nil {
+	if cfg.Duration, err = flagvalue.Duration("duration", c.String("duration")); err != nil {
 		return err
 	}
 	if cfg.Duration <= 0 {

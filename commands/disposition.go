@@ -8,6 +8,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/loanq/loanq/dispatch"
+	"github.com/loanq/loanq/internal/flagvalue"
 	"github.com/loanq/loanq/internal/textsafe"
 	"github.com/loanq/loanq/problem"
 )
@@ -81,15 +82,7 @@ func disposition(c *cli.Context) error {
 	})
 }
 
-// parseReturnAfter reads --after: a duration from 0s to 72h
-// (dispatch.MaxReturnWait).
+// parseReturnAfter reads --after: a duration from 0s to dispatch.MaxReturnWait.
 func parseReturnAfter(s string) (time.Duration, error) {
-	d, err := parseDuration("after", s)
-	if err != nil {
-		return 0, err
-	}
-	if d < 0 || d > dispatch.MaxReturnWait {
-		return 0, problem.Usagef("invalid --after %s: give a duration from 0s to 72h (e.g. 0s, 90m, 4h)", s)
-	}
-	return d, nil
+	return flagvalue.ReturnAfter(s, dispatch.MaxReturnWait)
 }

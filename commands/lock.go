@@ -16,6 +16,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/loanq/loanq/internal/child"
+	"github.com/loanq/loanq/internal/flagvalue"
 	"github.com/loanq/loanq/internal/textsafe"
 	locks "github.com/loanq/loanq/namedlock"
 	"github.com/loanq/loanq/problem"
@@ -95,13 +96,13 @@ func lockRunArgs(c *cli.Context) (name, path string, argv []string, ttl, wait ti
 	if len(a) < 2 || a[1] == "" {
 		return "", "", nil, 0, 0, problem.Usagef("no command to run under lock %q: give it after --, e.g. loanq lock run %s -- /usr/local/bin/job", name, name)
 	}
-	if ttl, err = parseDuration("ttl", c.String("ttl")); err != nil {
+	if ttl, err = flagvalue.Duration("ttl", c.String("ttl")); err != nil {
 		return
 	}
 	if err = locks.ValidateTTL(ttl); err != nil {
 		return
 	}
-	if wait, err = parseDuration("wait", c.String("wait")); err != nil {
+	if wait, err = flagvalue.Duration("wait", c.String("wait")); err != nil {
 		return
 	}
 	if wait < 0 || wait > locks.MaxWait {

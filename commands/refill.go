@@ -10,6 +10,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/loanq/loanq/dispatch"
+	"github.com/loanq/loanq/internal/flagvalue"
 	"github.com/loanq/loanq/internal/pause"
 	"github.com/loanq/loanq/internal/textsafe"
 	"github.com/loanq/loanq/problem"
@@ -52,7 +53,7 @@ func taskRefill(c *cli.Context) error {
 		if !all {
 			return problem.Usagef("--every repeats --all: give --all with it")
 		}
-		d, err := parseDuration("every", c.String("every"))
+		d, err := flagvalue.Duration("every", c.String("every"))
 		if err != nil {
 			return err
 		}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/loanq/loanq/dashboard"
 	"github.com/loanq/loanq/dispatch"
+	"github.com/loanq/loanq/internal/flagvalue"
 	"github.com/loanq/loanq/internal/pause"
 	"github.com/loanq/loanq/problem"
 	"github.com/loanq/loanq/schema"
@@ -124,19 +125,19 @@ func serveFlags(c *cli.Context) (*serveConfig, error) {
 	}
 	cfg := &serveConfig{listen: c.String("listen"), noAuth: c.Bool("no-auth"), maxConns: c.Int("max-conns"), maxTasks: c.Int("max-tasks")}
 	var err error
-	if cfg.hold, err = parseDuration("stale-after", c.String("stale-after")); err != nil {
+	if cfg.hold, err = flagvalue.Duration("stale-after", c.String("stale-after")); err != nil {
 		return nil, err
 	}
 	if cfg.hold < 0 {
 		return nil, problem.Usagef("invalid --stale-after %s: give 0s (no highlight) or a positive duration such as 4h", cfg.hold)
 	}
-	if cfg.ttl, err = parseDuration("cache", c.String("cache")); err != nil {
+	if cfg.ttl, err = flagvalue.Duration("cache", c.String("cache")); err != nil {
 		return nil, err
 	}
 	if cfg.ttl < 0 || cfg.ttl > time.Hour {
 		return nil, problem.Usagef("invalid --cache %s: give a duration from 0s to 1h, such as 2s", cfg.ttl)
 	}
-	if cfg.session, err = parseDuration("session-ttl", c.String("session-ttl")); err != nil {
+	if cfg.session, err = flagvalue.Duration("session-ttl", c.String("session-ttl")); err != nil {
 		return nil, err
 	}
 	if cfg.session < time.Minute || cfg.session > 720*time.Hour {
@@ -307,7 +308,7 @@ func serve(c *cli.Context) error {
 			"--no-auth: listening without a token: anyone who can reach it sees the queues", "listen", cfg.listen)
 	}
 	if c.Bool("refill") {
-		every, err := parseDuration("refill-every", c.String("refill-every"))
+		every, err := flagvalue.Duration("refill-every", c.String("refill-every"))
 		if err != nil {
 			return err
 		}
@@ -316,7 +317,7 @@ func serve(c *cli.Context) error {
 		}
 		go refillLoop(c.Context, dispatch.New(db, d), every, logf)
 	}
-	backlogEvery, err := parseDuration("backlog-every", c.String("backlog-every"))
+	backlogEvery, err := flagvalue.Duration("backlog-every", c.String("backlog-every"))
 	if err != nil {
 		return err
 	}

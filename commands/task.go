@@ -10,6 +10,7 @@ import (
 
 	"github.com/loanq/loanq/dispatch"
 	"github.com/loanq/loanq/drivers"
+	"github.com/loanq/loanq/internal/flagvalue"
 	"github.com/loanq/loanq/internal/textsafe"
 	"github.com/loanq/loanq/problem"
 )
@@ -116,11 +117,11 @@ func taskCreate(c *cli.Context) error {
 	if err := dispatch.ValidateTaskName(a[0]); err != nil {
 		return err
 	}
-	delay, err := parseDuration("query-delay", c.String("query-delay"))
+	delay, err := flagvalue.Duration("query-delay", c.String("query-delay"))
 	if err != nil {
 		return err
 	}
-	ttl, err := parseDuration("lease-ttl", c.String("lease-ttl"))
+	ttl, err := flagvalue.Duration("lease-ttl", c.String("lease-ttl"))
 	if err != nil {
 		return err
 	}
@@ -131,7 +132,7 @@ func taskCreate(c *cli.Context) error {
 	}
 	var hold time.Duration
 	if c.String("hold-limit") != "" {
-		if hold, err = parseDuration("hold-limit", c.String("hold-limit")); err != nil {
+		if hold, err = flagvalue.Duration("hold-limit", c.String("hold-limit")); err != nil {
 			return err
 		}
 		if hold <= 0 {
@@ -150,7 +151,7 @@ func taskCreate(c *cli.Context) error {
 	}
 	var prefetchTTL time.Duration
 	if c.String("prefetch-ttl") != "" {
-		if prefetchTTL, err = parseDuration("prefetch-ttl", c.String("prefetch-ttl")); err != nil {
+		if prefetchTTL, err = flagvalue.Duration("prefetch-ttl", c.String("prefetch-ttl")); err != nil {
 			return err
 		}
 		if prefetchTTL <= 0 {
@@ -224,7 +225,7 @@ func parseMaxHold(c *cli.Context) (time.Duration, error) {
 	if c.String("max-hold") == "" {
 		return 0, nil
 	}
-	d, err := parseDuration("max-hold", c.String("max-hold"))
+	d, err := flagvalue.Duration("max-hold", c.String("max-hold"))
 	if err != nil {
 		return 0, err
 	}

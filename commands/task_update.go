@@ -9,6 +9,7 @@ import (
 
 	"github.com/loanq/loanq/dispatch"
 	"github.com/loanq/loanq/drivers"
+	"github.com/loanq/loanq/internal/flagvalue"
 	"github.com/loanq/loanq/internal/textsafe"
 	"github.com/loanq/loanq/problem"
 )
@@ -91,7 +92,7 @@ func taskUpdate(c *cli.Context) error {
 		if zeroWord != "" && c.String(name) == zeroWord {
 			return &d, nil
 		}
-		d, err := parseDuration(name, c.String(name))
+		d, err := flagvalue.Duration(name, c.String(name))
 		if err != nil {
 			return nil, err
 		}

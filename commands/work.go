@@ -11,6 +11,7 @@ import (
 
 	"github.com/loanq/loanq/dispatch"
 	"github.com/loanq/loanq/drivers"
+	"github.com/loanq/loanq/internal/flagvalue"
 	"github.com/loanq/loanq/internal/textsafe"
 	"github.com/loanq/loanq/problem"
 )
@@ -104,13 +105,13 @@ Examples:
 func getOptions(c *cli.Context) (dispatch.GetOptions, error) {
 	var opt dispatch.GetOptions
 	var err error
-	if opt.Timeout, err = parseDuration("timeout", c.String("timeout")); err != nil {
+	if opt.Timeout, err = flagvalue.Duration("timeout", c.String("timeout")); err != nil {
 		return opt, err
 	}
 	if opt.Timeout < 0 {
 		return opt, problem.Usagef("invalid --timeout %s: give 0s or a positive duration", opt.Timeout)
 	}
-	if opt.Backoff, err = parseBackoff(c.String("backoff")); err != nil {
+	if opt.Backoff, err = flagvalue.Backoff(c.String("backoff")); err != nil {
 		return opt, err
 	}
 	if s := c.String("lock"); s != "" {
@@ -249,23 +250,6 @@ func joinIDs(ids []drivers.Key) string {
 		s[i] = textsafe.Escape(id.String()) // a text key is the database's text
 	}
 	return strings.Join(s, ", ")
-}
-
-// parseBackoff reads --backoff: comma-separated recheck delays, each between
-// 10ms and 1h (shorter would hammer the task lock, longer looks like a hang).
-func parseBackoff(s string) ([]time.Duration, error) {
-	var out []time.Duration
-	for _, part := range strings.Split(s, ",") {
-		d, err := parseDuration("backoff", part)
-		if err != nil {
-			return nil, err
-		}
-		if d < 10*time.Millisecond || d > time.Hour {
-			return nil, problem.Usagef("invalid --backoff %s: each delay must be between 10ms and 1h", part)
-		}
-		out = append(out, d)
-	}
-	return out, nil
 }
 
 // formatBackoff writes delays the way --backoff reads them ("5s,10s,20s").

@@ -8,6 +8,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/loanq/loanq/internal/flagvalue"
 	"github.com/loanq/loanq/internal/textsafe"
 
 	"github.com/loanq/loanq/dispatch"
@@ -48,7 +49,7 @@ func workReclaim(c *cli.Context) error {
 	if err := dispatch.ValidateTaskName(a[0]); err != nil {
 		return err
 	}
-	older, err := parseDuration("older-than", c.String("older-than"))
+	older, err := flagvalue.Duration("older-than", c.String("older-than"))
 	if err != nil {
 		return err
 	}

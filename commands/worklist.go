@@ -9,6 +9,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/loanq/loanq/dispatch"
+	"github.com/loanq/loanq/internal/flagvalue"
 	"github.com/loanq/loanq/internal/textsafe"
 	"github.com/loanq/loanq/problem"
 )
@@ -49,7 +50,7 @@ func workList(c *cli.Context) error {
 		return problem.Usagef("empty --user: give a processor's name, or leave --user out for everyone")
 	}
 	var err error
-	if f.OlderThan, err = parseDuration("older-than", c.String("older-than")); err != nil {
+	if f.OlderThan, err = flagvalue.Duration("older-than", c.String("older-than")); err != nil {
 		return err
 	}
 	if f.OlderThan < 0 {

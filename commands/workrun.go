@@ -14,6 +14,7 @@ import (
 	"github.com/loanq/loanq/dispatch"
 	"github.com/loanq/loanq/drivers"
 	"github.com/loanq/loanq/internal/child"
+	"github.com/loanq/loanq/internal/flagvalue"
 	"github.com/loanq/loanq/problem"
 	"github.com/loanq/loanq/workrun"
 )
@@ -100,19 +101,19 @@ func workRunOptions(c *cli.Context) (workrun.Options, error) {
 		return o, problem.Usagef("invalid --max-repeats %d: give 0 (no limit) or a positive number", o.MaxRepeats)
 	}
 	var err error
-	if o.RetryAfter, err = parseDuration("retry-after", c.String("retry-after")); err != nil {
+	if o.RetryAfter, err = flagvalue.Duration("retry-after", c.String("retry-after")); err != nil {
 		return o, err
 	}
 	if o.RetryAfter < 0 || o.RetryAfter > dispatch.MaxReturnWait {
 		return o, problem.Usagef("invalid --retry-after %s: give a duration from 0s to 72h", o.RetryAfter)
 	}
-	if o.LoanTimeout, err = parseDuration("loan-timeout", c.String("loan-timeout")); err != nil {
+	if o.LoanTimeout, err = flagvalue.Duration("loan-timeout", c.String("loan-timeout")); err != nil {
 		return o, err
 	}
 	if o.LoanTimeout < 0 {
 		return o, problem.Usagef("invalid --loan-timeout %s: give 0s (no limit) or a positive duration", o.LoanTimeout)
 	}
-	if o.Grace, err = parseDuration("grace", c.String("grace")); err != nil {
+	if o.Grace, err = flagvalue.Duration("grace", c.String("grace")); err != nil {
 		return o, err
 	}
 	if o.Grace < 0 {

@@ -53,7 +53,7 @@ gotest() { go test -count=1 -timeout 40m -parallel "${LOANQ_TEST_PARALLEL:-4}" -
 # a worker is mid-call (golang/go#75804, fixed in Go 1.27) — a red run with no
 # failing input. A count has no deadline to race.
 fuzz() {
-	for target in dsn:FuzzParseDSN dsn:FuzzDSNPassword commands:FuzzReturnAfter commands:FuzzBackoff; do
+	for target in dsn:FuzzParseDSN dsn:FuzzDSNPassword internal/flagvalue:FuzzReturnAfter internal/flagvalue:FuzzBackoff; do
 		go test -run '^$' -fuzz "^${target#*:}\$" -fuzztime "${LOANQ_FUZZEXECS:-60000}x" "./${target%%:*}" || return
 	done
 }

@@ -1,25 +1,26 @@
-package commands
+package flagvalue
 
 import (
-	"slices"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/urfave/cli/v2"
-
-	"github.com/loanq/loanq/dispatch"
 	"github.com/loanq/loanq/problem"
 )
 
+// maxReturn is dispatch.MaxReturnWait, written here so that this package's
+// fuzzing binary stays small (package doc); commands' TestReturnAfterLimit
+// checks that --after is read with dispatch's.
+const maxReturn = 72 * time.Hour
+
 // Every rejected --after is bad input naming the flag; every accepted one is
-// within 0s..72h (dispatch.MaxReturnWait).
+// within 0s..72h.
 func FuzzReturnAfter(f *testing.F) {
 	for _, s := range []string{"0s", "90m", "4h", "72h", "73h", "-1h", "abc", "", "1h30m", "72h0m0.000000001s", "9223372036854775807ns", " 5m "} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		d, err := parseReturnAfter(s)
+		d, err := ReturnAfter(s, maxReturn)
 		if err != nil {
 			if problem.KindOf(err) != problem.Usage {
 				t.Fatalf("%q: error is not bad input: %v", s, err)
@@ -29,7 +30,7 @@ func FuzzReturnAfter(f *testing.F) {
 			}
 			return
 		}
-		if d < 0 || d > dispatch.MaxReturnWait {
+		if d < 0 || d > maxReturn {
 			t.Fatalf("%q accepted as %s, outside 0s..72h", s, d)
 		}
 	})
@@ -41,7 +42,7 @@ func FuzzBackoff(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		ds, err := parseBackoff(s)
+		ds, err := Backoff(s)
 		if err != nil {
 			if problem.KindOf(err) != problem.Usage {
 				t.Fatalf("%q: error is not bad input: %v", s, err)
@@ -61,36 +62,11 @@ func FuzzBackoff(f *testing.F) {
 
 func TestReturnAfterBounds(t *testing.T) {
 	for s, ok := range map[string]bool{"0s": true, "90m": true, "4h": true, "72h": true, "73h": false, "-1h": false, "abc": false, "": false, "72h1ns": false} {
-		if _, err := parseReturnAfter(s); (err == nil) != ok {
+		if _, err := ReturnAfter(s, maxReturn); (err == nil) != ok {
 			t.Errorf("--after %q: accepted=%v, want %v (%v)", s, err == nil, ok, err)
 		}
 	}
-}
-
-// docs/algorithm.md, step 3: busy callers recheck after 5 s, 10 s, 20 s (then
-// every 20 s) unless --backoff says otherwise; the flag's default is that
-// schedule.
-func TestDefaultBackoffIsTheDocumentedSchedule(t *testing.T) {
-	want := []time.Duration{5 * time.Second, 10 * time.Second, 20 * time.Second}
-	if !slices.Equal(dispatch.DefaultBackoff, want) {
-		t.Errorf("dispatch.DefaultBackoff = %v, want %v", dispatch.DefaultBackoff, want)
-	}
-	for _, sub := range workCommand().Subcommands {
-		if sub.Name != "get" && sub.Name != "status" {
-			continue // the commands that wait for the task lock; work run uses DefaultBackoff itself
-		}
-		found := false
-		for _, f := range sub.Flags {
-			if sf, ok := f.(*cli.StringFlag); ok && sf.Name == "backoff" {
-				found = true
-				got, err := parseBackoff(sf.Value)
-				if err != nil || !slices.Equal(got, want) {
-					t.Errorf("work %s --backoff default %q reads as %v, %v; want %v", sub.Name, sf.Value, got, err, want)
-				}
-			}
-		}
-		if !found {
-			t.Errorf("work %s has no --backoff flag", sub.Name)
-		}
+	if _, err := ReturnAfter("73h", maxReturn); err == nil || !strings.Contains(err.Error(), "from 0s to 72h (") {
+		t.Errorf("--after 73h: %v, want the bound named as 72h", err)
 	}
 }

@@ -1,0 +1,55 @@
+package commands
+
+import (
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/loanq/loanq/dispatch"
+	"github.com/loanq/loanq/internal/flagvalue"
+)
+
+// --after is read with the engine's limit (flagvalue's fuzz target checks
+// the reading with the same 72h written out).
+func TestReturnAfterLimit(t *testing.T) {
+	if dispatch.MaxReturnWait != 72*time.Hour {
+		t.Errorf("dispatch.MaxReturnWait = %s; flagvalue's FuzzReturnAfter and the messages say 72h", dispatch.MaxReturnWait)
+	}
+	if _, err := parseReturnAfter("72h"); err != nil {
+		t.Errorf("--after 72h: %v", err)
+	}
+	if _, err := parseReturnAfter("72h1ns"); err == nil || !strings.Contains(err.Error(), "from 0s to 72h (") {
+		t.Errorf("--after 72h1ns: %v, want refused naming 72h", err)
+	}
+}
+
+// docs/algorithm.md, step 3: busy callers recheck after 5 s, 10 s, 20 s (then
+// every 20 s) unless --backoff says otherwise; the flag's default is that
+// schedule.
+func TestDefaultBackoffIsTheDocumentedSchedule(t *testing.T) {
+	want := []time.Duration{5 * time.Second, 10 * time.Second, 20 * time.Second}
+	if !slices.Equal(dispatch.DefaultBackoff, want) {
+		t.Errorf("dispatch.DefaultBackoff = %v, want %v", dispatch.DefaultBackoff, want)
+	}
+	for _, sub := range workCommand().Subcommands {
+		if sub.Name != "get" && sub.Name != "status" {
+			continue // the commands that wait for the task lock; work run uses DefaultBackoff itself
+		}
+		found := false
+		for _, f := range sub.Flags {
+			if sf, ok := f.(*cli.StringFlag); ok && sf.Name == "backoff" {
+				found = true
+				got, err := flagvalue.Backoff(sf.Value)
+				if err != nil || !slices.Equal(got, want) {
+					t.Errorf("work %s --backoff default %q reads as %v, %v; want %v", sub.Name, sf.Value, got, err, want)
+				}
+			}
+		}
+		if !found {
+			t.Errorf("work %s has no --backoff flag", sub.Name)
+		}
+	}
+}
