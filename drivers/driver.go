@@ -158,8 +158,9 @@ type Driver interface {
 	IsUniqueViolation(err error) bool
 	// Capabilities are what the database can do where databases differ in
 	// how the engine works (capabilities.go): the engine switches on them.
-	// Register refuses a driver whose statements or optional interfaces
-	// disagree with them (CheckDriver).
+	// Register refuses a driver whose optional interfaces disagree with
+	// them, and the catalogue's first use (BuildOnce) one whose statements
+	// do (CheckDriver checks both).
 	Capabilities() Capabilities
 	// Strategies are Capabilities().Strategies: the lock strategies this
 	// database supports; the first is the default.
@@ -268,7 +269,10 @@ var (
 
 // Register makes a driver available under its schemes. It panics on a nil
 // driver, a scheme registered twice, or capabilities that disagree with the
-// driver (CheckDriver): all are programming errors.
+// driver's strategies or optional interfaces: all are programming errors.
+// It leaves the statements alone: building a catalogue at every process's
+// start costs more than most commands (BuildOnce builds and checks it on
+// first use).
 func Register(d Driver) {
 	mu.Lock()
 	defer mu.Unlock()

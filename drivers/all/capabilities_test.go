@@ -30,7 +30,7 @@ func (mysqlOneStatement) Capabilities() drivers.Capabilities {
 }
 
 // The rows finish capability and drivers.FinishingClaimer go together:
-// Register (CheckDriver) refuses a driver where they disagree either way.
+// CheckDriver (Register's check) refuses a driver where they disagree either way.
 func TestRowsFinishNeedsItsStatement(t *testing.T) {
 	for _, c := range []struct {
 		d    drivers.Driver
