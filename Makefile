@@ -45,8 +45,8 @@ release: ## static archives for linux+darwin (amd64, arm64) and windows/amd64 wi
 test: ## run every test on SQLite, PostgreSQL and MariaDB (finds or starts the servers); lists the 15 slowest, keeps every time in $TMPDIR/loanq-test-timings.json
 	scripts/test.sh
 
-vet: ## go vet and gofmt check
-	go vet ./...
+vet: ## go vet and gofmt check (-trimpath: as scripts/test.sh, so a clean clone reuses the cache)
+	go vet -trimpath ./...
 	@test -z "$$(gofmt -l .)" || { gofmt -l .; echo 'gofmt needed'; exit 1; }
 
 clean: ## remove the built binary and the release archives

@@ -21,7 +21,7 @@ func TestVersionWithoutVCSStamping(t *testing.T) {
 		t.Helper()
 		bin := filepath.Join(dir, name)
 		cmd := exec.Command("go", append(append([]string{"build"}, args...), "-o", bin, "..")...)
-		cmd.Env = append(os.Environ(), "GOFLAGS=-buildvcs=false")
+		cmd.Env = append(os.Environ(), "GOFLAGS="+strings.TrimSpace(os.Getenv("GOFLAGS")+" -buildvcs=false"))
 		if out, err := cmd.CombinedOutput(); err != nil {
 			t.Fatalf("go build %v: %v\n%s", args, err, out)
 		}
