@@ -55,8 +55,8 @@ testtimes=$LOANQ_THROWAWAY_DIR/testtimes
 gotest() { go test -count=1 -timeout 40m -parallel "${LOANQ_TEST_PARALLEL:-4}" -json "$@"; }
 gotest_e2e() { go test -count=1 -timeout 40m -parallel "${LOANQ_TEST_PARALLEL_E2E:-8}" -json ./e2e/; }
 
-# The fuzz runs, after the regular tests (the committed corpora in
-# testdata/fuzz run there as regular tests). The budget is a count of
+# The fuzz runs, after the other packages' tests (which ran the committed
+# corpora in testdata/fuzz as regular tests). The budget is a count of
 # executions, not a duration: with a duration, Go 1.26's fuzz coordinator can
 # report "context deadline exceeded" as a failure when the time runs out while
 # a worker is mid-call (golang/go#75804, fixed in Go 1.27) — a red run with no
