@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
-	"sync"
 
 	"github.com/loanq/loanq/drivers"
 	"github.com/loanq/loanq/problem"
@@ -288,14 +287,10 @@ func WideClaim(claimed, locked int) bool {
 }
 
 var (
-	eqColumn = sync.OnceValue(func() *regexp.Regexp {
-		return regexp.MustCompile(`(?i)(?:^|[\s(])(?:src\.)?([a-z_][a-z0-9_]*)\s*(?:=|\bIN\s*\(|\bIS\s+NULL\b)`)
-	})
-	orderTerm = sync.OnceValue(func() *regexp.Regexp {
-		return regexp.MustCompile(`(?i)^(?:src\.)?([a-z_][a-z0-9_]*)(?:\s+(ASC|DESC))?$`)
-	})
-	orWord = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`(?i)\bOR\b`) })
-	quoted = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`'(?:[^']|'')*'`) })
+	eqColumn  = regexp.MustCompile(`(?i)(?:^|[\s(])(?:src\.)?([a-z_][a-z0-9_]*)\s*(?:=|\bIN\s*\(|\bIS\s+NULL\b)`)
+	orderTerm = regexp.MustCompile(`(?i)^(?:src\.)?([a-z_][a-z0-9_]*)(?:\s+(ASC|DESC))?$`)
+	orWord    = regexp.MustCompile(`(?i)\bOR\b`)
+	quoted    = regexp.MustCompile(`'(?:[^']|'')*'`)
 )
 
 // SuggestIndex derives an index from the task's --where equality columns
@@ -311,9 +306,9 @@ func SuggestIndex(t *Task, dialect string) string {
 			cols = append(cols, strings.TrimSpace(c+" "+dir))
 		}
 	}
-	where := quoted().ReplaceAllString(t.Where, "''")
-	if !orWord().MatchString(where) {
-		for _, m := range eqColumn().FindAllStringSubmatch(where, -1) {
+	where := quoted.ReplaceAllString(t.Where, "''")
+	if !orWord.MatchString(where) {
+		for _, m := range eqColumn.FindAllStringSubmatch(where, -1) {
 			switch strings.ToUpper(m[1]) {
 			case "AND", "NOT", "WHERE":
 				continue
@@ -323,7 +318,7 @@ func SuggestIndex(t *Task, dialect string) string {
 	}
 	if strings.TrimSpace(t.Order) != "" {
 		for _, term := range strings.Split(t.Order, ",") {
-			m := orderTerm().FindStringSubmatch(strings.TrimSpace(term))
+			m := orderTerm.FindStringSubmatch(strings.TrimSpace(term))
 			if m == nil {
 				return ""
 			}
