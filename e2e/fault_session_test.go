@@ -178,7 +178,8 @@ WHERE p.DB = DATABASE() AND p.COMMAND = 'Sleep' AND p.ID <> CONNECTION_ID()`,
 	}[d.Name()]
 	deadline := time.Now().Add(time.Minute)
 	for {
-		ids := sessionIDs(t, db, find)
+		var ids []int64
+		testdb.FreshInnoDBTrx(func() { ids = sessionIDs(t, db, find) }) // MySQL's find reads innodb_trx
 		if len(ids) == 1 {
 			killSession(t, d, db, ids[0])
 			return ids[0]

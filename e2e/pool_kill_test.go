@@ -131,8 +131,10 @@ func killHeldPoolClaim(t *testing.T, dsn string, d drivers.Driver, e *dispatch.E
 	}
 	victim := startProc(t, dsn, "victim", 2*time.Minute, append([]string{"-o", "json", "work", "get", "heavy", "--count", "3"}, fastRecheck...)...)
 	deadline := time.Now().Add(30 * time.Second)
-	// Its assignment statement runs and stays running: it waits.
-	for !testdb.StatementRunning(t, d, e.DB, "INSERT INTO loanq_work (") {
+	// Its assignment statement waits for the blocker's row lock. (Not just
+	// "running": the blocker's own insert, the same statement, can show as
+	// running for a moment after it returned, before the claimer started.)
+	for !testdb.StatementWaitsForLock(t, d, e.DB, "INSERT INTO loanq_work (") {
 		if !victim.running() {
 			r := victim.wait()
 			t.Fatalf("the claimer ended before it waited: exit %d\n%s%s", r.code, r.stdout, r.stderr)

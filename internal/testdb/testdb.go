@@ -399,10 +399,68 @@ func StatementRunning(t testing.TB, d drivers.Driver, db *sql.DB, fragment strin
 	return Int(t, d, db, q, fragment) > 0
 }
 
+// StatementWaitsForLock reports whether another session of the test's
+// database is waiting for a row lock in a statement whose text contains
+// fragment (PostgreSQL: pg_stat_activity's wait_event_type 'Lock';
+// MySQL/MariaDB: information_schema.innodb_trx in 'LOCK WAIT'). Unlike
+// StatementRunning it cannot match a statement that has just returned: a
+// MariaDB session shows its last statement as 'Query' in PROCESSLIST for
+// a moment after the client has its answer. SQLite has no sessions: false.
+func StatementWaitsForLock(t testing.TB, d drivers.Driver, db *sql.DB, fragment string) bool {
+	t.Helper()
+	var q string
+	switch d.Name() {
+	case "postgres":
+		q = `SELECT COUNT(*) FROM pg_stat_activity WHERE datname = current_database() AND state = 'active'
+  AND wait_event_type = 'Lock' AND pid <> pg_backend_pid() AND position(? in query) > 0`
+	case "mysql":
+		var n int64
+		FreshInnoDBTrx(func() {
+			n = Int(t, d, db, `SELECT COUNT(*) FROM information_schema.innodb_trx x
+JOIN information_schema.PROCESSLIST p ON p.ID = x.trx_mysql_thread_id
+WHERE p.DB = DATABASE() AND p.ID <> CONNECTION_ID() AND x.trx_state = 'LOCK WAIT' AND LOCATE(?, x.trx_query) > 0`, fragment)
+		})
+		return n > 0
+	default:
+		return false
+	}
+	return Int(t, d, db, q, fragment) > 0
+}
+
+// innodbTrxRead serialises this process's reads of InnoDB's transaction
+// tables and remembers when the last one ended.
+var innodbTrxRead struct {
+	sync.Mutex
+	last time.Time
+}
+
+// innodbTrxIdle is how long InnoDB's transaction tables must go unread
+// before a read refreshes them: information_schema.innodb_trx (and
+// innodb_locks, innodb_lock_waits) is served from a server-wide cache that
+// InnoDB refreshes only when nobody has read it for 0.1 s
+// (CACHE_MIN_IDLE_TIME in trx0i_s.cc). A loop polling it every 20 ms would
+// read the same stale picture for ever.
+const innodbTrxIdle = 120 * time.Millisecond
+
+// FreshInnoDBTrx runs read, a read of information_schema.innodb_trx, so
+// that it sees the present: after the tables went unread long enough for
+// InnoDB to refresh them. Every read of those tables in the tests goes
+// through it (they run in one process: e2e's).
+func FreshInnoDBTrx(read func()) {
+	innodbTrxRead.Lock()
+	defer innodbTrxRead.Unlock()
+	if wait := innodbTrxIdle - time.Since(innodbTrxRead.last); wait > 0 {
+		time.Sleep(wait)
+	}
+	defer func() { innodbTrxRead.last = time.Now() }()
+	read()
+}
+
 // TransactionsOpen counts the transactions of other sessions of the test's
 // database that have written or locked something (PostgreSQL: pg_locks
 // shows a transaction id taken; MySQL/MariaDB: information_schema.innodb_trx
-// with rows locked or modified). A killed claimer must leave none.
+// with rows locked or modified, read fresh: FreshInnoDBTrx). A killed
+// claimer must leave none.
 func TransactionsOpen(t testing.TB, d drivers.Driver, db *sql.DB) int64 {
 	t.Helper()
 	switch d.Name() {
@@ -410,9 +468,13 @@ func TransactionsOpen(t testing.TB, d drivers.Driver, db *sql.DB) int64 {
 		return Int(t, d, db, `SELECT COUNT(DISTINCT l.pid) FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
 WHERE a.datname = current_database() AND l.locktype = 'transactionid' AND l.pid <> pg_backend_pid()`)
 	case "mysql":
-		return Int(t, d, db, `SELECT COUNT(*) FROM information_schema.innodb_trx x
+		var n int64
+		FreshInnoDBTrx(func() {
+			n = Int(t, d, db, `SELECT COUNT(*) FROM information_schema.innodb_trx x
 JOIN information_schema.PROCESSLIST p ON p.ID = x.trx_mysql_thread_id
 WHERE p.DB = DATABASE() AND p.ID <> CONNECTION_ID() AND (x.trx_rows_locked > 0 OR x.trx_rows_modified > 0)`)
+		})
+		return n
 	}
 	return 0
 }
