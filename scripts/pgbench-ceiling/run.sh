@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# The SQL ceiling of the engine benchmark on PostgreSQL (BENCHMARKS.md, (c4)):
-# pgbench runs, with no Go and no loanq process in the way, (1) the raw
-# single-row claim of the item table, (2) one loop of the rows strategy as
-# loanq sends it, (3) the same records written in the fewest statements, each
-# on a fresh database, alternating, and prints each one's rate and ratio to
-# the raw claim of its round. What (2)/(1) is here, loanq's engine cannot beat
+# The SQL ceiling of the engine benchmark on PostgreSQL (BENCHMARKS.md, (c4),
+# (c8)): pgbench runs, with no Go and no loanq process in the way, (1) the
+# raw single-row claim of the item table, (2) the raw claim with an
+# acknowledgement (claim and done in two commits, raw-ack.sql), (3) one loop
+# of the rows strategy as loanq sends it, (4) the same records written in the
+# fewest statements, each on a fresh database, alternating, and prints each
+# one's rate and ratio to the raw claim of its round (for (3), also to (2)). What (2)/(1) is here, loanq's engine cannot beat
 # on this server; (3)/(1) is what no statement layout could.
 #
 #   scripts/pgbench-ceiling/run.sh [ROUNDS] [SECONDS] [CLIENTS]
@@ -56,12 +57,14 @@ audit() { # duplicates must be 0: an item done twice, or a loan with two active 
 }
 
 echo "PostgreSQL $(psql -qXAt -d postgres -c 'SHOW server_version'), $clients clients, ${seconds}s each, $(nproc) CPUs"
-printf '%-6s %10s %14s %8s %14s %8s  %s\n' round raw engine-rows ratio one-statement ratio duplicates
+printf '%-6s %10s %10s %12s %7s %7s %14s %7s  %s\n' round raw raw+ack engine-rows /raw /ack one-statement /raw duplicates
+pct() { echo "100*$1/$2" | bc -l; }
 for r in $(seq "$rounds"); do
 	task=$(fresh); raw=$(tps raw.sql "$task"); d1=$(audit)
-	task=$(fresh); eng=$(tps engine-rows.sql "$task"); d2=$(audit)
-	task=$(fresh); one=$(tps one-statement.sql "$task"); d3=$(audit)
-	printf '%-6s %10.0f %14.0f %7.1f%% %14.0f %7.1f%%  %s\n' "$r" "$raw" "$eng" "$(echo "100*$eng/$raw" | bc -l)" \
-		"$one" "$(echo "100*$one/$raw" | bc -l)" "$d1/$d2/$d3"
+	task=$(fresh); ack=$(tps raw-ack.sql "$task"); d2=$(audit)
+	task=$(fresh); eng=$(tps engine-rows.sql "$task"); d3=$(audit)
+	task=$(fresh); one=$(tps one-statement.sql "$task"); d4=$(audit)
+	printf '%-6s %10.0f %10.0f %12.0f %6.1f%% %6.1f%% %14.0f %6.1f%%  %s\n' "$r" "$raw" "$ack" "$eng" "$(pct "$eng" "$raw")" \
+		"$(pct "$eng" "$ack")" "$one" "$(pct "$one" "$raw")" "$d1/$d2/$d3/$d4"
 done
 psql -qX -d postgres -c "DROP DATABASE IF EXISTS $db" >/dev/null
