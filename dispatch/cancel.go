@@ -91,9 +91,6 @@ func (e *Engine) logRequest(ctx context.Context, taskID int64, user string, coun
 // holder served it before the cancel (the database decides which came
 // first), or it was cancelled already. Someone else's request is bad input.
 func (e *Engine) Cancel(ctx context.Context, id int64, user string) (*Request, error) {
-	if id <= 0 {
-		return nil, problem.Usagef("invalid request id %d: give the request_id that `loanq work get` printed", id)
-	}
 	req, err := e.Request(ctx, id)
 	if err != nil {
 		return nil, err

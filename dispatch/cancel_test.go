@@ -11,6 +11,7 @@ import (
 
 	"github.com/loanq/loanq/dispatch"
 	"github.com/loanq/loanq/internal/testdb"
+	"github.com/loanq/loanq/problem"
 )
 
 // A request cancelled while a holder runs its criteria query is not served
@@ -223,4 +224,25 @@ func TestAttachToPendingRequest(t *testing.T) {
 			})
 		}
 	})
+}
+
+// A request id that cannot exist (0, negative) or does not is bad input for
+// every reader of a request, and no statement changes anything.
+func TestRequestIDIsChecked(t *testing.T) {
+	f := setup(t, testdb.Fresh(t, "sqlite"), 5)
+	ctx := context.Background()
+	for _, id := range []int64{0, -3, 999} {
+		if _, err := f.e.Request(ctx, id); problem.KindOf(err) != problem.Usage {
+			t.Errorf("Request(%d): %v, want bad input", id, err)
+		}
+		if _, err := f.e.Status(ctx, id, false, fast); problem.KindOf(err) != problem.Usage {
+			t.Errorf("Status(%d): %v, want bad input", id, err)
+		}
+		if _, err := f.e.Cancel(ctx, id, "ana"); problem.KindOf(err) != problem.Usage {
+			t.Errorf("Cancel(%d): %v, want bad input", id, err)
+		}
+	}
+	if n := testdb.Int(t, f.d, f.db, "SELECT COUNT(*) FROM loanq_work_request"); n != 0 {
+		t.Fatalf("%d requests after bad ids, want 0", n)
+	}
 }

@@ -189,9 +189,6 @@ func (e *Engine) serveOrCancel(ctx context.Context, task *Task, strategy drivers
 // and, while it is pending and the task lock is free, serves the pending
 // requests itself.
 func (e *Engine) Status(ctx context.Context, id int64, wait bool, opt GetOptions) (*Request, error) {
-	if id <= 0 {
-		return nil, problem.Usagef("invalid request id %d: give the request_id that `loanq work get` printed", id)
-	}
 	req, err := e.Request(ctx, id)
 	if err != nil {
 		return nil, err
@@ -327,6 +324,9 @@ func (e *Engine) pending(ctx context.Context, q drivers.Querier, taskID int64) (
 // Request reads a request and its loans (one statement: a row per loan, one
 // row with no loan when it has none); an unknown id is bad input.
 func (e *Engine) Request(ctx context.Context, id int64) (*Request, error) {
+	if id <= 0 {
+		return nil, problem.Usagef("invalid request id %d: give the request_id that `loanq work get` printed", id)
+	}
 	rows, err := e.sql().RequestWithLoans.All(ctx, e.DB, drivers.IDParams{ID: id})
 	if err != nil {
 		return nil, fmt.Errorf("reading request %d: %w", id, err)
