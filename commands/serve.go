@@ -117,6 +117,14 @@ type serveConfig struct {
 	loopback, noAuth, named bool
 	// warnings are printed once the flags are known to be good.
 	warnings []string
+
+	api   bool       // --api: the JSON API and the processor's page
+	auth  string     // --auth: token or proxy
+	proxy *proxyAuth // --auth proxy's trusted addresses and headers
+
+	refill       bool          // --refill: keep prefetch pools above their low marks
+	refillEvery  time.Duration // --refill-every
+	backlogEvery time.Duration // --backlog-every (0: never count)
 }
 
 func serveFlags(c *cli.Context) (*serveConfig, error) {
@@ -183,7 +191,67 @@ func serveFlags(c *cli.Context) (*serveConfig, error) {
 			cfg.allowedHosts = append(cfg.allowedHosts, name)
 		}
 	}
+	if err := serveAPIFlags(c, cfg); err != nil {
+		return nil, err
+	}
+	if err := serveLoopFlags(c, cfg); err != nil {
+		return nil, err
+	}
 	return cfg, nil
+}
+
+// serveAPIFlags checks --api and the flags that go with it.
+func serveAPIFlags(c *cli.Context, cfg *serveConfig) error {
+	cfg.api, cfg.auth = c.Bool("api"), c.String("auth")
+	for _, f := range []string{"auth", "trusted-proxy", "user-header", "groups-header", "supervisor-group"} {
+		if c.IsSet(f) && !cfg.api {
+			return problem.Usagef("--%s is for the API: give --api too", f)
+		}
+	}
+	if !cfg.api {
+		return nil
+	}
+	switch cfg.auth {
+	case "token":
+		for _, f := range []string{"trusted-proxy", "user-header", "groups-header", "supervisor-group"} {
+			if c.IsSet(f) {
+				return problem.Usagef("--%s is for --auth proxy", f)
+			}
+		}
+	case "proxy":
+		var err error
+		if cfg.proxy, err = parseProxyAuth(c.StringSlice("trusted-proxy"), c.String("user-header"), c.String("groups-header"), c.String("supervisor-group")); err != nil {
+			return err
+		}
+	default:
+		return problem.Usagef("invalid --auth %q: give token or proxy", cfg.auth)
+	}
+	// API callers wait for their requests, and a row-lock waiter holds a
+	// connection while it queues on the task row (dispatch/wake.go): the
+	// dashboard's 4 would make callers queue in the pool behind each other.
+	if !c.IsSet("max-conns") {
+		cfg.maxConns = apiDefaultConns
+	}
+	return nil
+}
+
+// serveLoopFlags checks the periods of serve's background loops.
+func serveLoopFlags(c *cli.Context, cfg *serveConfig) error {
+	var err error
+	cfg.refill = c.Bool("refill")
+	if cfg.refillEvery, err = flagvalue.Duration("refill-every", c.String("refill-every")); err != nil {
+		return err
+	}
+	if cfg.refill && cfg.refillEvery < time.Second {
+		return problem.Usagef("invalid --refill-every %s: give at least 1s", c.String("refill-every"))
+	}
+	if cfg.backlogEvery, err = flagvalue.Duration("backlog-every", c.String("backlog-every")); err != nil {
+		return err
+	}
+	if cfg.backlogEvery != 0 && cfg.backlogEvery < time.Second {
+		return problem.Usagef("invalid --backlog-every %s: give at least 1s, or 0s to never count", c.String("backlog-every"))
+	}
+	return nil
 }
 
 // serveToken reads the token from --token-file or --token/LOANQ_SERVE_TOKEN.
@@ -232,36 +300,6 @@ func serve(c *cli.Context) error {
 	// Open without the embedded SQLite's self-migration: serve writes
 	// nothing. The pool is bounded: however many requests arrive, the
 	// database sees at most --max-conns sessions from this process.
-	api := c.Bool("api")
-	for _, f := range []string{"auth", "trusted-proxy", "user-header", "groups-header", "supervisor-group"} {
-		if c.IsSet(f) && !api {
-			return problem.Usagef("--%s is for the API: give --api too", f)
-		}
-	}
-	var proxy *proxyAuth
-	if api {
-		switch c.String("auth") {
-		case "token":
-			for _, f := range []string{"trusted-proxy", "user-header", "groups-header", "supervisor-group"} {
-				if c.IsSet(f) {
-					return problem.Usagef("--%s is for --auth proxy", f)
-				}
-			}
-		case "proxy":
-			if proxy, err = parseProxyAuth(c.StringSlice("trusted-proxy"), c.String("user-header"), c.String("groups-header"), c.String("supervisor-group")); err != nil {
-				return err
-			}
-		default:
-			return problem.Usagef("invalid --auth %q: give token or proxy", c.String("auth"))
-		}
-		// API callers wait for their requests, and a row-lock waiter
-		// holds a connection while it queues on the task row
-		// (dispatch/wake.go): the dashboard's 4 would make callers queue
-		// in the pool behind each other.
-		if !c.IsSet("max-conns") {
-			cfg.maxConns = apiDefaultConns
-		}
-	}
 	opened, err := openDB(c, schema.Options{Check: true, Conns: cfg.maxConns})
 	if err != nil {
 		return err
@@ -282,8 +320,8 @@ func serve(c *cli.Context) error {
 	src := &dashboard.Source{DB: db, Driver: d, Engine: dispatch.New(db, d), TTL: cfg.ttl, Hold: cfg.hold, Log: logf}
 	srv := &dashboard.Server{Source: src, Token: cfg.token, PerUser: c.Bool("metrics-per-user"), Log: logf,
 		AllowedHosts: cfg.allowedHosts, SessionTTL: cfg.session, MaxTasks: cfg.maxTasks}
-	if api {
-		as := &apiServer{e: dispatch.New(db, d), log: logf, proxy: proxy}
+	if cfg.api {
+		as := &apiServer{e: dispatch.New(db, d), log: logf, proxy: cfg.proxy}
 		srv.API = as.handler()
 		wp, err := newWorkPage(as, cfg.session)
 		if err != nil {
@@ -307,25 +345,11 @@ func serve(c *cli.Context) error {
 		lg.Event(slog.LevelWarn, fmt.Sprintf("loanq serve: warning: --no-auth: listening on %s without a token: anyone who can reach it sees the queues", cfg.listen),
 			"--no-auth: listening without a token: anyone who can reach it sees the queues", "listen", cfg.listen)
 	}
-	if c.Bool("refill") {
-		every, err := flagvalue.Duration("refill-every", c.String("refill-every"))
-		if err != nil {
-			return err
-		}
-		if every < time.Second {
-			return problem.Usagef("invalid --refill-every %s: give at least 1s", c.String("refill-every"))
-		}
-		go refillLoop(c.Context, dispatch.New(db, d), every, logf)
+	if cfg.refill {
+		go refillLoop(c.Context, dispatch.New(db, d), cfg.refillEvery, logf)
 	}
-	backlogEvery, err := flagvalue.Duration("backlog-every", c.String("backlog-every"))
-	if err != nil {
-		return err
-	}
-	if backlogEvery != 0 && backlogEvery < time.Second {
-		return problem.Usagef("invalid --backlog-every %s: give at least 1s, or 0s to never count", c.String("backlog-every"))
-	}
-	if backlogEvery > 0 {
-		go src.RunBacklog(c.Context, backlogEvery)
+	if cfg.backlogEvery > 0 {
+		go src.RunBacklog(c.Context, cfg.backlogEvery)
 	}
 	// The first refresh before the first visitor: /healthz has a state to
 	// report from the start.
@@ -337,13 +361,13 @@ func serve(c *cli.Context) error {
 		auth = "; token required (open /?token=TOKEN once, or send Authorization: Bearer TOKEN)"
 	}
 	mode := "read-only"
-	if api {
-		mode = "API on /api/v1/ (" + c.String("auth") + " auth)"
+	if cfg.api {
+		mode = "API on /api/v1/ (" + cfg.auth + " auth)"
 	}
 	fmt.Fprintf(c.App.Writer, "loanq serve: dashboard on http://%s/ (database %s, %s%s); /metrics, /healthz\n",
 		ln.Addr(), d.Name(), mode, auth)
 	if lg.JSON() {
-		lg.j.Info("serving", "address", ln.Addr().String(), "database", d.Name(), "api", api, "token", cfg.token != "")
+		lg.j.Info("serving", "address", ln.Addr().String(), "database", d.Name(), "api", cfg.api, "token", cfg.token != "")
 	}
 	if err := dashboard.Serve(c.Context, dashboard.NewHTTPServer(h), ln); err != nil {
 		return fmt.Errorf("serving on %s: %w", ln.Addr(), err)

@@ -453,12 +453,28 @@ func TestServeBadInput(t *testing.T) {
 		{[]string{"--listen", "127.0.0.1:0", "--api", "--auth", "proxy", "--trusted-proxy", "10.0.0.0/99"}, "--trusted-proxy"},
 		{[]string{"--listen", "127.0.0.1:0", "--api", "--trusted-proxy", "10.0.0.1"}, "--auth proxy"},
 		{[]string{"--listen", "127.0.0.1:0", "--api", "--auth", "ldap"}, "--auth"},
+		// The background loops' periods.
+		{[]string{"--listen", "127.0.0.1:0", "--refill", "--refill-every", "100ms"}, "--refill-every"},
+		{[]string{"--listen", "127.0.0.1:0", "--refill-every", "soon"}, "--refill-every"},
+		{[]string{"--listen", "127.0.0.1:0", "--backlog-every", "500ms"}, "--backlog-every"},
+		{[]string{"--listen", "127.0.0.1:0", "--backlog-every", "-1m"}, "--backlog-every"},
 	}
+	// Every flag is checked before the database is opened: the same answers
+	// with a database nobody listens for (a connection error otherwise).
+	unreachable := "postgres://nobody@127.0.0.1:1/none?sslmode=disable&connect_timeout=2"
 	for _, c := range cases {
-		r := loanq(t, dsn, "x", append([]string{"serve"}, c.args...)...)
-		if r.code != 2 || !strings.Contains(r.stderr, c.says) || strings.Count(strings.TrimSpace(r.stderr), "\n") > 0 {
-			t.Errorf("serve %v: exit %d, stderr %q; want exit 2 and one line naming %q", c.args, r.code, r.stderr, c.says)
+		if slices.Contains(c.args, busy.Addr().String()) {
+			continue // the listen socket is opened after the database
 		}
+		for _, db := range []string{dsn, unreachable} {
+			r := loanq(t, db, "x", append([]string{"serve"}, c.args...)...)
+			if r.code != 2 || !strings.Contains(r.stderr, c.says) || strings.Count(strings.TrimSpace(r.stderr), "\n") > 0 {
+				t.Errorf("serve %v on %s: exit %d, stderr %q; want exit 2 and one line naming %q", c.args, db, r.code, r.stderr, c.says)
+			}
+		}
+	}
+	if r := loanq(t, dsn, "x", "serve", "--listen", busy.Addr().String()); r.code != 2 || !strings.Contains(r.stderr, "another process uses that port") {
+		t.Errorf("serve on a busy port: exit %d, stderr %q", r.code, r.stderr)
 	}
 	// LOANQ_SERVE_TOKEN set but empty, as `LOANQ_SERVE_TOKEN=$TOKEN` leaves it
 	// when $TOKEN is unset: refused, on loopback too.
