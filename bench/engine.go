@@ -91,6 +91,9 @@ func (c *EngineConfig) Validate() error {
 	if c.Duration < 0 || c.Duration > MaxEngineDuration {
 		return problem.Usagef("invalid --duration %s: give 0s (until the task is drained) to %s", c.Duration, MaxEngineDuration)
 	}
+	if err := dispatch.CheckPrefetchSize(c.Prefetch); err != nil {
+		return err
+	}
 	if c.QueryDelay < 0 || c.QueryDelay > dispatch.MaxQueryDelay {
 		return problem.Usagef("invalid --query-delay %s: give 0s to %s", c.QueryDelay, dispatch.MaxQueryDelay)
 	}

@@ -49,10 +49,6 @@ func disposition(c *cli.Context) error {
 	if loan == "" {
 		return problem.Usagef("no loan id: give the loan id that `loanq pipeline` shows")
 	}
-	action, err := dispatch.ParseAction(a[2])
-	if err != nil {
-		return err
-	}
 	afterGiven := c.IsSet("after")
 	after := int64(0)
 	if afterGiven {
@@ -61,7 +57,12 @@ func disposition(c *cli.Context) error {
 			return err
 		}
 		after = int64(d)
-	} else if action == dispatch.Return {
+	}
+	action, err := dispatch.CheckDisposition(a[2], durationOf(after), afterGiven)
+	if err != nil {
+		return err
+	}
+	if !afterGiven && action == dispatch.Return {
 		return problem.Usagef("return needs --after: how long until the loan is back in the queue (0s to 72h)")
 	}
 	e, err := openActing(c)

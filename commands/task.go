@@ -161,17 +161,22 @@ func taskCreate(c *cli.Context) error {
 	if (c.IsSet("prefetch-ttl") || c.IsSet("prefetch-low")) && c.Int("prefetch") == 0 {
 		return problem.Usagef("--prefetch-ttl and --prefetch-low need --prefetch N (the pool's size)")
 	}
+	spec := dispatch.TaskSpec{
+		Name: a[0], Source: c.String("source"), Key: c.String("key"), Where: c.String("where"), Order: c.String("order"),
+		MaxActive: c.Int("max-active"), Lock: lock, QueryDelay: delay, LeaseTTL: ttl, HoldLimit: hold, MaxHold: maxHold,
+		Prefetch: c.Int("prefetch"), PrefetchTTL: prefetchTTL, PrefetchLow: c.Int("prefetch-low"),
+		IfNotExists: c.Bool("if-not-exists"), AllowWideLocks: c.Bool("allow-wide-locks"),
+	}
+	if err := spec.Check(); err != nil { // before connecting: bad input is refused with the database down too
+		return err
+	}
 	e, err := openActing(c)
 	if err != nil {
 		return err
 	}
 	defer e.Close()
-	t, created, err := e.CreateTask(c.Context, dispatch.TaskSpec{
-		Name: a[0], Source: c.String("source"), Key: c.String("key"), Where: c.String("where"), Order: c.String("order"),
-		MaxActive: c.Int("max-active"), Lock: lock, QueryDelay: delay, LeaseTTL: ttl, HoldLimit: hold, MaxHold: maxHold,
-		Prefetch: c.Int("prefetch"), PrefetchTTL: prefetchTTL, PrefetchLow: c.Int("prefetch-low"),
-		CreatedBy: e.user, IfNotExists: c.Bool("if-not-exists"), AllowWideLocks: c.Bool("allow-wide-locks"),
-	})
+	spec.CreatedBy = e.user
+	t, created, err := e.CreateTask(c.Context, spec)
 	if err != nil {
 		return err
 	}
@@ -279,6 +284,9 @@ func taskShow(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	if err := dispatch.ValidateTaskName(a[0]); err != nil {
+		return err
+	}
 	e, err := open(c)
 	if err != nil {
 		return err
@@ -383,6 +391,9 @@ func orDash(s string) string {
 func taskDelete(c *cli.Context) error {
 	a, err := args(c, "NAME")
 	if err != nil {
+		return err
+	}
+	if err := dispatch.ValidateTaskName(a[0]); err != nil {
 		return err
 	}
 	e, err := open(c)

@@ -129,6 +129,9 @@ func taskUpdate(c *cli.Context) error {
 			*f.dst = &v
 		}
 	}
+	if err := ch.Check(); err != nil { // before connecting: bad input is refused with the database down too
+		return err
+	}
 	e, err := openActing(c)
 	if err != nil {
 		return err

@@ -10,6 +10,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/loanq/loanq/dispatch"
 	"github.com/loanq/loanq/problem"
 )
 
@@ -65,6 +66,9 @@ func tokenCreate(c *cli.Context) error {
 		if expires, err = parseAge("expires", c.String("expires")); err != nil {
 			return err
 		}
+	}
+	if _, err := dispatch.CheckNewToken(c.String("user"), c.String("role"), expires); err != nil {
+		return err // before connecting: bad input is refused with the database down too
 	}
 	e, err := open(c)
 	if err != nil {

@@ -76,18 +76,28 @@ func ParseTokenRole(s string) (string, error) {
 	return "", problem.Usagef("invalid --role %q: give processor (acts only as its user) or supervisor (may also reclaim and see everyone's work)", s)
 }
 
-// CreateToken issues a token for user with role, valid for expires (0: no
-// expiry); by is who issues it.
-func (e *Engine) CreateToken(ctx context.Context, user, role, by string, expires time.Duration) (*IssuedToken, error) {
+// CheckNewToken checks a token's user, role and expiry without a database
+// (commands call it before they connect) and returns the role as stored.
+func CheckNewToken(user, role string, expires time.Duration) (string, error) {
 	if err := validateUser(user); err != nil {
-		return nil, problem.WithHint(err, "`loanq token create --user NAME` names the processor the token acts as")
+		return "", problem.WithHint(err, "`loanq token create --user NAME` names the processor the token acts as")
 	}
 	role, err := ParseTokenRole(role)
 	if err != nil {
-		return nil, err
+		return "", err
 	}
 	if expires < 0 || (expires > 0 && expires < time.Minute) {
-		return nil, problem.Usagef("invalid --expires %s: give at least 1m, such as 90d or 720h (leave it out for no expiry)", expires)
+		return "", problem.Usagef("invalid --expires %s: give at least 1m, such as 90d or 720h (leave it out for no expiry)", expires)
+	}
+	return role, nil
+}
+
+// CreateToken issues a token for user with role, valid for expires (0: no
+// expiry); by is who issues it.
+func (e *Engine) CreateToken(ctx context.Context, user, role, by string, expires time.Duration) (*IssuedToken, error) {
+	role, err := CheckNewToken(user, role, expires)
+	if err != nil {
+		return nil, err
 	}
 	var secret [32]byte
 	if _, err := rand.Read(secret[:]); err != nil {

@@ -40,23 +40,34 @@ func ParseAction(s string) (string, error) {
 	return "", problem.Usagef("unknown disposition %q: use complete, return or never", s)
 }
 
+// CheckDisposition checks a disposition's action and its --after without a
+// database (commands call it before they connect) and returns the action
+// as stored.
+func CheckDisposition(action string, after time.Duration, afterGiven bool) (string, error) {
+	action, err := ParseAction(action)
+	if err != nil {
+		return "", err
+	}
+	if afterGiven && action != Return {
+		return "", problem.Usagef("--after only goes with return (a %s disposition has no return time)", action)
+	}
+	if after < 0 || after > MaxReturnWait {
+		return "", problem.Usagef("invalid --after %s: give a duration from 0s to 72h (e.g. 0s, 90m, 4h)", after)
+	}
+	return action, nil
+}
+
 // Dispose ends the user's active assignment of a loan in a task. Only the
 // assignee may do it; the row keeps who, when and what as history. loanArg
 // is the loan key as given (command line, API), parsed per the task's key
 // kind (drivers.ParseKey): an integer task refuses "abc".
 func (e *Engine) Dispose(ctx context.Context, taskName string, loanArg string, user, action string, after time.Duration, afterGiven bool) (*Disposed, error) {
-	action, err := ParseAction(action)
+	action, err := CheckDisposition(action, after, afterGiven)
 	if err != nil {
 		return nil, err
 	}
 	if err := validateUser(user); err != nil {
 		return nil, err
-	}
-	if afterGiven && action != Return {
-		return nil, problem.Usagef("--after only goes with return (a %s disposition has no return time)", action)
-	}
-	if after < 0 || after > MaxReturnWait {
-		return nil, problem.Usagef("invalid --after %s: give a duration from 0s to 72h (e.g. 0s, 90m, 4h)", after)
 	}
 	if err := ValidateTaskName(taskName); err != nil {
 		return nil, err

@@ -48,16 +48,36 @@ const DefaultPrefetchTTL = 10 * time.Minute
 // lock holder's transaction.
 const MaxPrefetch = 10000
 
+// CheckPrefetchSize checks a --prefetch (0: no pool).
+func CheckPrefetchSize(n int) error {
+	if n < 0 || n > MaxPrefetch {
+		return problem.Usagef("invalid --prefetch %d: give a pool size between 1 and %d, or 0 for no pool", n, MaxPrefetch)
+	}
+	return nil
+}
+
+// checkPrefetchTTL checks a --prefetch-ttl given (0, the default, is not).
+func checkPrefetchTTL(ttl time.Duration) error {
+	if ttl < time.Second || ttl > 24*time.Hour {
+		return problem.Usagef("invalid --prefetch-ttl %s: give a duration between 1s and 24h", ttl)
+	}
+	return nil
+}
+
 func validatePrefetch(n *int, ttl *time.Duration, low *int) error {
-	switch {
-	case *n < 0 || *n > MaxPrefetch:
-		return problem.Usagef("invalid --prefetch %d: give a pool size between 1 and %d, or 0 for no pool", *n, MaxPrefetch)
-	case *n == 0:
+	if err := CheckPrefetchSize(*n); err != nil {
+		return err
+	}
+	if *n == 0 {
 		*ttl, *low = 0, 0
 		return nil
-	case *ttl < 0 || (*ttl > 0 && *ttl < time.Second) || *ttl > 24*time.Hour:
-		return problem.Usagef("invalid --prefetch-ttl %s: give a duration between 1s and 24h", *ttl)
-	case *low < 0 || *low >= *n:
+	}
+	if *ttl != 0 {
+		if err := checkPrefetchTTL(*ttl); err != nil {
+			return err
+		}
+	}
+	if *low < 0 || *low >= *n {
 		return problem.Usagef("invalid --prefetch-low %d: give a low mark between 0 and %d (below --prefetch %d)", *low, *n-1, *n)
 	}
 	if *ttl == 0 {

@@ -128,7 +128,13 @@ type TaskSpec struct {
 	AllowWideLocks bool
 }
 
-func (e *Engine) validateSpec(s *TaskSpec) error {
+// Check checks what can be checked of a task's definition without a
+// database, and fills in the defaults (source loan, key id, the lease
+// TTL): commands call it before they connect, so bad input is refused the
+// same way whether or not the database is reachable. CreateTask checks
+// again, and then what depends on the database (the criteria's syntax in
+// its dialect, the strategy, the creator's name).
+func (s *TaskSpec) Check() error {
 	if err := ValidateTaskName(s.Name); err != nil {
 		return err
 	}
@@ -138,16 +144,80 @@ func (e *Engine) validateSpec(s *TaskSpec) error {
 	if s.Key == "" {
 		s.Key = "id"
 	}
-	if !identifierRE().MatchString(s.Source) {
-		return problem.Usagef("invalid --source %q: give a table or view name, optionally schema-qualified (e.g. loan or app.loan_view)", s.Source)
+	if err := checkSource(s.Source); err != nil {
+		return err
 	}
-	if !identifierRE().MatchString(s.Key) || strings.Contains(s.Key, ".") {
-		return problem.Usagef("invalid --key %q: give the column that holds the loan id (e.g. id)", s.Key)
+	if err := checkKey(s.Key); err != nil {
+		return err
 	}
 	s.Where = strings.TrimSpace(s.Where)
 	s.Order = strings.TrimSpace(s.Order)
 	if s.Where == "" {
 		return problem.Usagef("--where is required: the SQL condition that selects the task's loans (e.g. --where \"statements_submitted = 1 AND statements_verified = 0\")")
+	}
+	if err := checkMaxActive(s.MaxActive); err != nil {
+		return err
+	}
+	if err := checkQueryDelay(s.QueryDelay); err != nil {
+		return err
+	}
+	if s.LeaseTTL == 0 {
+		s.LeaseTTL = DefaultLeaseTTL
+	}
+	if err := checkLeaseTTL(s.LeaseTTL); err != nil {
+		return err
+	}
+	if err := validateHoldLimit(s.HoldLimit, s.QueryDelay); err != nil {
+		return err
+	}
+	if err := validatePrefetch(&s.Prefetch, &s.PrefetchTTL, &s.PrefetchLow); err != nil {
+		return err
+	}
+	return validateMaxHold(s.MaxHold)
+}
+
+// The checks of one setting each, shared by TaskSpec.Check and
+// TaskChange.Check.
+
+func checkSource(source string) error {
+	if !identifierRE().MatchString(source) {
+		return problem.Usagef("invalid --source %q: give a table or view name, optionally schema-qualified (e.g. loan or app.loan_view)", source)
+	}
+	return nil
+}
+
+func checkKey(key string) error {
+	if !identifierRE().MatchString(key) || strings.Contains(key, ".") {
+		return problem.Usagef("invalid --key %q: give the column that holds the loan id (e.g. id)", key)
+	}
+	return nil
+}
+
+func checkMaxActive(n int) error {
+	if n < 0 {
+		return problem.Usagef("invalid --max-active %d: give a positive cap, or 0 for none", n)
+	}
+	return nil
+}
+
+func checkQueryDelay(d time.Duration) error {
+	if d < 0 || d > MaxQueryDelay {
+		return problem.Usagef("invalid --query-delay %s: give a duration between 0s and %s", d, MaxQueryDelay)
+	}
+	return nil
+}
+
+func checkLeaseTTL(d time.Duration) error {
+	if d < time.Second || d > 24*time.Hour {
+		return problem.Usagef("invalid --lease-ttl %s: give a duration between 1s and 24h", d)
+	}
+	return nil
+}
+
+// validateSpec is Check and what depends on the engine's database.
+func (e *Engine) validateSpec(s *TaskSpec) error {
+	if err := s.Check(); err != nil {
+		return err
 	}
 	syntax := sqllex.For(e.Driver)
 	if err := validateCriteriaText("where", s.Where, syntax); err != nil {
@@ -159,31 +229,13 @@ func (e *Engine) validateSpec(s *TaskSpec) error {
 	if err := validateUser(s.CreatedBy); err != nil {
 		return err
 	}
-	if s.MaxActive < 0 {
-		return problem.Usagef("invalid --max-active %d: give a positive cap, or 0 for none", s.MaxActive)
-	}
 	if s.Lock == "" {
 		s.Lock = e.Driver.Strategies()[0]
 	}
 	if !drivers.Supports(e.Driver, s.Lock) {
 		return problem.Usagef("lock strategy %q is not available on %s: use one of %s", s.Lock, e.Driver.Name(), strategyList(e.Driver))
 	}
-	if s.QueryDelay < 0 || s.QueryDelay > MaxQueryDelay {
-		return problem.Usagef("invalid --query-delay %s: give a duration between 0s and %s", s.QueryDelay, MaxQueryDelay)
-	}
-	if s.LeaseTTL == 0 {
-		s.LeaseTTL = DefaultLeaseTTL
-	}
-	if s.LeaseTTL < time.Second || s.LeaseTTL > 24*time.Hour {
-		return problem.Usagef("invalid --lease-ttl %s: give a duration between 1s and 24h", s.LeaseTTL)
-	}
-	if err := validateHoldLimit(s.HoldLimit, s.QueryDelay); err != nil {
-		return err
-	}
-	if err := validatePrefetch(&s.Prefetch, &s.PrefetchTTL, &s.PrefetchLow); err != nil {
-		return err
-	}
-	return validateMaxHold(s.MaxHold)
+	return nil
 }
 
 func strategyList(d drivers.Driver) string {

@@ -3,6 +3,7 @@ package dispatch
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/loanq/loanq/drivers"
@@ -34,14 +35,65 @@ func (c TaskChange) empty() bool {
 		c.Prefetch == nil && c.PrefetchLow == nil && c.PrefetchTTL == nil
 }
 
+// Check checks each change on its own, without a database (commands call it
+// before they connect): what depends on the task's other settings (a
+// --prefetch-low against the pool's size, a --hold-limit against the query
+// delay) or on the database is checked by UpdateTask on the whole
+// definition.
+func (c TaskChange) Check() error {
+	if c.empty() {
+		return problem.Usagef("nothing to change: give at least one of the options of task create (e.g. --where, --order, --max-active, --max-hold)")
+	}
+	if c.Where != nil && strings.TrimSpace(*c.Where) == "" {
+		return problem.Usagef("invalid --where \"\": give the SQL condition that selects the task's loans")
+	}
+	var checks []error
+	if c.Source != nil {
+		checks = append(checks, checkSource(*c.Source))
+	}
+	if c.Key != nil {
+		checks = append(checks, checkKey(*c.Key))
+	}
+	if c.MaxActive != nil {
+		checks = append(checks, checkMaxActive(*c.MaxActive))
+	}
+	if c.QueryDelay != nil {
+		checks = append(checks, checkQueryDelay(*c.QueryDelay))
+	}
+	if c.LeaseTTL != nil {
+		checks = append(checks, checkLeaseTTL(*c.LeaseTTL))
+	}
+	if c.HoldLimit != nil {
+		checks = append(checks, validateHoldLimit(*c.HoldLimit, 0)) // against the query delay: UpdateTask
+	}
+	if c.MaxHold != nil {
+		checks = append(checks, validateMaxHold(*c.MaxHold))
+	}
+	if c.Prefetch != nil {
+		checks = append(checks, CheckPrefetchSize(*c.Prefetch))
+	}
+	if c.PrefetchLow != nil && *c.PrefetchLow < 0 {
+		checks = append(checks, problem.Usagef("invalid --prefetch-low %d: give a low mark of 0 or more, below --prefetch", *c.PrefetchLow))
+	}
+	if c.PrefetchTTL != nil && *c.PrefetchTTL != 0 {
+		checks = append(checks, checkPrefetchTTL(*c.PrefetchTTL))
+	}
+	for _, err := range checks {
+		if err != nil {
+			return err // the first, in the order of task create's flags
+		}
+	}
+	return nil
+}
+
 // UpdateTask is `task update`: the task's definition with the changes
 // applied is validated as at create, its criteria are run against the
 // database (and checked lockable row by row for --lock rows) before anything
 // is stored, then stored in one statement. Active work, requests and history
 // are kept: they reference the task by id.
 func (e *Engine) UpdateTask(ctx context.Context, name string, c TaskChange) (*Task, error) {
-	if c.empty() {
-		return nil, problem.Usagef("nothing to change: give at least one of the options of task create (e.g. --where, --order, --max-active, --max-hold)")
+	if err := c.Check(); err != nil {
+		return nil, err
 	}
 	t, err := e.Task(ctx, name)
 	if err != nil {

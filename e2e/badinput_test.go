@@ -271,3 +271,53 @@ func snapshot(t *testing.T, db *sql.DB) string {
 	}
 	return b.String()
 }
+
+// Bad input is refused before loanq connects: the same exit code and message
+// with a database nobody listens for, instead of a connection error that
+// hides the mistake (and, on a reachable server, a session opened for
+// nothing). What depends on the database (an unknown task, criteria in the
+// dialect's syntax, the acting account) is checked by
+// TestBadInputChangesNothing.
+func TestBadInputRefusedBeforeConnecting(t *testing.T) {
+	t.Parallel()
+	down := "postgres://nobody:" + secret + "@127.0.0.1:1/none?sslmode=disable&connect_timeout=2"
+	cases := []badInput{
+		{"count zero", "ana", []string{"work", "get", "t", "--count", "0"}, 2, "--count"},
+		{"timeout malformed", "ana", []string{"work", "get", "t", "--timeout", "soon"}, 2, "--timeout"},
+		{"lock unknown", "ana", []string{"work", "get", "t", "--lock", "optimistic"}, 2, "lock"},
+		{"backoff malformed", "ana", []string{"work", "get", "t", "--backoff", "1s,x"}, 2, "--backoff"},
+		{"request not a number", "ana", []string{"work", "status", "seventeen"}, 2, "request"},
+		{"request zero", "ana", []string{"work", "cancel", "0"}, 2, "request"},
+		{"after over 72h", "ana", []string{"disposition", "t", "1", "return", "--after", "73h"}, 2, "--after"},
+		{"after with complete", "ana", []string{"disposition", "t", "1", "complete", "--after", "1h"}, 2, "--after"},
+		{"unknown action", "ana", []string{"disposition", "t", "1", "finish"}, 2, "finish"},
+		{"criteria missing", "admin", []string{"task", "create", "x"}, 2, "--where"},
+		{"task name with quote", "admin", []string{"task", "create", "x'; DROP TABLE loanq_task; --", "--where", "1=1"}, 2, "name"},
+		{"source as SQL", "admin", []string{"task", "create", "x", "--where", "1=1", "--source", "loan; DROP TABLE loan"}, 2, "--source"},
+		{"max-active negative", "admin", []string{"task", "create", "x", "--where", "1=1", "--max-active", "-1"}, 2, "--max-active"},
+		{"query-delay too long", "admin", []string{"task", "create", "x", "--where", "1=1", "--query-delay", "11m"}, 2, "--query-delay"},
+		{"prefetch negative", "admin", []string{"task", "create", "x", "--where", "1=1", "--prefetch", "-1"}, 2, "--prefetch"},
+		{"prefetch-low over the size", "admin", []string{"task", "create", "x", "--where", "1=1", "--prefetch", "10", "--prefetch-low", "10"}, 2, "--prefetch-low"},
+		{"max-hold too short", "admin", []string{"task", "create", "x", "--where", "1=1", "--max-hold", "1ms"}, 2, "--max-hold"},
+		{"update nothing", "admin", []string{"task", "update", "t"}, 2, "nothing to change"},
+		{"update prefetch negative", "admin", []string{"task", "update", "t", "--prefetch", "-1"}, 2, "--prefetch"},
+		{"update lease-ttl zero", "admin", []string{"task", "update", "t", "--lease-ttl", "0s"}, 2, "--lease-ttl"},
+		{"update hold-limit too short", "admin", []string{"task", "update", "t", "--hold-limit", "1ms"}, 2, "--hold-limit"},
+		{"update empty where", "admin", []string{"task", "update", "t", "--where", ""}, 2, "--where"},
+		{"update source as SQL", "admin", []string{"task", "update", "t", "--source", "loan; DROP TABLE loan"}, 2, "--source"},
+		{"show bad name", "admin", []string{"task", "show", "x y"}, 2, "task name"},
+		{"delete bad name", "admin", []string{"task", "delete", "x y"}, 2, "task name"},
+		{"token role unknown", "admin", []string{"token", "create", "--user", "ana", "--role", "boss"}, 2, "--role"},
+		{"token expiry too short", "admin", []string{"token", "create", "--user", "ana", "--role", "processor", "--expires", "10s"}, 2, "--expires"},
+		{"explain count zero", "admin", []string{"explain", "t", "--count", "0"}, 2, "--count"},
+		{"bench prefetch negative", "admin", []string{"bench", "--target", "engine", "--prefetch", "-1"}, 2, "--prefetch"},
+		{"serve refill too often", "admin", []string{"serve", "--listen", "127.0.0.1:0", "--refill", "--refill-every", "100ms"}, 2, "--refill-every"},
+	}
+	for _, c := range cases {
+		r := loanq(t, down, c.user, c.args...)
+		check(t, c, r)
+		if strings.Contains(r.stderr, "connect") {
+			t.Errorf("%s: loanq tried the database before it checked the input:\n%s", c.name, r.stderr)
+		}
+	}
+}
