@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/loanq/loanq/drivers"
+	"github.com/loanq/loanq/problem"
 )
 
 // The writes that end a serving round or claim, shared by every way of
@@ -157,7 +158,39 @@ func (e *Engine) commit(tx *sql.Tx, what string) error {
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("committing %s: %w", what, err)
 	}
+	hook(e.hooks.afterCommit)
 	return nil
+}
+
+// committedRequestError is the failure to read back a request that a claim
+// logged, served and committed in its own transaction (a pool claim, a fresh
+// rows claim): unlike the claim's own failures, the request exists and
+// holds its loans, so the error names it and claimFailed passes it on as
+// it is rather than saying nothing was assigned.
+type committedRequestError struct {
+	id  int64
+	err error
+}
+
+func (c *committedRequestError) Error() string {
+	return fmt.Sprintf("request %d was served and committed, but reading its loans back failed: %v", c.id, c.err)
+}
+
+func (c *committedRequestError) Unwrap() error { return c.err }
+
+// readCommitted reads back the request a claim committed (see
+// committedRequestError).
+func (e *Engine) readCommitted(ctx context.Context, id int64) (*Request, error) {
+	req, err := e.Request(ctx, id)
+	if err != nil {
+		kind := problem.KindOf(err)
+		if ctx.Err() != nil {
+			kind = problem.Interrupted
+		}
+		return nil, &problem.Error{Kind: kind, Err: &committedRequestError{id: id, err: err},
+			Hint: fmt.Sprintf("its loans are yours: `loanq work status %d` shows them once the database answers; asking again would add more", id)}
+	}
+	return req, nil
 }
 
 func truncate(s string, n int) string {

@@ -73,6 +73,9 @@ type testHooks struct {
 	afterPending func()
 	// renewed runs after each lease renewal.
 	renewed func()
+	// afterCommit runs right after an assignment or claim transaction
+	// committed.
+	afterCommit func()
 }
 
 // hook runs a test hook, if set.

@@ -18,6 +18,10 @@ func (e *Engine) SetAfterQuery(f func()) { e.hooks.afterQuery = f }
 // pending requests and their finish (a cancel in that window).
 func (e *Engine) SetAfterPending(f func()) { e.hooks.afterPending = f }
 
+// SetAfterCommit lets tests act right after an assignment or claim
+// transaction committed (a database lost before its answer is read back).
+func (e *Engine) SetAfterCommit(f func()) { e.hooks.afterCommit = f }
+
 // SetRenewed lets tests count lease renewals (the heartbeat).
 func (e *Engine) SetRenewed(f func()) { e.hooks.renewed = f }
 

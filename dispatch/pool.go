@@ -127,7 +127,7 @@ func (e *Engine) servePool(ctx context.Context, task *Task, user string, count i
 			return nil, err
 		}
 		if id != 0 {
-			return e.Request(ctx, id)
+			return e.readCommitted(ctx, id)
 		}
 		if !short || wait > poolHeldWaitMax {
 			return nil, nil

@@ -2,6 +2,7 @@ package dispatch
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -91,7 +92,7 @@ func (e *Engine) Get(ctx context.Context, taskName, user string, count int, opt 
 	// one short transaction, no query. Otherwise the usual way below.
 	if task.Prefetch > 0 {
 		if req, err := e.servePool(ctx, task, user, count); err != nil || req != nil {
-			return e.noteCap(ctx, task, req), e.claimInterrupted(ctx, task, err, "claiming from the pool of")
+			return e.noteCap(ctx, task, req), e.claimFailed(ctx, task, err, "claiming from the pool of")
 		}
 		if strategy == drivers.Rows {
 			defer e.refillIfLow(context.WithoutCancel(ctx), task)
@@ -101,14 +102,8 @@ func (e *Engine) Get(ctx context.Context, taskName, user string, count int, opt 
 	// one commit per get. Unless the request must wait: then nothing was
 	// written, and it is logged on its own below.
 	if strategy == drivers.Rows {
-		req, err := e.serveRowsFresh(ctx, task, user, count)
-		if err != nil && ctx.Err() == nil && problem.KindOf(err) == problem.Failure {
-			// No request id to recheck: nothing of this call was written.
-			return nil, &problem.Error{Kind: problem.Failure, Err: fmt.Errorf("claiming loans of task %s: %w", task.Name, err),
-				Hint: fmt.Sprintf("the claim rolled back: nothing was assigned and no request is left pending; once the database answers again, `loanq work get %s` asks again", task.Name)}
-		}
-		if err != nil || req != nil {
-			return e.noteCap(ctx, task, req), e.claimInterrupted(ctx, task, err, "claiming loans of")
+		if req, err := e.serveRowsFresh(ctx, task, user, count); err != nil || req != nil {
+			return e.noteCap(ctx, task, req), e.claimFailed(ctx, task, err, "claiming loans of")
 		}
 	}
 	// Step 1: the request is committed on its own, before any lock is tried,
@@ -142,15 +137,24 @@ func (e *Engine) Get(ctx context.Context, taskName, user string, count int, opt 
 	return e.noteCap(ctx, task, req), err
 }
 
-// claimInterrupted says what a signal during a claim that logs its own
-// request (a pool claim, a fresh rows claim) did: the claim's transaction
-// rolled back, and no request was left behind (exit 130/143).
-func (e *Engine) claimInterrupted(ctx context.Context, task *Task, err error, doing string) error {
-	if err == nil || ctx.Err() == nil {
-		return err
+// claimFailed says what a claim that logs its own request (a pool claim, a
+// fresh rows claim) left when it failed: its transaction rolled back with
+// the request in it, so there is no request id to recheck, and asking again
+// is safe. A signal (exit 130/143) says so too; bad input and busy answers
+// pass as they are.
+func (e *Engine) claimFailed(ctx context.Context, task *Task, err error, doing string) error {
+	var committed *committedRequestError
+	switch {
+	case err == nil || errors.As(err, &committed):
+		return err // committed: the request exists, and the error names it
+	case ctx.Err() != nil:
+		return &problem.Error{Kind: problem.Interrupted, Err: context.Cause(ctx),
+			Msg: fmt.Sprintf("interrupted while %s task %s: the claim rolled back, nothing was assigned and no request is left pending", doing, task.Name)}
+	case problem.KindOf(err) == problem.Failure:
+		return &problem.Error{Kind: problem.Failure, Err: fmt.Errorf("%s task %s: %w", doing, task.Name, err),
+			Hint: fmt.Sprintf("the claim rolled back: nothing was assigned and no request is left pending; once the database answers again, `loanq work get %s` asks again", task.Name)}
 	}
-	return &problem.Error{Kind: problem.Interrupted, Err: context.Cause(ctx),
-		Msg: fmt.Sprintf("interrupted while %s task %s: the claim rolled back, nothing was assigned and no request is left pending", doing, task.Name)}
+	return err
 }
 
 // ownRequest is the request a call of Get or Status serves or waits for, as

@@ -81,7 +81,7 @@ func (e *Engine) serveRowsFresh(ctx context.Context, task *Task, user string, co
 	if answer != nil {
 		return answer, nil
 	}
-	return e.Request(ctx, req.ID)
+	return e.readCommitted(ctx, req.ID)
 }
 
 // claimRowsFinishing is the claim transaction of a new rows request where

@@ -115,3 +115,65 @@ WHERE datname = current_database() AND pid <> pg_backend_pid()`); err != nil {
 		t.Errorf("no way to kill a session of %s", d.Name())
 	}
 }
+
+// The other side: a claim that logs its own request and has committed it
+// (a pool claim, a fresh rows claim served statement by statement) and then
+// cannot read its answer back — the database lost right after the commit —
+// has assigned loans. Its error names the committed request and points to
+// `work status`, never "nothing was assigned" (which would send a script to
+// ask again and hold both answers). PostgreSQL's one-statement rows claim
+// reads nothing back: it answers.
+func TestCommittedClaimNamesItsRequest(t *testing.T) {
+	testdb.Each(t, func(t *testing.T, dsn string) {
+		f := setup(t, dsn, 40)
+		ctx := context.Background()
+		pooled := f.task(t, dispatch.TaskSpec{Name: "pooled", Prefetch: 10})
+		if r, err := f.e.Get(ctx, pooled.Name, "filler", 1, fast); err != nil || len(r.Loans) != 1 {
+			t.Fatalf("the get that fills the pool: %+v, %v", r, err)
+		}
+		cases := []struct {
+			task     *dispatch.Task
+			user     string
+			mustFail bool
+		}{{pooled, "ana", true}}
+		if drivers.Supports(f.d, drivers.Rows) {
+			_, oneStatement := f.d.(drivers.FinishingClaimer)
+			cases = append(cases, struct {
+				task     *dispatch.Task
+				user     string
+				mustFail bool
+			}{f.task(t, dispatch.TaskSpec{Name: "fresh", Lock: drivers.Rows}), "bob", !oneStatement})
+		}
+		requestID := regexp.MustCompile(`request (\d+) was served and committed`)
+		for _, c := range cases {
+			claimer := f.engine(t)
+			claimer.SetAfterCommit(func() { claimer.DB.Close() }) // the database is gone once the claim committed
+			r, err := claimer.Get(ctx, c.task.Name, c.user, 1, fast)
+			var id int64
+			if err := f.db.QueryRow(testdb.Rebind(f.d, "SELECT id FROM loanq_work_request WHERE task_id = ? AND user_name = ? AND status = 'assigned' AND assigned = 1"),
+				c.task.ID, c.user).Scan(&id); err != nil {
+				t.Fatalf("%s: the committed request of %s: %v (Get: %+v, %v)", c.task.Name, c.user, err, r, err)
+			}
+			if n := testdb.Int(t, f.d, f.db, "SELECT COUNT(*) FROM loanq_work WHERE request_id = ? AND user_name = ? AND disposition IS NULL", id, c.user); n != 1 {
+				t.Fatalf("%s: %d active work rows for request %d, want 1", c.task.Name, n, id)
+			}
+			switch {
+			case err == nil && c.mustFail:
+				t.Fatalf("%s: the claim answered %+v with its database closed after the commit: the read back was not exercised", c.task.Name, r)
+			case err == nil:
+				if r.ID != id || len(r.Loans) != 1 {
+					t.Fatalf("%s: answered %+v, want request %d with its loan", c.task.Name, r, id)
+				}
+			default:
+				m := requestID.FindStringSubmatch(err.Error())
+				if m == nil || m[1] != fmt.Sprint(id) || !strings.Contains(err.Error(), fmt.Sprintf("loanq work status %d", id)) {
+					t.Errorf("%s: %v\nwant it to name request %d and `loanq work status %d`", c.task.Name, err, id, id)
+				}
+				if strings.Contains(err.Error(), "nothing was assigned") || strings.Contains(err.Error(), "no request is left") {
+					t.Errorf("%s: says nothing was assigned, but request %d holds a loan: %v", c.task.Name, id, err)
+				}
+			}
+		}
+		f.audit(t)
+	})
+}
