@@ -156,11 +156,24 @@ func (e *Engine) logRun(ctx context.Context, tx *sql.Tx, taskID int64, run Query
 func (e *Engine) commit(tx *sql.Tx, what string) error {
 	hook(e.hooks.beforeCommit)
 	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("committing %s: %w", what, err)
+		return &commitError{what: what, err: err}
 	}
 	hook(e.hooks.afterCommit)
 	return nil
 }
+
+// commitError is a COMMIT that did not answer. Whether the database applied
+// it cannot be known from here: the connection may have been lost before the
+// COMMIT reached the server or after it was applied, before its answer came
+// back. A claim that logs its own request says so (claimFailed).
+type commitError struct {
+	what string
+	err  error
+}
+
+func (c *commitError) Error() string { return fmt.Sprintf("committing %s: %v", c.what, c.err) }
+
+func (c *commitError) Unwrap() error { return c.err }
 
 // committedRequestError is the failure to read back a request that a claim
 // logged, served and committed in its own transaction (a pool claim, a fresh

@@ -144,12 +144,16 @@ func (e *Engine) Get(ctx context.Context, taskName, user string, count int, opt 
 // pass as they are.
 func (e *Engine) claimFailed(ctx context.Context, task *Task, err error, doing string) error {
 	var committed *committedRequestError
+	var unanswered *commitError
 	switch {
 	case err == nil || errors.As(err, &committed):
 		return err // committed: the request exists, and the error names it
 	case ctx.Err() != nil:
 		return &problem.Error{Kind: problem.Interrupted, Err: context.Cause(ctx),
 			Msg: fmt.Sprintf("interrupted while %s task %s: the claim rolled back, nothing was assigned and no request is left pending", doing, task.Name)}
+	case errors.As(err, &unanswered):
+		return &problem.Error{Kind: problem.Failure, Err: fmt.Errorf("%s task %s: %w", doing, task.Name, err),
+			Hint: fmt.Sprintf("the connection was lost at the commit: if the database applied it, `loanq pipeline --task %s` shows your new loans, else nothing was assigned; either way no request is left pending; look there before you ask again", task.Name)}
 	case problem.KindOf(err) == problem.Failure:
 		return &problem.Error{Kind: problem.Failure, Err: fmt.Errorf("%s task %s: %w", doing, task.Name, err),
 			Hint: fmt.Sprintf("the claim rolled back: nothing was assigned and no request is left pending; once the database answers again, `loanq work get %s` asks again", task.Name)}

@@ -18,8 +18,9 @@ import (
 // claim fails — its session killed after the locking read, or just before
 // its commit — that request was never committed, so the error must not name
 // it: `work status ID` would answer "unknown request id". It must say that
-// nothing is left pending, and the database must hold neither the request
-// nor a work row. The next get is served as usual. (Stop 30 fixed a message
+// nothing is left pending (and, when the COMMIT itself failed, where to look:
+// loanq cannot know whether the server applied it), and the database must
+// hold neither the request nor a work row. The next get is served as usual. (Stop 30 fixed a message
 // that named the id; until now only the server-restart fault test reached
 // it, by chance.)
 func TestFreshClaimFailureNamesNoRequest(t *testing.T) {
@@ -47,6 +48,11 @@ func TestFreshClaimFailureNamesNoRequest(t *testing.T) {
 				}
 				if problem.KindOf(err) != problem.Failure || !strings.Contains(err.Error(), "no request is left pending") {
 					t.Errorf("killed %s: %v; want a failure saying no request is left pending", at, err)
+				}
+				// At the commit, whether the database applied it is unknown
+				// to loanq: it says where to look before asking again.
+				if at == "before the commit" && !strings.Contains(err.Error(), "loanq pipeline --task cut") {
+					t.Errorf("killed %s: %v; want it to point to `loanq pipeline --task cut`", at, err)
 				}
 				if m := namesRequest.FindString(err.Error()); m != "" {
 					t.Errorf("killed %s, the error names %q, a request that was never committed: %v", at, m, err)
