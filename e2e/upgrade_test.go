@@ -125,9 +125,15 @@ func TestPreviousVersionAcrossTheMigration(t *testing.T) {
 			// MariaDB: a previous-version write that meets the migration's
 			// ALTER of loanq_work may be chosen as a deadlock victim (Error
 			// 1213, exit 1; seen in a CI run): the previous version does not
-			// retry it, and the same holds: nothing it held is lost.
+			// retry it, and the same holds: nothing it held is lost. Or the
+			// wait is a cycle no detector sees — the ALTER waiting for the
+			// metadata lock of the previous version's open lock transaction,
+			// whose next statement queues behind the ALTER — and the task's
+			// hold limit (30 s) ends that transaction's session: the previous
+			// version says so ("hold limit", exit 1; seen once in a clean-clone
+			// run), the ALTER goes on, and again nothing it held is lost.
 			stopped := (d.Name() == "postgres" && strings.Contains(errb.String(), "operator does not exist")) ||
-				(d.Name() == "mysql" && strings.Contains(errb.String(), "Error 1213"))
+				(d.Name() == "mysql" && (strings.Contains(errb.String(), "Error 1213") || strings.Contains(errb.String(), "hold limit")))
 			if !stopped {
 				t.Fatalf("previous work run across the migration: %v\nstdout:\n%s\nstderr:\n%s\nmigrate:\n%s", err, out.String(), errb.String(), mig.stdout)
 			}
