@@ -27,6 +27,9 @@ func FuzzParseDSN(f *testing.F) {
 		// Found by fuzzing: a password made of the user, the separator and
 		// the host.
 		"postgres://00:00@0@0",
+		// Found by fuzzing: a password made of the host and the path's
+		// separator, with no user.
+		"postgres://:432/@432",
 	} {
 		f.Add(s)
 	}
@@ -39,22 +42,27 @@ func FuzzParseDSN(f *testing.F) {
 			return
 		}
 		red := d.Redacted()
+		// The public parts as parsed, and as printed (percent-encoded: the
+		// user " 000" prints as %20000, which holds the password "0000").
+		bare := d
+		bare.Password = ""
+		printedBare := strings.TrimPrefix(bare.Redacted(), d.Scheme+"://")
+		public := d.User + "@" + d.Host + "/" + d.Database + "?" + d.Query.Encode() + " " + printedBare
 		// The scheme is fixed text: a password that happens to be a piece of
 		// "postgres" is not shown by it.
 		// The text on each side of the hidden password is checked on its
 		// own: "000:***@" shows the user 000, not a password "000:" (found
 		// by fuzzing: postgres://000:000:@0), and "00:***@0" shows the user
 		// 00 and the host 0, not a password "00@0" (postgres://00:00@0@0).
+		// A password that the DSN printed without any password shows as
+		// well is the public parts, not a leak: postgres://:432/@432 has
+		// the password "432/", and prints as host 432 and the path "/"
+		// (found by fuzzing).
 		for _, shown := range strings.SplitN(strings.TrimPrefix(red, d.Scheme+"://"), ":***@", 2) {
-			if len(d.Password) >= 4 && strings.Contains(shown, d.Password) {
+			if len(d.Password) >= 4 && strings.Contains(shown, d.Password) && !strings.Contains(printedBare, d.Password) {
 				t.Fatalf("%q: Redacted() %q shows the password", raw, red)
 			}
 		}
-		// The public parts as parsed, and as printed (percent-encoded: the
-		// user " 000" prints as %20000, which holds the password "0000").
-		bare := d
-		bare.Password = ""
-		public := d.User + "@" + d.Host + "/" + d.Database + "?" + d.Query.Encode() + " " + strings.TrimPrefix(bare.Redacted(), d.Scheme+"://")
 		if len(d.Password) >= 4 && d.Scrub(public) != public {
 			return // a piece of the password is also in the user, host or database: hidden there too
 		}
