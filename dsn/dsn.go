@@ -188,9 +188,12 @@ func (d DSN) Redacted() string {
 		}
 		return s
 	}
+	// Each part as it prints, without the separators around it ("//" before
+	// a host, "/" before a path): a password "/000" is not in the host 000
+	// (found by fuzzing: postgres://:/000@000 printed its host as ***).
 	asUser := func(s string) string { return url.User(s).String() }
-	asHost := func(s string) string { return (&url.URL{Host: s}).String() }
-	asPath := func(s string) string { return (&url.URL{Path: "/" + s}).EscapedPath() }
+	asHost := func(s string) string { return strings.TrimPrefix((&url.URL{Host: s}).String(), "//") }
+	asPath := func(s string) string { return strings.TrimPrefix((&url.URL{Path: "/" + s}).EscapedPath(), "/") }
 	asQuery := url.QueryEscape
 	u := url.URL{Scheme: d.Scheme, Host: clean(d.Host, asHost), Path: "/" + clean(d.Database, asPath)}
 	if d.User != "" {

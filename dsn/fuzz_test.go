@@ -30,6 +30,9 @@ func FuzzParseDSN(f *testing.F) {
 		// Found by fuzzing: a password made of the host and the path's
 		// separator, with no user.
 		"postgres://:432/@432",
+		// Found by fuzzing: a password that is the host with the separator
+		// before it.
+		"postgres://:/000@000",
 	} {
 		f.Add(s)
 	}
