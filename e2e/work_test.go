@@ -221,7 +221,12 @@ func TestHolderKilledMidQuery(t *testing.T) {
 // an owner — and, for those, its request is logged (committed before any
 // lock is tried). A rows claimer logs its request inside its claim's own
 // transaction, so nothing of it is visible before its commit: what shows is
-// the lock itself, an eligible loan row that NOWAIT finds held.
+// its transaction, holding row locks (testdb.TransactionsOpen). Not a
+// probe that locks the loan rows itself (sourceRowLocked's FOR UPDATE
+// NOWAIT): a claim whose SKIP LOCKED read ran while such a probe held them
+// found its loans "held by other claimers" and logged its request first,
+// the path the test did not mean to take (TestFaultSessionKilled/mysql/rows
+// failed so, once, in a clean-clone CI run).
 func waitUntilLocked(t *testing.T, d drivers.Driver, e *dispatch.Engine, taskID int64, s drivers.Strategy) {
 	t.Helper()
 	ctx := context.Background()
@@ -229,7 +234,7 @@ func waitUntilLocked(t *testing.T, d drivers.Driver, e *dispatch.Engine, taskID 
 	for time.Now().Before(deadline) {
 		switch {
 		case s == drivers.Rows:
-			if sourceRowLocked(t, ctx, d, e) {
+			if testdb.TransactionsOpen(t, d, e.DB) > 0 {
 				return
 			}
 		case testdb.Int(t, d, e.DB, "SELECT COUNT(*) FROM loanq_work_request WHERE task_id = ? AND user_name = 'doomed'", taskID) != 1:
