@@ -98,20 +98,11 @@ WHERE datname = current_database() AND pid <> pg_backend_pid()`); err != nil {
 			t.Error(err)
 		}
 	case "mysql":
-		rows, err := conn.QueryContext(ctx, "SELECT ID FROM information_schema.PROCESSLIST WHERE DB = DATABASE() AND ID <> CONNECTION_ID()")
+		ids, err := drivers.ScanIDs(conn.QueryContext(ctx, "SELECT ID FROM information_schema.PROCESSLIST WHERE DB = DATABASE() AND ID <> CONNECTION_ID()"))
 		if err != nil {
 			t.Error(err)
 			return
 		}
-		var ids []int64
-		for rows.Next() {
-			var id int64
-			if err := rows.Scan(&id); err != nil {
-				t.Error(err)
-			}
-			ids = append(ids, id)
-		}
-		rows.Close()
 		for _, id := range ids {
 			if _, err := conn.ExecContext(ctx, fmt.Sprintf("KILL CONNECTION %d", id)); err != nil && !strings.Contains(err.Error(), "Unknown thread") {
 				t.Error(err)

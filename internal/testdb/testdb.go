@@ -437,8 +437,8 @@ var innodbTrxRead struct {
 // innodbTrxIdle is how long InnoDB's transaction tables must go unread
 // before a read refreshes them: information_schema.innodb_trx (and
 // innodb_locks, innodb_lock_waits) is served from a server-wide cache that
-// InnoDB refreshes only when nobody has read it for 0.1 s
-// (CACHE_MIN_IDLE_TIME in trx0i_s.cc). A loop polling it every 20 ms would
+// InnoDB refreshes only when nobody has read it for 0.1 s (docs/mysql.md,
+// beside the innodb_trx example). A loop polling it every 20 ms would
 // read the same stale picture for ever.
 const innodbTrxIdle = 120 * time.Millisecond
 
