@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"slices"
 
 	"github.com/loanq/loanq/drivers"
 )
@@ -50,6 +51,20 @@ func (e *Engine) assign(ctx context.Context, tx *sql.Tx, task *Task, found crite
 			in.exhausted = false
 		}
 	}
+	// What the query found may have been assigned, worked and disposed of
+	// by callers that do not take the task lock while it ran (recheck.go):
+	// the round hands out only what matches and is eligible now.
+	var unchecked []string
+	var dropped bool
+	if in.loans, unchecked, dropped, err = e.recheckCandidates(ctx, task, in.loans, requestedTotal(pending)); err != nil {
+		return err
+	}
+	if dropped {
+		// The snapshot is out of date: a request this round cannot fill
+		// waits for a round with a fresh query rather than being told
+		// partial or empty.
+		in.exhausted = false
+	}
 	if task.MaxActive > 0 {
 		// In the round's transaction, before the plan, which needs the
 		// count of every pending user it may reach.
@@ -66,7 +81,9 @@ func (e *Engine) assign(ctx context.Context, tx *sql.Tx, task *Task, found crite
 	}
 	pooled := 0
 	if task.Prefetch > 0 {
-		if pooled, err = e.refillPool(ctx, tx, task, pool, plan.left); err != nil {
+		// The unchecked tail follows what the plan left, in criteria
+		// order; a pool claim rechecks each candidate it takes.
+		if pooled, err = e.refillPool(ctx, tx, task, pool, slices.Concat(plan.left, unchecked)); err != nil {
 			return err
 		}
 	}

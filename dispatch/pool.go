@@ -255,6 +255,11 @@ type roundPool struct {
 //     commits after it held its rows at the first;
 //   - it leaves both out of what it assigns, so it never meets a claim on
 //     the one-active-row index.
+//
+// A loan a claim assigned and its processor disposed of while the round's
+// query ran is in neither set: its pool row is gone and it is active no
+// more. Only the recheck by key that follows (recheckCandidates) keeps the
+// round from handing it out a second time.
 func (e *Engine) takePool(ctx context.Context, tx *sql.Tx, task *Task, found []string) (*roundPool, error) {
 	rp := &roundPool{held: map[string]bool{}}
 	var err error

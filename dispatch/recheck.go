@@ -1,0 +1,77 @@
+package dispatch
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/loanq/loanq/drivers"
+)
+
+// A round hands out only what is eligible when it assigns
+// (docs/algorithm.md, "What a round may hand out").
+//
+// A round's criteria query reads a snapshot taken when the query began, and
+// a heavy query runs for seconds. Callers that do not take the task lock —
+// pool claims (pool.go), rows claims (rows.go), a caller given another
+// --lock — assign loans of the same task meanwhile, and a processor may work
+// and dispose of such a loan before the round's query ends. The snapshot
+// still lists that loan; it is no longer active, so neither the
+// one-active-row index nor a read of the active work (takePool) stops the
+// round from assigning it a second time: a loan worked twice, sequentially
+// (issue 33). The round therefore runs the criteria query again over the
+// keys it is about to assign, by key, with a snapshot of its own taken now:
+// what no longer matches, is active, was set to never or returned with a
+// future time is dropped.
+
+// recheckCandidates splits the round's candidates (criteria order, less
+// what pool claims hold) into those checked and still eligible, in order,
+// and an unchecked tail. It checks no more than the round can assign (need:
+// what the pending requests ask for), so a pool task's refill does not pay
+// a recheck of its whole pool; the tail only refills the pool, whose claims
+// recheck every candidate themselves (CriteriaClaim). dropped tells whether
+// any candidate had become ineligible since the query's snapshot.
+//
+// It reads through the pool, not the round's transaction: on InnoDB's
+// REPEATABLE READ the transaction's snapshot may date from before the
+// query; on PostgreSQL and Oracle (READ COMMITTED) and SQLite (the round
+// holds the single writer's lock) a statement of its own sees every commit
+// before it. A claim that commits after this read held its pool row when
+// the round took the pool (takePool leaves it out), or holds the loan's
+// source row lock (a rows claim: the one-active-row index stops the
+// round's insert, and the round is retried).
+func (e *Engine) recheckCandidates(ctx context.Context, task *Task, loans []string, need int) (checked, unchecked []string, dropped bool, err error) {
+	rest := loans
+	for len(rest) > 0 && len(checked) < need {
+		batch := rest[:min(len(rest), need-len(checked))]
+		rest = rest[len(batch):]
+		still := make(map[string]bool, len(batch))
+		for _, run := range keyChunks(task.KeyKind, batch) {
+			keys, err := drivers.ScanKeys(drivers.CriteriaRecheck(e.Driver.Dialect(), task.criteria()).Query(ctx, e.DB,
+				drivers.RecheckParams{TaskID: task.ID, IDs: drivers.KeysJSON(task.KeyKind, run)}))
+			if err != nil {
+				return nil, nil, false, fmt.Errorf("checking the candidates of task %s again before assigning them: %w", task.Name, err)
+			}
+			for _, k := range keys {
+				still[k] = true
+			}
+		}
+		for _, loan := range batch {
+			if still[loan] {
+				checked = append(checked, loan)
+			} else {
+				dropped = true
+			}
+		}
+	}
+	return checked, rest, dropped, nil
+}
+
+// requestedTotal is how many loans the pending requests ask for together:
+// the most a round can assign.
+func requestedTotal(pending []pendingRequest) int {
+	n := 0
+	for _, r := range pending {
+		n += r.requested
+	}
+	return n
+}
