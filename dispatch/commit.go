@@ -53,6 +53,11 @@ func (e *Engine) finishRequest(ctx context.Context, tx *sql.Tx, id int64, taken 
 // were shared out counting that request, and must go to the next ones.
 var errRoundRaced = errors.New("a request of the round was cancelled while it was served: the round runs again")
 
+// errLoanTakenMeanwhile: a loan the round meant to assign was assigned by a
+// claim beside it after its recheck (recheck.go); the round rolled back
+// whole and runs again.
+var errLoanTakenMeanwhile = errors.New("a loan of the round was assigned by a claim meanwhile: the round runs again")
+
 // finishRequests sets the outcome of every request a round served in one
 // statement (RequestFinishMany), only while each is still pending.
 func (e *Engine) finishRequests(ctx context.Context, tx *sql.Tx, taskID int64, served []outcome) error {
@@ -100,7 +105,10 @@ func (e *Engine) insertWork(ctx context.Context, tx *sql.Tx, task *Task, work []
 		res, err := e.sql().WorkInsertMany.Exec(ctx, tx, drivers.WorkInsertManyParams{TaskID: task.ID, Assignments: text})
 		if err != nil {
 			if e.Driver.IsUniqueViolation(err) {
-				return fmt.Errorf("a loan of %s ([loan, request, user]) is already active in task %s (the database's one-active-row constraint stopped a double assignment): %w", text, task.Name, err)
+				// A claim that holds the loan's source row (rows) assigned
+				// it after the round's recheck: the round rolls back and
+				// runs again (serve), with a query that sees that claim.
+				return fmt.Errorf("%w: a loan of %s ([loan, request, user]) is already active in task %s (the database's one-active-row constraint stopped a double assignment): %w", errLoanTakenMeanwhile, text, task.Name, err)
 			}
 			return fmt.Errorf("assigning the loans of task %s: %w", task.Name, err)
 		}

@@ -32,7 +32,7 @@ func (e *Engine) serve(ctx context.Context, task *Task, strategy drivers.Strateg
 		} else {
 			err = e.serveRoundRowLock(ctx, task, strategy, lockDeadline, own)
 		}
-		if errors.Is(err, errRoundRaced) {
+		if errors.Is(err, errRoundRaced) || errors.Is(err, errLoanTakenMeanwhile) {
 			continue // rolled back: serve the requests still pending afresh
 		}
 		if drivers.IsDeadlock(e.Driver, err) {
