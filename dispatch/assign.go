@@ -56,7 +56,7 @@ func (e *Engine) assign(ctx context.Context, tx *sql.Tx, task *Task, found crite
 	// the round hands out only what matches and is eligible now.
 	var unchecked []string
 	var dropped bool
-	if in.loans, unchecked, dropped, err = e.recheckCandidates(ctx, task, in.loans, requestedTotal(pending)); err != nil {
+	if in.loans, unchecked, dropped, err = e.recheckCandidates(ctx, tx, task, in.loans, requestedTotal(pending)); err != nil {
 		return err
 	}
 	if dropped {

@@ -203,7 +203,13 @@ func (e *Engine) claimPool(ctx context.Context, task *Task, user string, count i
 		if len(ids) == 0 {
 			break
 		}
-		n, err := e.assignLocked(ctx, tx, task, ids, req)
+		// On a rows task, rows claims beside this one lock the source rows
+		// they assign: hold those of these candidates too, or leave them.
+		locked, err := e.lockSourceRows(ctx, tx, task, ids)
+		if err != nil {
+			return 0, false, err
+		}
+		n, err := e.assignLocked(ctx, tx, task, locked, req)
 		if err != nil {
 			return 0, false, err
 		}

@@ -2,7 +2,9 @@ package dispatch
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
+	"slices"
 
 	"github.com/loanq/loanq/drivers"
 )
@@ -39,13 +41,17 @@ import (
 // the round took the pool (takePool leaves it out), or holds the loan's
 // source row lock (a rows claim: the one-active-row index stops the
 // round's insert, and the round is retried).
-func (e *Engine) recheckCandidates(ctx context.Context, task *Task, loans []string, need int) (checked, unchecked []string, dropped bool, err error) {
+func (e *Engine) recheckCandidates(ctx context.Context, tx *sql.Tx, task *Task, loans []string, need int) (checked, unchecked []string, dropped bool, err error) {
 	rest := loans
 	for len(rest) > 0 && len(checked) < need {
 		batch := rest[:min(len(rest), need-len(checked))]
 		rest = rest[len(batch):]
-		still := make(map[string]bool, len(batch))
-		for _, run := range keyChunks(task.KeyKind, batch) {
+		locked, err := e.lockSourceRows(ctx, tx, task, batch)
+		if err != nil {
+			return nil, nil, false, err
+		}
+		still := make(map[string]bool, len(locked))
+		for _, run := range keyChunks(task.KeyKind, locked) {
 			keys, err := drivers.ScanKeys(drivers.CriteriaRecheck(e.Driver.Dialect(), task.criteria()).Query(ctx, e.DB,
 				drivers.RecheckParams{TaskID: task.ID, IDs: drivers.KeysJSON(task.KeyKind, run)}))
 			if err != nil {
@@ -59,7 +65,7 @@ func (e *Engine) recheckCandidates(ctx context.Context, task *Task, loans []stri
 			if still[loan] {
 				checked = append(checked, loan)
 			} else {
-				dropped = true
+				dropped = true // ineligible now, or held by a rows claim
 			}
 		}
 	}
@@ -74,4 +80,33 @@ func requestedTotal(pending []pendingRequest) int {
 		n += r.requested
 	}
 	return n
+}
+
+// lockSourceRows takes, on a rows task, the source row locks of the keys in
+// tx (drivers.LockSourceKeys), passing over those a rows claim holds, and
+// returns the keys locked, in order. Rows claims lock the rows they assign
+// and do not take the task lock; a pool claim or a round that assigned
+// without these locks could be stalled between its snapshot and its insert
+// (an InnoDB insert waits for the table's AUTO-INC lock) while a rows claim
+// assigned one of its loans and the processor disposed of it. Once the
+// source row is locked, nobody else can assign the loan until this commit,
+// and the recheck or claim statement that follows sees every commit before
+// the lock. On a task of any other strategy nobody locks source rows, and
+// its criteria may not be lockable (a view, an aggregate): keys unchanged.
+func (e *Engine) lockSourceRows(ctx context.Context, tx *sql.Tx, task *Task, keys []string) ([]string, error) {
+	if task.Lock != drivers.Rows || len(keys) == 0 {
+		return keys, nil
+	}
+	locked := make(map[string]bool, len(keys))
+	for _, run := range keyChunks(task.KeyKind, keys) {
+		got, err := drivers.ScanKeys(drivers.LockSourceKeys(e.Driver.Dialect(), task.criteria()).Query(ctx, tx,
+			drivers.RecheckParams{TaskID: task.ID, IDs: drivers.KeysJSON(task.KeyKind, run)}))
+		if err != nil {
+			return nil, fmt.Errorf("locking the source rows of task %s's candidates: %w", task.Name, err)
+		}
+		for _, k := range got {
+			locked[k] = true
+		}
+	}
+	return slices.DeleteFunc(slices.Clone(keys), func(k string) bool { return !locked[k] }), nil
 }
