@@ -232,6 +232,14 @@ func runHistory(t *testing.T, dialect, dsn string, d drivers.Driver, c historyCa
 	} else {
 		spec.RowSleep = historyRowSleep()
 		spec.QueryDelay = 20 * time.Millisecond
+		// A round's query sleeps 1 ms for one row in 10 with a pool (a
+		// round of ~1,500 rows: the window in which pool claims run
+		// beside it), one in 40 without (rounds 4 times as short, for
+		// more of them in the run).
+		spec.SleepEvery = 10
+		if c.prefetch == 0 {
+			spec.SleepEvery = 40
+		}
 	}
 	plan := historyrun.Plan{DSN: dsn, Task: task, Spec: spec, Seed: seed, Duration: shape.duration,
 		Processes: shape.processes, PerProcess: shape.perProcess, Conns: shape.conns, InFlight: shape.inFlight, CLI: shape.cli,
