@@ -299,9 +299,13 @@ func (a *apiServer) get(w http.ResponseWriter, r *http.Request, p *dispatch.Prin
 		a.fail(w, err)
 		return
 	}
-	// No CancelAs: a client that goes away leaves its request pending, and
-	// asking again attaches to it (dispatch.Engine.Get).
-	req, err := a.e.Get(r.Context(), r.PathValue("task"), p.User, count, options(wait))
+	// A client that goes away while its call waits (its connection closed:
+	// the request's context ends) cancels its request, as Ctrl-C does for
+	// `work get`: nobody would take the loans a later round gave it
+	// (docs/algorithm.md, "Abandoned requests").
+	opt := options(wait)
+	opt.CancelAs = p.User
+	req, err := a.e.Get(r.Context(), r.PathValue("task"), p.User, count, opt)
 	a.answer(w, req, err)
 }
 
@@ -347,7 +351,12 @@ func (a *apiServer) status(w http.ResponseWriter, r *http.Request, p *dispatch.P
 	if !ok {
 		return
 	}
-	req, err = a.e.Status(r.Context(), req.ID, wait > 0, options(wait))
+	// The requester's look is a sign of life on its request, and a client
+	// of the requester that goes away while it waits cancels it (as for
+	// POST); a supervisor's look (CancelAs someone else) does neither.
+	opt := options(wait)
+	opt.CancelAs = p.User
+	req, err = a.e.Status(r.Context(), req.ID, wait > 0, opt)
 	a.answer(w, req, err)
 }
 

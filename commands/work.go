@@ -56,6 +56,11 @@ Exit codes: 0 served (also when no loan was available: status "empty"),
 2 bad input, 75 still pending, 1 other failure, 130 interrupted by SIGINT and
 143 by SIGTERM (the request is cancelled).
 
+A request nobody waits for any more is never served: a waiting call shows a
+sign of life on it every 15 s, and so does each "work status" recheck; after
+60 s without one (the caller killed, or exit 75 and no recheck) it is
+"expired" (exit 1 when work get or work status finds it so).
+
 Examples:
    loanq --user oliver work get verify-bank --count 3
    loanq --user tracy --output json work get verify-bank --no-wait`,
@@ -72,7 +77,10 @@ Examples:
 				Description: `Reads the request. While it is pending and the task lock is free, takes the
 lock and serves every pending request of the task itself; with --wait it
 rechecks (--backoff) until the request is served or --timeout passes.
-Exit codes as for "work get": 75 while the request is still pending.
+A recheck by the requester is a sign of life on a pending request: one
+rechecked within 60 s of the last is served as usual; later, it has expired.
+Exit codes as for "work get": 75 while the request is still pending, 1 when
+it expired.
 
 Examples:
    loanq work status 17
@@ -151,7 +159,19 @@ func workGet(c *cli.Context) error {
 	done := statusLine(c, &opt)
 	req, err := e.Get(c.Context, a[0], e.user, n, opt)
 	done()
-	return printRequest(c, req, err)
+	return printRequest(c, req, expiredError(req, err))
+}
+
+// expiredError is the exit 1 of `work get` and `work status` for a request
+// that expired (docs/algorithm.md, "Abandoned requests"): it was not served
+// and never will be, which is not the "done" of exit 0.
+func expiredError(req *dispatch.Request, err error) error {
+	if err != nil || req == nil || req.Status != dispatch.StatusExpired {
+		return err
+	}
+	return problem.WithHint(fmt.Errorf("request %d of task %s expired: nobody showed it was waiting for it for %s (a caller killed, or a recheck too late), and it will not be served",
+		req.ID, textsafe.Escape(req.Task), drivers.RequestAlive),
+		fmt.Sprintf("ask again with `loanq work get %s`; a script that gets exit 75 rechecks with `loanq work status ID` within %s", textsafe.Escape(req.Task), drivers.RequestAlive))
 }
 
 func workStatus(c *cli.Context) error {
@@ -172,7 +192,7 @@ func workStatus(c *cli.Context) error {
 	done := statusLine(c, &opt)
 	req, err := e.Status(c.Context, id, c.Bool("wait"), opt)
 	done()
-	return printRequest(c, req, err)
+	return printRequest(c, req, expiredError(req, err))
 }
 
 func workCancel(c *cli.Context) error {
@@ -231,6 +251,8 @@ func printRequest(c *cli.Context, req *dispatch.Request, err error) error {
 			fmt.Fprintf(w, "request %d (task %s, %s): pending\n", req.ID, task, user)
 		case dispatch.StatusCancelled:
 			fmt.Fprintf(w, "request %d (task %s, %s): cancelled, it will not be served\n", req.ID, task, user)
+		case dispatch.StatusExpired:
+			fmt.Fprintf(w, "request %d (task %s, %s): expired, nobody waited for it; it will not be served\n", req.ID, task, user)
 		case dispatch.StatusEmpty:
 			fmt.Fprintf(w, "request %d (task %s, %s): empty, no loan available\n", req.ID, task, user)
 		default:

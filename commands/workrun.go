@@ -182,8 +182,8 @@ func (q *runQueue) Get(ctx context.Context, n int) (int64, []drivers.Key, error)
 	// cancels the request instead of leaving it to be served later.
 	req, err := q.e.Get(ctx, q.task, q.e.user, n, dispatch.GetOptions{Backoff: dispatch.DefaultBackoff,
 		OwnRequest: true, CancelAs: q.e.user})
-	if err != nil {
-		return 0, nil, err
+	if err = expiredError(req, err); err != nil {
+		return 0, nil, err // expired: not "empty", which would end --until-empty as done
 	}
 	return req.ID, req.Loans, nil
 }

@@ -39,7 +39,13 @@ const requestLogTimeout = 30 * time.Second
 // cancel, and no one would serve): once begun, logging runs to its end,
 // bounded in time, and the caller finds ctx done right after and cancels
 // what it logged.
-func (e *Engine) logRequest(ctx context.Context, taskID int64, user string, count int) (id int64, attached bool, err error) {
+//
+// Only a request someone still waits for is attached to: one past its last
+// sign of life (alive.go) is ended as expired and the insert tried again.
+// Attaching is a sign of life on the request (when beat: the caller will
+// wait for it), so that it does not expire between the attach and the
+// caller's first wait.
+func (e *Engine) logRequest(ctx context.Context, taskID int64, user string, count int, beat bool) (id int64, attached bool, err error) {
 	if ctx.Err() != nil {
 		return 0, false, &problem.Error{Kind: problem.Interrupted, Msg: "interrupted before the work request was logged; nothing was recorded",
 			Err: context.Cause(ctx)}
@@ -74,14 +80,29 @@ func (e *Engine) logRequest(ctx context.Context, taskID int64, user string, coun
 		}
 		var pending drivers.IDRow
 		pending, err = e.sql().RequestPendingFor.One(ctx, e.DB, drivers.TaskUserParams{TaskID: taskID, User: user})
-		if err == nil {
+		if err == nil && !beat {
 			return pending.ID, true, nil
+		}
+		if err == nil {
+			alive, err := e.showAlive(ctx, pending.ID, user)
+			if err != nil {
+				return 0, false, err
+			}
+			if alive {
+				return pending.ID, true, nil
+			}
+			continue // answered or expired since: insert again
 		}
 		if !errors.Is(err, sql.ErrNoRows) {
 			return 0, false, fmt.Errorf("looking for the pending request of %s: %w", user, err)
 		}
 		// The pending request the insert collided with was served or
-		// cancelled before it could be read: insert again.
+		// cancelled before it could be read, or nobody waits for it any
+		// more (RequestPendingFor reads only live ones): end it if so, and
+		// insert again.
+		if err := e.expireAbandoned(ctx, taskID); err != nil && !drivers.IsDeadlock(e.Driver, err) {
+			return 0, false, err
+		}
 	}
 	return 0, false, fmt.Errorf("recording the work request: the pending request of %s kept changing (%d tries, %d deadlocks; the last insert: %w)", user, maxAttach, deadlocks, lastInsert)
 }
@@ -121,6 +142,8 @@ func (e *Engine) cancel(ctx context.Context, id int64, user string) (*Request, e
 	case n == 1:
 	case req.Status == StatusCancelled:
 		req.Notice = fmt.Sprintf("request %d was already cancelled", id)
+	case req.Status == StatusExpired:
+		req.Notice = fmt.Sprintf("request %d had expired (nobody showed it was waiting for it for %s): it will not be served", id, drivers.RequestAlive)
 	case req.Status == StatusPending: // someone else's: the UPDATE names the user
 		req.Notice = fmt.Sprintf("request %d is %s's and stays pending", id, req.User)
 	default:
@@ -162,10 +185,11 @@ func (e *Engine) interrupted(ctx context.Context, task *Task, id int64, opt GetO
 	return req, &problem.Error{Kind: problem.Interrupted, Msg: what + fmt.Sprintf("; request %d cancelled, it will not be served", id), Err: sig}
 }
 
-// cancelled reports whether request id is cancelled, read through the pool
-// (the latest commit, not a REPEATABLE READ snapshot of the caller's
-// transaction).
+// cancelled reports whether request id is never to be served any more:
+// cancelled, or expired (alive.go; also while still pending in the table,
+// once past its last sign of life), read through the pool (the latest
+// commit, not a REPEATABLE READ snapshot of the caller's transaction).
 func (e *Engine) cancelled(ctx context.Context, id int64) bool {
 	req, err := e.Request(ctx, id)
-	return err == nil && req.Status == StatusCancelled
+	return err == nil && (req.Status == StatusCancelled || req.Status == StatusExpired)
 }

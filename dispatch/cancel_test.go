@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/loanq/loanq/dispatch"
 	"github.com/loanq/loanq/internal/testdb"
@@ -145,8 +146,9 @@ func TestCancelBetweenReadAndFinish(t *testing.T) {
 
 // A user has at most one pending request per task: asking while one is
 // pending attaches to it (same id, its count stands, OnAttach is told), a
-// caller that must not share an answer (OwnRequest) gets it served and then
-// logs its own, and once nothing is pending a new request is logged. Of many
+// caller that must not share an answer (OwnRequest) never serves it and logs
+// its own once it is answered or expired (TestOwnRequestLeavesTheOtherRequestAlone
+// waits for one answered), and once nothing is pending a new request is logged. Of many
 // concurrent calls of one user, every answer is a served request, and no
 // request of the user stays pending.
 func TestAttachToPendingRequest(t *testing.T) {
@@ -172,9 +174,13 @@ func TestAttachToPendingRequest(t *testing.T) {
 					t.Fatalf("get with nothing pending: %+v, %v; want a new request", r, err)
 				}
 
-				// OwnRequest: the pending one is served, then the caller's own.
+				// OwnRequest: the pending one, whose caller is gone, is left
+				// to expire, unserved; then the caller's own is logged.
 				pending, err := f.d.Statements().RequestInsert.InsertID(ctx, f.db, drivers.RequestInsertParams{TaskID: task.ID, User: "ann", Requested: 1})
 				if err != nil {
+					t.Fatal(err)
+				}
+				if err := testdb.AgeRequest(f.d, f.db, pending, drivers.RequestAlive+time.Second); err != nil {
 					t.Fatal(err)
 				}
 				own := fast
@@ -183,8 +189,8 @@ func TestAttachToPendingRequest(t *testing.T) {
 				if err != nil || r.ID == pending || r.Attached || r.Requested != 3 || len(r.Loans) != 3 {
 					t.Fatalf("own request with %d pending: %+v, %v", pending, r, err)
 				}
-				if req, err := f.e.Request(ctx, pending); err != nil || req.Status != dispatch.StatusAssigned {
-					t.Fatalf("the pending request a caller with its own request found: %+v, %v; want it served", req, err)
+				if req, err := f.e.Request(ctx, pending); err != nil || req.Status != dispatch.StatusExpired || len(req.Loans) != 0 {
+					t.Fatalf("the abandoned request a caller with its own request found: %+v, %v; want it expired, unserved", req, err)
 				}
 
 				// Concurrent calls of one user.

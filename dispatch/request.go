@@ -23,7 +23,7 @@ const (
 	StatusAssigned = "assigned"
 	StatusPartial  = "partial"
 	StatusEmpty    = "empty"
-	// StatusCancelled: see cancel.go.
+	// StatusCancelled: see cancel.go; StatusExpired: alive.go.
 )
 
 // Request is a logged work request and, once served, its loans.
@@ -60,13 +60,18 @@ type GetOptions struct {
 	// OnAttach, if set, is told that `work get` attached to the user's
 	// pending request id instead of logging another.
 	OnAttach func(id int64)
-	// CancelAs, when set, is the requester: if ctx is cancelled (a signal)
-	// while the request is pending, it is cancelled as that user's.
+	// CancelAs, when set, is the requester: if ctx is cancelled (a signal,
+	// an API client gone) while the request is pending, it is cancelled as
+	// that user's. Status shows signs of life on the request (alive.go)
+	// unless CancelAs names someone else: a recheck by its requester, or by
+	// a caller that does not say who it is, keeps it alive.
 	CancelAs string
 	// OwnRequest: never attach to the user's pending request. A caller
 	// that hands each loan it gets to a worker (`work run`) must not share
-	// its answer with another process of the same user: it serves (or
-	// waits for) that pending request first, then logs its own.
+	// its answer with another process of the same user, nor have loans
+	// assigned to a request it will not work on: it waits, without serving
+	// it, for that pending request to be answered by whoever waits for it
+	// or to expire (awaitOther), then logs its own.
 	OwnRequest bool
 }
 
@@ -110,15 +115,15 @@ func (e *Engine) Get(ctx context.Context, taskName, user string, count int, opt 
 	// so that whoever holds the lock can see and serve it.
 	// A user has at most one pending request per task: asking again
 	// attaches to it (cancel.go).
-	id, attached, err := e.logRequest(ctx, task.ID, user, count)
+	id, attached, err := e.logRequest(ctx, task.ID, user, count, !opt.OwnRequest)
 	for err == nil && attached && opt.OwnRequest {
-		// Someone else's answer: get it served, then log this caller's.
-		wait := opt
-		wait.NoWait, wait.CancelAs, wait.OnWait = false, "", nil
-		if _, err = e.serveOrCancel(ctx, task, strategy, &ownRequest{id: id, user: user}, wait); err != nil {
+		// Someone else's answer, or nobody's (a call killed while it
+		// waited): not this caller's to serve. Wait until it is answered or
+		// expired, then log this caller's own.
+		if err = e.awaitOther(ctx, task, id, opt); err != nil {
 			break
 		}
-		id, attached, err = e.logRequest(ctx, task.ID, user, count)
+		id, attached, err = e.logRequest(ctx, task.ID, user, count, false)
 	}
 	if err != nil {
 		return nil, err
@@ -126,7 +131,7 @@ func (e *Engine) Get(ctx context.Context, taskName, user string, count int, opt 
 	if attached && opt.OnAttach != nil {
 		opt.OnAttach(id)
 	}
-	own := &ownRequest{id: id, user: user, requested: count}
+	own := &ownRequest{id: id, user: user, requested: count, alive: true}
 	if attached {
 		own.requested = 0 // the first request's count stands: unknown here
 	}
@@ -169,6 +174,9 @@ type ownRequest struct {
 	id        int64
 	user      string
 	requested int // 0: not known (attached to another call's request)
+	// alive: this call is the requester waiting for the request, and shows
+	// signs of life on it while it waits (alive.go).
+	alive bool
 
 	answer *Request // set once this call's commit served the request
 	// served is the answer assign built, in a transaction not yet committed.
@@ -201,7 +209,23 @@ func (e *Engine) Status(ctx context.Context, id int64, wait bool, opt GetOptions
 	if err != nil {
 		return nil, err
 	}
+	// A recheck by the requester is a sign of life (alive.go): first, so
+	// that a request rechecked within the bound is served, and one past it
+	// stays expired.
+	alive := opt.CancelAs == "" || opt.CancelAs == req.User
+	if req.Status == StatusPending && alive {
+		ok, err := e.showAlive(ctx, id, req.User)
+		if err != nil {
+			return nil, err
+		}
+		if !ok { // answered or expired meanwhile
+			if req, err = e.Request(ctx, id); err != nil {
+				return nil, err
+			}
+		}
+	}
 	if req.Status != StatusPending {
+		e.settleExpired(ctx, req)
 		return req, nil
 	}
 	task, err := e.taskByID(ctx, req.TaskID)
@@ -213,7 +237,7 @@ func (e *Engine) Status(ctx context.Context, id int64, wait bool, opt GetOptions
 		return nil, err
 	}
 	opt.NoWait = !wait
-	return e.serveOrCancel(ctx, task, strategy, &ownRequest{id: id, user: req.User, requested: req.Requested}, opt)
+	return e.serveOrCancel(ctx, task, strategy, &ownRequest{id: id, user: req.User, requested: req.Requested, alive: alive}, opt)
 }
 
 func (e *Engine) strategyFor(t *Task, override drivers.Strategy) (drivers.Strategy, error) {
@@ -243,6 +267,9 @@ func (e *Engine) serveUntilDone(ctx context.Context, task *Task, strategy driver
 	var deadline time.Time
 	if opt.Timeout > 0 {
 		deadline = time.Now().Add(opt.Timeout)
+	}
+	if own.alive {
+		defer e.keepAlive(ctx, task, own)()
 	}
 	served := false // the last wait saw the request served: just read it
 	for attempt := 0; ; attempt++ {
@@ -274,6 +301,7 @@ func (e *Engine) serveUntilDone(ctx context.Context, task *Task, strategy driver
 			return nil, err
 		}
 		if req.Status != StatusPending {
+			e.settleExpired(ctx, req)
 			return req, nil
 		}
 		wait := backoff[min(attempt, len(backoff)-1)]

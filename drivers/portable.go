@@ -22,6 +22,11 @@ var RunDurationBucketsMS = []int64{10, 50, 100, 250, 500, 1000, 2500, 5000, 1000
 // literal in PruneRunBounds (statements are fixed text; a test compares).
 const PruneKeepRuns = 40
 
+// requestStatus is a request's status as every read of one request says
+// it: a pending request without a sign of life within RequestAlive is
+// expired, before anyone has ended it so (RequestsExpire).
+const requestStatus = `CASE WHEN r.status = 'pending' AND {{requestStale "r.alive_at"}} THEN 'expired' ELSE r.status END AS status`
+
 // Portable returns the statements as every database says them, in the
 // dialect vocabulary of Dialect. Statements no portable form fits are left
 // empty here and written by each driver; a driver's sql.go overrides the
@@ -40,16 +45,23 @@ VALUES (:name, :source, :key, :criteria, :order, :max_active, :lock_strategy, :q
 		TaskRuns: Query[TaskParams, RunRow]{SQL: `SELECT id, strategy, holder, started_at, duration_ms, rows_found, requests_served, loans_assigned
 FROM loanq_query_run WHERE task_id = :task_id ORDER BY id DESC {{limit "10"}}`},
 
-		RequestInsert: Stmt[RequestInsertParams]{SQL: `INSERT INTO loanq_work_request (task_id, user_name, requested, assigned, status, created_at)
-VALUES (:task_id, :user, :requested, 0, 'pending', {{now}}){{returningID}}`},
-		RequestByID: Query[IDParams, RequestRow]{SQL: `SELECT r.id, r.task_id, t.name, r.user_name, r.requested, r.assigned, r.status, r.created_at, r.served_at
+		// A request is logged alive: its first sign of life is its logging.
+		RequestInsert: Stmt[RequestInsertParams]{SQL: `INSERT INTO loanq_work_request (task_id, user_name, requested, assigned, status, created_at, alive_at)
+VALUES (:task_id, :user, :requested, 0, 'pending', {{now}}, {{now}}){{returningID}}`},
+		// A pending request past its last sign of life reads as expired
+		// (requestStatus) before anyone has ended it so.
+		RequestByID: Query[IDParams, RequestRow]{SQL: `SELECT r.id, r.task_id, t.name, r.user_name, r.requested, r.assigned, ` + requestStatus + `, r.created_at, r.served_at
 FROM loanq_work_request r JOIN loanq_task t ON t.id = r.task_id
 WHERE r.id = :id`},
+		// Only requests someone waits for (docs/algorithm.md, "Abandoned
+		// requests"): the database decides, in the statement that reads them.
 		RequestsPending: Query[TaskParams, PendingRow]{SQL: `SELECT id, user_name, requested, created_at FROM loanq_work_request
-WHERE task_id = :task_id AND status = 'pending' ORDER BY created_at, id`},
+WHERE task_id = :task_id AND status = 'pending' AND {{requestAlive "alive_at"}} ORDER BY created_at, id`},
+		// Pending and alive: a request that a round read as pending and that
+		// expired since is not served (0 rows, as for a cancelled one).
 		RequestFinish: Stmt[RequestFinishParams]{SQL: `UPDATE loanq_work_request SET assigned = :assigned, status = :status, served_at = {{now}}
-WHERE id = :id AND status = 'pending'`},
-		RequestWithLoans: Query[IDParams, RequestLoanRow]{SQL: `SELECT r.id, r.task_id, t.name, r.user_name, r.requested, r.assigned, r.status, r.created_at, w.loan_id, t.key_kind
+WHERE id = :id AND status = 'pending' AND {{requestAlive "alive_at"}}`},
+		RequestWithLoans: Query[IDParams, RequestLoanRow]{SQL: `SELECT r.id, r.task_id, t.name, r.user_name, r.requested, r.assigned, ` + requestStatus + `, r.created_at, w.loan_id, t.key_kind
 FROM loanq_work_request r JOIN loanq_task t ON t.id = r.task_id
 LEFT JOIN loanq_work w ON w.request_id = r.id
 WHERE r.id = :id
@@ -112,7 +124,7 @@ WHERE r.id = :id`},
 		// Three one-row reads, each an index range, in one round trip.
 		TaskLoad: Query[TaskWindowParams, TaskLoadRow]{SQL: `SELECT p.requests, p.need, w.loans, r.runs, r.mean_ms, r.max_ms
 FROM (SELECT COUNT(*) AS requests, COALESCE(SUM(requested), 0) AS need FROM loanq_work_request
-      WHERE task_id = :task_id AND status = 'pending') p
+      WHERE task_id = :task_id AND status = 'pending' AND {{requestAlive "alive_at"}}) p
 CROSS JOIN (SELECT COALESCE(SUM(requested), 0) AS loans FROM loanq_work_request
       WHERE task_id = :task_id AND created_at > {{nowMinusMs ":window_ms"}}) w
 CROSS JOIN (SELECT COUNT(*) AS runs, {{integer "COALESCE(AVG(duration_ms), 0)"}} AS mean_ms, MAX(duration_ms) AS max_ms FROM (
@@ -170,7 +182,7 @@ ORDER BY r.started_at DESC, r.id DESC`},
 		// never change again, so they are counted once an hour; rows from the
 		// floor up are a primary-key range, counted at every refresh.
 		DashPending: Query[NoParams, DashPendingRow]{SQL: `SELECT task_id, COUNT(*) AS pending, {{age "MIN(created_at)"}} AS oldest_s
-FROM loanq_work_request WHERE status = 'pending' GROUP BY task_id`},
+FROM loanq_work_request WHERE status = 'pending' AND {{requestAlive "alive_at"}} GROUP BY task_id`},
 		DashActive: Query[DashActiveParams, DashActiveRow]{SQL: `SELECT task_id, user_name, COUNT(*) AS active, {{age "MIN(assigned_at)"}} AS oldest_s,
        COUNT(CASE WHEN {{age "assigned_at"}} >= :hold_s THEN 1 END) AS held
 FROM loanq_work WHERE disposition IS NULL GROUP BY task_id, user_name`},
@@ -188,9 +200,14 @@ FROM loanq_query_run WHERE task_id = :task_id ORDER BY id DESC {{limit ":limit"}
        {{secondsBetween "assigned_at" "disposed_at"}} AS held_s
 FROM loanq_work WHERE task_id = :task_id AND disposition IS NOT NULL ORDER BY id DESC {{limit ":limit"}}`},
 
-		RequestPendingFor: Query[TaskUserParams, IDRow]{SQL: `SELECT id FROM loanq_work_request WHERE task_id = :task_id AND user_name = :user AND status = 'pending'`},
+		RequestPendingFor: Query[TaskUserParams, IDRow]{SQL: `SELECT id FROM loanq_work_request WHERE task_id = :task_id AND user_name = :user AND status = 'pending'
+  AND {{requestAlive "alive_at"}}`},
 		RequestCancel: Stmt[IDUserParams]{SQL: `UPDATE loanq_work_request SET status = 'cancelled', served_at = {{now}}
 WHERE id = :id AND user_name = :user AND status = 'pending'`},
+		RequestAlive: Stmt[IDUserParams]{SQL: `UPDATE loanq_work_request SET alive_at = {{now}}
+WHERE id = :id AND user_name = :user AND status = 'pending' AND {{requestAlive "alive_at"}}`},
+		RequestsExpire: Stmt[TaskParams]{SQL: `UPDATE loanq_work_request SET status = 'expired', served_at = {{now}}
+WHERE task_id = :task_id AND status = 'pending' AND {{requestStale "alive_at"}}`},
 
 		TaskSetMaxHold: Stmt[TaskMaxHoldParams]{SQL: `UPDATE loanq_task SET max_hold_ms = :max_hold_ms WHERE id = :id`},
 		TaskVerdictSet: Stmt[TaskVerdictParams]{SQL: `UPDATE loanq_task SET lock_verdict = :verdict WHERE id = :id`},
@@ -260,7 +277,7 @@ WHERE w.disposition IS NULL
 ORDER BY w.assigned_at, w.id`},
 		StatsPending: Query[NoParams, TaskCountRow]{SQL: `SELECT t.name, COUNT(*) AS n
 FROM loanq_work_request r JOIN loanq_task t ON t.id = r.task_id
-WHERE r.status = 'pending'
+WHERE r.status = 'pending' AND {{requestAlive "r.alive_at"}}
 GROUP BY t.name`},
 		StatsActiveByUser: Query[NoParams, TaskUserCountRow]{SQL: `SELECT t.name, w.user_name, COUNT(*) AS n
 FROM loanq_work w JOIN loanq_task t ON t.id = w.task_id
@@ -282,7 +299,9 @@ WHERE (status = 'assigned' AND assigned <> requested)
   SELECT w.task_id, w.user_name FROM loanq_work w JOIN loanq_task t ON t.id = w.task_id
   WHERE w.disposition IS NULL AND t.max_active IS NOT NULL
   GROUP BY w.task_id, w.user_name, t.max_active HAVING COUNT(*) > t.max_active) c`},
-		AuditPending: Query[NoParams, Count]{SQL: `SELECT COUNT(*) AS n FROM loanq_work_request WHERE status = 'pending'`},
+		// Pending and alive: one past its last sign of life is expired
+		// (docs/algorithm.md, "Abandoned requests"), ended at the next look.
+		AuditPending: Query[NoParams, Count]{SQL: `SELECT COUNT(*) AS n FROM loanq_work_request WHERE status = 'pending' AND {{requestAlive "alive_at"}}`},
 
 		DashRunHistogram:      Query[FloorParams, HistogramRow]{SQL: runHistogram(">=")},
 		DashRunHistogramBelow: Query[FloorParams, HistogramRow]{SQL: runHistogram("<")},

@@ -251,6 +251,17 @@ type Statements struct {
 	// holder's RequestFinish.
 	RequestCancel Stmt[IDUserParams] `purpose:"cancel a user's pending request"`
 
+	// --- abandoned requests (docs/algorithm.md, "Abandoned requests") ---
+
+	// RequestAlive: a sign of life of the requester on its pending request,
+	// only while it is still alive: 0 rows means served, cancelled or
+	// expired (a request past RequestAlive is never revived).
+	RequestAlive Stmt[IDUserParams] `purpose:"a waiting requester's sign of life on its pending request"`
+	// RequestsExpire: ends as 'expired' the task's pending requests without
+	// a sign of life within RequestAlive. Its own statement, never inside a
+	// round's transaction (it would hold row locks on the pending requests).
+	RequestsExpire Stmt[TaskParams] `purpose:"end a task's pending requests nobody waits for any more"`
+
 	// --- abandoned work: --max-hold and `work reclaim` (docs/algorithm.md,
 	// "Abandoned work: --max-hold") ---
 

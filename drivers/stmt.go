@@ -222,6 +222,10 @@ func renderTemplate(d Dialect, name, written string) (string, error) {
 		"assignmentsFromJSON": d.AssignmentsFromJSON,
 		"returningID":         d.ReturningID,
 		"skipActiveConflict":  d.SkipActiveConflict,
+		"requestAlive":        func(col string) string { return col + ` > ` + d.NowMinusMillis(requestAliveMS) },
+		"requestStale": func(col string) string {
+			return `(` + col + ` IS NULL OR ` + col + ` <= ` + d.NowMinusMillis(requestAliveMS) + `)`
+		},
 	}).Parse(written)
 	if err != nil {
 		return "", fmt.Errorf("statement %s: %w", name, err)

@@ -153,6 +153,8 @@ func rolesSuite(t *testing.T, dialect string) {
 		{"reclaim someone else's work", "UPDATE loanq_work SET disposition = 'reclaimed', disposed_at = " + now + ", disposed_by = 'ana' WHERE user_name = ? AND disposition IS NULL", []any{bob}},
 		{"take someone else's work over", "UPDATE loanq_work SET user_name = 'ana' WHERE user_name = ?", []any{bob}},
 		{"cancel someone else's request", "UPDATE loanq_work_request SET status = 'cancelled', served_at = " + now + " WHERE id = ?", []any{bobPending}},
+		{"keep someone else's request alive", "UPDATE loanq_work_request SET alive_at = " + now + " WHERE id = ?", []any{bobPending}},
+		{"expire someone else's live request", "UPDATE loanq_work_request SET status = 'expired', served_at = " + now + " WHERE id = ?", []any{bobPending}},
 		{"assign work to someone else's request", "INSERT INTO loanq_work (task_id, loan_id, user_name, request_id, assigned_at) VALUES (?, 59, ?, ?, " + now + ")", []any{skipID, bob, anaReq}},
 		{"delete history", "DELETE FROM loanq_work WHERE user_name = ?", []any{bob}},
 		{"change a loan", "UPDATE loan SET id = id WHERE id = 1", nil},
@@ -198,6 +200,22 @@ func rolesSuite(t *testing.T, dialect string) {
 	}
 	if n := testdb.Int(t, d, db, "SELECT COUNT(*) FROM loanq_task WHERE criteria = 'eligible = 1' AND created_by = 'admin0'"); n != 5 {
 		t.Errorf("%d of 5 tasks as defined", n)
+	}
+
+	// --- abandoned requests (docs/algorithm.md): a processor's recheck
+	// renews its own request's sign of life; any processor ends someone
+	// else's request as expired once it is past the bound, and only then.
+	anaWaiting := insertRequest(t, d, procDB, taskID, "ana")
+	runAs(t, proc, "", 0, "work", "status", itoa64(anaWaiting)) // a sign of life, then served (bob's too)
+	bobGone := insertRequest(t, d, acc.open(bobAcct), taskID, bob)
+	if err := testdb.AgeRequest(d, db, bobGone, 2*time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.Statements().RequestsExpire.Exec(context.Background(), procDB, drivers.TaskParams{TaskID: taskID}); err != nil {
+		t.Errorf("a processor ending an abandoned request of someone else: %v", err)
+	}
+	if n := testdb.Int(t, d, db, "SELECT COUNT(*) FROM loanq_work_request WHERE id = ? AND status = 'expired'", bobGone); n != 1 {
+		t.Errorf("bob's abandoned request was not ended as expired by ana's account")
 	}
 
 	// --- max hold: any processor's round may expire anyone's work once it

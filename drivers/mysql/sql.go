@@ -137,6 +137,7 @@ JOIN loanq_pool p ON p.task_id = :task_id AND p.loan_id = j.id`
 	// through (task_id, status, id); both joins start from the few task rows.
 	s.DashPending.SQL = `SELECT r.task_id, COUNT(*) AS pending, {{age "MIN(r.created_at)"}} AS oldest_s
 FROM loanq_task t JOIN loanq_work_request r ON r.task_id = t.id AND r.status = 'pending'
+  AND {{requestAlive "r.alive_at"}}
 GROUP BY r.task_id`
 	s.DashActive.SQL = `SELECT w.task_id, w.user_name, COUNT(*) AS active, {{age "MIN(w.assigned_at)"}} AS oldest_s,
        COUNT(CASE WHEN {{age "w.assigned_at"}} >= :hold_s THEN 1 END) AS held
@@ -177,7 +178,8 @@ WHERE task_id = :task_id AND active_loan_id = :loan_id AND user_name = :user`
 
 	// The generated column pending_user is set only while a request is
 	// pending; its unique index with task_id finds the one pending request.
-	s.RequestPendingFor.SQL = `SELECT id FROM loanq_work_request WHERE task_id = :task_id AND pending_user = :user`
+	s.RequestPendingFor.SQL = `SELECT id FROM loanq_work_request WHERE task_id = :task_id AND pending_user = :user
+  AND {{requestAlive "alive_at"}}`
 })
 
 // rowsClaim is the criteria query of the rows strategy: each caller locks the

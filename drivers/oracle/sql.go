@@ -166,6 +166,7 @@ ORDER BY assigned_at, id`
 	// id); both joins start from the few task rows.
 	s.DashPending.SQL = `SELECT r.task_id, COUNT(*) AS pending, {{age "MIN(r.created_at)"}} AS oldest_s
 FROM loanq_task t JOIN loanq_work_request r ON r.task_id = t.id AND r.status = 'pending'
+  AND {{requestAlive "r.alive_at"}}
 GROUP BY r.task_id`
 	s.DashActive.SQL = `SELECT w.task_id, w.user_name, COUNT(*) AS active, {{age "MIN(w.assigned_at)"}} AS oldest_s,
        COUNT(CASE WHEN {{age "w.assigned_at"}} >= :hold_s THEN 1 END) AS held
@@ -176,7 +177,8 @@ GROUP BY w.task_id, w.user_name`
 	// the lookup is that index's range.
 	s.RequestPendingFor.SQL = `SELECT id FROM loanq_work_request
 WHERE CASE WHEN status = 'pending' THEN task_id END = :task_id
-  AND CASE WHEN status = 'pending' THEN user_name END = :user`
+  AND CASE WHEN status = 'pending' THEN user_name END = :user
+  AND {{requestAlive "alive_at"}}`
 
 	// "" (all users) arrives as NULL; the age as in Pipeline.
 	s.WorkOlder.SQL = `SELECT id, loan_id, user_name, assigned_at,

@@ -129,7 +129,7 @@ var statements = drivers.BuildOnce(dialect{}, capabilities, func(s *drivers.Stat
 SET assigned = f.assigned, status = f.status, served_at = clock_timestamp()
 FROM (SELECT (e->>0)::bigint AS id, (e->>1)::int AS assigned, e->>2 AS status
       FROM jsonb_array_elements(:outcomes::jsonb) e) f
-WHERE r.id = f.id AND r.task_id = :task_id AND r.status = 'pending'`
+WHERE r.id = f.id AND r.task_id = :task_id AND r.status = 'pending' AND {{requestAlive "r.alive_at"}}`
 	// FOR SHARE conflicts with the holder's FOR NO KEY UPDATE (so it waits
 	// for its commit) and not with other FOR SHARE waiters.
 	s.LockShareBounded.SQL = `SELECT id FROM loanq_task WHERE id = :task_id FOR SHARE`

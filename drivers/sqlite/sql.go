@@ -93,7 +93,7 @@ SET assigned = f.assigned, status = f.status, served_at = ` + nowExpr + `
 FROM (SELECT json_extract(value, '$[0]') AS id, json_extract(value, '$[1]') AS assigned, json_extract(value, '$[2]') AS status
       FROM json_each(:outcomes)) AS f
 WHERE loanq_work_request.id = f.id AND loanq_work_request.task_id = :task_id
-  AND loanq_work_request.status = 'pending'`
+  AND loanq_work_request.status = 'pending' AND {{requestAlive "loanq_work_request.alive_at"}}`
 	// No row locks: a waiter polls RequestWake (a primary-key read; WAL
 	// readers never wait).
 })

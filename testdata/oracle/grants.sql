@@ -76,8 +76,8 @@ GRANT SELECT ON loanq_schema_version TO LOANQ_PROCESSOR
 GRANT SELECT ON loanq_account TO LOANQ_PROCESSOR
 -- read tasks; take the task lock or lease (not change a definition)
 GRANT SELECT, UPDATE (lease_owner, lease_token, lease_expires_at) ON loanq_task TO LOANQ_PROCESSOR
--- log, serve and cancel requests
-GRANT SELECT, INSERT, UPDATE (assigned, status, served_at, pooled) ON loanq_work_request TO LOANQ_PROCESSOR
+-- log, serve and cancel requests; show a waiter's sign of life, end abandoned ones
+GRANT SELECT, INSERT, UPDATE (assigned, status, served_at, pooled, alive_at) ON loanq_work_request TO LOANQ_PROCESSOR
 -- assign loans; dispose of them
 GRANT SELECT, INSERT, UPDATE (disposition, disposed_at, return_at, disposed_by) ON loanq_work TO LOANQ_PROCESSOR
 -- log criteria-query runs
@@ -126,8 +126,8 @@ GRANT SELECT ON loanq_schema_version TO LOANQ_SUPERVISOR
 GRANT SELECT ON loanq_account TO LOANQ_SUPERVISOR
 -- read tasks; take the task lock or lease (not change a definition)
 GRANT SELECT, UPDATE (lease_owner, lease_token, lease_expires_at) ON loanq_task TO LOANQ_SUPERVISOR
--- log, serve and cancel requests
-GRANT SELECT, INSERT, UPDATE (assigned, status, served_at, pooled) ON loanq_work_request TO LOANQ_SUPERVISOR
+-- log, serve and cancel requests; show a waiter's sign of life, end abandoned ones
+GRANT SELECT, INSERT, UPDATE (assigned, status, served_at, pooled, alive_at) ON loanq_work_request TO LOANQ_SUPERVISOR
 -- assign loans; dispose of them
 GRANT SELECT, INSERT, UPDATE (disposition, disposed_at, return_at, disposed_by) ON loanq_work TO LOANQ_SUPERVISOR
 -- log criteria-query runs
@@ -216,8 +216,8 @@ GRANT SELECT ON loanq_schema_version TO LOANQ_REFRESHER
 GRANT SELECT ON loanq_account TO LOANQ_REFRESHER
 -- read tasks; take the task lock or lease (not change a definition)
 GRANT SELECT, UPDATE (lease_owner, lease_token, lease_expires_at) ON loanq_task TO LOANQ_REFRESHER
--- log, serve and cancel requests
-GRANT SELECT, INSERT, UPDATE (assigned, status, served_at, pooled) ON loanq_work_request TO LOANQ_REFRESHER
+-- log, serve and cancel requests; show a waiter's sign of life, end abandoned ones
+GRANT SELECT, INSERT, UPDATE (assigned, status, served_at, pooled, alive_at) ON loanq_work_request TO LOANQ_REFRESHER
 -- assign loans; dispose of them
 GRANT SELECT, INSERT, UPDATE (disposition, disposed_at, return_at, disposed_by) ON loanq_work TO LOANQ_REFRESHER
 -- log criteria-query runs
@@ -261,8 +261,8 @@ GRANT SELECT ON loanq_schema_version TO LOANQ_SERVE
 GRANT SELECT ON loanq_account TO LOANQ_SERVE
 -- read tasks; take the task lock or lease (not change a definition)
 GRANT SELECT, UPDATE (lease_owner, lease_token, lease_expires_at) ON loanq_task TO LOANQ_SERVE
--- log, serve and cancel requests
-GRANT SELECT, INSERT, UPDATE (assigned, status, served_at, pooled) ON loanq_work_request TO LOANQ_SERVE
+-- log, serve and cancel requests; show a waiter's sign of life, end abandoned ones
+GRANT SELECT, INSERT, UPDATE (assigned, status, served_at, pooled, alive_at) ON loanq_work_request TO LOANQ_SERVE
 -- assign loans; dispose of them
 GRANT SELECT, INSERT, UPDATE (disposition, disposed_at, return_at, disposed_by) ON loanq_work TO LOANQ_SERVE
 -- log criteria-query runs

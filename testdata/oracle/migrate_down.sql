@@ -24,10 +24,38 @@ SELECT version_id, is_applied FROM loanq_schema_version ORDER BY tstamp DESC, id
 -- (begin)
 
 -- 5, in transaction
-DROP TABLE loanq_session PURGE
+CREATE OR REPLACE TRIGGER loanq_work_request_finish
+BEFORE UPDATE ON loanq_work_request FOR EACH ROW
+BEGIN
+    IF loanq_trusted() = 1 THEN
+        RETURN;
+    END IF;
+    IF :NEW.user_name <> :OLD.user_name OR :NEW.task_id <> :OLD.task_id OR :NEW.requested <> :OLD.requested
+       OR NOT ((:NEW.status = 'cancelled' AND loanq_may_act_as(:OLD.user_name) = 1)
+               OR (:OLD.status = 'pending' AND :NEW.status IN ('assigned', 'partial', 'empty'))) THEN
+        RAISE_APPLICATION_ERROR(-20401, 'loanq: this database account may not change that request (docs/security.md)');
+    END IF;
+END;
 /
 
--- 6, in transaction; binds :1 = 15
+-- 6, in transaction
+UPDATE loanq_work_request SET status = 'cancelled' WHERE status = 'expired'
+/
+
+-- 7, in transaction
+ALTER TABLE loanq_work_request DROP CONSTRAINT loanq_work_request_status_ck
+/
+
+-- 8, in transaction
+ALTER TABLE loanq_work_request ADD CONSTRAINT loanq_work_request_status_ck
+    CHECK (status IN ('pending', 'assigned', 'partial', 'empty', 'cancelled'))
+/
+
+-- 9, in transaction
+ALTER TABLE loanq_work_request DROP COLUMN alive_at
+/
+
+-- 10, in transaction; binds :1 = 16
 DELETE FROM loanq_schema_version WHERE version_id = :1
 /
 

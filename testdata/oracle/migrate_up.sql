@@ -741,7 +741,47 @@ INSERT INTO loanq_schema_version (version_id, is_applied) VALUES (:1, 1)
 
 -- (commit)
 
--- 91, autocommit
+-- (begin)
+
+-- 91, in transaction
+ALTER TABLE loanq_work_request ADD (alive_at TIMESTAMP(6))
+/
+
+-- 92, in transaction
+ALTER TABLE loanq_work_request DROP CONSTRAINT loanq_work_request_status_ck
+/
+
+-- 93, in transaction
+ALTER TABLE loanq_work_request ADD CONSTRAINT loanq_work_request_status_ck
+    CHECK (status IN ('pending', 'assigned', 'partial', 'empty', 'cancelled', 'expired'))
+/
+
+-- 94, in transaction
+CREATE OR REPLACE TRIGGER loanq_work_request_finish
+BEFORE UPDATE ON loanq_work_request FOR EACH ROW
+BEGIN
+    IF loanq_trusted() = 1 THEN
+        RETURN;
+    END IF;
+    IF :NEW.user_name <> :OLD.user_name OR :NEW.task_id <> :OLD.task_id OR :NEW.requested <> :OLD.requested
+       OR NOT ((:NEW.status = 'cancelled' AND loanq_may_act_as(:OLD.user_name) = 1)
+               OR (:OLD.status = 'pending' AND :NEW.status IN ('assigned', 'partial', 'empty'))
+               OR (:OLD.status = 'pending' AND :NEW.status = 'pending' AND loanq_may_act_as(:OLD.user_name) = 1
+                   AND :NEW.alive_at <= SYS_EXTRACT_UTC(SYSTIMESTAMP))
+               OR (:OLD.status = 'pending' AND :NEW.status = 'expired'
+                   AND (:OLD.alive_at IS NULL OR :OLD.alive_at <= SYS_EXTRACT_UTC(SYSTIMESTAMP) - NUMTODSINTERVAL(60, 'SECOND')))) THEN
+        RAISE_APPLICATION_ERROR(-20401, 'loanq: this database account may not change that request (docs/security.md)');
+    END IF;
+END;
+/
+
+-- 95, in transaction; binds :1 = 16
+INSERT INTO loanq_schema_version (version_id, is_applied) VALUES (:1, 1)
+/
+
+-- (commit)
+
+-- 96, autocommit
 SELECT MAX(version_id) FROM loanq_schema_version
 /
 

@@ -40,25 +40,25 @@ FETCH FIRST 10 ROWS ONLY
 /
 
 -- RequestInsert: record a work request (committed before the lock)
-INSERT INTO loanq_work_request (task_id, user_name, requested, assigned, status, created_at)
-VALUES (:1, :2, :3, 0, 'pending', SYS_EXTRACT_UTC(SYSTIMESTAMP))
+INSERT INTO loanq_work_request (task_id, user_name, requested, assigned, status, created_at, alive_at)
+VALUES (:1, :2, :3, 0, 'pending', SYS_EXTRACT_UTC(SYSTIMESTAMP), SYS_EXTRACT_UTC(SYSTIMESTAMP))
 RETURNING id INTO :4
 /
 
 -- RequestByID: read a work request
-SELECT r.id, r.task_id, t.name, r.user_name, r.requested, r.assigned, r.status, r.created_at, r.served_at
+SELECT r.id, r.task_id, t.name, r.user_name, r.requested, r.assigned, CASE WHEN r.status = 'pending' AND (r.alive_at IS NULL OR r.alive_at <= SYS_EXTRACT_UTC(SYSTIMESTAMP) - NUMTODSINTERVAL(60000 / 1000, 'SECOND')) THEN 'expired' ELSE r.status END AS status, r.created_at, r.served_at
 FROM loanq_work_request r JOIN loanq_task t ON t.id = r.task_id
 WHERE r.id = :1
 /
 
 -- RequestsPending: pending requests of a task, oldest first
 SELECT id, user_name, requested, created_at FROM loanq_work_request
-WHERE task_id = :1 AND status = 'pending' ORDER BY created_at, id
+WHERE task_id = :1 AND status = 'pending' AND alive_at > SYS_EXTRACT_UTC(SYSTIMESTAMP) - NUMTODSINTERVAL(60000 / 1000, 'SECOND') ORDER BY created_at, id
 /
 
 -- RequestFinish: set a request's outcome
 UPDATE loanq_work_request SET assigned = :1, status = :2, served_at = SYS_EXTRACT_UTC(SYSTIMESTAMP)
-WHERE id = :3 AND status = 'pending'
+WHERE id = :3 AND status = 'pending' AND alive_at > SYS_EXTRACT_UTC(SYSTIMESTAMP) - NUMTODSINTERVAL(60000 / 1000, 'SECOND')
 /
 
 -- RequestFinishMany: set the outcome of a round's requests, one statement
@@ -66,7 +66,7 @@ WHERE id = :3 AND status = 'pending'
 /
 
 -- RequestWithLoans: read a work request with its loans
-SELECT r.id, r.task_id, t.name, r.user_name, r.requested, r.assigned, r.status, r.created_at, w.loan_id, t.key_kind
+SELECT r.id, r.task_id, t.name, r.user_name, r.requested, r.assigned, CASE WHEN r.status = 'pending' AND (r.alive_at IS NULL OR r.alive_at <= SYS_EXTRACT_UTC(SYSTIMESTAMP) - NUMTODSINTERVAL(60000 / 1000, 'SECOND')) THEN 'expired' ELSE r.status END AS status, r.created_at, w.loan_id, t.key_kind
 FROM loanq_work_request r JOIN loanq_task t ON t.id = r.task_id
 LEFT JOIN loanq_work w ON w.request_id = r.id
 WHERE r.id = :1
@@ -193,7 +193,7 @@ SELECT COUNT(*) AS runs, ROUND(COALESCE(AVG(duration_ms), 0)) AS mean_ms FROM (
 -- TaskLoad: serving: pending need, arrival rate and recent criteria-query times of a task, one read
 SELECT p.requests, p.need, w.loans, r.runs, r.mean_ms, r.max_ms
 FROM (SELECT COUNT(*) AS requests, COALESCE(SUM(requested), 0) AS need FROM loanq_work_request
-      WHERE task_id = :1 AND status = 'pending') p
+      WHERE task_id = :1 AND status = 'pending' AND alive_at > SYS_EXTRACT_UTC(SYSTIMESTAMP) - NUMTODSINTERVAL(60000 / 1000, 'SECOND')) p
 CROSS JOIN (SELECT COALESCE(SUM(requested), 0) AS loans FROM loanq_work_request
       WHERE task_id = :2 AND created_at > SYS_EXTRACT_UTC(SYSTIMESTAMP) - NUMTODSINTERVAL(:3 / 1000, 'SECOND')) w
 CROSS JOIN (SELECT COUNT(*) AS runs, ROUND(COALESCE(AVG(duration_ms), 0)) AS mean_ms, MAX(duration_ms) AS max_ms FROM (
@@ -288,6 +288,7 @@ ORDER BY r.started_at DESC, r.id DESC
 -- DashPending: dashboard: pending requests per task and the oldest one's age
 SELECT r.task_id, COUNT(*) AS pending, ROUND((CAST(SYS_EXTRACT_UTC(SYSTIMESTAMP) AS DATE) - CAST(MIN(r.created_at) AS DATE)) * 86400) AS oldest_s
 FROM loanq_task t JOIN loanq_work_request r ON r.task_id = t.id AND r.status = 'pending'
+  AND r.alive_at > SYS_EXTRACT_UTC(SYSTIMESTAMP) - NUMTODSINTERVAL(60000 / 1000, 'SECOND')
 GROUP BY r.task_id
 /
 
@@ -330,11 +331,22 @@ FROM loanq_work WHERE task_id = :1 AND disposition IS NOT NULL ORDER BY id DESC 
 SELECT id FROM loanq_work_request
 WHERE CASE WHEN status = 'pending' THEN task_id END = :1
   AND CASE WHEN status = 'pending' THEN user_name END = :2
+  AND alive_at > SYS_EXTRACT_UTC(SYSTIMESTAMP) - NUMTODSINTERVAL(60000 / 1000, 'SECOND')
 /
 
 -- RequestCancel: cancel a user's pending request
 UPDATE loanq_work_request SET status = 'cancelled', served_at = SYS_EXTRACT_UTC(SYSTIMESTAMP)
 WHERE id = :1 AND user_name = :2 AND status = 'pending'
+/
+
+-- RequestAlive: a waiting requester's sign of life on its pending request
+UPDATE loanq_work_request SET alive_at = SYS_EXTRACT_UTC(SYSTIMESTAMP)
+WHERE id = :1 AND user_name = :2 AND status = 'pending' AND alive_at > SYS_EXTRACT_UTC(SYSTIMESTAMP) - NUMTODSINTERVAL(60000 / 1000, 'SECOND')
+/
+
+-- RequestsExpire: end a task's pending requests nobody waits for any more
+UPDATE loanq_work_request SET status = 'expired', served_at = SYS_EXTRACT_UTC(SYSTIMESTAMP)
+WHERE task_id = :1 AND status = 'pending' AND (alive_at IS NULL OR alive_at <= SYS_EXTRACT_UTC(SYSTIMESTAMP) - NUMTODSINTERVAL(60000 / 1000, 'SECOND'))
 /
 
 -- TaskSetMaxHold: set a task's max hold (age past which active work expires)
@@ -439,7 +451,7 @@ ORDER BY w.assigned_at, w.id
 -- StatsPending: task stats: pending requests per task
 SELECT t.name, COUNT(*) AS n
 FROM loanq_work_request r JOIN loanq_task t ON t.id = r.task_id
-WHERE r.status = 'pending'
+WHERE r.status = 'pending' AND r.alive_at > SYS_EXTRACT_UTC(SYSTIMESTAMP) - NUMTODSINTERVAL(60000 / 1000, 'SECOND')
 GROUP BY t.name
 /
 
@@ -478,7 +490,7 @@ SELECT COUNT(*) AS n FROM (
 /
 
 -- AuditPending: audit: requests still pending (0 once every caller or a recheck has run)
-SELECT COUNT(*) AS n FROM loanq_work_request WHERE status = 'pending'
+SELECT COUNT(*) AS n FROM loanq_work_request WHERE status = 'pending' AND alive_at > SYS_EXTRACT_UTC(SYSTIMESTAMP) - NUMTODSINTERVAL(60000 / 1000, 'SECOND')
 /
 
 -- DashRunHistogram: dashboard: criteria runs per task and duration bucket, from the floor id up
