@@ -471,12 +471,14 @@ func (e *Engine) RefillAll(ctx context.Context) ([]RefillOutcome, error) {
 }
 
 // roundTxOptions are the options of a serving round's transaction: the
-// database's default, except for a task with a pool on a database whose
-// row-lock claims need READ COMMITTED (InnoDB): there the round's locking
-// read of the pool would keep next-key locks on the rows and gaps it
-// scanned, which pool claims running beside it meet.
+// database's default, except for a task with a pool or the rows strategy on
+// a database whose row-lock claims need READ COMMITTED (InnoDB): there the
+// round's locking read of the pool would keep next-key locks on the rows
+// and gaps it scanned, which pool claims running beside it meet, and the
+// round's recheck (recheck.go) must see the commits of the claims that ran
+// beside its query, which REPEATABLE READ's snapshot would hide.
 func (e *Engine) roundTxOptions(task *Task) *sql.TxOptions {
-	if task.Prefetch <= 0 {
+	if task.Prefetch <= 0 && task.Lock != drivers.Rows {
 		return nil
 	}
 	if rl, ok := e.Driver.(drivers.RowLocker); ok {

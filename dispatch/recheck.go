@@ -33,14 +33,18 @@ import (
 // recheck every candidate themselves (CriteriaClaim). dropped tells whether
 // any candidate had become ineligible since the query's snapshot.
 //
-// It reads through the pool, not the round's transaction: on InnoDB's
-// REPEATABLE READ the transaction's snapshot may date from before the
-// query; on PostgreSQL and Oracle (READ COMMITTED) and SQLite (the round
-// holds the single writer's lock) a statement of its own sees every commit
-// before it. A claim that commits after this read held its pool row when
-// the round took the pool (takePool leaves it out), or holds the loan's
-// source row lock (a rows claim: the one-active-row index stops the
-// round's insert, and the round is retried).
+// It reads in the round's transaction, which sees the round's own writes —
+// work returned under the lock by --max-hold (expire) is eligible again in
+// this very round — and, as a statement of its own, every commit before
+// it: PostgreSQL and Oracle read at READ COMMITTED, SQLite's round holds
+// the single writer's lock, and on InnoDB a round of a task with a pool or
+// the rows strategy runs at READ COMMITTED (roundTxOptions). A round of
+// any other task on InnoDB keeps REPEATABLE READ, whose snapshot dates
+// from the round's first read after the lock: there nobody assigns beside
+// the lock holder (but a caller given another --lock for one call,
+// docs/algorithm.md). A claim that commits after this read held its pool
+// row when the round took the pool (takePool leaves it out), or holds the
+// loan's source row (lockSourceRows).
 func (e *Engine) recheckCandidates(ctx context.Context, tx *sql.Tx, task *Task, loans []string, need int) (checked, unchecked []string, dropped bool, err error) {
 	rest := loans
 	for len(rest) > 0 && len(checked) < need {
@@ -52,7 +56,7 @@ func (e *Engine) recheckCandidates(ctx context.Context, tx *sql.Tx, task *Task, 
 		}
 		still := make(map[string]bool, len(locked))
 		for _, run := range keyChunks(task.KeyKind, locked) {
-			keys, err := drivers.ScanKeys(drivers.CriteriaRecheck(e.Driver.Dialect(), task.criteria()).Query(ctx, e.DB,
+			keys, err := drivers.ScanKeys(drivers.CriteriaRecheck(e.Driver.Dialect(), task.criteria()).Query(ctx, tx,
 				drivers.RecheckParams{TaskID: task.ID, IDs: drivers.KeysJSON(task.KeyKind, run)}))
 			if err != nil {
 				return nil, nil, false, fmt.Errorf("checking the candidates of task %s again before assigning them: %w", task.Name, err)

@@ -42,12 +42,16 @@ import (
 // (dispatch/rows.go, assignLocked). On PostgreSQL (rows finish
 // one-statement) it went from 10 to 7: the assignment, the request's finish
 // and the run log became one statement that returns the answer, which is no
-// longer read back after the commit (claimRowsFinishing).
+// longer read back after the commit (claimRowsFinishing). skip and lease
+// went from 14 and 17 to 15 and 18 with the round's recheck of what it is
+// about to assign (issue 33, dispatch/recheck.go): a round whose query
+// overlapped claims handed out loans they had assigned and their
+// processors disposed of meanwhile.
 func TestEngineLoopRoundTrips(t *testing.T) {
 	budget := map[string]map[drivers.Strategy]int{
-		"postgres": {drivers.Skip: 14, drivers.Rows: 7, drivers.Lease: 17},
-		"mysql":    {drivers.Skip: 14, drivers.Rows: 10, drivers.Lease: 17},
-		"sqlite":   {drivers.Lease: 17},
+		"postgres": {drivers.Skip: 15, drivers.Rows: 7, drivers.Lease: 18},
+		"mysql":    {drivers.Skip: 15, drivers.Rows: 10, drivers.Lease: 18},
+		"sqlite":   {drivers.Lease: 18},
 	}
 	const loops = 20
 	for _, dialect := range testdb.Dialects {

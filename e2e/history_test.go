@@ -249,7 +249,7 @@ func runHistory(t *testing.T, dialect, dsn string, d drivers.Driver, c historyCa
 	plan := historyrun.Plan{DSN: dsn, Task: task, Spec: spec, Seed: seed, Duration: shape.duration,
 		Processes: shape.processes, PerProcess: shape.perProcess, Conns: shape.conns, InFlight: shape.inFlight, CLI: shape.cli,
 		Loanq: binary, Worker: []string{os.Args[0], "-test.run=^$"}, BigShare: 0.15, Dir: t.TempDir(),
-		Check: history.Options{Slack: time.Millisecond}, Logf: t.Logf}
+		Check: history.Options{Slack: time.Millisecond, AbandonBound: drivers.RequestAlive}, Logf: t.Logf}
 	if dialect == testdb.PgBouncer {
 		plan.KillDSN = directDSN(t, dsn)
 	}

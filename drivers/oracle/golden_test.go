@@ -78,6 +78,10 @@ func TestGoldenStatements(t *testing.T) {
 		"-- when CriteriaClaim met a duplicate key (binds :1 task id, :2 the keys as a\n"+
 		"-- JSON array), same task\n%s\n/\n",
 		drivers.CriteriaRecheck((&Driver{}).Dialect(), sampleCriteria).Text())
+	fmt.Fprintf(&b, "\n-- LockSourceKeys: on a rows task, a pool claim's and a round's lock of their\n"+
+		"-- candidates' source rows, passing over those a rows claim holds (binds :1 the\n"+
+		"-- keys as a JSON array), same task\n%s\n/\n",
+		drivers.LockSourceKeys((&Driver{}).Dialect(), sampleCriteria).Text())
 	fmt.Fprintf(&b, "\n-- BacklogCount: the loans waiting for the task (task show, task stats, serve's\n"+
 		"-- periodic count; binds :1 task id), same task\n%s\n/\n",
 		drivers.BacklogCount((&Driver{}).Dialect(), sampleCriteria).Text())

@@ -714,6 +714,14 @@ WHERE (eligible = 1)
 ORDER BY priority DESC, src.id
 /
 
+-- LockSourceKeys: on a rows task, a pool claim's and a round's lock of their
+-- candidates' source rows, passing over those a rows claim holds (binds :1 the
+-- keys as a JSON array), same task
+SELECT TO_CHAR(src.id) AS loanq_key FROM loan src
+WHERE src.id IN (SELECT j.id FROM JSON_TABLE(:1, '$[*]' COLUMNS (id NUMBER(19) PATH '$')) j)
+FOR UPDATE SKIP LOCKED
+/
+
 -- BacklogCount: the loans waiting for the task (task show, task stats, serve's
 -- periodic count; binds :1 task id), same task
 SELECT COUNT(*) FROM loan src
