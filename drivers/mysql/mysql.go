@@ -124,30 +124,16 @@ func (*Driver) IsLockBusy(err error) bool {
 
 // IsDeadlock: 1213 ER_LOCK_DEADLOCK; InnoDB has rolled the transaction back.
 //
-// And 1467 ER_AUTOINC_READ_FAILED, which is how InnoDB reports the same
-// victim when the lock it was waiting for is the table's AUTO-INC lock
-// (docs/mysql.md, "Error 1467 under concurrent claims"). With
-// innodb_autoinc_lock_mode = 1, MariaDB's default, an INSERT … SELECT
-// into loanq_work (CriteriaClaim, WorkInsertMany) takes that table lock
-// and keeps it to the end of the statement, also while it waits on the
-// one-active-row index for a loan another claim has just inserted; every
-// other insert into loanq_work meanwhile queues for the AUTO-INC lock
-// (MySQL bug #72756), which so joins the row-lock cycles of concurrent
-// claims. InnoDB's detector picks a victim as for any cycle and rolls its
-// whole transaction back, but ha_innobase::get_auto_increment (MariaDB
-// 10.11's storage/innobase/handler/ha_innodb.cc) only returns "no value"
-// when it cannot take the lock, and the server reports 1467 instead of
-// 1213. Seen in `loanq bench --target engine --strategy rows --prefetch
-// 100` with 16 callers: the error log's deadlock reports
-// (innodb_print_all_deadlocks) show the victim "setting auto-inc lock",
-// TABLE LOCK … AUTO-INC waiting. TestAutoIncDeadlockIsADeadlock makes one
-// and checks that the victim's earlier writes are gone. Running the
-// victim's transaction again, a bounded number of times
-// (drivers.RetryDeadlock), is the answer, as for 1213. The other causes of
-// 1467 are no lock cycle: a counter at the BIGINT maximum (out of reach),
-// or innodb_lock_wait_timeout running out on the AUTO-INC lock; a bounded
-// retry of the whole transaction does no harm there, and the error is
-// still returned after the last try.
+// And 1467 ER_AUTOINC_READ_FAILED, which is how MariaDB reports the same
+// victim when the lock it was waiting for is the table's AUTO-INC lock: an
+// INSERT … SELECT into loanq_work keeps that table lock while it waits on
+// the one-active-row index, so it joins the row-lock cycles of concurrent
+// claims, and the victim's whole transaction is rolled back all the same.
+// The evidence, the other causes of 1467 and why a bounded retry of the
+// transaction (drivers.RetryDeadlock) is the answer for all of them:
+// docs/mysql.md, "Error 1467 under concurrent claims".
+// TestAutoIncDeadlockIsADeadlock makes one and checks that the victim's
+// earlier writes are gone.
 func (*Driver) IsDeadlock(err error) bool {
 	n := errNumber(err)
 	return n == 1213 || n == 1467
