@@ -164,12 +164,19 @@ func PlanGrants(req GrantRequest) (*Plan, error) {
 			Why: "the per-user cap's lock rows (strategy rows); UPDATE only to lock them"},
 		{Table: "loanq_pool", Privs: []string{"SELECT", "INSERT", "UPDATE", "DELETE"},
 			Why: "candidate pools: claim, drop and refill candidates (nothing in a pool is trusted: each is rechecked by key)"},
-		{Table: "loanq_lock", Privs: []string{"SELECT", "INSERT", "UPDATE"}, Columns: []string{"name", "holder", "token", "taken_at", "expires_at"},
-			Why: "lock run: named leases (MySQL names the key column in its insert-or-keep)"},
+		// Named locks coordinate farm jobs (prune, export, refill), not a
+		// person's work: any lock an account may take is one it can hold
+		// hostage, so processors only read them (docs/security.md).
+		read("loanq_lock", "lock list"),
 	}
+	lockRun := TableGrant{Table: "loanq_lock", Privs: []string{"SELECT", "INSERT", "UPDATE"}, Columns: []string{"name", "holder", "token", "taken_at", "expires_at"},
+		Why: "lock run: named leases (MySQL names the key column in its insert-or-keep)"}
 	switch req.Role {
-	case RoleProcessor, RoleSupervisor:
+	case RoleProcessor:
 		p.Tables = processor
+		p.LockSources = true
+	case RoleSupervisor:
+		p.Tables = append(processor[:len(processor)-1:len(processor)-1], lockRun)
 		p.LockSources = true
 	case RoleServe:
 		// Also reads the API tokens (serve --api --auth token): only their

@@ -232,15 +232,21 @@ func TestLockRunStopsCommandWhenLeaseLost(t *testing.T) {
 	t.Parallel()
 	testdb.Each(t, func(t *testing.T, dsn string) {
 		mustOK(t, dsn, "admin", "migrate", "up")
-		_, db := testdb.Open(t, dsn)
+		d, db := testdb.Open(t, dsn)
 		dir := t.TempDir()
 		started, ended := filepath.Join(dir, "started"), filepath.Join(dir, "ended")
 		p := startProc(t, dsn, "admin", 2*time.Minute, "lock", "run", "lost", "--ttl", "1s", "--", "sh", "-c",
 			`echo up > `+started+`; sleep 60; echo done > `+ended)
 		waitForFile(t, started, p)
-		if _, err := db.ExecContext(context.Background(),
-			"UPDATE loanq_lock SET holder = 'thief:1', token = token + 1 WHERE name = 'lost'"); err != nil {
-			t.Fatal(err)
+		// The database takes a lock only once it has expired (migration
+		// 00017): the lease runs out first, then the thief takes it.
+		for _, q := range []string{
+			"UPDATE loanq_lock SET expires_at = taken_at WHERE name = 'lost'",
+			"UPDATE loanq_lock SET holder = 'thief:1', token = token + 1, expires_at = " + d.Dialect().NowPlusMillis("60000") + " WHERE name = 'lost'",
+		} {
+			if _, err := db.ExecContext(context.Background(), q); err != nil {
+				t.Fatal(err)
+			}
 		}
 		r := p.wait()
 		if r.code != 1 || !strings.Contains(r.stderr, "lease lost") {

@@ -27,6 +27,7 @@ func TestRolesEnforcedByTheDatabase(t *testing.T) {
 	t.Parallel()
 	for _, dialect := range []string{"postgres", "mysql"} {
 		t.Run(dialect, func(t *testing.T) { rolesSuite(t, dialect) })
+		t.Run(dialect+"/by-hand", func(t *testing.T) { byHandSuite(t, dialect) })
 	}
 }
 
@@ -83,7 +84,10 @@ func rolesSuite(t *testing.T, dialect string) {
 		t.Errorf("a processor's get from the pool: %+v, pooled %d", pooled, n)
 	}
 	runAs(t, proc, "ana", 0, "pipeline")
-	runAs(t, proc, "", 0, "lock", "run", "nightly", "--", "true")
+	// Named locks are for farm jobs, not a person's account (docs/security.md).
+	if r := runAs(t, proc, "", 2, "lock", "run", "nightly", "--", "true"); !strings.Contains(r.stderr, "refused by the database") {
+		t.Errorf("processor's lock run: %q, want it refused by the database", r.stderr)
+	}
 	// Every lock strategy a call may ask for, the list of its work, and the
 	// loop for scripts until the task is empty.
 	if nw := decode(t, runAs(t, proc, "", 0, "-o", "json", "work", "get", "skip-t", "--lock", "nowait")); nw.User != "ana" || nw.Assigned != 1 {
@@ -226,8 +230,9 @@ func rolesSuite(t *testing.T, dialect string) {
 		t.Errorf("ana's work past the max hold: %d expired by bob's round, want 1", n)
 	}
 
-	// --- a supervisor may act for others; a dashboard only reads; an admin defines tasks.
+	// --- a supervisor may act for others and run farm jobs; a dashboard only reads; an admin defines tasks.
 	runAs(t, sup, bob, 0, "pipeline")
+	runAs(t, sup, "", 0, "lock", "run", "nightly", "--", "true")
 	runAs(t, sup, "sue", 0, "work", "reclaim", "skip-t", "--of", bob)
 	if n := testdb.Int(t, d, db, "SELECT COUNT(*) FROM loanq_work WHERE user_name = ? AND disposition = 'reclaimed' AND disposed_by = 'sue'", bob); n != 2 {
 		t.Errorf("supervisor's reclaim: %d of bob's 2 loans reclaimed and recorded as by the supervisor", n)
