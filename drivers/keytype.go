@@ -175,6 +175,29 @@ func ParseKey(k KeyKind, task, s string) (string, error) {
 	return strconv.FormatInt(n, 10), nil
 }
 
+// KeyFits reports whether key, read back from one of loanq's own tables (a
+// pool candidate), is a key of kind k as loanq writes one (the source key's
+// KeyAsText): the decimal text of a 64-bit integer, exactly (no sign, zeros
+// or spaces ParseInt would pass over); a UUID; text of at most MaxKeyLength
+// characters. Only such a key may be bound against the source key column
+// (KeysJSON, KeyArg): another one in an integer task is no JSON number or
+// no bigint, and fails the whole statement (PostgreSQL refuses the cast,
+// MySQL and SQLite the JSON), or is read as another loan's key (" 12" is
+// loan 12). Rows that loanq did not write can hold anything the column
+// takes, and a statement they fail fails for everybody (issue 34).
+func KeyFits(k KeyKind, key string) bool {
+	switch k {
+	case KeyInteger:
+		n, err := strconv.ParseInt(key, 10, 64)
+		return err == nil && strconv.FormatInt(n, 10) == key
+	case KeyUUID:
+		// Either case: an SQLite source keeps the text it holds, and the
+		// databases with a uuid type read both.
+		return uuidRE.MatchString(key)
+	}
+	return utf8.ValidString(key) && utf8.RuneCountInString(key) <= MaxKeyLength
+}
+
 // KeyArg is key bound with the type of a key column of kind k, so that a
 // lookup of the source row by key is served by the column's index: an
 // int64 for integer keys, the text otherwise.
