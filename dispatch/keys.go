@@ -3,6 +3,7 @@ package dispatch
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"unicode/utf8"
 
 	"github.com/loanq/loanq/problem"
@@ -48,4 +49,31 @@ func checkKeyLength(task *Task, key string) error {
 			Hint: fmt.Sprintf("leave such rows out of the task: add AND LENGTH(%s) <= %d to its --where (task update)", task.Key, drivers.MaxKeyLength)}
 	}
 	return nil
+}
+
+// fitKeys splits keys read from a task's pool into those that are keys of
+// the task's kind as loanq writes them (drivers.KeyFits), in order, and the
+// rest. Only the first may be bound against the source: a pool row is
+// written by rounds, but also by anyone allowed to write the table, and an
+// unfit key bound as the source column's type fails the whole claim
+// statement, for every caller of the task until a refill replaced the pool
+// (issue 34). The rest are no loans of the task: dropped like stale
+// candidates, never handed out.
+func fitKeys(task *Task, keys []string) (fit, unfit []string) {
+	for i, k := range keys {
+		if drivers.KeyFits(task.KeyKind, k) {
+			if unfit != nil {
+				fit = append(fit, k)
+			}
+			continue
+		}
+		if unfit == nil {
+			fit = slices.Clone(keys[:i])
+		}
+		unfit = append(unfit, k)
+	}
+	if unfit == nil {
+		return keys, nil // the usual case: nothing copied
+	}
+	return fit, unfit
 }

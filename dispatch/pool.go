@@ -115,11 +115,15 @@ func (e *Engine) servePool(ctx context.Context, task *Task, user string, count i
 	var id int64
 	for wait := poolHeldWait; ; wait *= 2 {
 		short := false
+		var unfit []string
 		err := drivers.RetryDeadlock(ctx, e.Driver, 4, func() error {
 			var err error
-			id, short, err = e.claimPool(ctx, task, user, count, opts)
+			id, short, unfit, err = e.claimPool(ctx, task, user, count, opts)
 			return err
 		})
+		if err == nil && id == 0 && len(unfit) > 0 {
+			e.dropUnfit(ctx, task, unfit)
+		}
 		if drivers.IsDeadlock(e.Driver, err) {
 			return nil, nil // chosen as a victim again and again: the usual path serves it
 		}
@@ -160,76 +164,82 @@ const (
 // claimPool is servePool's transaction; it returns the served request's id,
 // or 0 when the pool could not fill it (rolled back): short when it found
 // too few candidates it could lock, not because of the cap or a pending
-// request of the user.
-func (e *Engine) claimPool(ctx context.Context, task *Task, user string, count int, opts *sql.TxOptions) (id int64, short bool, err error) {
+// request of the user. unfit are the claimed candidates that are no keys
+// of the task (fitKeys): never bound against the source, and deleted with
+// the others; when the claim rolls back, the caller deletes them alone.
+func (e *Engine) claimPool(ctx context.Context, task *Task, user string, count int, opts *sql.TxOptions) (id int64, short bool, unfit []string, err error) {
 	tx, err := e.DB.BeginTx(ctx, opts)
 	if err != nil {
-		return 0, false, fmt.Errorf("beginning the pool claim: %w", err)
+		return 0, false, nil, fmt.Errorf("beginning the pool claim: %w", err)
 	}
 	defer tx.Rollback() // no-op after Commit
 	allow := count
 	if task.MaxActive > 0 && e.caps().UserCap == drivers.UserCapRowLock {
 		if _, err := e.sql().UserLock.One(ctx, tx, drivers.TaskUserParams{TaskID: task.ID, User: user}); err != nil {
-			return 0, false, fmt.Errorf("locking the per-user cap of %s in task %s: %w", user, task.Name, err)
+			return 0, false, nil, fmt.Errorf("locking the per-user cap of %s in task %s: %w", user, task.Name, err)
 		}
 	}
 	if err := e.expire(ctx, tx, task); err != nil {
-		return 0, false, err
+		return 0, false, nil, err
 	}
 	if task.MaxActive > 0 {
 		active, err := e.activeCount(ctx, tx, task, user)
 		if err != nil {
-			return 0, false, err
+			return 0, false, nil, err
 		}
 		allow = underCap(allow, task.MaxActive, active)
 		if allow == 0 {
-			return 0, false, nil // the usual path answers, and says why
+			return 0, false, nil, nil // the usual path answers, and says why
 		}
 	}
 	id, err = e.sql().RequestInsert.InsertID(ctx, tx, drivers.RequestInsertParams{TaskID: task.ID, User: user, Requested: count})
 	if err != nil {
 		if e.Driver.IsUniqueViolation(err) {
-			return 0, false, nil // a pending request of this user: the usual path attaches to it
+			return 0, false, nil, nil // a pending request of this user: the usual path attaches to it
 		}
-		return 0, false, fmt.Errorf("logging the request: %w", err)
+		return 0, false, nil, fmt.Errorf("logging the request: %w", err)
 	}
 	req := &Request{ID: id, TaskID: task.ID, Task: task.Name, User: user, Requested: count}
 	take := 0
 	for round := 0; take < allow && round < maxClaimRounds; round++ {
 		ids, err := drivers.ClaimPool(ctx, e.Driver, tx, task.ID, task.PrefetchTTL.Milliseconds(), allow-take)
 		if err != nil {
-			return 0, false, fmt.Errorf("claiming from the pool of task %s: %w", task.Name, err)
+			return 0, false, nil, fmt.Errorf("claiming from the pool of task %s: %w", task.Name, err)
 		}
 		if len(ids) == 0 {
 			break
 		}
+		// Only keys of the task are looked up in the source; the others
+		// are deleted below with the rest of what this claim took.
+		fit, bad := fitKeys(task, ids)
+		unfit = append(unfit, bad...)
 		// On a rows task, rows claims beside this one lock the source rows
 		// they assign: hold those of these candidates too, or leave them.
-		locked, err := e.lockSourceRows(ctx, tx, task, ids)
+		locked, err := e.lockSourceRows(ctx, tx, task, fit)
 		if err != nil {
-			return 0, false, err
+			return 0, false, nil, err
 		}
 		n, err := e.assignLocked(ctx, tx, task, locked, req)
 		if err != nil {
-			return 0, false, err
+			return 0, false, nil, err
 		}
 		if err := e.dropPooled(ctx, tx, task, ids); err != nil {
-			return 0, false, err
+			return 0, false, nil, err
 		}
 		take += n
 	}
 	if take < allow {
-		return 0, true, nil // roll back: the usual path serves it, and refills the pool
+		return 0, true, unfit, nil // roll back: the usual path serves it, and refills the pool
 	}
 	// take is allow here, at least 1: partial only by the cap.
 	if _, err := e.sql().RequestFinishPooled.Exec(ctx, tx, drivers.RequestFinishParams{Assigned: take, Status: requestStatus(count, take), ID: id}); err != nil {
 		// Not named: it is not committed (see finishRequest).
-		return 0, false, fmt.Errorf("finishing the request: %w", err)
+		return 0, false, nil, fmt.Errorf("finishing the request: %w", err)
 	}
 	if err := e.commit(tx, "the pool claim of task "+task.Name); err != nil {
-		return 0, false, err
+		return 0, false, nil, err
 	}
-	return id, false, nil
+	return id, false, nil, nil
 }
 
 func (e *Engine) dropPooled(ctx context.Context, q drivers.Querier, task *Task, ids []string) error {
@@ -240,6 +250,23 @@ func (e *Engine) dropPooled(ctx context.Context, q drivers.Querier, task *Task, 
 	}
 	return nil
 }
+
+// dropUnfit deletes, in a statement of its own, pool rows that are no keys
+// of the task (fitKeys) which a claim that rolled back had taken: else a
+// rows task's callers, whose claims do not refill the pool, would take
+// them again at every get until the pool fell to its low mark. Best
+// effort, bounded: a row another claim or round holds now is deleted at
+// its commit (both leave unfit keys out and drop what they took), so a
+// failed or timed-out delete is no error for this caller, who has loans
+// to get.
+func (e *Engine) dropUnfit(ctx context.Context, task *Task, unfit []string) {
+	ctx, cancel := context.WithTimeout(ctx, dropUnfitBound)
+	defer cancel()
+	_ = e.dropPooled(ctx, e.DB, task, unfit)
+}
+
+// dropUnfitBound bounds dropUnfit's wait for rows another transaction holds.
+const dropUnfitBound = 2 * time.Second
 
 // roundPool is what a serving round of a prefetch task took of its pool.
 type roundPool struct {

@@ -199,3 +199,91 @@ func TestServeRefill(t *testing.T) {
 		auditClean(t, dsn)
 	})
 }
+
+// Pool rows whose key is no key of the task (issue 34, row 4: a text key in
+// an integer-key task, written by hand into loanq_pool) are dropped by the
+// claim that meets them, never handed out and never an error: before, on
+// PostgreSQL, binding the claimed keys as bigint failed every `work get` of
+// the task, the admin's included, until a refill replaced the pool. The
+// bad rows are written by the owner, as a trusted account or an old row
+// could be, whatever triggers refuse from processors; first in the pool
+// (pos below every refill's), so that every claim meets them.
+func TestPoolDropsKeysOfAnotherType(t *testing.T) {
+	t.Parallel()
+	testdb.Each(t, func(t *testing.T, dsn string) {
+		d, db := testdb.Migrated(t, dsn)
+		testdb.CreateLoans(t, d, db, 40)
+		tasks := []string{"pf"}
+		mustOK(t, dsn, "admin", "task", "create", "pf", "--where", "eligible = 1", "--order", "priority", "--prefetch", "10")
+		if drivers.Supports(d, drivers.Rows) {
+			// The rows strategy locks the claimed keys' source rows first
+			// (lockSourceRows), another statement that binds them.
+			tasks = append(tasks, "pfrows")
+			mustOK(t, dsn, "admin", "task", "create", "pfrows", "--where", "eligible = 1", "--order", "priority", "--prefetch", "10", "--lock", "rows")
+		}
+		bad := []string{
+			"zz'); SELECT pg_sleep(5)--", // the issue's: text in an integer-key task
+			"99999999999999999999",       // digits past a 64-bit integer
+			"007",                        // not an integer as loanq writes one (nor a JSON number)
+			" 12",                        // nor this
+		}
+		for _, name := range tasks {
+			t.Run(name, func(t *testing.T) {
+				id := testdb.Int(t, d, db, "SELECT id FROM loanq_task WHERE name = ?", name)
+				// The first get runs the criteria query: loan 1 to it, 2..11 pooled.
+				if got := decode(t, mustOK(t, dsn, "filler", "-o", "json", "work", "get", name, "--count", "1")); fmt.Sprint(got.Loans) != "[1]" {
+					t.Fatalf("filling get: %+v", got)
+				}
+				plant := func() {
+					t.Helper()
+					for i, key := range bad {
+						testdb.Exec(t, d, db, `INSERT INTO loanq_pool (task_id, loan_id, pos, filled_at)
+SELECT task_id, ?, ?, MAX(filled_at) FROM loanq_pool WHERE task_id = ? GROUP BY task_id`, key, -7+i, id)
+					}
+					if got := poolKeys(t, d, db, id); len(got) < len(bad) || !slices.Equal(got[:len(bad)], bad) {
+						t.Fatalf("pool after planting the bad rows: %q", got)
+					}
+				}
+				gone := func(when string) {
+					t.Helper()
+					for _, key := range poolKeys(t, d, db, id) {
+						if slices.Contains(bad, key) {
+							t.Errorf("%s: pool row %q is still there", when, key)
+						}
+					}
+				}
+				plant()
+				// Served from the pool: the good candidates, in order.
+				r := loanq(t, dsn, "admin", "-o", "json", "work", "get", name, "--count", "2")
+				if r.code != 0 {
+					t.Fatalf("work get %s with bad pool rows: exit %d\n%s%s", name, r.code, r.stdout, r.stderr)
+				}
+				got := decode(t, r)
+				if got.Status != dispatch.StatusAssigned || fmt.Sprint(got.Loans) != "[2 3]" {
+					t.Errorf("work get %s with bad pool rows: %+v, want loans 2 and 3", name, got)
+				}
+				if n := testdb.Int(t, d, db, "SELECT COUNT(*) FROM loanq_work_request WHERE id = ? AND pooled = 1", got.RequestID); n != 1 {
+					t.Errorf("the get was not served from the pool")
+				}
+				gone("after a pool claim")
+				// A request the pool cannot fill: the claim rolls back, the
+				// usual path serves it, and the bad rows go all the same.
+				plant()
+				r = loanq(t, dsn, "ana", "-o", "json", "work", "get", name, "--count", "15")
+				if r.code != 0 {
+					t.Fatalf("work get %s --count 15 with bad pool rows: exit %d\n%s%s", name, r.code, r.stdout, r.stderr)
+				}
+				if got := decode(t, r); got.Status != dispatch.StatusAssigned || got.Assigned != 15 || got.Loans[0] != 4 {
+					t.Errorf("work get %s --count 15 with bad pool rows: %+v, want 15 loans from 4 on", name, got)
+				}
+				gone("after a get the pool could not fill")
+				for _, key := range bad {
+					if n := testdb.Int(t, d, db, "SELECT COUNT(*) FROM loanq_work WHERE task_id = ? AND loan_id = ?", id, key); n != 0 {
+						t.Errorf("bad key %q was handed out", key)
+					}
+				}
+			})
+		}
+		auditClean(t, dsn)
+	})
+}
