@@ -235,14 +235,15 @@ func KeysJSON(k KeyKind, keys []string) string {
 // own loan_id columns are compared with ({{inLoanIDs}}).
 func LoanIDsJSON(keys []string) string { return KeysJSON(KeyText, keys) }
 
+// isDecimal: s is an integer as a JSON number writes one (an optional
+// minus, then 0 or digits without a leading zero), so that a key written
+// as a number keeps the JSON valid. Digits alone are not enough: a loan_id
+// such as 007, written by hand in an integer task's rows, made the whole
+// list or answer invalid JSON — every `work list -o json`, the status of
+// the request it names — and is written as a string instead.
 func isDecimal(s string) bool {
-	if s == "" {
-		return false
-	}
-	if s[0] == '-' {
-		s = s[1:]
-	}
-	if s == "" {
+	s = strings.TrimPrefix(s, "-")
+	if s == "" || (s[0] == '0' && len(s) > 1) {
 		return false
 	}
 	for i := 0; i < len(s); i++ {

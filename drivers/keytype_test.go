@@ -1,6 +1,7 @@
 package drivers
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 )
@@ -42,6 +43,26 @@ func TestKeyFits(t *testing.T) {
 	} {
 		if got := KeyFits(c.kind, c.key); got != c.want {
 			t.Errorf("KeyFits(%s, %q) = %v, want %v", c.kind, c.key, got, c.want)
+		}
+	}
+}
+
+// An integer task's keys are JSON numbers only when the text is one, so
+// that a key loanq did not write (007, text) cannot make an answer or a
+// list invalid JSON: it is written as a string.
+func TestKeyJSONStaysValid(t *testing.T) {
+	for _, c := range []struct{ key, want string }{
+		{"7", `7`}, {"-7", `-7`}, {"0", `0`}, {"-0", `-0`},
+		{"99999999999999999999", `99999999999999999999`},
+		{"007", `"007"`}, {"-01", `"-01"`}, {"-", `"-"`}, {" 12", `" 12"`}, {"+7", `"+7"`}, {"", `""`},
+		{"zz'); SELECT pg_sleep(5)--", `"zz'); SELECT pg_sleep(5)--"`},
+	} {
+		b, err := json.Marshal(NewKey(KeyInteger, c.key))
+		if err != nil || string(b) != c.want {
+			t.Errorf("key %q as JSON: %s, %v; want %s", c.key, b, err, c.want)
+		}
+		if list := KeysJSON(KeyInteger, []string{c.key, "1"}); list != "["+c.want+",1]" || !json.Valid([]byte(list)) {
+			t.Errorf("KeysJSON with %q: %s; want [%s,1]", c.key, list, c.want)
 		}
 	}
 }

@@ -102,3 +102,47 @@ func TestTextAndUUIDKeysCLI(t *testing.T) {
 		audit(t, e)
 	})
 }
+
+// Work rows whose loan_id is no key of their integer task (issue 34: a
+// hand-written row; text, 007, digits past 64 bits) stop nobody: the
+// criteria query compares loan ids as text, so gets go on, and every JSON
+// answer that lists them stays valid JSON — `work list`, the status of the
+// request they name, the pipeline of their user, `explain`, `task stats`.
+// Before, 007 was written as the JSON number 007, and each of these failed
+// with exit 1 for everybody who asked.
+func TestWorkRowsOfAnotherKeyTypeKeepJSON(t *testing.T) {
+	t.Parallel()
+	testdb.Each(t, func(t *testing.T, dsn string) {
+		d, db := testdb.Migrated(t, dsn)
+		testdb.CreateLoans(t, d, db, 20)
+		mustOK(t, dsn, "admin", "task", "create", "ik", "--where", "eligible = 1", "--order", "priority", "--prefetch", "5")
+		req := decode(t, mustOK(t, dsn, "mallory", "-o", "json", "work", "get", "ik", "--count", "1"))
+		if fmt.Sprint(req.Loans) != "[1]" {
+			t.Fatalf("first get: %+v", req)
+		}
+		for _, key := range []string{"zz'); SELECT pg_sleep(5)--", "007", "99999999999999999999", " 12", "-0"} {
+			testdb.Exec(t, d, db, `INSERT INTO loanq_work (task_id, loan_id, user_name, request_id, assigned_at)
+SELECT task_id, ?, user_name, request_id, assigned_at FROM loanq_work WHERE request_id = ? AND loan_id = '1'`, key, req.RequestID)
+		}
+		for _, c := range []struct {
+			user string
+			args []string
+		}{
+			{"admin", []string{"work", "list"}},
+			{"mallory", []string{"work", "status", fmt.Sprint(req.RequestID)}},
+			{"mallory", []string{"pipeline"}},
+			{"admin", []string{"task", "stats", "ik"}},
+			{"admin", []string{"explain", "ik"}},
+			{"admin", []string{"work", "get", "ik", "--count", "2"}},
+			{"ana", []string{"work", "get", "ik", "--count", "10"}}, // more than the pool: a criteria run
+		} {
+			r := loanq(t, dsn, c.user, append([]string{"-o", "json"}, c.args...)...)
+			if r.code != 0 || !json.Valid([]byte(r.stdout)) {
+				t.Errorf("%s %v with bad work rows: exit %d, valid JSON %v\n%s%s", c.user, c.args, r.code, json.Valid([]byte(r.stdout)), r.stdout, r.stderr)
+			}
+		}
+		if n := testdb.Int(t, d, db, "SELECT COUNT(*) FROM loanq_work WHERE task_id = (SELECT id FROM loanq_task WHERE name = 'ik') AND user_name IN ('admin', 'ana')"); n != 12 {
+			t.Errorf("%d loans handed out beside the bad work rows, want 12", n)
+		}
+	})
+}
