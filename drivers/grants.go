@@ -210,7 +210,7 @@ func PlanGrants(req GrantRequest) (*Plan, error) {
 		// A refill is a serving round: it serves the requests pending at
 		// that moment, as any round does, so it writes what a processor's
 		// round writes (for nobody in particular: it never logs requests).
-		p.Tables = processor
+		p.Tables = append(processor[:len(processor)-1:len(processor)-1], lockRun) // refill loops run under lock run
 		p.LockSources = true
 	default:
 		return nil, problem.Usagef("unknown role %q", req.Role)

@@ -248,6 +248,7 @@ func rolesSuite(t *testing.T, dialect string) {
 	poolID := testdb.Int(t, d, db, "SELECT id FROM loanq_task WHERE name = 'pool-t'")
 	testdb.Exec(t, d, db, "DELETE FROM loanq_pool WHERE task_id = "+itoa64(poolID))
 	runAs(t, refresher, "", 0, "task", "refill", "pool-t")
+	runAs(t, refresher, "", 0, "lock", "run", "refill", "--", "true") // a refill loop on one node of a farm
 	if n := testdb.Int(t, d, db, "SELECT COUNT(*) FROM loanq_pool WHERE task_id = ?", poolID); n == 0 {
 		t.Errorf("the refresher's task refill left pool-t's pool empty")
 	}

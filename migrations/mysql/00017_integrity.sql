@@ -57,12 +57,15 @@ RETURN EXISTS (SELECT 1 FROM loanq_account a
                WHERE a.account = loanq_account_name() AND a.trusted)
 -- +goose StatementEnd
 
+-- A key fits its task's key type as loanq writes keys (drivers.KeyFits).
+-- MariaDB's PCRE and MySQL 8's ICU let '$' match before a final newline:
+-- a key holding one is refused outright.
 -- +goose StatementBegin
 CREATE FUNCTION loanq_key_fits(kind VARCHAR(10), k VARCHAR(200)) RETURNS BOOLEAN
     DETERMINISTIC NO SQL
 RETURN CASE kind
-    WHEN 'integer' THEN k REGEXP '^-?[0-9]{1,19}$'
-    WHEN 'uuid' THEN k REGEXP '^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$'
+    WHEN 'integer' THEN k REGEXP '^(0|-?[1-9][0-9]{0,18})$' AND INSTR(k, CHAR(10)) = 0
+    WHEN 'uuid' THEN k REGEXP '^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$' AND INSTR(k, CHAR(10)) = 0
     ELSE k IS NOT NULL END
 -- +goose StatementEnd
 

@@ -53,15 +53,16 @@ SELECT EXISTS (SELECT 1 FROM loanq_account a WHERE a.account = current_user AND 
 $body$
 $f$, current_schema());
 
-    -- A key fits its task's key type (drivers.ParseKey): integer keys are
-    -- decimal digits, uuid keys the canonical form; text keys anything.
+    -- A key fits its task's key type as loanq writes keys (drivers.KeyFits):
+    -- integer keys are a 64-bit integer's decimal text (no sign but '-', no
+    -- leading zero), uuid keys the 8-4-4-4-12 hex form; text keys anything.
     EXECUTE format($f$
 CREATE FUNCTION loanq_key_fits(kind VARCHAR, k VARCHAR) RETURNS BOOLEAN
 LANGUAGE sql IMMUTABLE
 SET search_path = %I, pg_temp
 AS $body$
 SELECT CASE kind
-    WHEN 'integer' THEN k ~ '^-?[0-9]{1,19}$'
+    WHEN 'integer' THEN k ~ '^(0|-?[1-9][0-9]{0,18})$'
     WHEN 'uuid' THEN k ~ '^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$'
     ELSE k IS NOT NULL END
 $body$
@@ -252,7 +253,8 @@ BEGIN
         RETURN NEW;
     END IF;
     IF NEW.token = OLD.token AND NEW.holder IS NOT DISTINCT FROM OLD.holder
-       AND NEW.taken_at IS NOT DISTINCT FROM OLD.taken_at AND NEW.expires_at IS NOT DISTINCT FROM OLD.expires_at THEN
+       AND NEW.taken_at IS NOT DISTINCT FROM OLD.taken_at AND NEW.expires_at IS NOT DISTINCT FROM OLD.expires_at
+       AND NEW.taken_by IS NOT DISTINCT FROM OLD.taken_by THEN
         RETURN NEW; -- nothing changes
     END IF;
     IF NEW.token = OLD.token AND OLD.holder IS NOT NULL

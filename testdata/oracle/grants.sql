@@ -86,8 +86,8 @@ GRANT SELECT, INSERT ON loanq_query_run TO LOANQ_PROCESSOR
 GRANT SELECT, INSERT, UPDATE (task_id) ON loanq_task_user TO LOANQ_PROCESSOR
 -- candidate pools: claim, drop and refill candidates (nothing in a pool is trusted: each is rechecked by key)
 GRANT SELECT, INSERT, UPDATE, DELETE ON loanq_pool TO LOANQ_PROCESSOR
--- lock run: named leases (MySQL names the key column in its insert-or-keep)
-GRANT SELECT, INSERT, UPDATE (name, holder, token, taken_at, expires_at) ON loanq_lock TO LOANQ_PROCESSOR
+-- lock list
+GRANT SELECT ON loanq_lock TO LOANQ_PROCESSOR
 -- who the account may act as (docs/security.md)
 GRANT EXECUTE ON loanq_may_act_as TO LOANQ_PROCESSOR
 MERGE INTO loanq_account a
@@ -271,8 +271,8 @@ GRANT SELECT, INSERT ON loanq_query_run TO LOANQ_SERVE
 GRANT SELECT, INSERT, UPDATE (task_id) ON loanq_task_user TO LOANQ_SERVE
 -- candidate pools: claim, drop and refill candidates (nothing in a pool is trusted: each is rechecked by key)
 GRANT SELECT, INSERT, UPDATE, DELETE ON loanq_pool TO LOANQ_SERVE
--- lock run: named leases (MySQL names the key column in its insert-or-keep)
-GRANT SELECT, INSERT, UPDATE (name, holder, token, taken_at, expires_at) ON loanq_lock TO LOANQ_SERVE
+-- lock list
+GRANT SELECT ON loanq_lock TO LOANQ_SERVE
 -- authenticate API calls by token hash
 GRANT SELECT ON loanq_api_token TO LOANQ_SERVE
 -- sessions of the processor's page (/work): sign in, check, sign out
