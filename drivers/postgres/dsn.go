@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/loanq/loanq/drivers"
 	"github.com/loanq/loanq/dsn"
 	"github.com/loanq/loanq/problem"
 )
@@ -91,3 +92,5 @@ var serverKeepAlives = map[string]string{
 // DSN has none, so PGPASSWORD is loanq's password whenever loanq connects to
 // PostgreSQL; lock run and work run keep it from their commands.
 func (*Driver) PasswordEnv() []string { return []string{"PGPASSWORD"} }
+
+var _ drivers.PasswordEnver = (*Driver)(nil)
