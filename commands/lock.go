@@ -15,6 +15,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/loanq/loanq/drivers"
 	"github.com/loanq/loanq/internal/child"
 	"github.com/loanq/loanq/internal/flagvalue"
 	"github.com/loanq/loanq/internal/textsafe"
@@ -47,8 +48,9 @@ SIGINT and SIGTERM sent to loanq are passed on to CMD; the lease is released
 once CMD has ended. If loanq dies (SIGKILL), CMD's process group gets SIGTERM,
 then SIGKILL after 5s or --ttl/3 if shorter: before the lease can expire.
 CMD's environment is loanq's without loanq's own variables: no LOANQ_DB,
-LOANQ_SERVE_TOKEN or other LOANQ_* (only the two above), and no DATABASE_URL
-when that is loanq's database.
+LOANQ_SERVE_TOKEN or other LOANQ_* (only the two above), no DATABASE_URL
+when that is loanq's database, and no PGPASSWORD when loanq's database is
+PostgreSQL (loanq's password when the DSN has none).
 
 Held elsewhere: exit 75 at once, or with --wait D try again every 250ms for up
 to D, then exit 75. If renewals fail until the lease has expired (or the lease
@@ -156,7 +158,7 @@ func lockRun(c *cli.Context) error {
 		return err
 	}
 
-	env := child.Environ(os.Environ(), c.String("db"), "LOANQ_LOCK_NAME="+name, "LOANQ_LOCK_TOKEN="+strconv.FormatInt(lease.Token, 10))
+	env := child.Environ(os.Environ(), c.String("db"), drivers.PasswordEnv(e.Driver), "LOANQ_LOCK_NAME="+name, "LOANQ_LOCK_TOKEN="+strconv.FormatInt(lease.Token, 10))
 	if lg.JSON() {
 		lg.j.Info("lock taken", "lock", name, "holder", holder, "token", lease.Token, "ttl_ms", ttl.Milliseconds())
 	}

@@ -47,11 +47,13 @@ another. A dashboard account reads the sources only when granted them ("loanq
 grants --role dashboard --source TABLE"); without, run it with --backlog-every 0s.
 
 It listens on 127.0.0.1 unless --listen says otherwise. With a token (--token-file
-PATH, or LOANQ_SERVE_TOKEN) every path but /healthz needs "Authorization: Bearer
-TOKEN", or the session cookie (valid --session-ttl) set by opening the page once as
-http://HOST:PORT/?token=TOKEN. Listening on any address other than loopback without
-a token is refused (exit 2) unless --no-auth says so. It answers only to IP
-addresses, localhost and the names in --allowed-hosts. See docs/dashboard.md.
+PATH, or LOANQ_SERVE_TOKEN in the environment) every path but /healthz needs
+"Authorization: Bearer TOKEN", or the session cookie (valid --session-ttl) set by
+opening the page once as http://HOST:PORT/?token=TOKEN. A token on the command line
+(--token) is refused (exit 2): every user of the machine sees a command line (ps).
+Listening on any address other than loopback without a token is refused (exit 2)
+unless --no-auth says so. It answers only to IP addresses, localhost and the names
+in --allowed-hosts. See docs/dashboard.md.
 
 Examples:
    loanq serve
@@ -71,7 +73,7 @@ list their pipeline over HTTP, authenticated by the API tokens of
 ` + "`loanq token create`" + ` (--auth token), or by a reverse proxy that names the user in
 --user-header (--auth proxy; believed only from --trusted-proxy addresses;
 members of --supervisor-group in --groups-header are supervisors). The
-dashboard's --token does not apply to /api/v1/. This process's database
+dashboard's token (--token-file) does not apply to /api/v1/. This process's database
 account does the work as the caller's user, so it needs the serve role
 (loanq grants). With --api, /work is the processor's page: sign in
 with an API token (or through the --auth proxy), pick a task, Get Work,
@@ -83,8 +85,11 @@ connection while it queues on the task's lock. /api/v1/openapi.json describes it
    loanq serve --api --auth proxy --trusted-proxy 10.0.0.5 --groups-header X-Forwarded-Groups`,
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "listen", Value: "127.0.0.1:8080", Usage: "`HOST:PORT` to listen on (port 0: any free port, printed at start)"},
-			&cli.StringFlag{Name: "token-file", EnvVars: []string{"LOANQ_SERVE_TOKEN_FILE"}, Usage: "require the bearer token read from the file at `PATH` (its first line)"},
-			&cli.StringFlag{Name: "token", EnvVars: []string{"LOANQ_SERVE_TOKEN"}, Usage: "require this bearer `TOKEN`; prefer LOANQ_SERVE_TOKEN or --token-file: a command line is visible to every user of the machine (ps)"},
+			&cli.StringFlag{Name: "token-file", EnvVars: []string{"LOANQ_SERVE_TOKEN_FILE"}, Usage: "require the bearer token read from the file at `PATH` (its first line), or from LOANQ_SERVE_TOKEN in the environment; never on the command line, where ps shows it"},
+			// Refused, not read: a command line is visible to every user of the
+			// machine (ps). Kept as a hidden flag so that the refusal says
+			// where the token goes instead of "flag provided but not defined".
+			&cli.StringFlag{Name: "token", Hidden: true},
 			&cli.BoolFlag{Name: "no-auth", Usage: "serve without a token on an address other than loopback: anyone who can reach it sees the queues"},
 			&cli.StringSliceFlag{Name: "allowed-hosts", Usage: "host `NAME`s the server answers to, besides IP addresses and localhost (comma-separated or repeated; default: a name given in --listen, and this machine's host name when listening beyond loopback)"},
 			&cli.StringFlag{Name: "session-ttl", Value: "12h", Usage: "how long a session cookie lasts: the dashboard's ?token= link, and a sign-in on /work with --api (`D`, 1m to 720h)"},
@@ -170,7 +175,7 @@ func serveFlags(c *cli.Context) (*serveConfig, error) {
 	case cfg.noAuth && cfg.token != "":
 		return nil, problem.Usagef("--no-auth and a token contradict each other: give one of them")
 	case cfg.named && cfg.token == "" && !cfg.noAuth:
-		return nil, problem.WithHint(problem.Usagef("the serve token is empty: --token, LOANQ_SERVE_TOKEN or the token file was given but holds nothing"),
+		return nil, problem.WithHint(problem.Usagef("the serve token is empty: LOANQ_SERVE_TOKEN or the token file was given but holds nothing"),
 			"is the variable set? put the token in a file and give --token-file PATH, or say --no-auth to serve without one")
 	case !cfg.loopback && cfg.token == "" && !cfg.noAuth:
 		return nil, problem.WithHint(problem.Usagef("refusing to serve on %s without a token: anyone who can reach that address would see the queues", cfg.listen),
@@ -254,17 +259,19 @@ func serveLoopFlags(c *cli.Context, cfg *serveConfig) error {
 	return nil
 }
 
-// serveToken reads the token from --token-file or --token/LOANQ_SERVE_TOKEN.
-// named reports that one was given, even empty: an empty $TOKEN is a mistake,
-// not a request to serve without one.
+// serveToken reads the token from --token-file or LOANQ_SERVE_TOKEN. named
+// reports that one was given, even empty: an empty $TOKEN is a mistake, not a
+// request to serve without one. --token is refused: ps shows every process's
+// command line to every user of the machine, so the token would be anyone's.
 func serveToken(c *cli.Context, cfg *serveConfig) (token string, named bool, err error) {
-	file, direct := c.IsSet("token-file"), c.IsSet("token")
-	if file && direct {
-		return "", false, problem.Usagef("give the token once: --token-file or --token/LOANQ_SERVE_TOKEN, not both")
+	if c.IsSet("token") {
+		return "", false, problem.WithHint(problem.Usagef("--token is refused: a token on the command line is visible to every user of this machine (ps)"),
+			"put the token in a file (one line, chmod 600) and give --token-file PATH, or set LOANQ_SERVE_TOKEN in serve's environment; if others can see this machine's processes, pick a new token")
 	}
-	token = c.String("token")
-	if v, env := os.LookupEnv("LOANQ_SERVE_TOKEN"); direct && token != "" && (!env || v != token) {
-		cfg.warnings = append(cfg.warnings, "a --token on the command line is visible to every user of this machine (ps): use --token-file PATH or LOANQ_SERVE_TOKEN")
+	token, direct := os.LookupEnv("LOANQ_SERVE_TOKEN")
+	file := c.IsSet("token-file")
+	if file && direct {
+		return "", false, problem.Usagef("give the token once: --token-file or LOANQ_SERVE_TOKEN, not both")
 	}
 	if file {
 		path := c.String("token-file")

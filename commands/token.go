@@ -75,7 +75,11 @@ func tokenCreate(c *cli.Context) error {
 		return err
 	}
 	defer e.Close()
-	t, err := e.CreateToken(c.Context, c.String("user"), c.String("role"), defaultUser(), expires)
+	by, err := e.Issuer(c.Context, actingRequested(c), defaultUser())
+	if err != nil {
+		return err
+	}
+	t, err := e.CreateToken(c.Context, c.String("user"), c.String("role"), by, expires)
 	if err != nil {
 		return err
 	}
@@ -135,10 +139,25 @@ func tokenRevoke(c *cli.Context) error {
 		return err
 	}
 	defer e.Close()
-	if err := e.RevokeToken(c.Context, id, defaultUser()); err != nil {
+	by, err := e.Issuer(c.Context, actingRequested(c), defaultUser())
+	if err != nil {
+		return err
+	}
+	if err := e.RevokeToken(c.Context, id, by); err != nil {
 		return err
 	}
 	return emit(c, map[string]any{"id": id, "revoked": true}, func(w io.Writer) {
 		fmt.Fprintf(w, "token %d revoked: every serve process refuses it from its next call\n", id)
 	})
+}
+
+// actingRequested is the global --user (or LOANQ_USER), "" when none was
+// given. token create has a --user of its own, the token's user, so the
+// global one is read through the parent context (`token`, which has no
+// --user: a flag is looked up from there up to the global flags).
+func actingRequested(c *cli.Context) string {
+	if parent := c.Lineage()[1]; parent.IsSet("user") {
+		return parent.String("user")
+	}
+	return ""
 }

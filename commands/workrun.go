@@ -37,9 +37,10 @@ SIGINT/SIGTERM: no new work is taken, running commands get --grace to finish,
 then SIGTERM; what is unfinished is returned at once (return --after 0s); exit 0.
 If loanq dies (SIGKILL), CMD's process group gets SIGTERM, SIGKILL 5s later.
 CMD's environment is loanq's without loanq's own variables: no LOANQ_DB,
-LOANQ_SERVE_TOKEN or other LOANQ_* (only the four above), and no DATABASE_URL
-when that is loanq's database. A CMD that needs a database gets it under
-another name (MY_DB="$LOANQ_DB" loanq work run …).
+LOANQ_SERVE_TOKEN or other LOANQ_* (only the four above), no DATABASE_URL
+when that is loanq's database, and no PGPASSWORD when loanq's database is
+PostgreSQL (loanq's password when the DSN has none). A CMD that needs a
+database gets it under another name (MY_DB="$LOANQ_DB" loanq work run …).
 A loan CMD completed that still matches the task's criteria is eligible again
 and may come straight back: loanq says so once on stderr, and --max-repeats K
 (default 3, 0: no limit) stops the loop with exit 3 once a loan has come back
@@ -145,7 +146,7 @@ func workRun(c *cli.Context) error {
 	if _, err := e.Task(c.Context, o.Task); err != nil {
 		return err
 	}
-	o.User, o.DSN = e.user, c.String("db")
+	o.User, o.DSN, o.PasswordEnv = e.user, c.String("db"), drivers.PasswordEnv(e.Driver)
 	v := &runView{o: o, log: lg, out: c.App.Writer, errw: c.App.ErrWriter, cmdOut: c.App.Writer, json: e.json,
 		progress: isTerminal(c.App.ErrWriter) && !lg.JSON()}
 	if v.json {

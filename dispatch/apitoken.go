@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/loanq/loanq/drivers"
 	"github.com/loanq/loanq/problem"
@@ -92,8 +93,43 @@ func CheckNewToken(user, role string, expires time.Duration) (string, error) {
 	return role, nil
 }
 
+// Issuer is the name `token create` and `token revoke` record as who issued
+// or revoked a token (created_by, revoked_by): the connection's database
+// account as the database reports it (the Identity statement: PostgreSQL
+// current_user, MySQL and MariaDB the user part of USER(), Oracle
+// SESSION_USER), never the OS user, which anyone can choose; and
+// "ACCOUNT (as NAME)" when the command acted as another user (requested:
+// --user or LOANQ_USER, which the database allows a trusted or mapped
+// account). SQLite has no accounts: the acting user, requested or else
+// fallback (the OS user), as every command records on SQLite.
+func (e *Engine) Issuer(ctx context.Context, requested, fallback string) (string, error) {
+	if e.caps().Accounts == drivers.AccountsNone {
+		return e.ActingUser(ctx, requested, fallback)
+	}
+	if requested != "" {
+		// Refused, with the reason, unless the database lets the account act
+		// as that name.
+		if _, err := e.ActingUser(ctx, requested, ""); err != nil {
+			return "", err
+		}
+	}
+	id, err := e.Identity(ctx, "")
+	if err != nil {
+		return "", err
+	}
+	if requested == "" || requested == id.Account {
+		return id.Account, nil
+	}
+	by := id.Account + " (as " + requested + ")"
+	if utf8.RuneCountInString(by) > MaxUserChars {
+		return "", problem.Usagef("%q is too long to record as the token's issuer (at most %d characters): act as a shorter --user, or drop --user to record the account %q alone",
+			by, MaxUserChars, id.Account)
+	}
+	return by, nil
+}
+
 // CreateToken issues a token for user with role, valid for expires (0: no
-// expiry); by is who issues it.
+// expiry); by is who issues it (Issuer).
 func (e *Engine) CreateToken(ctx context.Context, user, role, by string, expires time.Duration) (*IssuedToken, error) {
 	role, err := CheckNewToken(user, role, expires)
 	if err != nil {
@@ -136,7 +172,7 @@ func (e *Engine) ListTokens(ctx context.Context) ([]TokenInfo, error) {
 }
 
 // RevokeToken refuses the token from now on, in every serve process (each
-// call is authenticated against the table).
+// call is authenticated against the table); by is who revokes it (Issuer).
 func (e *Engine) RevokeToken(ctx context.Context, id int64, by string) error {
 	if id <= 0 {
 		return problem.Usagef("invalid token id %d: give the id `loanq token list` shows", id)

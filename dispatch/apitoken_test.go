@@ -94,3 +94,41 @@ func TestAPITokenLifecycle(t *testing.T) {
 		}
 	})
 }
+
+// Issuer, who token create and revoke record: the database account (never
+// the OS user, fallback), "ACCOUNT (as NAME)" when a trusted account acts as
+// NAME; on SQLite, which has no accounts, the acting user.
+func TestTokenIssuer(t *testing.T) {
+	testdb.Each(t, func(t *testing.T, dsn string) {
+		f := setup(t, dsn, 0)
+		ctx := context.Background()
+		long := strings.Repeat("u", dispatch.MaxUserChars)
+		account := ""
+		if id, err := f.e.Identity(ctx, ""); err == nil {
+			account = id.Account
+		}
+		for _, c := range []struct{ requested, want string }{
+			{"", "os-user"},
+			{"lead", "lead"},
+			{long, long},
+		} {
+			if account != "" {
+				switch c.requested {
+				case "":
+					c.want = account
+				case long:
+					c.want = "" // "ACCOUNT (as uuu…)" is too long for created_by: bad input
+				default:
+					c.want = account + " (as " + c.requested + ")"
+				}
+			}
+			by, err := f.e.Issuer(ctx, c.requested, "os-user")
+			switch {
+			case c.want == "" && problem.KindOf(err) != problem.Usage:
+				t.Errorf("Issuer(%.10q…): %q, %v; want bad input", c.requested, by, err)
+			case c.want != "" && (err != nil || by != c.want):
+				t.Errorf("Issuer(%q): %q, %v; want %q", c.requested, by, err, c.want)
+			}
+		}
+	})
+}

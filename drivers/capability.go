@@ -71,3 +71,20 @@ func TablesOf(d Driver) (Tables, error) {
 	}
 	return Tables{}, fmt.Errorf("the %s driver cannot create application tables: implement drivers.TableMaker", d.Name())
 }
+
+// PasswordEnver is implemented by a driver whose client library reads the
+// password from an environment variable when the DSN holds none (pgx reads
+// PGPASSWORD, as libpq does). That variable is then loanq's secret: the
+// commands loanq runs (lock run, work run) do not get it.
+type PasswordEnver interface {
+	PasswordEnv() []string
+}
+
+// PasswordEnv lists the environment variables d's client reads a password
+// from, or none.
+func PasswordEnv(d Driver) []string {
+	if p, ok := d.(PasswordEnver); ok {
+		return p.PasswordEnv()
+	}
+	return nil
+}

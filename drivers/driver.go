@@ -42,7 +42,9 @@
 //     (CheckDriver) — and LockableChecker, DeadlockDetector,
 //     SelfMigrating, PlainPathDriver, BuildSupport, ReadTxOptioner,
 //     TableMaker, Explainer, DataLocker, ClaimPlanner, GrantWriter,
-//     KeyTyper; sqllex.Syntaxer (internal/sqllex/syntaxes.go:
+//     KeyTyper, PasswordEnver (a client that reads the password from the
+//     environment: lock run and work run keep it from their commands);
+//     sqllex.Syntaxer (internal/sqllex/syntaxes.go:
 //     how the dialect quotes, for the checks of a task's --where/--order).
 //  6. drivers/all/all.go: a blank import, so every binary registers it.
 //  7. Tests: drivers/<db>/conformance_test.go runs the drivers/drivertest

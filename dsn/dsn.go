@@ -168,75 +168,100 @@ var (
 
 // Redacted is the DSN as it may be printed: the password replaced by ***.
 // A file DSN (no host) prints as SCHEME:PATH.
+//
+// The public parts (user, host, database, options) print as they are, so
+// that the printed form is a DSN to type again with the password put back
+// (the "Try:" lines of demo seed). A part that holds the whole password is
+// hidden whole: *** for the user, host or database, left out for an option.
+// Never a piece of a part: hiding the pieces a part shares with the
+// password (Pw_sec_proc, user sec_proc: ******) tells which pieces those
+// are, and leaves a DSN nobody can use.
 func (d DSN) Redacted() string {
 	if d.File {
 		return d.Scheme + ":" + d.Database
 	}
-	// Each public part is scrubbed on its own, before it is encoded: a
-	// password that shares a piece with the user, host or database name hides
-	// that piece there, and the printed form still parses (scrubbing the
-	// assembled text could cut a user's %20 escape or the ':' before ***).
-	// A part whose encoded form still holds a piece (the user " 000" prints
-	// as %20000) is shown as *** whole.
-	clean := func(s string, encode func(string) string) string {
-		if len(d.Password) < 4 {
-			return s // too short to tell from the host or database name
+	s := d.assemble(d.holdsPassword)
+	// A password may also run across the separators between two parts
+	// ("db?ssl" in .../db?sslmode=disable): then every part is hidden.
+	if d.Password != "" {
+		printed := strings.TrimPrefix(s, d.Scheme+"://")
+		for _, side := range strings.SplitN(printed, ":***@", 2) {
+			if d.holdsPassword(side) {
+				return d.assemble(func(string) bool { return true })
+			}
 		}
-		s = d.Scrub(s)
-		if e := encode(s); d.Scrub(e) != e {
+	}
+	return s
+}
+
+// assemble prints the DSN with the password as *** and each public part for
+// which hide says so (as parsed or as encoded) as *** or, an option, left out.
+func (d DSN) assemble(hide func(string) bool) string {
+	part := func(s, encoded string) string {
+		if s != "" && (hide(s) || hide(encoded)) {
 			return "***"
 		}
-		return s
+		return encoded
 	}
-	// Each part as it prints, without the separators around it ("//" before
-	// a host, "/" before a path): a password "/000" is not in the host 000
-	// (found by fuzzing: postgres://:/000@000 printed its host as ***).
-	asUser := func(s string) string { return url.User(s).String() }
-	asHost := func(s string) string { return strings.TrimPrefix((&url.URL{Host: s}).String(), "//") }
-	asPath := func(s string) string { return strings.TrimPrefix((&url.URL{Path: "/" + s}).EscapedPath(), "/") }
-	asQuery := url.QueryEscape
-	u := url.URL{Scheme: d.Scheme, Host: clean(d.Host, asHost), Path: "/" + clean(d.Database, asPath)}
+	var b strings.Builder
+	b.WriteString(d.Scheme + "://")
 	if d.User != "" {
+		b.WriteString(part(d.User, url.User(d.User).String()))
 		if d.Password != "" {
-			u.User = url.UserPassword(clean(d.User, asUser), "xxx")
-		} else {
-			u.User = url.User(clean(d.User, asUser))
+			b.WriteString(":***")
 		}
+		b.WriteString("@")
 	}
+	b.WriteString(part(d.Host, strings.TrimPrefix((&url.URL{Host: d.Host}).String(), "//")))
+	b.WriteString("/" + part(d.Database, strings.TrimPrefix((&url.URL{Path: "/" + d.Database}).EscapedPath(), "/")))
 	// Only plain options (sslmode=disable, connect_timeout=5) are shown: a
 	// password may hide in a parameter.
 	q := url.Values{}
 	for k, v := range d.Query {
-		if strings.Contains(strings.ToLower(k), "pass") || !plainOption().MatchString(k) {
+		if strings.Contains(strings.ToLower(k), "pass") || !plainOption().MatchString(k) || hide(k) {
 			continue
 		}
 		for _, x := range v {
-			if plainValue().MatchString(x) && clean(x, asQuery) == x && clean(k, asQuery) == k {
+			if plainValue().MatchString(x) && !hide(x) && !hide(url.QueryEscape(x)) {
 				q.Add(k, x)
 			}
 		}
 	}
-	u.RawQuery = q.Encode()
-	return strings.Replace(u.String(), ":xxx@", ":***@", 1)
+	if len(q) > 0 {
+		b.WriteString("?" + q.Encode())
+	}
+	return b.String()
+}
+
+// passwordForms are the ways the password may be written: as it is and
+// percent-encoded as a query value, a path and user information.
+func (d DSN) passwordForms() []string {
+	if d.Password == "" {
+		return nil
+	}
+	return []string{d.Password, url.QueryEscape(d.Password), url.PathEscape(d.Password), url.UserPassword("", d.Password).String()[1:]}
+}
+
+// holdsPassword reports whether s holds the whole password in any of its
+// forms.
+func (d DSN) holdsPassword(s string) bool {
+	for _, form := range d.passwordForms() {
+		if strings.Contains(s, form) {
+			return true
+		}
+	}
+	return false
 }
 
 // Scrub removes the password from a message a driver or server produced: the
-// password itself, its escaped forms, and then any 4-character piece of it
-// still there (a driver may quote a part of a DSN it split differently).
+// password itself and its escaped forms, each replaced by ***. Only the whole
+// password: the drivers are never given it in a string (see each driver's
+// ParseDSN), so a message holds it only where a public part does, and
+// hiding pieces would garble the public parts it quotes (database "sec_pg"
+// as "***pg") and tell which pieces those are.
 func (d DSN) Scrub(msg string) string {
-	if d.Password == "" {
-		return msg
-	}
-	for _, form := range []string{d.Password, url.QueryEscape(d.Password), url.PathEscape(d.Password), url.UserPassword("", d.Password).String()[1:]} {
-		if len(form) > 0 {
-			msg = strings.ReplaceAll(msg, form, "***")
-		}
-	}
-	const piece = 4
-	for i := 0; i+piece <= len(d.Password); i++ {
-		if s := d.Password[i : i+piece]; strings.Contains(msg, s) {
-			msg = strings.ReplaceAll(msg, s, "***")
-		}
+	for _, form := range d.passwordForms() {
+		msg = strings.ReplaceAll(msg, form, "***")
 	}
 	return msg
 }

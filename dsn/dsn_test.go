@@ -63,6 +63,64 @@ func TestParseDSNPasswordAsTyped(t *testing.T) {
 	}
 }
 
+// A public part (user, host, database, option) prints as it is, or hidden
+// whole when it holds the whole password; never in pieces. Hiding the
+// 4-character pieces a part shares with the password printed the user
+// sec_proc of the password Pw_sec_proc as %2A%2A%2A%2A%2A%2A and its database
+// sec_pg as %2A%2A%2Apg (issue 34, row 6): it told which pieces are in the
+// password, and demo seed's "Try:" lines named no database.
+func TestRedactedHidesPartsWhole(t *testing.T) {
+	cases := []struct{ name, raw, redacted string }{
+		{"pieces shared with the password", "postgres://sec_proc:Pw_sec_proc@127.0.0.1:5432/sec_pg",
+			"postgres://sec_proc:***@127.0.0.1:5432/sec_pg"},
+		{"the password is the user", "postgres://sec_proc:sec_proc@127.0.0.1:5432/sec_pg",
+			"postgres://***:***@127.0.0.1:5432/sec_pg"},
+		{"the password is in the database name", "mysql://app:loans@127.0.0.1:3306/loans_test",
+			"mysql://app:***@127.0.0.1:3306/***"},
+		{"the password is the port", "postgres://app:5432@127.0.0.1:5432/loans",
+			"postgres://app:***@***/loans"},
+		{"the password is an option's value", "postgres://app:disable@db/loans?sslmode=disable&connect_timeout=5",
+			"postgres://app:***@db/loans?connect_timeout=5"},
+		{"no password", "postgres://sec_proc@127.0.0.1:5432/sec_pg?sslmode=disable",
+			"postgres://sec_proc@127.0.0.1:5432/sec_pg?sslmode=disable"},
+		{"an empty password", "mysql://root:@127.0.0.1:3306/test", "mysql://root@127.0.0.1:3306/test"},
+		// Short passwords too: one in a public part is hidden there (a
+		// 3-character password equal to the database name would otherwise
+		// print as it), one that is not leaves the parts as they are.
+		{"a short password in the database name", "oracle://scott:XE@db:1521/XEPDB1", "oracle://scott:***@db:1521/***"},
+		{"a short password elsewhere", "oracle://scott:q@db:1521/XEPDB1", "oracle://scott:***@db:1521/XEPDB1"},
+		{"a one-character password in the host", "postgres://app:1@127.0.0.1/loans", "postgres://app:***@***/loans"},
+		// The password runs across a separator between two parts: every
+		// part is hidden.
+		{"the password spans parts", "postgres://app:loans?sslm@db/loans?sslmode=disable", "postgres://***:***@***/***"},
+	}
+	for _, c := range cases {
+		_, d, err := drivers.ParseDSN(c.raw)
+		if err != nil {
+			t.Errorf("%s: %q: %v", c.name, c.raw, err)
+			continue
+		}
+		if got := d.Redacted(); got != c.redacted {
+			t.Errorf("%s: %q printed as %q, want %q", c.name, c.raw, got, c.redacted)
+		}
+	}
+}
+
+// Scrub hides the password in a driver's or a server's message, as typed or
+// percent-encoded, and only the password: the public parts it quotes stay
+// readable.
+func TestScrubHidesOnlyThePassword(t *testing.T) {
+	_, d, err := drivers.ParseDSN("postgres://sec_proc:Pw_sec%20proc@127.0.0.1:5432/sec_pg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg := `user "sec_proc", database "sec_pg": Pw_sec proc, Pw_sec+proc, Pw_sec%20proc`
+	want := `user "sec_proc", database "sec_pg": ***, ***, ***`
+	if got := d.Scrub(msg); got != want {
+		t.Errorf("Scrub(%q) = %q, want %q", msg, got, want)
+	}
+}
+
 // Each driver checks its own forms and aliases: mariadb:// exactly as mysql://.
 func TestDSNAliasesCheckedAlike(t *testing.T) {
 	for _, pair := range [][2]string{

@@ -106,3 +106,85 @@ func TestTokenBadInput(t *testing.T) {
 		t.Errorf("%d tokens stored by bad input", n)
 	}
 }
+
+// token create and token revoke record who issued and who revoked a token as
+// the database knows it (issue 34, 7d; the OS user was recorded before): the
+// connection's account, and "ACCOUNT (as NAME)" when a trusted account acted
+// as NAME (--user). SQLite has no accounts: the acting user.
+func TestTokenIssuerIsTheAccount(t *testing.T) {
+	t.Parallel()
+	type info struct {
+		CreatedBy string `json:"created_by"`
+		RevokedBy string `json:"revoked_by"`
+	}
+	created := func(t *testing.T, r result) string {
+		t.Helper()
+		var tok struct {
+			ID int64 `json:"id"`
+		}
+		if err := json.Unmarshal([]byte(r.stdout), &tok); err != nil {
+			t.Fatalf("token create: %v\n%s", err, r.stdout)
+		}
+		return fmt.Sprint(tok.ID)
+	}
+	byID := func(t *testing.T, r result) map[string]info {
+		t.Helper()
+		var doc struct {
+			Tokens []struct {
+				ID int64 `json:"id"`
+				info
+			} `json:"tokens"`
+		}
+		if err := json.Unmarshal([]byte(r.stdout), &doc); err != nil {
+			t.Fatalf("token list: %v\n%s", err, r.stdout)
+		}
+		m := map[string]info{}
+		for _, tok := range doc.Tokens {
+			m[fmt.Sprint(tok.ID)] = tok.info
+		}
+		return m
+	}
+	want := func(t *testing.T, got map[string]info, id string, w info) {
+		t.Helper()
+		if got[id] != w {
+			t.Errorf("token %s: created_by %q, revoked_by %q; want %q, %q", id, got[id].CreatedBy, got[id].RevokedBy, w.CreatedBy, w.RevokedBy)
+		}
+	}
+
+	t.Run("sqlite", func(t *testing.T) {
+		t.Parallel()
+		dsn := testdb.Fresh(t, "sqlite")
+		testdb.Migrated(t, dsn)
+		id := created(t, mustOK(t, dsn, "lead", "-o", "json", "token", "create", "--user", "ana"))
+		mustOK(t, dsn, "chief", "token", "revoke", id)
+		want(t, byID(t, mustOK(t, dsn, "x", "-o", "json", "token", "list")), id, info{"lead", "chief"})
+	})
+	for _, dialect := range []string{"postgres", "mysql"} {
+		t.Run(dialect, func(t *testing.T) {
+			t.Parallel()
+			owner := testdb.Fresh(t, dialect)
+			d, db := testdb.Migrated(t, owner)
+			testdb.CreateLoans(t, d, db, 1) // the roles' grants name the loan table
+			acc := newAccounts(t, dialect, owner, d, db)
+			adm := acc.create("admin", "adm", "")
+			account := acc.name("adm")
+			// No --user: the account alone, whatever the OS user is.
+			plain := created(t, runAs(t, adm, "", 0, "-o", "json", "token", "create", "--user", "ana"))
+			// The admin account is trusted: it may act as anyone, and says so.
+			as := created(t, runAs(t, adm, "lead", 0, "-o", "json", "token", "create", "--user", "ana"))
+			self := created(t, runAs(t, adm, account, 0, "-o", "json", "token", "create", "--user", "ana"))
+			runAs(t, adm, "chief", 0, "token", "revoke", plain)
+			runAs(t, adm, "", 0, "token", "revoke", self)
+			got := byID(t, runAs(t, adm, "", 0, "-o", "json", "token", "list"))
+			want(t, got, plain, info{account, account + " (as chief)"})
+			want(t, got, as, info{account + " (as lead)", ""})
+			want(t, got, self, info{account, account})
+			// A processor account acts only as its own name: refused before
+			// anything is written, naming the account.
+			proc := acc.create("processor", "proc", "")
+			if r := runAs(t, proc, "lead", 2, "token", "create", "--user", "ana"); !strings.Contains(r.stderr, acc.name("proc")) {
+				t.Errorf("a processor account acting as lead: %s", r.stderr)
+			}
+		})
+	}
+}

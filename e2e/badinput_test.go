@@ -210,6 +210,19 @@ func TestBadDSN(t *testing.T) {
 		u.User = url.UserPassword("loanq_no_such_user", secret)
 		cases = append(cases, badInput{dialect + " wrong login", "ana", []string{"--db", u.String(), "task", "list"}, 2, "loanq_no_such_user"})
 	}
+	// Two driver options are refused before connecting, with the reason:
+	// multiStatements (one string, several statements) and allowAllFiles
+	// (the server reads any local file through LOAD DATA LOCAL INFILE).
+	my, err := url.Parse(testdb.Fresh(t, "mysql"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	my.User = url.UserPassword(my.User.Username(), secret)
+	mariadb := *my
+	mariadb.Scheme = "mariadb"
+	cases = append(cases,
+		badInput{"mysql multiStatements", "ana", []string{"--db", my.String() + "?multiStatements=true", "task", "list"}, 2, "multiStatements is refused: it lets one statement string carry several statements"},
+		badInput{"mariadb allowAllFiles", "ana", []string{"--db", mariadb.String() + "?allowAllFiles=1", "task", "list"}, 2, "allowAllFiles is refused: it lets the server (or whoever answers as it) read any local file"})
 	for _, c := range cases {
 		r := loanq(t, "", c.user, c.args...)
 		check(t, c, r)

@@ -82,7 +82,7 @@ func TestDashboardInBrowser(t *testing.T) {
 	const token = "browser-tok-77"
 	// With --api, as a team that serves processors runs it: the dashboard
 	// then links the processor's page (docs/dashboard.png shows it).
-	s := startServe(t, dsn, "--token", token, "--stale-after", "1h", "--cache", "1s", "--api")
+	s := startServeEnv(t, dsn, []string{"LOANQ_SERVE_TOKEN=" + token}, "--stale-after", "1h", "--cache", "1s", "--api")
 
 	dir := t.TempDir()
 	opts := []chromedp.ExecAllocatorOption{

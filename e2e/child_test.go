@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"os"
@@ -198,27 +199,40 @@ func envOf(out string) map[string]string {
 
 // The commands of `work run` and `lock run` get the caller's environment
 // without loanq's variables: no LOANQ_DB (a DSN that may hold a password),
-// no LOANQ_SERVE_TOKEN, no other LOANQ_* than their contract's, and no
-// DATABASE_URL when that is loanq's database; a DATABASE_URL naming another
-// database, and everything else, stays.
+// no LOANQ_SERVE_TOKEN, no other LOANQ_* than their contract's, no
+// DATABASE_URL when that is loanq's database, and no PGPASSWORD when loanq
+// connects to PostgreSQL (pgx reads loanq's password from it when the DSN
+// has none); a DATABASE_URL naming another database, a PGPASSWORD beside
+// another database, and everything else, stay.
 func TestCommandEnvironmentHoldsNoSecrets(t *testing.T) {
 	t.Parallel()
 	testdb.Each(t, func(t *testing.T, dsn string) {
 		prepare(t, dsn, 2)
 		mustOK(t, dsn, "admin", "task", "create", "env", "--where", "eligible = 1", "--order", "priority")
+		// The test server's own PGPASSWORD if it needs one, so that loanq
+		// still connects; the test PostgreSQL trusts local connections.
+		pgPassword := cmp.Or(os.Getenv("PGPASSWORD"), "pg-secret-6f7a8b")
+		loanqsPG := strings.HasPrefix(dsn, "postgres")
 		common := []string{"LOANQ_SERVE_TOKEN=" + secretToken, "LOANQ_OUTPUT=text", "LOANQ_USER=robot",
-			"LOANQ_LOCK_TOKEN=999", "LOANQ_SOMETHING=x", "KEEP_ME=kept"}
+			"LOANQ_LOCK_TOKEN=999", "LOANQ_SOMETHING=x", "KEEP_ME=kept", "PGPASSWORD=" + pgPassword}
 		check := func(what string, r result, want map[string]string, gone ...string) {
 			t.Helper()
 			if r.code != 0 {
 				t.Fatalf("%s: exit %d\n%s%s", what, r.code, r.stdout, r.stderr)
 			}
-			for _, s := range []string{secretToken, dsn} {
+			secrets := []string{secretToken, dsn}
+			if loanqsPG {
+				secrets = append(secrets, pgPassword)
+			}
+			for _, s := range secrets {
 				if strings.Contains(r.stdout, s) {
 					t.Errorf("%s: the command saw loanq's secret %q:\n%s", what, s, r.stdout)
 				}
 			}
 			env := envOf(r.stdout)
+			if pg, ok := env["PGPASSWORD"]; loanqsPG && ok || !loanqsPG && pg != pgPassword {
+				t.Errorf("%s: PGPASSWORD=%q in the command's environment (present: %v); want it gone only when loanq's database is PostgreSQL", what, pg, ok)
+			}
 			for k, v := range want {
 				if env[k] != v {
 					t.Errorf("%s: %s=%q in the command's environment, want %q", what, k, env[k], v)

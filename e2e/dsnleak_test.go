@@ -153,3 +153,39 @@ func piece(out, secret, public string) string {
 	}
 	return ""
 }
+
+// TestDSNPrintedPartsWhole: a password that shares pieces with the user and
+// the database name (issue 34, row 6: Pw_sec_proc with the user sec_proc and
+// the database sec_pg printed as %2A%2A%2A%2A%2A%2A:***@…/%2A%2A%2Apg). The
+// user and the database print as they are, the password as ***, and the
+// "Try:" lines of demo seed are commands that work once the password is
+// typed in place of the ***. (The test PostgreSQL trusts its local
+// connections: any password connects.)
+func TestDSNPrintedPartsWhole(t *testing.T) {
+	t.Parallel()
+	pg, err := url.Parse(testdb.Fresh(t, "postgres"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := strings.TrimPrefix(pg.Path, "/")
+	password := "Pw_" + pg.User.Username() + "_" + db
+	raw := "postgres://" + pg.User.Username() + ":" + password + "@" + pg.Host + "/" + db + "?sslmode=disable"
+	want := "postgres://" + pg.User.Username() + ":***@" + pg.Host + "/" + db + "?sslmode=disable"
+
+	r := loanq(t, raw, "ana", "demo", "seed", "--loans", "20")
+	if r.code != 0 {
+		t.Fatalf("demo seed: exit %d: %s%s", r.code, r.stdout, r.stderr)
+	}
+	out := r.stdout + r.stderr
+	if strings.Contains(out, password) {
+		t.Fatalf("demo seed printed the password:\n%s", out)
+	}
+	try := "--db '" + want + "' task list"
+	if !strings.Contains(r.stdout, try) {
+		t.Fatalf("demo seed's Try lines do not hold %q:\n%s", try, r.stdout)
+	}
+	// The Try line's DSN with the password typed again connects.
+	if r := loanq(t, strings.Replace(want, "***", password, 1), "ana", "task", "list"); r.code != 0 || !strings.Contains(r.stdout, "verify-bank") {
+		t.Errorf("task list with the printed DSN: exit %d: %s%s", r.code, r.stdout, r.stderr)
+	}
+}

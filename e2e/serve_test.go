@@ -226,7 +226,7 @@ func scrape(t *testing.T, s *server, header ...string) map[string]*dto.MetricFam
 
 // TestServe starts `loanq serve` on every database, drives work through the
 // CLI, and checks /metrics (parsed with the Prometheus text parser), the
-// dashboard's JSON and /healthz against the database; that --token guards
+// dashboard's JSON and /healthz against the database; that the token guards
 // every path but /healthz, by header and by cookie; and that hitting every
 // endpoint leaves loanq's tables exactly as they were.
 func TestServe(t *testing.T) {
@@ -254,7 +254,7 @@ func TestServe(t *testing.T) {
 
 		const token = "tok-3nS9xq"
 		bearer := []string{"Authorization", "Bearer " + token}
-		s := startServe(t, dsn, "--token", token, "--cache", "0s", "--metrics-per-user", "--stale-after", "1h")
+		s := startServeEnv(t, dsn, []string{"LOANQ_SERVE_TOKEN=" + token}, "--cache", "0s", "--metrics-per-user", "--stale-after", "1h")
 		before := snapshot(t, db)
 
 		// /healthz: open, 200, one line of JSON.
@@ -440,12 +440,16 @@ func TestServeBadInput(t *testing.T) {
 		{[]string{"--listen", "0.0.0.0:0"}, "without a token"},
 		{[]string{"--listen", ":0"}, "without a token"},
 		{[]string{"--listen", "[::]:0"}, "without a token"},
-		{[]string{"--listen", "0.0.0.0:0", "--token", ""}, "token is empty"},
-		{[]string{"--listen", "127.0.0.1:0", "--token", ""}, "token is empty"},
 		{[]string{"--listen", "0.0.0.0:0", "--token-file", emptyFile}, "token is empty"},
 		{[]string{"--listen", "0.0.0.0:0", "--token-file", filepath.Join(t.TempDir(), "nosuch")}, "--token-file"},
-		{[]string{"--listen", "0.0.0.0:0", "--token", "s3cret-x", "--no-auth"}, "--no-auth"},
-		{[]string{"--listen", "127.0.0.1:0", "--token", "s3cret-x", "--token-file", tokenFile}, "once"},
+		{[]string{"--listen", "0.0.0.0:0", "--token-file", tokenFile, "--no-auth"}, "--no-auth"},
+		// A token on the command line, where ps shows it to every user of
+		// the machine, is refused whatever else is given (issue 34, 7a); the
+		// message says where a token goes instead.
+		{[]string{"--listen", "127.0.0.1:0", "--token", "s3cret-x"}, "--token is refused"},
+		{[]string{"--listen", "0.0.0.0:0", "--token=s3cret-x"}, "--token-file PATH, or set LOANQ_SERVE_TOKEN"},
+		{[]string{"--listen", "0.0.0.0:0", "--token", "s3cret-x", "--no-auth"}, "--token is refused"},
+		{[]string{"--listen", "127.0.0.1:0", "--token", ""}, "--token is refused"},
 		// The API (docs/api.md): its flags need --api; proxy needs trusted addresses.
 		{[]string{"--listen", "127.0.0.1:0", "--auth", "token"}, "--api"},
 		{[]string{"--listen", "127.0.0.1:0", "--trusted-proxy", "10.0.0.1"}, "--api"},
@@ -471,19 +475,32 @@ func TestServeBadInput(t *testing.T) {
 			if r.code != 2 || !strings.Contains(r.stderr, c.says) || strings.Count(strings.TrimSpace(r.stderr), "\n") > 0 {
 				t.Errorf("serve %v on %s: exit %d, stderr %q; want exit 2 and one line naming %q", c.args, db, r.code, r.stderr, c.says)
 			}
+			if strings.Contains(r.stdout+r.stderr, "s3cret") {
+				t.Errorf("serve %v: the output shows the token: %s%s", c.args, r.stdout, r.stderr)
+			}
 		}
 	}
 	if r := loanq(t, dsn, "x", "serve", "--listen", busy.Addr().String()); r.code != 2 || !strings.Contains(r.stderr, "another process uses that port") {
 		t.Errorf("serve on a busy port: exit %d, stderr %q", r.code, r.stderr)
 	}
 	// LOANQ_SERVE_TOKEN set but empty, as `LOANQ_SERVE_TOKEN=$TOKEN` leaves it
-	// when $TOKEN is unset: refused, on loopback too.
-	for _, listen := range []string{"0.0.0.0:0", "127.0.0.1:0"} {
-		cmd := command(context.Background(), dsn, "x", "serve", "--listen", listen)
-		cmd.Env = append(cmd.Env, "LOANQ_SERVE_TOKEN=")
+	// when $TOKEN is unset: refused, on loopback too. Set, it contradicts
+	// --no-auth and a token file.
+	for _, c := range []struct {
+		env  string
+		args []string
+		says string
+	}{
+		{"LOANQ_SERVE_TOKEN=", []string{"--listen", "0.0.0.0:0"}, "token is empty"},
+		{"LOANQ_SERVE_TOKEN=", []string{"--listen", "127.0.0.1:0"}, "token is empty"},
+		{"LOANQ_SERVE_TOKEN=s3cret-x", []string{"--listen", "0.0.0.0:0", "--no-auth"}, "--no-auth"},
+		{"LOANQ_SERVE_TOKEN=s3cret-x", []string{"--listen", "127.0.0.1:0", "--token-file", tokenFile}, "once"},
+	} {
+		cmd := command(context.Background(), dsn, "x", append([]string{"serve"}, c.args...)...)
+		cmd.Env = append(cmd.Env, c.env)
 		out, err := cmd.CombinedOutput()
-		if code := exitCode(err); code != 2 || !strings.Contains(string(out), "token is empty") {
-			t.Errorf("serve --listen %s with LOANQ_SERVE_TOKEN empty: exit %d %q; want 2 and a message saying the token is empty", listen, code, out)
+		if code := exitCode(err); code != 2 || !strings.Contains(string(out), c.says) || strings.Contains(string(out), "s3cret") {
+			t.Errorf("serve %v with %s: exit %d %q; want 2 and a message naming %q", c.args, c.env, code, out, c.says)
 		}
 	}
 	empty := testdb.Fresh(t, "sqlite")

@@ -20,7 +20,7 @@ import (
 
 func start(t *testing.T, script string, killAfter time.Duration) *child.Proc {
 	t.Helper()
-	p, err := child.Start("/bin/sh", []string{"sh", "-c", script}, child.Environ(os.Environ(), ""), killAfter, nil, os.Stdout, os.Stderr)
+	p, err := child.Start("/bin/sh", []string{"sh", "-c", script}, child.Environ(os.Environ(), "", nil), killAfter, nil, os.Stdout, os.Stderr)
 	if err != nil {
 		t.Fatal(err)
 	}

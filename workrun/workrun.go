@@ -81,8 +81,10 @@ type Options struct {
 	Path string
 	Argv []string
 	// DSN is the database in use: a DATABASE_URL that holds it is kept from
-	// the command's environment (child.Environ).
-	DSN string
+	// the command's environment (child.Environ), as are the variables its
+	// client reads the password from (PasswordEnv, drivers.PasswordEnv).
+	DSN         string
+	PasswordEnv []string
 
 	Count       int           // loans asked for at a time (at most the free slots)
 	Concurrency int           // commands running at once
@@ -288,7 +290,7 @@ func (r *Runner) progress() Progress {
 // (base) without loanq's secrets (child.Environ), plus LOANQ_TASK,
 // LOANQ_LOAN_ID, LOANQ_USER and LOANQ_REQUEST_ID.
 func Environ(base []string, o Options, l Loan) []string {
-	return child.Environ(base, o.DSN, "LOANQ_TASK="+o.Task, "LOANQ_LOAN_ID="+l.Key.String(), "LOANQ_USER="+o.User,
+	return child.Environ(base, o.DSN, o.PasswordEnv, "LOANQ_TASK="+o.Task, "LOANQ_LOAN_ID="+l.Key.String(), "LOANQ_USER="+o.User,
 		"LOANQ_REQUEST_ID="+strconv.FormatInt(l.Request, 10))
 }
 

@@ -56,6 +56,16 @@ func Config(target dsn.DSN) (*gomysql.Config, error) {
 	if err != nil {
 		return nil, problem.Usagef("malformed MySQL DSN %s: %s", target.Redacted(), target.Scrub(err.Error()))
 	}
+	// Two of the driver's options are refused: loanq needs neither, and each
+	// hands an attacker more than loanq ever would. Read from the driver's
+	// own configuration, so every spelling it accepts (=true, =1, =True, the
+	// last of a repeated option) is caught.
+	if cfg.MultiStatements {
+		return nil, problem.Usagef("MySQL DSN %s: multiStatements is refused: it lets one statement string carry several statements, so text that reaches a statement could run statements of its own; loanq sends one at a time: remove the option", target.Redacted())
+	}
+	if cfg.AllowAllFiles {
+		return nil, problem.Usagef("MySQL DSN %s: allowAllFiles is refused: it lets the server (or whoever answers as it) read any local file this process can read, through LOAD DATA LOCAL INFILE; loanq loads no files: remove the option", target.Redacted())
+	}
 	cfg.User = target.User
 	cfg.Passwd = target.Password
 	cfg.ParseTime = true

@@ -1,8 +1,11 @@
 package mysql
 
 import (
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/loanq/loanq/problem"
 )
 
 // go-sql-driver/mysql's own options configure the client; only the other
@@ -69,6 +72,37 @@ func TestConfigInterpolatesBinds(t *testing.T) {
 		}
 		if cfg.InterpolateParams != want {
 			t.Errorf("%q: interpolateParams %v, want %v", query, cfg.InterpolateParams, want)
+		}
+	}
+}
+
+// multiStatements (one string, several statements) and allowAllFiles (the
+// server reads any local file through LOAD DATA LOCAL INFILE) are refused as
+// bad input, in every spelling the driver reads as on, with the reason and
+// without the password; off, they are harmless and accepted.
+func TestConfigRefusesDangerousOptions(t *testing.T) {
+	for query, says := range map[string]string{
+		"?multiStatements=true":                       "multiStatements is refused",
+		"?multiStatements=1":                          "multiStatements is refused",
+		"?multiStatements=True&tls=false":             "several statements",
+		"?multiStatements=false&multiStatements=TRUE": "multiStatements is refused",
+		"?allowAllFiles=true":                         "allowAllFiles is refused",
+		"?allowAllFiles=1":                            "LOAD DATA LOCAL INFILE",
+		"?allowAllFiles=TRUE&multiStatements=0":       "allowAllFiles is refused",
+		"?interpolateParams=false&allowAllFiles=true": "allowAllFiles is refused",
+	} {
+		for _, scheme := range []string{"mysql", "mariadb"} {
+			_, err := (&Driver{}).ParseDSN(scheme + "://root:Pw_s3cret@db.example:3306/loans" + query)
+			if err == nil || problem.KindOf(err) != problem.Usage || !strings.Contains(err.Error(), says) {
+				t.Errorf("%s%s: %v; want bad input saying %q", scheme, query, err, says)
+			} else if strings.Contains(err.Error(), "Pw_s3cret") {
+				t.Errorf("%s%s: the message shows the password: %v", scheme, query, err)
+			}
+		}
+	}
+	for _, query := range []string{"?multiStatements=false", "?allowAllFiles=0", "?multiStatements=0&allowAllFiles=False"} {
+		if _, err := (&Driver{}).ParseDSN("mysql://root@db.example:3306/loans" + query); err != nil {
+			t.Errorf("%s: %v", query, err)
 		}
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -40,14 +41,17 @@ type Proc struct {
 // os.Environ()) without loanq's own variables, plus the variables the
 // command's contract names (vars, "NAME=value"). Removed: every LOANQ_*
 // variable (LOANQ_DB may hold a password, LOANQ_SERVE_TOKEN is a token; the
-// contract's own are set from vars), and DATABASE_URL when it holds the DSN
-// loanq uses (dsnInUse): it is loanq's secret then. A DATABASE_URL that names
-// another database is the command's own business and stays.
-func Environ(base []string, dsnInUse string, vars ...string) []string {
+// contract's own are set from vars), DATABASE_URL when it holds the DSN
+// loanq uses (dsnInUse): it is loanq's secret then, and the variables loanq's
+// database client reads its password from (passwordEnv, drivers.PasswordEnv:
+// PGPASSWORD when loanq connects to PostgreSQL). A DATABASE_URL that names
+// another database, or a PGPASSWORD when loanq's database is not PostgreSQL,
+// is the command's own business and stays.
+func Environ(base []string, dsnInUse string, passwordEnv []string, vars ...string) []string {
 	env := make([]string, 0, len(base)+len(vars))
 	for _, kv := range base {
 		name, value, _ := strings.Cut(kv, "=")
-		if strings.HasPrefix(name, "LOANQ_") || (name == "DATABASE_URL" && value == dsnInUse) {
+		if strings.HasPrefix(name, "LOANQ_") || (name == "DATABASE_URL" && value == dsnInUse) || slices.Contains(passwordEnv, name) {
 			continue
 		}
 		env = append(env, kv)

@@ -38,7 +38,7 @@ func TestHelperLoanq(t *testing.T) {
 		t.Skip("run by the tests below as a stand-in for loanq")
 	}
 	start := func() {
-		env := Environ(os.Environ(), "")
+		env := Environ(os.Environ(), "", nil)
 		p, err := Start("/bin/sh", []string{"sh", "-c", os.Getenv(helperCmd)}, env, 2*time.Second, nil, os.Stdout, os.Stderr)
 		if err != nil {
 			fmt.Println("start:", err)
@@ -238,19 +238,23 @@ func TestGuardReplaced(t *testing.T) {
 }
 
 // Environ: the caller's environment without loanq's variables, DATABASE_URL
-// only when it is loanq's DSN, and the contract's variables on top.
+// only when it is loanq's DSN, the client's password variables (PGPASSWORD
+// when loanq connects to PostgreSQL) only when given, and the contract's
+// variables on top.
 func TestEnviron(t *testing.T) {
 	base := []string{"PATH=/bin", "HOME=/h", "LOANQ_DB=postgres://u:secret@h/db", "LOANQ_SERVE_TOKEN=tok",
-		"LOANQ_OUTPUT=json", "LOANQ_USER=me", "LOANQ_TASK=stale", "DATABASE_URL=postgres://u:secret@h/db", "NOEQUALS"}
-	got := Environ(base, "postgres://u:secret@h/db", "LOANQ_TASK=t", "LOANQ_LOAN_ID=7")
-	want := []string{"PATH=/bin", "HOME=/h", "NOEQUALS", "LOANQ_TASK=t", "LOANQ_LOAN_ID=7"}
+		"LOANQ_OUTPUT=json", "LOANQ_USER=me", "LOANQ_TASK=stale", "DATABASE_URL=postgres://u:secret@h/db", "NOEQUALS",
+		"PGPASSWORD=secret", "PGUSER=u"}
+	got := Environ(base, "postgres://u:secret@h/db", []string{"PGPASSWORD"}, "LOANQ_TASK=t", "LOANQ_LOAN_ID=7")
+	want := []string{"PATH=/bin", "HOME=/h", "NOEQUALS", "PGUSER=u", "LOANQ_TASK=t", "LOANQ_LOAN_ID=7"}
 	if !slices.Equal(got, want) {
 		t.Fatalf("Environ = %q, want %q", got, want)
 	}
-	// DATABASE_URL naming another database than loanq's stays.
-	got = Environ([]string{"DATABASE_URL=postgres://app/appdb"}, "sqlite:loanq.db")
-	if !slices.Equal(got, []string{"DATABASE_URL=postgres://app/appdb"}) {
-		t.Fatalf("Environ removed another database's DATABASE_URL: %q", got)
+	// DATABASE_URL naming another database than loanq's stays, and so does
+	// PGPASSWORD when loanq's client reads no password from it.
+	got = Environ([]string{"DATABASE_URL=postgres://app/appdb", "PGPASSWORD=apps"}, "sqlite:loanq.db", nil)
+	if !slices.Equal(got, []string{"DATABASE_URL=postgres://app/appdb", "PGPASSWORD=apps"}) {
+		t.Fatalf("Environ removed the command's own DATABASE_URL or PGPASSWORD: %q", got)
 	}
 }
 
