@@ -370,14 +370,14 @@ func open(ctx context.Context, raw string, mustExist bool) (drivers.Driver, *sql
 // oneStrategy resolves a single --strategy; "" is the database's default.
 func oneStrategy(d drivers.Driver, name string) (drivers.Strategy, error) {
 	if name == "" {
-		return d.Strategies()[0], nil
+		return d.Capabilities().Strategies[0], nil
 	}
 	s, err := drivers.ParseStrategy(name)
 	if err != nil {
 		return "", err
 	}
 	if !drivers.Supports(d, s) {
-		return "", problem.Usagef("%s does not support strategy %s: use one of %v", d.Name(), s, d.Strategies())
+		return "", problem.Usagef("%s does not support strategy %s: use one of %v", d.Name(), s, d.Capabilities().Strategies)
 	}
 	return s, nil
 }

@@ -96,12 +96,12 @@ func TestStrategies(t *testing.T) {
 				t.Fatalf("batch %d: %v", batch, err)
 			}
 			leftNothing(t, d, dsn, before)
-			if len(rs) != len(d.Strategies()) {
-				t.Fatalf("ran %d strategies, want %v", len(rs), d.Strategies())
+			if len(rs) != len(d.Capabilities().Strategies) {
+				t.Fatalf("ran %d strategies, want %v", len(rs), d.Capabilities().Strategies)
 			}
 			for i, r := range rs {
-				if r.Strategy != string(d.Strategies()[i]) {
-					t.Errorf("result %d is %s, want %s", i, r.Strategy, d.Strategies()[i])
+				if r.Strategy != string(d.Capabilities().Strategies[i]) {
+					t.Errorf("result %d is %s, want %s", i, r.Strategy, d.Capabilities().Strategies[i])
 				}
 				check(t, d, dsn, r, 4, 40)
 				if r.MaxClaim < 1 || r.MaxClaim > batch {
@@ -134,7 +134,7 @@ func TestStrategies(t *testing.T) {
 func TestProcesses(t *testing.T) {
 	testdb.Each(t, func(t *testing.T, dsn string) {
 		d, _ := testdb.Migrated(t, dsn)
-		s := d.Strategies()[0]
+		s := d.Capabilities().Strategies[0]
 		chart := filepath.Join(t.TempDir(), "run.svg")
 		cfg := bench.Config{DSN: dsn, Strategy: string(s),
 			Workers: 4, Rows: 40, Work: 5 * time.Millisecond, Batch: 1, Processes: 2, Chart: chart,

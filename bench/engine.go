@@ -272,7 +272,7 @@ func RunEngine(ctx context.Context, cfg EngineConfig) (_ *EngineResult, err erro
 // of workers (skip where the database has row locks, its default elsewhere),
 // with no work time: the most loans/s any queue on this server can reach.
 func engineRaw(ctx context.Context, cfg *EngineConfig, d drivers.Driver, db *sql.DB, c *Catalogue, r *EngineResult) error {
-	raw := d.Strategies()[0]
+	raw := d.Capabilities().Strategies[0]
 	if drivers.Supports(d, drivers.Skip) {
 		raw = drivers.Skip
 	}

@@ -107,7 +107,7 @@ func TestEngine(t *testing.T) {
 		for _, count := range []int{1, 3} {
 			chart := filepath.Join(t.TempDir(), "engine.svg")
 			r := engineRun(t, bench.EngineConfig{DSN: dsn, Workers: 4, Count: count, Rows: 30, Chart: chart}, 30)
-			if r.Strategy != string(d.Strategies()[0]) || r.Count != count || r.Target != "engine" {
+			if r.Strategy != string(d.Capabilities().Strategies[0]) || r.Count != count || r.Target != "engine" {
 				t.Errorf("strategy %s count %d target %s", r.Strategy, r.Count, r.Target)
 			}
 			svg, err := os.ReadFile(chart)
@@ -126,7 +126,7 @@ func TestEngine(t *testing.T) {
 func TestEngineProcesses(t *testing.T) {
 	testdb.Each(t, func(t *testing.T, dsn string) {
 		d, _ := testdb.Migrated(t, dsn)
-		for _, s := range d.Strategies() {
+		for _, s := range d.Capabilities().Strategies {
 			r := engineRun(t, bench.EngineConfig{DSN: dsn, Strategy: string(s), Workers: 4, Processes: 2,
 				Count: 2, Rows: 24, Command: []string{os.Args[0], "bench", "engine-worker"}, Env: []string{childEnv + "=1"}}, 24)
 			if r.Processes != 2 || r.Strategy != string(s) || len(r.PerWorker) != 4 {
@@ -195,7 +195,7 @@ func TestRefusesUserTasks(t *testing.T) {
 		testdb.CreateLoans(t, d, db, 3)
 		e := dispatch.New(db, d)
 		if _, _, err := e.CreateTask(context.Background(), dispatch.TaskSpec{Name: "payments", Source: "loan", Key: "id",
-			Where: "eligible = 1", Order: "priority", Lock: d.Strategies()[0], CreatedBy: "test"}); err != nil {
+			Where: "eligible = 1", Order: "priority", Lock: d.Capabilities().Strategies[0], CreatedBy: "test"}); err != nil {
 			t.Fatal(err)
 		}
 		before := testdb.Rows(t, d, db)

@@ -195,7 +195,7 @@ func TestCatalogues(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
-		for _, s := range d.Strategies() {
+		for _, s := range d.Capabilities().Strategies {
 			if s != drivers.Lease && c.Claim(s).Empty() {
 				t.Errorf("%s: strategy %s is declared but its bench claim statement is empty", name, s)
 			}

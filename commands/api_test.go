@@ -346,7 +346,7 @@ func TestAPITwoServersOneDatabase(t *testing.T) {
 		ctx := context.Background()
 		e := dispatch.New(db, d)
 		lock := drivers.Strategy("") // SQLite: its only strategy, lease
-		if slices.Contains(d.Strategies(), drivers.Skip) {
+		if slices.Contains(d.Capabilities().Strategies, drivers.Skip) {
 			lock = drivers.Skip
 		}
 		if _, _, err := e.CreateTask(ctx, dispatch.TaskSpec{Name: "t", Where: "eligible = 1", Order: "priority",

@@ -58,7 +58,7 @@ func printSQL(c *cli.Context) error {
 		if n.SQL == "" && n.Empty != "" {
 			n.SQL = fmt.Sprintf("-- not used on %s: %s", d.Name(), n.Empty)
 		} else if n.SQL == "" {
-			n.SQL = fmt.Sprintf("-- not used on %s: strategies available are %v", d.Name(), d.Strategies())
+			n.SQL = fmt.Sprintf("-- not used on %s: strategies available are %v", d.Name(), d.Capabilities().Strategies)
 		}
 		list = append(list, stmt{n.Field, n.Purpose, n.SQL})
 	}
@@ -104,8 +104,8 @@ func printSQL(c *cli.Context) error {
 		list = append(list, stmt{"migration " + m, "schema migration", strings.TrimSpace(string(b))})
 	}
 	caps := d.Capabilities().List()
-	return emit(c, map[string]any{"dialect": d.Name(), "strategies": d.Strategies(), "capabilities": caps, "statements": list}, func(w io.Writer) {
-		fmt.Fprintf(w, "-- loanq statements for %s (lock strategies: %v)\n--\n", d.Name(), d.Strategies())
+	return emit(c, map[string]any{"dialect": d.Name(), "strategies": d.Capabilities().Strategies, "capabilities": caps, "statements": list}, func(w io.Writer) {
+		fmt.Fprintf(w, "-- loanq statements for %s (lock strategies: %v)\n--\n", d.Name(), d.Capabilities().Strategies)
 		for _, x := range caps {
 			fmt.Fprintf(w, "-- capability: %s = %s (%s)\n", x.Name, x.Value, x.Meaning)
 		}

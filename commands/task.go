@@ -84,7 +84,7 @@ instead of waiting for a query. Run "loanq task refill --all --every 30s"
 					&cli.StringFlag{Name: "source", Value: "loan", Usage: "table or view holding the loans"},
 					&cli.StringFlag{Name: "key", Value: "id", Usage: "column of --source holding the loan key: an integer, text (up to 200 characters) or UUID column"},
 					&cli.IntFlag{Name: "max-active", Usage: "cap on each user's active work in this task (0: none)"},
-					&cli.StringFlag{Name: "lock", Usage: "lock strategy: skip, nowait, wait, lease or rows (default: skip; lease on SQLite, which has no rows)"},
+					&cli.StringFlag{Name: "lock", Usage: "lock strategy: " + drivers.StrategyList(drivers.AllStrategies, " or ") + " (default: skip; lease on SQLite, which has no rows)"},
 					&cli.StringFlag{Name: "query-delay", Value: "0s", Usage: "sleep this long inside the locked section: simulates a heavy criteria query (demos, tests)"},
 					&cli.StringFlag{Name: "lease-ttl", Value: dispatch.DefaultLeaseTTL.String(), Usage: "how long a lease lasts without renewal (strategy lease; its holder renews it every TTL/3 while it works)"},
 					&cli.StringFlag{Name: "hold-limit", Usage: "longest a caller may hold the task lock before the database ends its session (default: derived from the measured criteria-query time)"},

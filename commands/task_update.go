@@ -41,7 +41,7 @@ Examples:
 			&cli.StringFlag{Name: "source", Usage: "table or view holding the loans"},
 			&cli.StringFlag{Name: "key", Usage: "column of --source holding the loan key: an integer, text (up to 200 characters) or UUID column"},
 			&cli.IntFlag{Name: "max-active", Usage: "cap on each user's active work in this task (0: none)"},
-			&cli.StringFlag{Name: "lock", Usage: "lock strategy: skip, nowait, wait, lease or rows"},
+			&cli.StringFlag{Name: "lock", Usage: "lock strategy: " + drivers.StrategyList(drivers.AllStrategies, " or ")},
 			&cli.StringFlag{Name: "query-delay", Usage: "sleep this long inside the locked section (demos, tests)"},
 			&cli.StringFlag{Name: "lease-ttl", Usage: "how long a lease lasts without renewal (strategy lease)"},
 			&cli.StringFlag{Name: "hold-limit", Usage: "longest a caller may hold the task LOCK (\"default\": derived)"},

@@ -20,7 +20,7 @@ func workCommand() *cli.Command {
 	recheck := []cli.Flag{
 		&cli.StringFlag{Name: "timeout", Value: "2m", Usage: "stop rechecking after this long and exit 75 (0s: recheck until served)"},
 		&cli.StringFlag{Name: "backoff", Value: formatBackoff(dispatch.DefaultBackoff), Usage: "recheck delays while busy; the last one repeats"},
-		&cli.StringFlag{Name: "lock", Usage: "lock strategy for this call only: skip, nowait, wait, lease or rows (default: the task's)"},
+		&cli.StringFlag{Name: "lock", Usage: "lock strategy for this call only: " + drivers.StrategyList(drivers.AllStrategies, " or ") + " (default: the task's)"},
 	}
 	return &cli.Command{
 		Name:  "work",

@@ -85,7 +85,7 @@ func TestAbandonedRequestIsNeverServed(t *testing.T) {
 	testdb.Each(t, func(t *testing.T, dsn string) {
 		f := setup(t, dsn, 100)
 		ctx := context.Background()
-		for _, s := range f.d.Strategies() {
+		for _, s := range f.d.Capabilities().Strategies {
 			t.Run(string(s), func(t *testing.T) {
 				task := f.task(t, dispatch.TaskSpec{Name: "abandoned-" + string(s), Lock: s})
 				gone := f.logged(t, task, "gone", 2)
@@ -141,7 +141,7 @@ func TestRequestExpiredAfterTheRoundsRead(t *testing.T) {
 	testdb.Each(t, func(t *testing.T, dsn string) {
 		f := setup(t, dsn, 100)
 		ctx := context.Background()
-		for _, s := range f.d.Strategies() {
+		for _, s := range f.d.Capabilities().Strategies {
 			if s == drivers.Rows {
 				continue // no round: each caller serves its own request
 			}
@@ -273,7 +273,7 @@ func TestOwnRequestLeavesTheOtherRequestAlone(t *testing.T) {
 	testdb.Each(t, func(t *testing.T, dsn string) {
 		f := setup(t, dsn, 40)
 		ctx := context.Background()
-		for _, s := range f.d.Strategies() {
+		for _, s := range f.d.Capabilities().Strategies {
 			t.Run(string(s), func(t *testing.T) {
 				task := f.task(t, dispatch.TaskSpec{Name: "own-" + string(s), Lock: s})
 				own := fast

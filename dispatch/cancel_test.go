@@ -23,7 +23,7 @@ func TestCancelRacesWithHolder(t *testing.T) {
 	testdb.Each(t, func(t *testing.T, dsn string) {
 		f := setup(t, dsn, 40)
 		ctx := context.Background()
-		for _, s := range f.d.Strategies() {
+		for _, s := range f.d.Capabilities().Strategies {
 			t.Run(string(s), func(t *testing.T) {
 				task := f.task(t, dispatch.TaskSpec{Name: "race-" + string(s), Lock: s})
 				// Cancelled after the holder's criteria query: never served.
@@ -104,7 +104,7 @@ func TestCancelBetweenReadAndFinish(t *testing.T) {
 		if f.d.Name() == "sqlite" {
 			t.Skip("SQLite has one writer at a time: a cancel cannot commit while the holder's assignment transaction is open")
 		}
-		for _, s := range f.d.Strategies() {
+		for _, s := range f.d.Capabilities().Strategies {
 			if s == drivers.Rows {
 				continue // each caller serves its own request only
 			}
@@ -155,7 +155,7 @@ func TestAttachToPendingRequest(t *testing.T) {
 	testdb.Each(t, func(t *testing.T, dsn string) {
 		f := setup(t, dsn, 200)
 		ctx := context.Background()
-		for _, s := range f.d.Strategies() {
+		for _, s := range f.d.Capabilities().Strategies {
 			t.Run(string(s), func(t *testing.T) {
 				task := f.task(t, dispatch.TaskSpec{Name: "attach-" + string(s), Lock: s})
 				first, err := f.d.Statements().RequestInsert.InsertID(ctx, f.db, drivers.RequestInsertParams{TaskID: task.ID, User: "ann", Requested: 2})

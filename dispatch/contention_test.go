@@ -25,7 +25,7 @@ func TestWaiterWokenByHolderCommit(t *testing.T) {
 	testdb.EachPooled(t, func(t *testing.T, dsn string) {
 		f := setup(t, dsn, 20)
 		ctx := context.Background()
-		for _, s := range f.d.Strategies() {
+		for _, s := range f.d.Capabilities().Strategies {
 			if s == drivers.Rows {
 				continue // no task lock, nobody waits
 			}
@@ -73,7 +73,7 @@ func TestWaiterServesWhatTheHolderLeft(t *testing.T) {
 	testdb.EachPooled(t, func(t *testing.T, dsn string) {
 		f := setup(t, dsn, 20)
 		ctx := context.Background()
-		for _, s := range f.d.Strategies() {
+		for _, s := range f.d.Capabilities().Strategies {
 			if s == drivers.Rows {
 				continue // no task lock, nobody waits
 			}

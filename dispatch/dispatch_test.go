@@ -159,7 +159,7 @@ func TestConcurrentGetsNeverShareALoan(t *testing.T) {
 	testdb.EachPooled(t, func(t *testing.T, dsn string) {
 		f := setup(t, dsn, 150)
 		ctx := context.Background()
-		for _, s := range f.d.Strategies() {
+		for _, s := range f.d.Capabilities().Strategies {
 			t.Run(string(s), func(t *testing.T) {
 				name := "conc-" + string(s)
 				task := f.task(t, dispatch.TaskSpec{Name: name, Lock: s, QueryDelay: 20 * time.Millisecond})
@@ -233,7 +233,7 @@ func TestRequestArrivingBeforeHolderCommitIsServed(t *testing.T) {
 		if f.d.Name() == "sqlite" {
 			t.Skip("SQLite has one writer at a time: no request can commit while the holder's assignment transaction is open, so this window does not exist there")
 		}
-		for _, s := range f.d.Strategies() {
+		for _, s := range f.d.Capabilities().Strategies {
 			t.Run(string(s), func(t *testing.T) {
 				if s == drivers.Rows {
 					t.Skip("rows has no coalescing: every caller claims for its own request (TestRowsLateRequestServedByItsCaller)")
@@ -276,7 +276,7 @@ func TestRequestArrivingDuringQueryIsServedByTheSameRun(t *testing.T) {
 	testdb.Each(t, func(t *testing.T, dsn string) {
 		f := setup(t, dsn, 10)
 		ctx := context.Background()
-		for _, s := range f.d.Strategies() {
+		for _, s := range f.d.Capabilities().Strategies {
 			t.Run(string(s), func(t *testing.T) {
 				if s == drivers.Rows {
 					t.Skip("rows has no coalescing: every caller claims for its own request (TestRowsLateRequestServedByItsCaller)")
@@ -321,7 +321,7 @@ func TestMaxActiveUnderConcurrency(t *testing.T) {
 	testdb.EachPooled(t, func(t *testing.T, dsn string) {
 		f := setup(t, dsn, 100)
 		ctx := context.Background()
-		for _, s := range f.d.Strategies() {
+		for _, s := range f.d.Capabilities().Strategies {
 			t.Run(string(s), func(t *testing.T) {
 				task := f.task(t, dispatch.TaskSpec{Name: "cap-" + string(s), Lock: s, MaxActive: 5})
 				var wg sync.WaitGroup

@@ -27,7 +27,7 @@ func TestIntegerKeyInOrderSortsAsNumber(t *testing.T) {
 			prefetch int
 		}
 		var variants []variant
-		for _, lock := range f.d.Strategies() {
+		for _, lock := range f.d.Capabilities().Strategies {
 			variants = append(variants, variant{name: "by-id-" + string(lock), lock: lock})
 		}
 		variants = append(variants, variant{name: "by-id-pool", prefetch: 20})

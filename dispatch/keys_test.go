@@ -76,7 +76,7 @@ func TestKeysOfAnyTypeConcurrency(t *testing.T) {
 		const loans = 40
 		for _, kind := range keyKinds {
 			kt := makeKeyTable(t, f, kind, loans)
-			for _, lock := range f.d.Strategies() {
+			for _, lock := range f.d.Capabilities().Strategies {
 				name := fmt.Sprintf("%s-%s", kind, lock)
 				task := f.task(t, kt.spec(name, lock))
 				if task.KeyKind != kind {

@@ -89,27 +89,16 @@ func (e *Engine) Get(ctx context.Context, taskName, user string, count int, opt 
 	if err != nil {
 		return nil, err
 	}
-	strategy, err := e.strategyFor(task, opt.Lock)
+	srv, err := e.serverFor(task, opt.Lock)
 	if err != nil {
 		return nil, err
 	}
-	// A task with a candidate pool serves from it when it can (pool.go):
-	// one short transaction, no query. Otherwise the usual way below.
-	if task.Prefetch > 0 {
-		if req, err := e.servePool(ctx, task, user, count); err != nil || req != nil {
-			return e.noteCap(ctx, task, req), e.claimFailed(ctx, task, err, "claiming from the pool of")
-		}
-		if strategy == drivers.Rows {
-			defer e.refillIfLow(context.WithoutCancel(ctx), task)
-		}
-	}
-	// rows: the claim logs the request itself (rows.go, serveRowsFresh),
-	// one commit per get. Unless the request must wait: then nothing was
-	// written, and it is logged on its own below.
-	if strategy == drivers.Rows {
-		if req, err := e.serveRowsFresh(ctx, task, user, count); err != nil || req != nil {
-			return e.noteCap(ctx, task, req), e.claimFailed(ctx, task, err, "claiming loans of")
-		}
+	// A task with a candidate pool serves from it when it can (pool.go): one
+	// short transaction, no query. rows: the claim logs the request itself
+	// (rows.go, serveRowsFresh), one commit per get, unless the request
+	// must wait. Otherwise nothing was written, and the usual way below.
+	if req, err := srv.fresh(ctx, task, user, count); err != nil || req != nil {
+		return e.noteCap(ctx, task, req), err
 	}
 	// Step 1: the request is committed on its own, before any lock is tried,
 	// so that whoever holds the lock can see and serve it.
@@ -135,7 +124,7 @@ func (e *Engine) Get(ctx context.Context, taskName, user string, count int, opt 
 	if attached {
 		own.requested = 0 // the first request's count stands: unknown here
 	}
-	req, err := e.serveOrCancel(ctx, task, strategy, own, opt)
+	req, err := e.serveOrCancel(ctx, task, srv, own, opt)
 	if req != nil {
 		req.Attached = attached
 	}
@@ -193,8 +182,8 @@ func (o *ownRequest) committed() {
 
 // serveOrCancel is serveUntilDone, then, when a signal stopped it, the
 // cancellation of the request (interrupted).
-func (e *Engine) serveOrCancel(ctx context.Context, task *Task, strategy drivers.Strategy, own *ownRequest, opt GetOptions) (*Request, error) {
-	req, err := e.serveUntilDone(ctx, task, strategy, own, opt)
+func (e *Engine) serveOrCancel(ctx context.Context, task *Task, srv server, own *ownRequest, opt GetOptions) (*Request, error) {
+	req, err := e.serveUntilDone(ctx, task, srv, own, opt)
 	if err != nil && ctx.Err() != nil {
 		return e.interrupted(ctx, task, own.id, opt, err)
 	}
@@ -232,33 +221,19 @@ func (e *Engine) Status(ctx context.Context, id int64, wait bool, opt GetOptions
 	if err != nil {
 		return nil, err
 	}
-	strategy, err := e.strategyFor(task, opt.Lock)
+	srv, err := e.serverFor(task, opt.Lock)
 	if err != nil {
 		return nil, err
 	}
 	opt.NoWait = !wait
-	return e.serveOrCancel(ctx, task, strategy, &ownRequest{id: id, user: req.User, requested: req.Requested, alive: alive}, opt)
-}
-
-func (e *Engine) strategyFor(t *Task, override drivers.Strategy) (drivers.Strategy, error) {
-	if err := e.runnable(t); err != nil {
-		return "", err
-	}
-	s := t.Lock
-	if override != "" {
-		s = override
-	}
-	if !drivers.Supports(e.Driver, s) {
-		return "", problem.Usagef("lock strategy %q is not available on %s: use one of %s", s, e.Driver.Name(), strategyList(e.Driver))
-	}
-	return s, nil
+	return e.serveOrCancel(ctx, task, srv, &ownRequest{id: id, user: req.User, requested: req.Requested, alive: alive}, opt)
 }
 
 // serveUntilDone tries to serve, then waits to be woken (docs/algorithm.md,
 // "Waiting") and tries again, until the request is no longer pending, the
 // caller gave up (NoWait), or the timeout passed. The backoff steps are the
 // longest a wait lasts before the caller looks again on its own.
-func (e *Engine) serveUntilDone(ctx context.Context, task *Task, strategy drivers.Strategy, own *ownRequest, opt GetOptions) (*Request, error) {
+func (e *Engine) serveUntilDone(ctx context.Context, task *Task, srv server, own *ownRequest, opt GetOptions) (*Request, error) {
 	id := own.id
 	backoff := opt.Backoff
 	if len(backoff) == 0 {
@@ -274,12 +249,8 @@ func (e *Engine) serveUntilDone(ctx context.Context, task *Task, strategy driver
 	served := false // the last wait saw the request served: just read it
 	for attempt := 0; ; attempt++ {
 		var err error
-		switch {
-		case served:
-		case strategy == drivers.Rows:
-			err = e.serveRows(ctx, task, own)
-		default:
-			err = e.serve(ctx, task, strategy, deadline, own)
+		if !served {
+			err = srv.serve(ctx, task, own, deadline)
 		}
 		if err != nil && ctx.Err() != nil {
 			// A signal while this caller served: its transaction rolled
@@ -309,12 +280,8 @@ func (e *Engine) serveUntilDone(ctx context.Context, task *Task, strategy driver
 			wait = min(wait, time.Until(deadline))
 		}
 		if opt.NoWait || wait <= 0 {
-			why := "another caller holds the task lock"
-			if strategy == drivers.Rows {
-				why = "other callers hold eligible loans (rows strategy): it is not served until they let go of them"
-			}
 			return req, &problem.Error{Kind: problem.Busy,
-				Msg:  fmt.Sprintf("request %d for task %s is still pending: %s", id, task.Name, why),
+				Msg:  fmt.Sprintf("request %d for task %s is still pending: %s", id, task.Name, srv.pendingWhy()),
 				Hint: fmt.Sprintf("check again with `loanq work status %d --wait`", id)}
 		}
 		if opt.OnWait != nil {
@@ -323,7 +290,7 @@ func (e *Engine) serveUntilDone(ctx context.Context, task *Task, strategy driver
 		// Wait for the holder's commit (or for the lock to become free), at
 		// most `wait`; then serve and look again. The last round after the
 		// timeout passes takes no lock wait (the deadline bounds it).
-		if served, err = e.await(ctx, task, strategy, own, wait); err != nil {
+		if served, err = srv.await(ctx, task, own, wait); err != nil {
 			if ctx.Err() != nil {
 				return req, ctx.Err()
 			}

@@ -14,24 +14,18 @@ import (
 
 // A serving round under the task's row lock (skip, nowait, wait): take the
 // lock as the transaction's first statement, size and run the criteria
-// query (sizing.go), assign (assign.go) and commit (commit.go). serve runs
-// rounds, of either kind, until nothing is left pending.
+// query (sizing.go), assign (assign.go) and commit (commit.go). serveRounds
+// runs rounds, of either kind (lease.go has the other), until nothing is
+// left pending; the servers of strategy.go call it.
 
-// serve takes the task lock and serves the pending requests, then looks again
-// for requests that committed while it held the lock and serves those in
-// another round. It returns a Busy error when someone else holds the lock:
-// that holder will do the same look after its own commit, so nothing is left.
-//
-// lockDeadline bounds how long the wait strategy queues for the row lock (the
-// caller's --timeout); zero waits as long as the database lets it.
-func (e *Engine) serve(ctx context.Context, task *Task, strategy drivers.Strategy, lockDeadline time.Time, own *ownRequest) error {
-	for round := 0; round < max(e.MaxRounds, 1); round++ {
-		var err error
-		if strategy == drivers.Lease {
-			err = e.serveRoundLease(ctx, task, own)
-		} else {
-			err = e.serveRoundRowLock(ctx, task, strategy, lockDeadline, own)
-		}
+// serveRounds runs round (one serving round under the task lock or lease,
+// as the server's strategy takes it) and then looks again for requests that
+// committed while it held the lock, serving those in another round. A Busy
+// error from round means someone else holds the lock: that holder will do
+// the same look after its own commit, so nothing is left.
+func (e *Engine) serveRounds(ctx context.Context, task *Task, round func() error) error {
+	for n := 0; n < max(e.MaxRounds, 1); n++ {
+		err := round()
 		if errors.Is(err, errRoundRaced) || errors.Is(err, errLoanTakenMeanwhile) {
 			continue // rolled back: serve the requests still pending afresh
 		}

@@ -59,7 +59,7 @@ func TestEngineLoopRoundTrips(t *testing.T) {
 			dsn := testdb.Fresh(t, dialect)
 			f := setup(t, dsn, 3*loops)
 			ctx := context.Background()
-			for _, s := range f.d.Strategies() {
+			for _, s := range f.d.Capabilities().Strategies {
 				want, ok := budget[dialect][s]
 				if !ok {
 					continue
@@ -355,7 +355,7 @@ func TestAnswerIsTheRequestAsStored(t *testing.T) {
 	testdb.Each(t, func(t *testing.T, dsn string) {
 		f := setup(t, dsn, 5)
 		ctx := context.Background()
-		for _, s := range f.d.Strategies() {
+		for _, s := range f.d.Capabilities().Strategies {
 			t.Run(string(s), func(t *testing.T) {
 				name := "answer-" + string(s)
 				f.task(t, dispatch.TaskSpec{Name: name, Lock: s})

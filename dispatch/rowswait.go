@@ -2,9 +2,6 @@ package dispatch
 
 import (
 	"context"
-	"database/sql"
-	"database/sql/driver"
-	"errors"
 	"fmt"
 	"time"
 
@@ -69,46 +66,22 @@ func (e *Engine) awaitRows(ctx context.Context, task *Task, bound time.Duration)
 	if _, ok := e.Driver.(drivers.RowWaiter); !ok {
 		return false, pause.For(ctx, min(bound, minPoll))
 	}
-	conn, err := e.DB.Conn(ctx)
+	w, err := e.openWaitConn(ctx)
 	if err != nil {
 		return false, fmt.Errorf("waiting for loan %s of task %s: %w", key, task.Name, err)
 	}
-	defer conn.Close()
-	if e.caps().WaitBound == drivers.BoundSessionSetting {
-		var saved any
-		if err := e.saveLockWait(ctx, conn, &saved); err != nil {
-			return false, fmt.Errorf("reading the session lock wait limit: %w", err)
-		}
-		defer func() {
-			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-			defer cancel()
-			if _, rerr := e.sql().WaitLockRestore.Exec(rctx, conn, drivers.SettingParams{Value: saved}); rerr != nil {
-				_ = conn.Raw(func(any) error { return driver.ErrBadConn })
-			}
-		}()
-	}
-	tx, err := conn.BeginTx(ctx, nil)
+	defer w.close(ctx)
+	tx, err := w.conn.BeginTx(ctx, nil)
 	if err != nil {
 		return false, fmt.Errorf("waiting for loan %s of task %s: %w", key, task.Name, err)
 	}
 	defer tx.Rollback() // a lock taken only to learn of the holder's end
-	if e.caps().WaitBound.IsSetting() {
-		if _, err := e.sql().WaitLockSet.Exec(ctx, tx, drivers.MillisParams{MS: bound.Milliseconds()}); err != nil {
-			return false, fmt.Errorf("bounding the lock wait: %w", err)
-		}
-	}
-	// The database bounds the wait; the context is a safety net.
-	lockCtx, cancel := context.WithTimeout(ctx, time.Duration(boundSeconds(bound))*time.Second+2*time.Second)
-	defer cancel()
-	err = drivers.WaitForRow(lockCtx, e.Driver, tx, task.criteria(), key, boundSeconds(bound))
-	switch {
-	case err == nil, errors.Is(err, sql.ErrNoRows), e.Driver.IsLockBusy(err):
-		return false, nil // granted, gone, or the bound passed: claim again
-	case ctx.Err() != nil:
-		return false, ctx.Err()
-	case lockCtx.Err() != nil:
-		return false, nil
-	default:
+	// Granted, gone, or the bound passed: either way the caller claims again.
+	_, err = w.queue(ctx, tx, bound, func(lockCtx context.Context) error {
+		return drivers.WaitForRow(lockCtx, e.Driver, tx, task.criteria(), key, boundSeconds(bound))
+	})
+	if err != nil && ctx.Err() == nil {
 		return false, fmt.Errorf("waiting for loan %s of task %s: %w", key, task.Name, err)
 	}
+	return false, err
 }

@@ -230,7 +230,7 @@ func (e *Engine) validateSpec(s *TaskSpec) error {
 		return err
 	}
 	if s.Lock == "" {
-		s.Lock = e.Driver.Strategies()[0]
+		s.Lock = e.Driver.Capabilities().Strategies[0]
 	}
 	if !drivers.Supports(e.Driver, s.Lock) {
 		return problem.Usagef("lock strategy %q is not available on %s: use one of %s", s.Lock, e.Driver.Name(), strategyList(e.Driver))
@@ -240,7 +240,7 @@ func (e *Engine) validateSpec(s *TaskSpec) error {
 
 func strategyList(d drivers.Driver) string {
 	var out []string
-	for _, s := range d.Strategies() {
+	for _, s := range d.Capabilities().Strategies {
 		out = append(out, string(s))
 	}
 	return strings.Join(out, ", ")

@@ -3,7 +3,6 @@ package dispatch
 import (
 	"context"
 	"database/sql"
-	"database/sql/driver"
 	"errors"
 	"fmt"
 	"time"
@@ -40,18 +39,10 @@ import (
 // nothing to any database, and well within "tens of milliseconds".
 const minPoll = 25 * time.Millisecond
 
-// await waits at most bound for the request to be served or the task lock to
-// become free. It returns early on either, with served true when it saw the
-// request served; only a cancelled ctx or a failing database is an error.
-func (e *Engine) await(ctx context.Context, task *Task, strategy drivers.Strategy, own *ownRequest, bound time.Duration) (served bool, err error) {
-	if strategy == drivers.Rows {
-		return e.awaitRows(ctx, task, bound) // no task lock: wait for a held loan
-	}
-	if strategy != drivers.Lease && e.caps().Wait != drivers.WaitPoll {
-		return e.awaitLock(ctx, task, strategy, own, bound)
-	}
-	return e.pollRequest(ctx, task, own.id, bound)
-}
+// The servers of strategy.go choose: rowLockServer.await queues on the task
+// row (awaitLock) or, where no lock wait can be bounded, polls
+// (pollRequest), as leaseServer.await does; rowsServer.await waits for a
+// held loan row (rowswait.go).
 
 // awaitLock queues on the task row, bounded, then reads the request.
 //
@@ -63,30 +54,13 @@ func (e *Engine) await(ctx context.Context, task *Task, strategy drivers.Strateg
 // queues exclusively, as on a dialect without share locks, to serve.
 func (e *Engine) awaitLock(ctx context.Context, task *Task, strategy drivers.Strategy, own *ownRequest, bound time.Duration) (served bool, err error) {
 	end := time.Now().Add(bound)
-	// A dedicated connection: a session setting changed for the wait must
-	// be put back on this very connection before the pool hands it out.
-	conn, err := e.DB.Conn(ctx)
+	w, err := e.openWaitConn(ctx)
 	if err != nil {
 		return false, fmt.Errorf("waiting for the lock of task %s: %w", task.Name, err)
 	}
-	defer conn.Close()
-	var saved any
-	if e.caps().WaitBound == drivers.BoundSessionSetting {
-		if err := e.saveLockWait(ctx, conn, &saved); err != nil {
-			return false, fmt.Errorf("reading the session lock wait limit: %w", err)
-		}
-		defer func() {
-			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-			defer cancel()
-			if _, rerr := e.sql().WaitLockRestore.Exec(rctx, conn, drivers.SettingParams{Value: saved}); rerr != nil {
-				// Never hand a connection with a changed lock wait limit back
-				// to the pool: make database/sql close it instead.
-				_ = conn.Raw(func(any) error { return driver.ErrBadConn })
-			}
-		}()
-	}
-	if share := &e.sql().LockShareBounded; e.caps().Wait == drivers.WaitQueueShared {
-		served, granted, err := e.waitShared(ctx, conn, task, own.id, share, bound)
+	defer w.close(ctx)
+	if e.caps().Wait == drivers.WaitQueueShared {
+		served, granted, err := e.waitShared(ctx, w, task, own.id, bound)
 		if err != nil || served || !granted {
 			return served, err
 		}
@@ -98,21 +72,19 @@ func (e *Engine) awaitLock(ctx context.Context, task *Task, strategy drivers.Str
 			return false, nil
 		}
 	}
-	tx, err := conn.BeginTx(ctx, e.roundTxOptions(task))
+	tx, err := w.conn.BeginTx(ctx, e.roundTxOptions(task))
 	if err != nil {
 		return false, fmt.Errorf("waiting for the lock of task %s: %w", task.Name, err)
 	}
 	defer tx.Rollback() // no-op after serveLocked's commit
-	granted, err := e.queueOnTask(ctx, tx, task, e.sql().BoundedLock(boundSeconds(bound)), bound)
+	granted, err := w.queue(ctx, tx, bound, e.lockTaskRow(tx, task, e.sql().BoundedLock(boundSeconds(bound))))
 	if err != nil || !granted {
-		return false, err
+		return false, e.waitFailed(task, err)
 	}
 	// Granted: the holder committed (or died). The bound was for the queue
 	// only: serving statements wait as long as the session normally allows.
-	if e.caps().WaitBound.IsSetting() {
-		if _, err := e.sql().WaitLockRestore.Exec(ctx, tx, drivers.SettingParams{Value: saved}); err != nil {
-			return false, fmt.Errorf("restoring the session lock wait limit: %w", err)
-		}
+	if err := w.unbound(ctx, tx); err != nil {
+		return false, err
 	}
 	if served, err := e.readWake(ctx, tx, own.id); err != nil || served {
 		return served, err // served: give the lock back at once (deferred rollback)
@@ -131,49 +103,33 @@ func (e *Engine) awaitLock(ctx context.Context, task *Task, strategy drivers.Str
 // waitShared is the share-mode queue of awaitLock, in a transaction of its
 // own that it rolls back before returning: granted says the lock was granted
 // (the holder committed or died), served that the request was then served.
-func (e *Engine) waitShared(ctx context.Context, conn *sql.Conn, task *Task, id int64, share *drivers.Query[drivers.TaskParams, drivers.IDRow], bound time.Duration) (served, granted bool, err error) {
-	tx, err := conn.BeginTx(ctx, nil)
+func (e *Engine) waitShared(ctx context.Context, w *waitConn, task *Task, id int64, bound time.Duration) (served, granted bool, err error) {
+	tx, err := w.conn.BeginTx(ctx, nil)
 	if err != nil {
 		return false, false, fmt.Errorf("waiting for the lock of task %s: %w", task.Name, err)
 	}
 	defer tx.Rollback() // a share lock, a read: nothing to commit
-	if granted, err = e.queueOnTask(ctx, tx, task, share, bound); err != nil || !granted {
-		return false, false, err
+	if granted, err = w.queue(ctx, tx, bound, e.lockTaskRow(tx, task, &e.sql().LockShareBounded)); err != nil || !granted {
+		return false, false, e.waitFailed(task, err)
 	}
 	served, err = e.readWake(ctx, tx, id)
 	return served, true, err
 }
 
-// boundSeconds is a wait bound in whole seconds, rounded up, at least 1.
-func boundSeconds(bound time.Duration) int {
-	return max(1, int((bound+time.Second-1)/time.Second))
+// lockTaskRow is the locking read of a wait on the task row.
+func (e *Engine) lockTaskRow(tx *sql.Tx, task *Task, lock *drivers.Query[drivers.TaskParams, drivers.IDRow]) func(context.Context) error {
+	return func(ctx context.Context) error {
+		_, err := lock.One(ctx, tx, drivers.TaskParams{TaskID: task.ID})
+		return err
+	}
 }
 
-// queueOnTask bounds the lock wait of tx (WaitLockSet) and queues on the task
-// row with lock. It returns false, and no error, when the bound passed first.
-func (e *Engine) queueOnTask(ctx context.Context, tx *sql.Tx, task *Task, lock *drivers.Query[drivers.TaskParams, drivers.IDRow], bound time.Duration) (bool, error) {
-	if e.caps().WaitBound.IsSetting() {
-		if _, err := e.sql().WaitLockSet.Exec(ctx, tx, drivers.MillisParams{MS: bound.Milliseconds()}); err != nil {
-			return false, fmt.Errorf("bounding the lock wait: %w", err)
-		}
+// waitFailed names the task in a wait's error; a cancelled context passes as it is.
+func (e *Engine) waitFailed(task *Task, err error) error {
+	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return err
 	}
-	// The database bounds the wait; the context is only a safety net in case
-	// it does not (a limit rounded up to whole seconds, a lost setting).
-	lockCtx, cancel := context.WithTimeout(ctx, time.Duration(boundSeconds(bound))*time.Second+2*time.Second)
-	defer cancel()
-	_, err := lock.One(lockCtx, tx, drivers.TaskParams{TaskID: task.ID})
-	switch {
-	case err == nil:
-		return true, nil
-	case e.Driver.IsLockBusy(err), errors.Is(err, sql.ErrNoRows):
-		return false, nil // the bound passed: the caller looks again
-	case lockCtx.Err() != nil && ctx.Err() == nil:
-		return false, nil
-	case ctx.Err() != nil:
-		return false, ctx.Err()
-	default:
-		return false, fmt.Errorf("waiting for the lock of task %s: %w", task.Name, err)
-	}
+	return fmt.Errorf("waiting for the lock of task %s: %w", task.Name, err)
 }
 
 // readWake reads the request after a granted wait: true when it is no longer

@@ -388,9 +388,6 @@ func CheckDriver(d Driver) error {
 func checkInterfaces(d Driver) error {
 	c := d.Capabilities()
 	var errs []string
-	if !slices.Equal(d.Strategies(), c.Strategies) {
-		errs = append(errs, fmt.Sprintf("Strategies() %v differ from Capabilities().Strategies %v", d.Strategies(), c.Strategies))
-	}
 	implements := func(ok bool, iface string, want bool, because string) {
 		switch {
 		case want && !ok:

@@ -109,7 +109,25 @@ func ParseStrategy(s string) (Strategy, error) {
 			return st, nil
 		}
 	}
-	return "", problem.Usagef("unknown lock strategy %q: use one of skip, nowait, wait, lease, rows", s)
+	return "", problem.Usagef("unknown lock strategy %q: use one of %s", s, StrategyList(AllStrategies, ", "))
+}
+
+// StrategyList names strategies for a message or a flag's help, in their
+// order, the last two joined by last: "skip, nowait, wait, lease or rows"
+// with last " or ". Help texts use it so that a new strategy is named once.
+func StrategyList(ss []Strategy, last string) string {
+	var b strings.Builder
+	for i, s := range ss {
+		switch {
+		case i == 0:
+		case i == len(ss)-1:
+			b.WriteString(last)
+		default:
+			b.WriteString(", ")
+		}
+		b.WriteString(string(s))
+	}
+	return b.String()
 }
 
 // Querier is what *sql.DB, *sql.Tx and *sql.Conn have in common.
@@ -164,9 +182,6 @@ type Driver interface {
 	// them, and the catalogue's first use (BuildOnce) one whose statements
 	// do (CheckDriver checks both).
 	Capabilities() Capabilities
-	// Strategies are Capabilities().Strategies: the lock strategies this
-	// database supports; the first is the default.
-	Strategies() []Strategy
 	// Migrations is the dialect's embedded migration folder.
 	Migrations() fs.FS
 }

@@ -53,7 +53,7 @@ func pendingID(t *testing.T, d drivers.Driver, db *sql.DB, taskID int64, user st
 // release gives it back, once (at the test's end if not before).
 func lockedTask(t *testing.T, dsn string, d drivers.Driver, e *dispatch.Engine, name string) (task *dispatch.Task, release func()) {
 	t.Helper()
-	s := d.Strategies()[0]
+	s := d.Capabilities().Strategies[0]
 	mustOK(t, dsn, "admin", "task", "create", name, "--where", "eligible = 1", "--order", "priority", "--lock", string(s))
 	task, err := e.Task(context.Background(), name)
 	if err != nil {

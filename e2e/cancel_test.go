@@ -87,7 +87,7 @@ func TestSignalCancelsWaitingRequest(t *testing.T) {
 	testdb.Each(t, func(t *testing.T, dsn string) {
 		d, e := prepare(t, dsn, 40)
 		strategies := []drivers.Strategy{drivers.Lease}
-		if s := d.Strategies()[0]; s != drivers.Lease {
+		if s := d.Capabilities().Strategies[0]; s != drivers.Lease {
 			strategies = append(strategies, s)
 		}
 		for _, s := range strategies {
@@ -166,7 +166,7 @@ func TestWorkCancelAndAttach(t *testing.T) {
 	t.Parallel()
 	testdb.Each(t, func(t *testing.T, dsn string) {
 		d, e := prepare(t, dsn, 40)
-		s := d.Strategies()[0]
+		s := d.Capabilities().Strategies[0]
 		mustOK(t, dsn, "admin", "task", "create", "attach", "--where", "eligible = 1", "--order", "priority", "--lock", string(s))
 		task, err := e.Task(context.Background(), "attach")
 		if err != nil {
@@ -333,7 +333,7 @@ func TestSignalWhileServing(t *testing.T) {
 	testdb.Each(t, func(t *testing.T, dsn string) {
 		d, e := prepare(t, dsn, 20)
 		strategies := []drivers.Strategy{drivers.Lease}
-		if s := d.Strategies()[0]; s != drivers.Lease {
+		if s := d.Capabilities().Strategies[0]; s != drivers.Lease {
 			strategies = append(strategies, s)
 		}
 		for _, s := range strategies {

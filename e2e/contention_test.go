@@ -22,7 +22,7 @@ func TestWaiterWokenByCommitCLI(t *testing.T) {
 		mustOK(t, dsn, "admin", "task", "create", "woken", "--where", "eligible = 1", "--query-delay", "1500ms")
 		id := taskID(t, e, "woken")
 		holder := startProc(t, dsn, "doomed", 2*time.Minute, "work", "get", "woken")
-		waitUntilLocked(t, d, e, id, d.Strategies()[0])
+		waitUntilLocked(t, d, e, id, d.Capabilities().Strategies[0])
 		t0 := time.Now()
 		r := loanq(t, dsn, "waiter", "--output", "json", "work", "get", "woken", "--backoff", "60s")
 		took := time.Since(t0)

@@ -70,7 +70,7 @@ func TestFaultRandomKill(t *testing.T) {
 		// Every strategy of the dialect in turn (skip, nowait, wait and lease
 		// on the servers, lease alone on SQLite), round after round, until
 		// the dialect's kills are done.
-		strategies := d.Strategies()
+		strategies := d.Capabilities().Strategies
 		ids := map[drivers.Strategy]int64{}
 		for _, s := range strategies {
 			// The lease outlives the 100 ms query by far, but a dead holder's

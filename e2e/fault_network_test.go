@@ -159,7 +159,7 @@ func TestFaultSlowNetwork(t *testing.T) {
 // else its default and the lease: the CI run stays short.
 func longStrategies(d drivers.Driver) []drivers.Strategy {
 	if os.Getenv("LOANQ_FAULT_LONG") != "" {
-		return d.Strategies()
+		return d.Capabilities().Strategies
 	}
-	return []drivers.Strategy{d.Strategies()[0], drivers.Lease}
+	return []drivers.Strategy{d.Capabilities().Strategies[0], drivers.Lease}
 }

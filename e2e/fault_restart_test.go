@@ -44,7 +44,7 @@ func TestFaultServerRestart(t *testing.T) {
 			// The holder sits 2 s in its criteria query: the restart comes
 			// while it holds the lock, whatever the machine's speed.
 			d, _ := testdb.Open(t, dsn)
-			for _, s := range d.Strategies() {
+			for _, s := range d.Capabilities().Strategies {
 				// rows callers hold their rows only for their own query's
 				// length, each from its own start: 10 s lets the six
 				// processes, started one after the other on a loaded
@@ -78,7 +78,7 @@ type restartCase struct {
 // strategy once, clean and crash in turn; LOANQ_FAULT_LONG=1 runs every
 // strategy both ways.
 func restartRounds(d drivers.Driver) []restartCase {
-	ss := d.Strategies()
+	ss := d.Capabilities().Strategies
 	out := []restartCase{{ss[0], false}, {ss[0], true}}
 	for i, s := range ss[1:] {
 		if os.Getenv("LOANQ_FAULT_LONG") != "" {

@@ -34,7 +34,7 @@ func TestFaultSessionKilled(t *testing.T) {
 			t.Parallel() // each kills sessions of its own database only
 			dsn := testdb.Fresh(t, dialect)
 			d, e := prepare(t, dsn, 40)
-			for _, s := range d.Strategies() {
+			for _, s := range d.Capabilities().Strategies {
 				t.Run(string(s), func(t *testing.T) { sessionKilled(t, dsn, d, e, s) })
 				testdb.Exec(t, d, e.DB, "UPDATE loanq_work SET disposition = 'never', disposed_at = assigned_at WHERE disposition IS NULL")
 			}

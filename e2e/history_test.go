@@ -120,7 +120,7 @@ func TestHistoryMatrix(t *testing.T) {
 		dialect := t.Name()[strings.LastIndex(t.Name(), "/")+1:]
 		d, _ := testdb.Migrated(t, dsn)
 		var cases []historyCase
-		for i, s := range d.Strategies() {
+		for i, s := range d.Capabilities().Strategies {
 			for j, pool := range []int{0, historyPrefetch()} {
 				f := "kill-worker"
 				if (i+j)%2 == 1 && d.Name() != "sqlite" {
@@ -164,7 +164,7 @@ func TestHistoryServerRestart(t *testing.T) {
 			}
 			d, _ := testdb.Migrated(t, srv.DSN)
 			restart := func() error { srv.Restart(true); return nil }
-			runHistory(t, dialect, srv.DSN, d, historyCase{strategy: d.Strategies()[0], prefetch: historyPrefetch(), faults: "restart"}, ciShape, seed, restart)
+			runHistory(t, dialect, srv.DSN, d, historyCase{strategy: d.Capabilities().Strategies[0], prefetch: historyPrefetch(), faults: "restart"}, ciShape, seed, restart)
 		})
 	}
 }
@@ -208,7 +208,7 @@ func TestHistoryScale(t *testing.T) {
 	}
 	dsn := testdb.Fresh(t, dialect)
 	d, _ := testdb.Migrated(t, dsn)
-	strategies := d.Strategies()
+	strategies := d.Capabilities().Strategies
 	if s := env("STRATEGIES", ""); s != "" {
 		strategies = nil
 		for _, x := range strings.Split(s, ",") {

@@ -26,7 +26,7 @@ func TestMaxHoldReturnsAbandonedWork(t *testing.T) {
 	// No t.Parallel: with --max-hold 1s, the second caller must ask within a second of the first's assignment.
 	testdb.Each(t, func(t *testing.T, dsn string) {
 		d, e := prepare(t, dsn, 40)
-		for _, s := range d.Strategies() {
+		for _, s := range d.Capabilities().Strategies {
 			t.Run(string(s), func(t *testing.T) {
 				name := "maxhold-" + string(s)
 				mustOK(t, dsn, "admin", "task", "create", name, "--where", "eligible = 1", "--order", "priority",

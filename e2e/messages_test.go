@@ -30,7 +30,7 @@ func TestCapNoticeNamesTheCap(t *testing.T) {
 		d, _ := prepare(t, dsn, 20)
 		type variant struct{ name, flag, value string }
 		var variants []variant
-		for _, s := range d.Strategies() {
+		for _, s := range d.Capabilities().Strategies {
 			variants = append(variants, variant{string(s), "--lock", string(s)})
 		}
 		variants = append(variants, variant{"pool", "--prefetch", "10"})

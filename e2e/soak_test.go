@@ -37,7 +37,7 @@ func TestSoak(t *testing.T) {
 	t.Logf("soak: %d processes x %.1f minutes per database, seed %d", procs, minutes, seed)
 	testdb.Each(t, func(t *testing.T, dsn string) {
 		d, e := prepare(t, dsn, 2000)
-		def := d.Strategies()[0]
+		def := d.Capabilities().Strategies[0]
 		mustOK(t, dsn, "admin", "task", "create", "soak", "--where", "eligible = 1", "--order", "priority",
 			"--lock", string(def), "--query-delay", "50ms")
 		mustOK(t, dsn, "admin", "task", "create", "soak-lease", "--where", "eligible = 1", "--order", "priority",

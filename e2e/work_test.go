@@ -48,7 +48,7 @@ func TestProcessesNeverShareALoan(t *testing.T) {
 	t.Parallel()
 	testdb.EachPooled(t, func(t *testing.T, dsn string) {
 		d, e := prepare(t, dsn, 60)
-		for _, s := range d.Strategies() {
+		for _, s := range d.Capabilities().Strategies {
 			t.Run(string(s), func(t *testing.T) {
 				task := "proc-" + string(s)
 				mustOK(t, dsn, "admin", "task", "create", task, "--where", "eligible = 1", "--order", "priority",
@@ -148,7 +148,7 @@ func TestHolderKilledMidQuery(t *testing.T) {
 	t.Parallel()
 	testdb.Each(t, func(t *testing.T, dsn string) {
 		d, e := prepare(t, dsn, 20)
-		for _, s := range d.Strategies() {
+		for _, s := range d.Capabilities().Strategies {
 			if s == drivers.Rows {
 				continue // no task lock: TestRowsClaimerKilledMidClaim
 			}

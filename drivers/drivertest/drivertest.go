@@ -38,7 +38,7 @@ func Exercise(t *testing.T, d drivers.Driver, dsn string) {
 	t.Run("a round's loans in one statement", func(t *testing.T) { workInsertMany(t, ctx, d, db) })
 	t.Run("database clock", func(t *testing.T) { clock(t, ctx, d, db) })
 	t.Run("application tables", func(t *testing.T) { tables(t, ctx, d, db) })
-	for _, s := range d.Strategies() {
+	for _, s := range d.Capabilities().Strategies {
 		if s == drivers.Lease {
 			t.Run("lease", func(t *testing.T) { lease(t, ctx, d, db) })
 			continue
@@ -116,7 +116,7 @@ func statements(t *testing.T, d drivers.Driver) {
 		t.Error(err)
 	}
 	st := d.Statements()
-	for _, s := range d.Strategies() {
+	for _, s := range d.Capabilities().Strategies {
 		if s == drivers.Rows {
 			if _, ok := d.(drivers.RowLocker); !ok {
 				t.Errorf("strategy rows is declared but the driver is no drivers.RowLocker")
@@ -166,7 +166,7 @@ func fixture(t *testing.T, ctx context.Context, d drivers.Driver, db *sql.DB, na
 	st := d.Statements()
 	var err error
 	taskID, err = st.TaskInsert.InsertID(ctx, db, drivers.TaskInsertParams{Name: name, Source: "loan", Key: "id",
-		Criteria: "1 = 1", LockStrategy: string(d.Strategies()[0]), LeaseTTLMS: 60000, CreatedBy: "suite", KeyKind: "integer"})
+		Criteria: "1 = 1", LockStrategy: string(d.Capabilities().Strategies[0]), LeaseTTLMS: 60000, CreatedBy: "suite", KeyKind: "integer"})
 	if err != nil {
 		t.Fatalf("TaskInsert: %v", err)
 	}
