@@ -15,7 +15,6 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/loanq/loanq/drivers"
 	"github.com/loanq/loanq/internal/child"
 	"github.com/loanq/loanq/internal/flagvalue"
 	"github.com/loanq/loanq/internal/textsafe"
@@ -158,7 +157,7 @@ func lockRun(c *cli.Context) error {
 		return err
 	}
 
-	env := child.Environ(os.Environ(), c.String("db"), drivers.PasswordEnv(e.Driver), "LOANQ_LOCK_NAME="+name, "LOANQ_LOCK_TOKEN="+strconv.FormatInt(lease.Token, 10))
+	env := child.Environ(os.Environ(), c.String("db"), e.Driver.Capabilities().PasswordEnv, "LOANQ_LOCK_NAME="+name, "LOANQ_LOCK_TOKEN="+strconv.FormatInt(lease.Token, 10))
 	if lg.JSON() {
 		lg.j.Info("lock taken", "lock", name, "holder", holder, "token", lease.Token, "ttl_ms", ttl.Milliseconds())
 	}

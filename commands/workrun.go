@@ -146,7 +146,7 @@ func workRun(c *cli.Context) error {
 	if _, err := e.Task(c.Context, o.Task); err != nil {
 		return err
 	}
-	o.User, o.DSN, o.PasswordEnv = e.user, c.String("db"), drivers.PasswordEnv(e.Driver)
+	o.User, o.DSN, o.PasswordEnv = e.user, c.String("db"), e.Driver.Capabilities().PasswordEnv
 	v := &runView{o: o, log: lg, out: c.App.Writer, errw: c.App.ErrWriter, cmdOut: c.App.Writer, json: e.json,
 		progress: isTerminal(c.App.ErrWriter) && !lg.JSON()}
 	if v.json {

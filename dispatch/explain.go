@@ -99,9 +99,8 @@ func (e *Engine) explainTask(ctx context.Context, task *Task, strategy drivers.S
 	x := &Explanation{Task: task.Name, Database: e.Driver.Name(), Strategy: string(strategy), Count: count}
 	stmts, planned := e.getStatements(task, strategy, count)
 	x.Statements = stmts
-	ex, ok := e.Driver.(drivers.Explainer)
 	var plan drivers.QueryPlan
-	if ok && planned >= 0 {
+	if planned >= 0 {
 		// EXPLAIN (PLAN FOR) inside a transaction rolled back: Oracle's
 		// PLAN_TABLE rows go with it.
 		tx, err := e.DB.BeginTx(ctx, nil)
@@ -109,7 +108,7 @@ func (e *Engine) explainTask(ctx context.Context, task *Task, strategy drivers.S
 			return nil, fmt.Errorf("planning the criteria of task %s: %w", task.Name, err)
 		}
 		s := &x.Statements[planned]
-		plan, err = ex.Explain(ctx, tx, e.planSQL(task, strategy, s.SQL), s.Binds...)
+		plan, err = e.Driver.Explain(ctx, tx, e.planSQL(task, strategy, s.SQL), s.Binds...)
 		_ = tx.Rollback()
 		if err != nil {
 			return nil, fmt.Errorf("planning the criteria of task %s: %w", task.Name, err)

@@ -20,10 +20,7 @@ import (
 // OPEN row it scanned, not only the five it returns.
 func accLoans(t testing.TB, d drivers.Driver, db *sql.DB, n int, index string) {
 	t.Helper()
-	tables, err := drivers.TablesOf(d)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tables := d.Tables()
 	testdb.Exec(t, d, db, fmt.Sprintf("CREATE TABLE acc_loan (id %s PRIMARY KEY, state VARCHAR(10) NOT NULL, prio INTEGER NOT NULL)", tables.BigInt))
 	testdb.Exec(t, d, db, "CREATE INDEX acc_loan_ix ON acc_loan "+index)
 	var rows []string

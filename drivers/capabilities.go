@@ -22,6 +22,11 @@ type Capabilities struct {
 	// is the default. Skip, NoWait and Wait need their Lock… statement;
 	// Rows needs WorkInsertRows and a RowLocker driver.
 	Strategies []Strategy
+	// PasswordEnv names the environment variables the database's client
+	// library reads a password from when the DSN holds none (pgx reads
+	// PGPASSWORD, as libpq does). They are loanq's secret then: the
+	// commands loanq runs (lock run, work run) do not get them.
+	PasswordEnv []string
 	// Wait is how a caller whose request is pending waits for the holder of
 	// the task's row lock to commit (docs/algorithm.md, "Waiting").
 	Wait WaitMode
@@ -235,7 +240,15 @@ func (c Capabilities) List() []Capability {
 			AccountsNone:     "no database accounts: any user name is used as given",
 			AccountsDatabase: "database accounts decide who may act as whom",
 		}[c.Accounts]},
+		{"password from", passwordEnvValue(c.PasswordEnv), "environment variables the client reads a password from; the commands of work run and lock run do not get them"},
 	}
+}
+
+func passwordEnvValue(names []string) string {
+	if len(names) == 0 {
+		return "none"
+	}
+	return strings.Join(names, ", ")
 }
 
 // Check reports whether c is complete and consistent in itself.

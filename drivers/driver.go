@@ -41,9 +41,11 @@
 //     refuses a driver whose capabilities and these disagree
 //     (CheckDriver) — and LockableChecker, DeadlockDetector,
 //     SelfMigrating, PlainPathDriver, BuildSupport, ReadTxOptioner,
-//     TableMaker, Explainer, DataLocker, ClaimPlanner, GrantWriter,
-//     KeyTyper, PasswordEnver (a client that reads the password from the
-//     environment: lock run and work run keep it from their commands);
+//     DataLocker, ClaimPlanner, GrantWriter, KeyTyper. Tables and Explain
+//     are part of Driver: every database has them. A client that reads the
+//     password from the environment names the variables in
+//     Capabilities.PasswordEnv (lock run and work run keep them from
+//     their commands);
 //     sqllex.Syntaxer (internal/sqllex/syntaxes.go:
 //     how the dialect quotes, for the checks of a task's --where/--order).
 //  6. drivers/all/all.go: a blank import, so every binary registers it.
@@ -184,6 +186,29 @@ type Driver interface {
 	Capabilities() Capabilities
 	// Migrations is the dialect's embedded migration folder.
 	Migrations() fs.FS
+	// Tables is how a portable CREATE TABLE and INSERT are written for the
+	// tables loanq creates outside its migrations: the demo's sample loans
+	// and the tests' tables (tables.go).
+	Tables() Tables
+	// Explainer: every database can show how it runs a statement
+	// (`loanq explain`, explain.go).
+	Explainer
+}
+
+// ReadTxOptioner is implemented by a driver whose database should not be
+// asked for a read-only transaction (SQLite: see its ReadTxOptions).
+type ReadTxOptioner interface {
+	// ReadTxOptions are the options of a transaction that only reads.
+	ReadTxOptions() *sql.TxOptions
+}
+
+// ReadTxOptions are the options of a transaction that only reads on d's
+// database: read-only, unless the driver says otherwise.
+func ReadTxOptions(d Driver) *sql.TxOptions {
+	if r, ok := d.(ReadTxOptioner); ok {
+		return r.ReadTxOptions()
+	}
+	return &sql.TxOptions{ReadOnly: true}
 }
 
 // DeadlockDetector is implemented by the drivers of databases that break a

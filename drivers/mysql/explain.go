@@ -9,7 +9,6 @@ import (
 )
 
 var (
-	_ drivers.Explainer  = (*Driver)(nil)
 	_ drivers.DataLocker = (*Driver)(nil)
 )
 

@@ -2,8 +2,6 @@ package mysql
 
 import "github.com/loanq/loanq/drivers"
 
-var _ drivers.TableMaker = (*Driver)(nil)
-
 // Tables: the column types of the demo's and the tests' tables (see
 // drivers.Tables). DATETIME holds the UTC time as given (the session time
 // zone is UTC, see Config); InnoDB is named so that no server default engine

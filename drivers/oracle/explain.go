@@ -7,8 +7,6 @@ import (
 	"github.com/loanq/loanq/drivers"
 )
 
-var _ drivers.Explainer = (*Driver)(nil)
-
 // ExplainSQL: EXPLAIN PLAN writes the plan to PLAN_TABLE (a global
 // temporary table: the caller's transaction rolls it back) without binding
 // values, then DBMS_XPLAN prints it.

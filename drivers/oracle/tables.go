@@ -2,8 +2,6 @@ package oracle
 
 import "github.com/loanq/loanq/drivers"
 
-var _ drivers.TableMaker = (*Driver)(nil)
-
 // Tables: the column types of the demo's and the tests' tables (see
 // drivers.Tables). Oracle before 23ai has no multi-row VALUES: one row per
 // INSERT.

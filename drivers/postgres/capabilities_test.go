@@ -13,6 +13,7 @@ import (
 func TestCapabilities(t *testing.T) {
 	drivertest.Capabilities(t, &postgres.Driver{}, drivers.Capabilities{
 		Strategies:  []drivers.Strategy{drivers.Skip, drivers.NoWait, drivers.Wait, drivers.Lease, drivers.Rows},
+		PasswordEnv: []string{"PGPASSWORD"},
 		Wait:        drivers.WaitQueueShared,
 		WaitBound:   drivers.BoundTransactionLocal,
 		RoundFinish: drivers.FinishMany,

@@ -8,7 +8,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/loanq/loanq/drivers"
 	"github.com/loanq/loanq/dsn"
 	"github.com/loanq/loanq/problem"
 )
@@ -87,10 +86,3 @@ var serverKeepAlives = map[string]string{
 	"tcp_keepalives_interval": "10",
 	"tcp_keepalives_count":    "3",
 }
-
-// PasswordEnv: pgx (pgconnParse) takes the password from PGPASSWORD when the
-// DSN has none, so PGPASSWORD is loanq's password whenever loanq connects to
-// PostgreSQL; lock run and work run keep it from their commands.
-func (*Driver) PasswordEnv() []string { return []string{"PGPASSWORD"} }
-
-var _ drivers.PasswordEnver = (*Driver)(nil)

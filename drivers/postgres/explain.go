@@ -8,8 +8,6 @@ import (
 	"github.com/loanq/loanq/drivers"
 )
 
-var _ drivers.Explainer = (*Driver)(nil)
-
 // ExplainSQL: EXPLAIN plans the statement with its binds without running it.
 func (*Driver) ExplainSQL(query string) []string { return []string{"EXPLAIN " + query} }
 

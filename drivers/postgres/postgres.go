@@ -43,6 +43,7 @@ func (*Driver) Capabilities() drivers.Capabilities { return capabilities }
 // database's accounts decides who may act as whom.
 var capabilities = drivers.Capabilities{
 	Strategies:  []drivers.Strategy{drivers.Skip, drivers.NoWait, drivers.Wait, drivers.Lease, drivers.Rows},
+	PasswordEnv: []string{"PGPASSWORD"},
 	Wait:        drivers.WaitQueueShared,
 	WaitBound:   drivers.BoundTransactionLocal,
 	RoundFinish: drivers.FinishMany,

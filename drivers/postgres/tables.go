@@ -2,8 +2,6 @@ package postgres
 
 import "github.com/loanq/loanq/drivers"
 
-var _ drivers.TableMaker = (*Driver)(nil)
-
 // Tables: the column types of the demo's and the tests' tables (see drivers.Tables).
 func (*Driver) Tables() drivers.Tables {
 	return drivers.Tables{BigInt: "BIGINT", SmallInt: "SMALLINT", Flag: "SMALLINT", Text: "VARCHAR(%d)",

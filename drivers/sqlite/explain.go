@@ -8,8 +8,6 @@ import (
 	"github.com/loanq/loanq/drivers"
 )
 
-var _ drivers.Explainer = (*Driver)(nil)
-
 // ExplainSQL: EXPLAIN QUERY PLAN, SQLite's readable plan.
 func (*Driver) ExplainSQL(query string) []string { return []string{"EXPLAIN QUERY PLAN " + query} }
 

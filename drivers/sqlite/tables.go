@@ -2,8 +2,6 @@ package sqlite
 
 import "github.com/loanq/loanq/drivers"
 
-var _ drivers.TableMaker = (*Driver)(nil)
-
 // Tables: the column types of the demo's and the tests' tables (see
 // drivers.Tables). Times are fixed-width ISO text, as in loanq's own tables
 // (sql.go), so that ordering by a time column is time order.

@@ -59,10 +59,7 @@ func criteria(d drivers.Driver, s Spec) string {
 // setup creates the source table and the task; it returns the task's id.
 func setup(ctx context.Context, d drivers.Driver, db *sql.DB, task string, s Spec, seed uint64) (int64, error) {
 	src := sourceOf(task)
-	tables, err := drivers.TablesOf(d)
-	if err != nil {
-		return 0, err
-	}
+	tables := d.Tables()
 	ddl := []string{
 		fmt.Sprintf("CREATE TABLE %s (id %s PRIMARY KEY, done INTEGER NOT NULL, priority INTEGER NOT NULL)%s", src, tables.BigInt, tables.Options),
 		// The index the criteria and the order need (the rows strategy on

@@ -289,10 +289,7 @@ type Loan struct {
 func CreateLoans(t testing.TB, d drivers.Driver, db *sql.DB, n int) {
 	t.Helper()
 	ctx := context.Background()
-	tables, err := drivers.TablesOf(d)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tables := d.Tables()
 	if _, err := db.ExecContext(ctx, fmt.Sprintf("CREATE TABLE loan (id %s PRIMARY KEY, eligible INTEGER NOT NULL, priority INTEGER NOT NULL)", tables.BigInt)); err != nil {
 		t.Fatalf("creating loan table: %v", err)
 	}

@@ -173,10 +173,7 @@ func run(ctx context.Context, dsn, binary string, clients, maxConns, loans int, 
 // fillLoans (re)creates apiload_loan (id, eligible, priority) with n rows,
 // in batches of 500.
 func fillLoans(ctx context.Context, d drivers.Driver, db *sql.DB, n int) error {
-	tables, err := drivers.TablesOf(d)
-	if err != nil {
-		return err
-	}
+	tables := d.Tables()
 	_, _ = db.ExecContext(ctx, "DROP TABLE apiload_loan")
 	if _, err := db.ExecContext(ctx, fmt.Sprintf("CREATE TABLE apiload_loan (id %s PRIMARY KEY, eligible INTEGER NOT NULL, priority INTEGER NOT NULL)", tables.BigInt)); err != nil {
 		return fmt.Errorf("creating apiload_loan: %w", err)
