@@ -12,7 +12,7 @@ import (
 	"github.com/loanq/loanq/bench"
 	"github.com/loanq/loanq/commands"
 	"github.com/loanq/loanq/drivers"
-	"github.com/loanq/loanq/internal/testdb"
+	"github.com/loanq/loanq/internal/testkit/testdb"
 )
 
 // childEnv makes the test binary act as loanq itself, so --processes can

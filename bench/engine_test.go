@@ -13,7 +13,7 @@ import (
 
 	"github.com/loanq/loanq/bench"
 	"github.com/loanq/loanq/dispatch"
-	"github.com/loanq/loanq/internal/testdb"
+	"github.com/loanq/loanq/internal/testkit/testdb"
 	"github.com/loanq/loanq/problem"
 )
 

@@ -20,12 +20,12 @@ import (
 	"github.com/loanq/loanq/dashboard"
 	"github.com/loanq/loanq/dispatch"
 	"github.com/loanq/loanq/drivers"
-	"github.com/loanq/loanq/internal/apispec"
-	"github.com/loanq/loanq/internal/testdb"
+	"github.com/loanq/loanq/internal/testkit/apispec"
+	"github.com/loanq/loanq/internal/testkit/testdb"
 )
 
 // apiSpec is commands/openapi.json, loaded once: every answer the tests
-// receive is checked against it (internal/apispec).
+// receive is checked against it (internal/testkit/apispec).
 var apiSpec = sync.OnceValues(func() (*apispec.Doc, error) { return apispec.Load(openAPIDoc) })
 
 // checkSpec fails the test when an answer is not what the OpenAPI document

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/loanq/loanq/internal/testdb"
+	"github.com/loanq/loanq/internal/testkit/testdb"
 )
 
 // `loanq bench` through the command line on SQLite: JSON as issue 4 gives it,

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/loanq/loanq/commands"
-	"github.com/loanq/loanq/internal/testdb" // also registers the drivers
+	"github.com/loanq/loanq/internal/testkit/testdb" // also registers the drivers
 )
 
 func run(t *testing.T, args ...string) (stdout, stderr string, code int) {

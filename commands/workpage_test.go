@@ -16,7 +16,7 @@ import (
 	"github.com/loanq/loanq/dashboard"
 	"github.com/loanq/loanq/dispatch"
 	"github.com/loanq/loanq/drivers"
-	"github.com/loanq/loanq/internal/testdb"
+	"github.com/loanq/loanq/internal/testkit/testdb"
 )
 
 // pageNode is one serve --api with the processor's page, as serve builds it,

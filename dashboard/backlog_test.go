@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/loanq/loanq/dispatch"
-	"github.com/loanq/loanq/internal/testdb"
+	"github.com/loanq/loanq/internal/testkit/testdb"
 )
 
 // The backlog in /metrics and the dashboard's JSON comes from the periodic

@@ -9,7 +9,7 @@ import (
 
 	"github.com/loanq/loanq/dispatch"
 	"github.com/loanq/loanq/drivers"
-	"github.com/loanq/loanq/internal/testdb"
+	"github.com/loanq/loanq/internal/testkit/testdb"
 )
 
 // Many callers claim from the pool of a rows task at once, each completing

@@ -50,7 +50,7 @@
 //     how the dialect quotes, for the checks of a task's --where/--order).
 //  6. drivers/all/all.go: a blank import, so every binary registers it.
 //  7. Tests: drivers/<db>/conformance_test.go runs the drivers/drivertest
-//     suite; internal/testdb learns to make a fresh database on it (Fresh,
+//     suite; internal/testkit/testdb learns to make a fresh database on it (Fresh,
 //     BaseDSN, the LOANQ_TEST_<DB>_DSN variable, Objects) and, if it is to
 //     run in `make test`, joins testdb.Dialects; scripts/test-servers.sh
 //     learns to find or start a server (an ensure_<db> called from

@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/loanq/loanq/internal/testdb"
+	"github.com/loanq/loanq/internal/testkit/testdb"
 )
 
 // docsHost is the address the examples of docs/api.md were recorded on.

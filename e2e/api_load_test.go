@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/loanq/loanq/dispatch"
-	"github.com/loanq/loanq/internal/apiload"
-	"github.com/loanq/loanq/internal/testdb"
+	"github.com/loanq/loanq/internal/testkit/apiload"
+	"github.com/loanq/loanq/internal/testkit/testdb"
 )
 
 // TestAPILoadShort is the CI version of scripts/api-load (BENCHMARKS.md):

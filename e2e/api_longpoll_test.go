@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/loanq/loanq/internal/testdb"
+	"github.com/loanq/loanq/internal/testkit/testdb"
 )
 
 // TestAPILongPollWokenByCommit: a long poll is answered by the holder's

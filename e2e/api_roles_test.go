@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/loanq/loanq/internal/testdb"
+	"github.com/loanq/loanq/internal/testkit/testdb"
 )
 
 // The roles of `loanq grants` cover the API. An admin account

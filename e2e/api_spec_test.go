@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/loanq/loanq/internal/apispec"
-	"github.com/loanq/loanq/internal/testdb"
+	"github.com/loanq/loanq/internal/testkit/apispec"
+	"github.com/loanq/loanq/internal/testkit/testdb"
 )
 
 // apiSpec is commands/openapi.json, the document serve --api serves at

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/loanq/loanq/internal/testdb"
+	"github.com/loanq/loanq/internal/testkit/testdb"
 )
 
 // treeScript is a command that starts a child of its own (the `sleep` a

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/loanq/loanq/internal/testdb"
+	"github.com/loanq/loanq/internal/testkit/testdb"
 )
 
 // run runs the binary with exactly args (no --db or --user added) in dir,

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/loanq/loanq/drivers"
-	"github.com/loanq/loanq/internal/testdb"
+	"github.com/loanq/loanq/internal/testkit/testdb"
 )
 
 // The waiter is woken by the holder's commit, through the CLI: with

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/loanq/loanq/internal/testdb"
+	"github.com/loanq/loanq/internal/testkit/testdb"
 )
 
 // Passwords as people type them, built from / # ? @ : % & and spaces. The

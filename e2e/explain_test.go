@@ -14,7 +14,7 @@ import (
 
 	"github.com/loanq/loanq/dispatch"
 	"github.com/loanq/loanq/drivers"
-	"github.com/loanq/loanq/internal/testdb"
+	"github.com/loanq/loanq/internal/testkit/testdb"
 )
 
 // accLoan creates the wide-lock case's table (docs/mysql.md, "Reading `loanq explain`"): 900 loans, 600 of them OPEN, with the

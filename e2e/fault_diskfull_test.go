@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/loanq/loanq/internal/testdb"
+	"github.com/loanq/loanq/internal/testkit/testdb"
 )
 
 // The SQLite file sits on a filesystem that fills up: a 4 MiB tmpfs the test

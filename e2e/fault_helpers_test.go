@@ -16,7 +16,7 @@ import (
 
 	"github.com/loanq/loanq/dispatch"
 	"github.com/loanq/loanq/drivers"
-	"github.com/loanq/loanq/internal/testdb"
+	"github.com/loanq/loanq/internal/testkit/testdb"
 )
 
 // proc is a loanq process running in the background.

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/loanq/loanq/drivers"
-	"github.com/loanq/loanq/internal/testdb"
-	"github.com/loanq/loanq/internal/throwaway"
+	"github.com/loanq/loanq/internal/testkit/testdb"
+	"github.com/loanq/loanq/internal/testkit/throwaway"
 )
 
 func throwawayServer(t *testing.T, dialect string) *throwaway.Server {

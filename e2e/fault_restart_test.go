@@ -10,8 +10,8 @@ import (
 
 	"github.com/loanq/loanq/dispatch"
 	"github.com/loanq/loanq/drivers"
-	"github.com/loanq/loanq/internal/testdb"
-	"github.com/loanq/loanq/internal/throwaway"
+	"github.com/loanq/loanq/internal/testkit/testdb"
+	"github.com/loanq/loanq/internal/testkit/throwaway"
 )
 
 // The database server restarts while `loanq work get` callers are in flight,

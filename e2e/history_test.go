@@ -12,17 +12,17 @@ import (
 	"time"
 
 	"github.com/loanq/loanq/drivers"
-	"github.com/loanq/loanq/internal/history"
-	"github.com/loanq/loanq/internal/historyrun"
-	"github.com/loanq/loanq/internal/testdb"
-	"github.com/loanq/loanq/internal/throwaway"
+	"github.com/loanq/loanq/internal/testkit/history"
+	"github.com/loanq/loanq/internal/testkit/historyrun"
+	"github.com/loanq/loanq/internal/testkit/testdb"
+	"github.com/loanq/loanq/internal/testkit/throwaway"
 )
 
 // The history checks (issue 33): many callers — worker processes (this
 // test binary re-executed, each running its callers through dispatch) and
 // callers of the loanq binary — loop get → work → disposition on one task
 // whose criteria is slow, while faults strike; every operation is recorded
-// with its times, and internal/history checks the history against the
+// with its times, and internal/testkit/history checks the history against the
 // database's final state: no loan active or held twice, no stale hand-out,
 // no request served twice or left pending, every disposition recorded
 // once, no empty answer while a loan was free.

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/loanq/loanq/internal/testdb"
+	"github.com/loanq/loanq/internal/testkit/testdb"
 )
 
 // `task create --hold-limit`: stored and shown (text and JSON); without it

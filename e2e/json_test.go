@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/loanq/loanq/internal/testdb"
+	"github.com/loanq/loanq/internal/testkit/testdb"
 )
 
 // jsonDoc is one documented document of docs/json.md: for each path, the

@@ -7,7 +7,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/loanq/loanq/internal/testdb"
+	"github.com/loanq/loanq/internal/testkit/testdb"
 )
 
 // A task keyed by text (LN-2024-000123) and one keyed by UUID (the native

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/loanq/loanq/internal/testdb"
+	"github.com/loanq/loanq/internal/testkit/testdb"
 )
 
 // recorder is a shell command for `lock run` that appends "start TOKEN" and

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/loanq/loanq/internal/testdb"
+	"github.com/loanq/loanq/internal/testkit/testdb"
 )
 
 // event is one line of --log-format json (log/slog's JSON handler).

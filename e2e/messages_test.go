@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/loanq/loanq/internal/testdb"
+	"github.com/loanq/loanq/internal/testkit/testdb"
 )
 
 // cappedAnswer is the JSON of work get with the field the per-user cap adds

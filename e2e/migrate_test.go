@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/loanq/loanq/internal/testdb"
+	"github.com/loanq/loanq/internal/testkit/testdb"
 )
 
 type migrateStatus struct {

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/loanq/loanq/internal/testdb"
+	"github.com/loanq/loanq/internal/testkit/testdb"
 )
 
 // The limits of e2e/badinput_test.go are the columns' own, not tighter: a

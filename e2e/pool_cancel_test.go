@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/loanq/loanq/dispatch"
-	"github.com/loanq/loanq/internal/testdb"
+	"github.com/loanq/loanq/internal/testkit/testdb"
 )
 
 // Cancel with a candidate pool (docs/algorithm.md, "The candidate pool":

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/loanq/loanq/internal/testdb"
+	"github.com/loanq/loanq/internal/testkit/testdb"
 )
 
 // `loanq prune`: bad input exits 2 and changes nothing; --dry-run counts

@@ -5,7 +5,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/loanq/loanq/internal/testdb"
+	"github.com/loanq/loanq/internal/testkit/testdb"
 )
 
 // cameBack is the start of the explanation `work run` prints once when a

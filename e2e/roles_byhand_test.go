@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/loanq/loanq/drivers"
-	"github.com/loanq/loanq/internal/testdb"
+	"github.com/loanq/loanq/internal/testkit/testdb"
 )
 
 var errChangedNothing = errors.New("the statement changed no row")

@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/loanq/loanq/drivers"
-	"github.com/loanq/loanq/internal/testdb"
+	"github.com/loanq/loanq/internal/testkit/testdb"
 )
 
 // The roles `loanq grants` prints are what the

@@ -29,7 +29,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/loanq/loanq/drivers"
-	"github.com/loanq/loanq/internal/testdb"
+	"github.com/loanq/loanq/internal/testkit/testdb"
 )
 
 // server is a running `loanq serve` process.

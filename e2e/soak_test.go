@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/loanq/loanq/drivers"
-	"github.com/loanq/loanq/internal/testdb"
+	"github.com/loanq/loanq/internal/testkit/testdb"
 )
 
 // TestSoak is off by default. It runs P loanq processes at a time for T

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/loanq/loanq/drivers"
-	"github.com/loanq/loanq/internal/testdb"
+	"github.com/loanq/loanq/internal/testkit/testdb"
 )
 
 type workListJSON struct {

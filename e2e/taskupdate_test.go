@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/loanq/loanq/drivers"
-	"github.com/loanq/loanq/internal/testdb"
+	"github.com/loanq/loanq/internal/testkit/testdb"
 )
 
 // `task update`: only the options given change, the criteria are checked

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/loanq/loanq/internal/testdb"
+	"github.com/loanq/loanq/internal/testkit/testdb"
 )
 
 // exitFor is the exit status the test command of `work run` gives loan id,

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	_ "github.com/loanq/loanq/drivers/all"
-	"github.com/loanq/loanq/internal/testdb"
+	"github.com/loanq/loanq/internal/testkit/testdb"
 	"github.com/loanq/loanq/namedlock"
 )
 

@@ -4,7 +4,7 @@ import (
 	"context"
 	"testing"
 
-	"github.com/loanq/loanq/internal/testdb"
+	"github.com/loanq/loanq/internal/testkit/testdb"
 	"github.com/loanq/loanq/schema"
 )
 

@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/loanq/loanq/drivers"
-	"github.com/loanq/loanq/internal/testdb"
+	"github.com/loanq/loanq/internal/testkit/testdb"
 	"github.com/loanq/loanq/problem"
 	"github.com/loanq/loanq/schema"
 )

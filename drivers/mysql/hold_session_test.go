@@ -8,7 +8,7 @@ import (
 
 	"github.com/loanq/loanq/drivers"
 	"github.com/loanq/loanq/drivers/mysql"
-	"github.com/loanq/loanq/internal/testdb"
+	"github.com/loanq/loanq/internal/testkit/testdb"
 )
 
 // The hold limit is set on the lock transaction's session, enforced by the

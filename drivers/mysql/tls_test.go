@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"github.com/loanq/loanq/drivers"
-	"github.com/loanq/loanq/internal/throwaway"
+	"github.com/loanq/loanq/internal/testkit/throwaway"
 	"github.com/loanq/loanq/problem"
 )
 

@@ -6,7 +6,7 @@ import (
 
 	"github.com/loanq/loanq/drivers/drivertest"
 	"github.com/loanq/loanq/drivers/oracle"
-	"github.com/loanq/loanq/internal/testdb"
+	"github.com/loanq/loanq/internal/testkit/testdb"
 )
 
 // TestConformance runs the driver suite against a real Oracle, given as

@@ -5,7 +5,7 @@ import (
 
 	"github.com/loanq/loanq/drivers/drivertest"
 	"github.com/loanq/loanq/drivers/postgres"
-	"github.com/loanq/loanq/internal/testdb"
+	"github.com/loanq/loanq/internal/testkit/testdb"
 )
 
 func TestConformance(t *testing.T) {

@@ -6,7 +6,7 @@ import (
 
 	"github.com/loanq/loanq/drivers"
 	"github.com/loanq/loanq/drivers/postgres"
-	"github.com/loanq/loanq/internal/testdb"
+	"github.com/loanq/loanq/internal/testkit/testdb"
 )
 
 // A waiter's lock wait bound (WaitLockSet) lasts for its transaction only,

@@ -2,7 +2,7 @@
 // database (loanq's schema, a table of --loans loans, a skip task over it,
 // one processor token per client), starts one `loanq serve --api` process
 // with a bounded pool (--max-conns), drives it with --clients concurrent API
-// clients for --duration (internal/apiload: ask for a loan, long-poll while
+// clients for --duration (internal/testkit/apiload: ask for a loan, long-poll while
 // pending, complete it), and prints requests per second, latency
 // percentiles, the answers by status (anything but 200 and 202 is an error)
 // and the node's goroutines and memory before and after the load.
@@ -34,7 +34,7 @@ import (
 	"github.com/loanq/loanq/dispatch"
 	"github.com/loanq/loanq/drivers"
 	_ "github.com/loanq/loanq/drivers/all" // the database drivers
-	"github.com/loanq/loanq/internal/apiload"
+	"github.com/loanq/loanq/internal/testkit/apiload"
 	"github.com/loanq/loanq/schema"
 )
 

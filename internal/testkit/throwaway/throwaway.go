@@ -26,7 +26,7 @@ import (
 
 	"github.com/loanq/loanq/drivers"
 	_ "github.com/loanq/loanq/drivers/all" // the readiness check opens any dialect
-	"github.com/loanq/loanq/internal/testdb"
+	"github.com/loanq/loanq/internal/testkit/testdb"
 )
 
 // Server is one throwaway database server.

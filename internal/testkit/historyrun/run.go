@@ -1,5 +1,5 @@
 // Package historyrun runs loanq's callers against one task and checks what
-// they saw with internal/history (issue 33): worker processes (a test
+// they saw with internal/testkit/history (issue 33): worker processes (a test
 // binary re-executed, each running many callers through dispatch in
 // process) and callers that run the loanq binary, all looping get → work →
 // disposition while faults strike (a worker SIGKILLed, database sessions
@@ -27,7 +27,7 @@ import (
 
 	"github.com/loanq/loanq/dispatch"
 	"github.com/loanq/loanq/drivers"
-	"github.com/loanq/loanq/internal/history"
+	"github.com/loanq/loanq/internal/testkit/history"
 )
 
 // EnvWorker, set in a re-executed worker's environment, names its

@@ -10,7 +10,7 @@ import (
 
 	"github.com/loanq/loanq/dispatch"
 	"github.com/loanq/loanq/drivers"
-	"github.com/loanq/loanq/internal/history"
+	"github.com/loanq/loanq/internal/testkit/history"
 )
 
 // Spec is the task a run works on: a source table of Loans rows (id, done,

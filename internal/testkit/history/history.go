@@ -6,7 +6,7 @@
 // matching, a request served twice or left pending, a disposition lost, an
 // `empty` answer while a loan was free (docs/algorithm.md, SPEC §3-§4, §8-§9).
 //
-// The package is pure: no database. A harness (internal/historyrun) runs the
+// The package is pure: no database. A harness (internal/testkit/historyrun) runs the
 // callers, writes their operations with Log, reads the final state of
 // loanq_work, loanq_work_request and the task's source table into a State,
 // and calls Check.

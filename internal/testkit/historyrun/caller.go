@@ -17,7 +17,7 @@ import (
 
 	"github.com/loanq/loanq/dispatch"
 	"github.com/loanq/loanq/drivers"
-	"github.com/loanq/loanq/internal/history"
+	"github.com/loanq/loanq/internal/testkit/history"
 	"github.com/loanq/loanq/problem"
 )
 
