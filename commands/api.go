@@ -18,6 +18,7 @@ import (
 	"github.com/loanq/loanq/dispatch"
 	"github.com/loanq/loanq/drivers"
 	"github.com/loanq/loanq/internal/flagvalue"
+	"github.com/loanq/loanq/jsondoc"
 	"github.com/loanq/loanq/problem"
 )
 
@@ -194,14 +195,14 @@ func writeProblem(w http.ResponseWriter, status int, detail string) {
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(status)
 	var b bytes.Buffer
-	_ = writeJSON(&b, problemDoc{Type: "about:blank", Title: http.StatusText(status), Status: status, Detail: detail})
+	_ = jsondoc.Write(&b, problemDoc{Type: "about:blank", Title: http.StatusText(status), Status: status, Detail: detail})
 	_, _ = w.Write(b.Bytes())
 }
 
 // writeDoc writes v as the CLI's -o json does (docs/json.md).
 func (a *apiServer) writeDoc(w http.ResponseWriter, status int, v any) {
 	var b bytes.Buffer
-	if err := writeJSON(&b, v); err != nil {
+	if err := jsondoc.Write(&b, v); err != nil {
 		a.fail(w, err)
 		return
 	}
@@ -461,7 +462,7 @@ func (a *apiServer) tasks(w http.ResponseWriter, r *http.Request, p *dispatch.Pr
 	}
 	list := []map[string]any{}
 	for _, t := range ts {
-		list = append(list, taskJSON(t))
+		list = append(list, jsondoc.Task(t))
 	}
 	a.writeDoc(w, http.StatusOK, map[string]any{"tasks": list})
 }
@@ -510,7 +511,7 @@ func (a *apiServer) reclaim(w http.ResponseWriter, r *http.Request, p *dispatch.
 		a.fail(w, err)
 		return
 	}
-	a.writeDoc(w, http.StatusOK, reclaimDoc(task, p.User, body.DryRun, items))
+	a.writeDoc(w, http.StatusOK, jsondoc.Reclaim(task, p.User, body.DryRun, items))
 }
 
 func (a *apiServer) openapi(w http.ResponseWriter, r *http.Request, _ *dispatch.Principal) {

@@ -22,6 +22,7 @@ import (
 	"github.com/loanq/loanq/drivers"
 	"github.com/loanq/loanq/dsn"
 	"github.com/loanq/loanq/internal/textsafe"
+	"github.com/loanq/loanq/jsondoc"
 	"github.com/loanq/loanq/problem"
 	"github.com/loanq/loanq/schema"
 )
@@ -270,7 +271,7 @@ const connectTimeout = 30 * time.Second
 // emit prints v as one JSON document, or calls text for people.
 func emit(c *cli.Context, v any, text func(w io.Writer)) error {
 	if c.String("output") == "json" {
-		return writeJSON(c.App.Writer, v)
+		return jsondoc.Write(c.App.Writer, v)
 	}
 	text(c.App.Writer)
 	return nil

@@ -13,6 +13,7 @@ import (
 	"github.com/loanq/loanq/internal/flagvalue"
 	"github.com/loanq/loanq/internal/pause"
 	"github.com/loanq/loanq/internal/textsafe"
+	"github.com/loanq/loanq/jsondoc"
 	"github.com/loanq/loanq/problem"
 )
 
@@ -95,7 +96,7 @@ func taskRefill(c *cli.Context) error {
 		} else {
 			for _, o := range outs {
 				if o.Refused == "" {
-					fmt.Fprintf(c.App.Writer, "%s refilled %s: %d -> %d candidates\n", time.Now().UTC().Format(TimestampLayout), textsafe.Escape(o.Task), o.Before, o.After)
+					fmt.Fprintf(c.App.Writer, "%s refilled %s: %d -> %d candidates\n", time.Now().UTC().Format(jsondoc.TimestampLayout), textsafe.Escape(o.Task), o.Before, o.After)
 					if lg.JSON() {
 						lg.j.Info("refilled", "task", o.Task, "before", o.Before, "after", o.After)
 					}

@@ -12,6 +12,7 @@ import (
 	"github.com/loanq/loanq/drivers"
 	"github.com/loanq/loanq/internal/flagvalue"
 	"github.com/loanq/loanq/internal/textsafe"
+	"github.com/loanq/loanq/jsondoc"
 	"github.com/loanq/loanq/problem"
 )
 
@@ -180,36 +181,13 @@ func taskCreate(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	return emit(c, map[string]any{"task": taskJSON(t), "created": created}, func(w io.Writer) {
+	return emit(c, map[string]any{"task": jsondoc.Task(t), "created": created}, func(w io.Writer) {
 		if created {
 			fmt.Fprintf(w, "created task %s (lock %s)\n", textsafe.Escape(t.Name), t.Lock)
 		} else {
 			fmt.Fprintf(w, "task %s already exists with this definition; nothing changed\n", textsafe.Escape(t.Name))
 		}
 	})
-}
-
-func taskJSON(t *dispatch.Task) map[string]any {
-	m := map[string]any{"name": t.Name, "source": t.Source, "key": t.Key, "key_kind": t.KeyKind.String(), "where": t.Where, "order": t.Order,
-		"max_active": t.MaxActive, "lock": t.Lock, "query_delay_ms": t.QueryDelay.Milliseconds(),
-		"lease_ttl_ms": t.LeaseTTL.Milliseconds(), "created_by": t.CreatedBy, "created_at": t.CreatedAt.UTC().Format(TimestampLayout)}
-	// null: the default, derived from the measured criteria-query time.
-	m["hold_limit_ms"] = nil
-	if t.HoldLimit > 0 {
-		m["hold_limit_ms"] = t.HoldLimit.Milliseconds()
-	}
-	// null: active work never expires.
-	m["max_hold_ms"] = nil
-	if t.MaxHold > 0 {
-		m["max_hold_ms"] = t.MaxHold.Milliseconds()
-	}
-	// 0: no candidate pool.
-	m["prefetch"] = t.Prefetch
-	if t.Prefetch > 0 {
-		m["prefetch_ttl_ms"] = t.PrefetchTTL.Milliseconds()
-		m["prefetch_low"] = t.PrefetchLow
-	}
-	return m
 }
 
 // poolText is the pool line of task show and task stats.
@@ -255,7 +233,7 @@ func taskList(c *cli.Context) error {
 	}
 	list := []map[string]any{}
 	for _, t := range ts {
-		list = append(list, taskJSON(t))
+		list = append(list, jsondoc.Task(t))
 	}
 	return emit(c, map[string]any{"tasks": list}, func(w io.Writer) {
 		if len(ts) == 0 {
@@ -311,7 +289,7 @@ func taskShow(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	tj := taskJSON(t)
+	tj := jsondoc.Task(t)
 	tj["hold_limit_in_force_ms"] = hold.Milliseconds()
 	tj["hold_limit_derived"] = derived
 	if pool != nil {

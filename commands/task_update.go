@@ -11,6 +11,7 @@ import (
 	"github.com/loanq/loanq/drivers"
 	"github.com/loanq/loanq/internal/flagvalue"
 	"github.com/loanq/loanq/internal/textsafe"
+	"github.com/loanq/loanq/jsondoc"
 	"github.com/loanq/loanq/problem"
 )
 
@@ -142,7 +143,7 @@ func taskUpdate(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	return emit(c, map[string]any{"task": taskJSON(t), "updated": true}, func(w io.Writer) {
+	return emit(c, map[string]any{"task": jsondoc.Task(t), "updated": true}, func(w io.Writer) {
 		fmt.Fprintf(w, "updated task %s (lock %s); active work and history kept\n", textsafe.Escape(t.Name), t.Lock)
 	})
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/loanq/loanq/internal/textsafe"
 
 	"github.com/loanq/loanq/dispatch"
+	"github.com/loanq/loanq/jsondoc"
 	"github.com/loanq/loanq/problem"
 )
 
@@ -66,7 +67,7 @@ func workReclaim(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	doc := reclaimDoc(a[0], e.user, dry, items)
+	doc := jsondoc.Reclaim(a[0], e.user, dry, items)
 	return emit(c, doc, func(w io.Writer) {
 		verb := "returned to the queue"
 		if dry {
@@ -83,15 +84,4 @@ func workReclaim(c *cli.Context) error {
 		}
 		tw.Flush()
 	})
-}
-
-// reclaimDoc is the JSON document of `work reclaim` and of the API's
-// POST /api/v1/tasks/{task}/reclaim.
-func reclaimDoc(task, by string, dry bool, items []dispatch.ReclaimItem) map[string]any {
-	out := make([]map[string]any, len(items))
-	for i, it := range items {
-		out[i] = map[string]any{"loan_id": it.LoanID, "user": it.User,
-			"assigned_at": it.AssignedAt.UTC().Format(TimestampLayout), "age_ms": it.AgeMS}
-	}
-	return map[string]any{"task": task, "dry_run": dry, "reclaimed_by": by, "work": out}
 }

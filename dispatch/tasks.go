@@ -20,7 +20,7 @@ import (
 
 // Task is a queue: a criteria query over a table or view of loans, a priority
 // order, and how its lock is taken. It has no JSON form of its own: the
-// commands print taskJSON (commands/task.go), the contract of docs/json.md.
+// commands and the API print jsondoc.Task, the contract of docs/json.md.
 type Task struct {
 	ID         int64
 	Name       string

@@ -1,4 +1,8 @@
-package commands
+// Package jsondoc writes loanq's JSON documents (docs/json.md): the one
+// encoder behind every command's -o json and every answer of the HTTP API
+// (web/), and the documents both print, so that an API answer is the
+// document the matching command prints.
+package jsondoc
 
 import (
 	"bytes"
@@ -13,12 +17,12 @@ import (
 // with milliseconds, whatever the database stored (docs/json.md).
 const TimestampLayout = "2006-01-02T15:04:05.000Z"
 
-// writeJSON prints v as one indented JSON document following the conventions
+// Write prints v as one indented JSON document following the conventions
 // of docs/json.md: keys in the order of the value (struct fields as declared,
 // map keys sorted), no HTML escaping (">" stays ">"), and every value of a key
 // ending in "_at" that is a time printed with TimestampLayout, so the same
 // instant reads the same on every database.
-func writeJSON(w io.Writer, v any) error {
+func Write(w io.Writer, v any) error {
 	var raw bytes.Buffer
 	enc := json.NewEncoder(&raw)
 	enc.SetEscapeHTML(false)
