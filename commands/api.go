@@ -2,7 +2,6 @@ package commands
 
 import (
 	"bytes"
-	"database/sql"
 	_ "embed"
 	"encoding/json"
 	"errors"
@@ -16,7 +15,6 @@ import (
 	"time"
 
 	"github.com/loanq/loanq/dispatch"
-	"github.com/loanq/loanq/drivers"
 	"github.com/loanq/loanq/internal/flagvalue"
 	"github.com/loanq/loanq/jsondoc"
 	"github.com/loanq/loanq/problem"
@@ -394,37 +392,23 @@ func (a *apiServer) dispose(w http.ResponseWriter, r *http.Request, p *dispatch.
 	}
 	var after time.Duration
 	if body.After != nil {
-		if after, err = parseReturnAfter(*body.After); err != nil {
+		if after, err = dispatch.ParseReturnAfter(*body.After); err != nil {
 			a.fail(w, err)
 			return
 		}
-	} else if action == dispatch.Return {
-		a.fail(w, problem.Usagef(`return needs "after": how long until the loan is back in the queue (0s to 72h)`))
-		return
 	}
-	task, err := a.e.Task(r.Context(), r.PathValue("task"))
-	if err != nil {
+	if err := dispatch.CheckReturnTime(action, body.After != nil, `"after"`); err != nil {
 		a.fail(w, err)
 		return
 	}
-	// The key as the task's keys are (an integer, text, a UUID).
-	loan, err := drivers.ParseKey(task.KeyKind, task.Name, r.PathValue("loan"))
-	if err != nil {
-		a.fail(w, err)
+	// Someone else's loan is 403, not 400, and the API does not say whose
+	// it is: the caller may not learn who holds another's loan.
+	d, err := a.e.Dispose(r.Context(), r.PathValue("task"), r.PathValue("loan"), p.User, action, after, body.After != nil)
+	var na *dispatch.NotAssigneeError
+	if errors.As(err, &na) {
+		writeProblem(w, http.StatusForbidden, fmt.Sprintf("loan %s in task %s is not yours: it is assigned to someone else", na.Loan, na.Task))
 		return
 	}
-	// Someone else's loan is 403, not 400: the engine refuses it either way
-	// (it disposes only the caller's assignment); this says why.
-	active, err := a.e.Driver.Statements().ActiveWork.One(r.Context(), a.e.DB, drivers.TaskLoanParams{TaskID: task.ID, LoanID: loan})
-	switch {
-	case err == nil && active.User != p.User:
-		writeProblem(w, http.StatusForbidden, fmt.Sprintf("loan %s in task %s is not yours: it is assigned to someone else", loan, task.Name))
-		return
-	case err != nil && !errors.Is(err, sql.ErrNoRows):
-		a.fail(w, err)
-		return
-	}
-	d, err := a.e.Dispose(r.Context(), task.Name, loan, p.User, action, after, body.After != nil)
 	if err != nil {
 		a.fail(w, err)
 		return

@@ -3,12 +3,10 @@ package commands
 import (
 	"fmt"
 	"io"
-	"time"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/loanq/loanq/dispatch"
-	"github.com/loanq/loanq/internal/flagvalue"
 	"github.com/loanq/loanq/internal/textsafe"
 	"github.com/loanq/loanq/problem"
 )
@@ -52,7 +50,7 @@ func disposition(c *cli.Context) error {
 	afterGiven := c.IsSet("after")
 	after := int64(0)
 	if afterGiven {
-		d, err := parseReturnAfter(c.String("after"))
+		d, err := dispatch.ParseReturnAfter(c.String("after"))
 		if err != nil {
 			return err
 		}
@@ -62,8 +60,8 @@ func disposition(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	if !afterGiven && action == dispatch.Return {
-		return problem.Usagef("return needs --after: how long until the loan is back in the queue (0s to 72h)")
+	if err := dispatch.CheckReturnTime(action, afterGiven, "--after"); err != nil {
+		return err
 	}
 	e, err := openActing(c)
 	if err != nil {
@@ -81,9 +79,4 @@ func disposition(c *cli.Context) error {
 		}
 		fmt.Fprintf(w, "loan %s in task %s: %s\n", textsafe.Escape(d.LoanID.String()), textsafe.Escape(d.Task), d.Disposition)
 	})
-}
-
-// parseReturnAfter reads --after: a duration from 0s to dispatch.MaxReturnWait.
-func parseReturnAfter(s string) (time.Duration, error) {
-	return flagvalue.ReturnAfter(s, dispatch.MaxReturnWait)
 }

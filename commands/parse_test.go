@@ -2,7 +2,6 @@ package commands
 
 import (
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
@@ -11,20 +10,6 @@ import (
 	"github.com/loanq/loanq/dispatch"
 	"github.com/loanq/loanq/internal/flagvalue"
 )
-
-// --after is read with the engine's limit (flagvalue's fuzz target checks
-// the reading with the same 72h written out).
-func TestReturnAfterLimit(t *testing.T) {
-	if dispatch.MaxReturnWait != 72*time.Hour {
-		t.Errorf("dispatch.MaxReturnWait = %s; flagvalue's FuzzReturnAfter and the messages say 72h", dispatch.MaxReturnWait)
-	}
-	if _, err := parseReturnAfter("72h"); err != nil {
-		t.Errorf("--after 72h: %v", err)
-	}
-	if _, err := parseReturnAfter("72h1ns"); err == nil || !strings.Contains(err.Error(), "from 0s to 72h (") {
-		t.Errorf("--after 72h1ns: %v, want refused naming 72h", err)
-	}
-}
 
 // docs/algorithm.md, step 3: busy callers recheck after 5 s, 10 s, 20 s (then
 // every 20 s) unless --backoff says otherwise; the flag's default is that

@@ -160,7 +160,7 @@ func (e *Engine) notDisposed(ctx context.Context, task *Task, loan string, user 
 	case err != nil:
 		return fmt.Errorf("reading the assignment of loan %s: %w", loan, err)
 	case assignee != user:
-		return problem.Usagef("loan %s in task %s is assigned to %s, not to %s: only the assignee can disposition it", loan, task.Name, assignee, user)
+		return notAssignee(task.Name, loan, assignee, user)
 	case try >= 2:
 		return problem.Usagef("loan %s in task %s was dispositioned by another command just now", loan, task.Name)
 	}
