@@ -22,6 +22,7 @@ import (
 	"github.com/loanq/loanq/drivers"
 	"github.com/loanq/loanq/internal/testkit/apispec"
 	"github.com/loanq/loanq/internal/testkit/testdb"
+	"github.com/loanq/loanq/web"
 )
 
 // apiSpec is commands/openapi.json, loaded once: every answer the tests
@@ -68,9 +69,8 @@ func newAPIFixture(t *testing.T, dsn string, lock drivers.Strategy) *apiFixture 
 		}
 		f.tokens[user] = tok
 	}
-	srv := &dashboard.Server{Source: &dashboard.Source{DB: db, Driver: d, Engine: e, TTL: time.Second},
-		API: (&apiServer{e: e, log: func(s string) { t.Log(s) }}).handler()}
-	h, err := srv.Handler()
+	h, err := web.Handler(web.Config{Figures: &dashboard.Source{DB: db, Driver: d, Engine: e, TTL: time.Second},
+		API: (&apiServer{e: e, log: func(s string) { t.Log(s) }}).handler()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -357,9 +357,8 @@ func TestAPITwoServersOneDatabase(t *testing.T) {
 		for range 2 {
 			_, pool := testdb.Open(t, dsn)
 			pool.SetMaxOpenConns(apiDefaultConns)
-			srv := &dashboard.Server{Source: &dashboard.Source{DB: pool, Driver: d, Engine: dispatch.New(pool, d), TTL: time.Second},
-				API: (&apiServer{e: dispatch.New(pool, d), log: func(s string) { t.Log(s) }}).handler()}
-			h, err := srv.Handler()
+			h, err := web.Handler(web.Config{Figures: &dashboard.Source{DB: pool, Driver: d, Engine: dispatch.New(pool, d), TTL: time.Second},
+				API: (&apiServer{e: dispatch.New(pool, d), log: func(s string) { t.Log(s) }}).handler()})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -19,6 +19,7 @@ import (
 	"github.com/loanq/loanq/internal/pause"
 	"github.com/loanq/loanq/problem"
 	"github.com/loanq/loanq/schema"
+	"github.com/loanq/loanq/web"
 )
 
 func serveCommand() *cli.Command {
@@ -94,7 +95,7 @@ connection while it queues on the task's lock. /api/v1/openapi.json describes it
 			&cli.StringSliceFlag{Name: "allowed-hosts", Usage: "host `NAME`s the server answers to, besides IP addresses and localhost (comma-separated or repeated; default: a name given in --listen, and this machine's host name when listening beyond loopback)"},
 			&cli.StringFlag{Name: "session-ttl", Value: "12h", Usage: "how long a session cookie lasts: the dashboard's ?token= link, and a sign-in on /work with --api (`D`, 1m to 720h)"},
 			&cli.IntFlag{Name: "max-conns", Value: 4, Usage: "open at most `N` database connections (1 to 100; with --api the default is 16)"},
-			&cli.IntFlag{Name: "max-tasks", Value: dashboard.DefaultMaxTasks, Usage: "show at most `N` tasks and N processors on the page and in /api/dashboard, the busiest (0: all)"},
+			&cli.IntFlag{Name: "max-tasks", Value: web.DefaultMaxTasks, Usage: "show at most `N` tasks and N processors on the page and in /api/dashboard, the busiest (0: all)"},
 			&cli.BoolFlag{Name: "metrics-per-user", Usage: "also export active work per task and user (one series per processor)"},
 			&cli.StringFlag{Name: "stale-after", Value: "0s", Usage: "highlight active work held `D` or longer (e.g. 4h; 0s: no highlight)"},
 			&cli.StringFlag{Name: "cache", Value: "2s", Usage: "serve the figures of one refresh for `D` (every viewer shares it)"},
@@ -325,18 +326,18 @@ func serve(c *cli.Context) error {
 		lg.Event(level, "loanq serve: "+s, s)
 	}
 	src := &dashboard.Source{DB: db, Driver: d, Engine: dispatch.New(db, d), TTL: cfg.ttl, Hold: cfg.hold, Log: logf}
-	srv := &dashboard.Server{Source: src, Token: cfg.token, PerUser: c.Bool("metrics-per-user"), Log: logf,
+	wcfg := web.Config{Figures: src, Token: cfg.token, PerUser: c.Bool("metrics-per-user"), Log: logf,
 		AllowedHosts: cfg.allowedHosts, SessionTTL: cfg.session, MaxTasks: cfg.maxTasks}
 	if cfg.api {
 		as := &apiServer{e: dispatch.New(db, d), log: logf, proxy: cfg.proxy}
-		srv.API = as.handler()
+		wcfg.API = as.handler()
 		wp, err := newWorkPage(as, cfg.session)
 		if err != nil {
 			return err
 		}
-		srv.Work = wp.handler()
+		wcfg.Work = wp.handler()
 	}
-	h, err := srv.Handler()
+	h, err := web.Handler(wcfg)
 	if err != nil {
 		return err
 	}
@@ -376,7 +377,7 @@ func serve(c *cli.Context) error {
 	if lg.JSON() {
 		lg.j.Info("serving", "address", ln.Addr().String(), "database", d.Name(), "api", cfg.api, "token", cfg.token != "")
 	}
-	if err := dashboard.Serve(c.Context, dashboard.NewHTTPServer(h), ln); err != nil {
+	if err := web.Serve(c.Context, h, ln); err != nil {
 		return fmt.Errorf("serving on %s: %w", ln.Addr(), err)
 	}
 	return nil

@@ -17,6 +17,7 @@ import (
 	"github.com/loanq/loanq/dispatch"
 	"github.com/loanq/loanq/drivers"
 	"github.com/loanq/loanq/internal/testkit/testdb"
+	"github.com/loanq/loanq/web"
 )
 
 // pageNode is one serve --api with the processor's page, as serve builds it,
@@ -29,9 +30,8 @@ func pageNode(t *testing.T, dsn string, d drivers.Driver, proxy *proxyAuth) stri
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := &dashboard.Server{Source: &dashboard.Source{DB: pool, Driver: d, Engine: as.e, TTL: time.Second},
-		API: as.handler(), Work: wp.handler()}
-	h, err := srv.Handler()
+	h, err := web.Handler(web.Config{Figures: &dashboard.Source{DB: pool, Driver: d, Engine: as.e, TTL: time.Second},
+		API: as.handler(), Work: wp.handler()})
 	if err != nil {
 		t.Fatal(err)
 	}

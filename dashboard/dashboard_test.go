@@ -2,15 +2,9 @@ package dashboard
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
-	"net"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -143,64 +137,10 @@ func TestDispositionsAcrossTheFloor(t *testing.T) {
 	})
 }
 
-// /healthz answers from the latest refresh: 200 while the database
-// answers, 503 with one line of JSON that names no host or DSN once a
-// refresh failed; calls within the cache interval cost no refresh at all.
-func TestHealthz(t *testing.T) {
-	testdb.Each(t, func(t *testing.T, dsn string) {
-		src := seeded(t, dsn)
-		srv := &Server{Source: src, Token: "x"}
-		h, err := srv.Handler()
-		if err != nil {
-			t.Fatal(err)
-		}
-		ts := httptest.NewServer(h)
-		defer ts.Close()
-		get := func() (int, map[string]any, string) {
-			resp, err := http.Get(ts.URL + "/healthz")
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer resp.Body.Close()
-			b, _ := io.ReadAll(resp.Body)
-			var v map[string]any
-			if strings.Count(string(b), "\n") != 1 || json.Unmarshal(b, &v) != nil {
-				t.Fatalf("healthz: %q is not one line of JSON", b)
-			}
-			return resp.StatusCode, v, string(b)
-		}
-		// Before any refresh: it starts one and waits for it.
-		if code, v, body := get(); code != 200 || v["status"] != "ok" || v["age_ms"] == nil {
-			t.Fatalf("healthz with the database up: %d %s", code, body)
-		}
-		// Within the interval (TTL 1h): answered from the state, no refresh.
-		before := src.Refreshes()
-		for i := 0; i < 200; i++ {
-			if code, _, body := get(); code != 200 {
-				t.Fatalf("healthz: %d %s", code, body)
-			}
-		}
-		if n := src.Refreshes(); n != before {
-			t.Fatalf("200 health checks within the cache interval ran %d refreshes, want 0", n-before)
-		}
-		src.DB.Close()
-		src.mu.Lock()
-		src.TTL, src.at = 0, src.at.Add(-2*time.Second) // the figures are older than a second
-		src.mu.Unlock()
-		code, v, body := get()
-		if code != 503 || v["status"] != "unavailable" || v["age_ms"] == nil {
-			t.Fatalf("healthz with the database closed: %d %q; want 503, status unavailable and the figures' age", code, body)
-		}
-		if strings.Contains(body, "127.0.0.1") || strings.Contains(body, "loanq_t_") || strings.Contains(body, ".db") || strings.Contains(body, "closed") {
-			t.Fatalf("healthz names the database's address or the driver's error: %s", body)
-		}
-	})
-}
-
-// A refresh that does not end makes /healthz say degraded after
-// slowRefresh, and pages answer with the last figures and a line saying
-// the database is slow, without waiting for it.
-func TestHealthzDegraded(t *testing.T) {
+// A refresh that does not end: Health says how long it has run without
+// waiting for it past the caller's context, and Get answers with the last
+// figures and ErrSlow. (web's TestHealthzDegraded: what /healthz makes of it.)
+func TestHungRefresh(t *testing.T) {
 	src := seeded(t, testdb.Fresh(t, "sqlite"))
 	if _, err := src.Get(context.Background()); err != nil {
 		t.Fatal(err)
@@ -210,18 +150,11 @@ func TestHealthzDegraded(t *testing.T) {
 	src.flight = &flight{done: make(chan struct{}), since: time.Now().Add(-11 * time.Second)}
 	src.at = time.Now().Add(-time.Hour)
 	src.mu.Unlock()
-	h, err := (&Server{Source: src}).Handler()
-	if err != nil {
-		t.Fatal(err)
-	}
-	rec := httptest.NewRecorder()
-	start := time.Now()
-	h.ServeHTTP(rec, httptest.NewRequest("GET", "/healthz", nil)) // exempt from the Host check
-	if took := time.Since(start); rec.Code != 503 || !strings.Contains(rec.Body.String(), `"status":"degraded"`) || took > 3*time.Second {
-		t.Fatalf("healthz during an 11 s refresh: %d %s after %s; want 503 degraded within healthWait", rec.Code, rec.Body, took)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
+	if h := src.Health(ctx, time.Second); !h.OK || h.RefreshingFor < 11*time.Second {
+		t.Fatalf("Health during an 11 s refresh: %+v; want the last refresh's state and the refresh under way", h)
+	}
 	snap, err := src.Get(ctx)
 	if snap == nil || err != ErrSlow {
 		t.Fatalf("Get during a hung refresh: %v, %v; want the last figures and ErrSlow", snap, err)
@@ -230,115 +163,6 @@ func TestHealthzDegraded(t *testing.T) {
 	close(src.flight.done)
 	src.flight = nil
 	src.mu.Unlock()
-}
-
-// The session cookie of a ?token= link expires: Max-Age and Expires say
-// --session-ttl, and the server refuses the value itself once it is past
-// its expiry, when it claims to live longer than the TTL, or when tampered.
-func TestSessionCookieExpires(t *testing.T) {
-	src := seeded(t, testdb.Fresh(t, "sqlite"))
-	srv := &Server{Source: src, Token: "tok", SessionTTL: 2 * time.Hour}
-	h, err := srv.Handler()
-	if err != nil {
-		t.Fatal(err)
-	}
-	rec := httptest.NewRecorder()
-	r := httptest.NewRequest("GET", "/?token=tok", nil)
-	r.Host = "localhost:8080"
-	h.ServeHTTP(rec, r)
-	cookies := rec.Result().Cookies()
-	if rec.Code != http.StatusSeeOther || len(cookies) != 1 {
-		t.Fatalf("/?token=tok: %d %v", rec.Code, cookies)
-	}
-	c := cookies[0]
-	if c.MaxAge != 7200 || time.Until(c.Expires) < 119*time.Minute || time.Until(c.Expires) > 121*time.Minute || !c.HttpOnly || c.SameSite != http.SameSiteStrictMode {
-		t.Fatalf("session cookie %+v: want Max-Age 7200, Expires in 2h, HttpOnly, SameSite=Strict", c)
-	}
-	status := func(value string) int {
-		rec := httptest.NewRecorder()
-		r := httptest.NewRequest("GET", "/api/dashboard", nil)
-		r.Host = "localhost:8080"
-		r.AddCookie(&http.Cookie{Name: cookieName, Value: value})
-		h.ServeHTTP(rec, r)
-		return rec.Code
-	}
-	now := time.Now()
-	cases := map[string]int{
-		c.Value: 200,
-		srv.sessionValue(now.Add(time.Minute).Unix()):    200,
-		srv.sessionValue(now.Add(-time.Second).Unix()):   401, // expired
-		srv.sessionValue(now.Add(30 * time.Hour).Unix()): 401, // longer than the TTL in force
-		tampered(c.Value): 401,
-		"9999999999.00":   401,
-		"garbage":         401,
-	}
-	other := &Server{Token: "another"}
-	cases[other.sessionValue(now.Add(time.Hour).Unix())] = 401 // made with another token
-	for v, want := range cases {
-		if got := status(v); got != want {
-			t.Errorf("cookie %q: %d, want %d", v, got, want)
-		}
-	}
-}
-
-// The Host check refuses a name that is not the server's (a DNS-rebinding
-// page), answers IP addresses, localhost and --allowed-hosts on any port,
-// and /healthz whatever the Host; a cross-origin request other than GET is
-// refused before routing.
-func TestHostAndOrigin(t *testing.T) {
-	src := seeded(t, testdb.Fresh(t, "sqlite"))
-	h, err := (&Server{Source: src, AllowedHosts: []string{"Dash.Example.com"}}).Handler()
-	if err != nil {
-		t.Fatal(err)
-	}
-	do := func(method, path, host string, header ...string) int {
-		r := httptest.NewRequest(method, path, nil)
-		r.Host = host
-		for i := 0; i+1 < len(header); i += 2 {
-			r.Header.Set(header[i], header[i+1])
-		}
-		rec := httptest.NewRecorder()
-		h.ServeHTTP(rec, r)
-		return rec.Code
-	}
-	for host, want := range map[string]int{
-		"127.0.0.1:8080": 200, "localhost:8080": 200, "LOCALHOST": 200, "[::1]:8080": 200, "10.1.2.3:8080": 200,
-		"dash.example.com": 200, "dash.example.com.:443": 200,
-		"evil.example:8080": 403, "127.0.0.1.nip.io:8080": 403, "dash.example.com.evil.example": 403, "": 403,
-	} {
-		for _, path := range []string{"/", "/api/dashboard", "/metrics", "/tasks/alpha", "/static/app.js"} {
-			if got := do("GET", path, host); got != want {
-				t.Errorf("GET %s with Host %q: %d, want %d", path, host, got, want)
-			}
-		}
-		if got := do("GET", "/healthz", host); got != 200 {
-			t.Errorf("GET /healthz with Host %q: %d, want 200 (exempt)", host, got)
-		}
-	}
-	if got := do("POST", "/api/dashboard", "127.0.0.1:8080", "Origin", "http://evil.example"); got != 403 {
-		t.Errorf("POST from another origin: %d, want 403", got)
-	}
-	if got := do("POST", "/api/dashboard", "127.0.0.1:8080", "Origin", "null"); got != 403 {
-		t.Errorf("POST from an opaque origin: %d, want 403", got)
-	}
-	if got := do("POST", "/api/dashboard", "127.0.0.1:8080", "Sec-Fetch-Site", "cross-site"); got != 403 {
-		t.Errorf("POST marked cross-site: %d, want 403", got)
-	}
-	if got := do("POST", "/api/dashboard", "127.0.0.1:8080", "Origin", "http://127.0.0.1:8080"); got != http.StatusMethodNotAllowed {
-		t.Errorf("POST from the same origin: %d, want 405 (past the origin check, no such route)", got)
-	}
-}
-
-// Every phase of a connection has a deadline, and a page's wait for a slow
-// refresh ends before the write deadline.
-func TestHTTPServerTimeouts(t *testing.T) {
-	s := NewHTTPServer(http.NotFoundHandler())
-	if s.ReadHeaderTimeout <= 0 || s.ReadTimeout <= 0 || s.WriteTimeout <= 0 || s.IdleTimeout <= 0 || s.MaxHeaderBytes <= 0 {
-		t.Fatalf("http.Server without a deadline: %+v", s)
-	}
-	if s.WriteTimeout < pageWait+10*time.Second {
-		t.Fatalf("WriteTimeout %s leaves a page that waited %s no time to answer", s.WriteTimeout, pageWait)
-	}
 }
 
 // Bounded keeps the busiest tasks and processors in their usual order and
@@ -394,39 +218,6 @@ func TestBounded(t *testing.T) {
 	}
 	if all := snap.Bounded(0); len(all.Tasks) != 3000 || all.TasksOmitted != 0 || all.TasksTotal != 3000 {
 		t.Fatalf("Bounded(0): %d tasks, omitted %d", len(all.Tasks), all.TasksOmitted)
-	}
-}
-
-func TestAcceptsGzip(t *testing.T) {
-	for header, want := range map[string]bool{
-		"": false, "gzip": true, "gzip, deflate, br": true, "br;q=1.0, gzip;q=0.8": true, "*": true,
-		"gzip;q=0": false, "gzip; q=0.0": false, "identity": false, "deflate, gzip;q=0.001": true,
-	} {
-		r := httptest.NewRequest("GET", "/", nil)
-		r.Header.Set("Accept-Encoding", header)
-		if got := acceptsGzip(r); got != want {
-			t.Errorf("Accept-Encoding %q: gzip %v, want %v", header, got, want)
-		}
-	}
-}
-
-// Per-user series only with --metrics-per-user: one series per processor is
-// the operator's choice.
-func TestMetricsPerUser(t *testing.T) {
-	src := seeded(t, testdb.Fresh(t, "sqlite"))
-	for _, perUser := range []bool{false, true} {
-		h, err := (&Server{Source: src, PerUser: perUser}).Handler()
-		if err != nil {
-			t.Fatal(err)
-		}
-		rec := httptest.NewRecorder()
-		r := httptest.NewRequest("GET", "/metrics", nil)
-		r.Host = "127.0.0.1:8080"
-		h.ServeHTTP(rec, r)
-		has := strings.Contains(rec.Body.String(), `loanq_user_active_work_loans{task="alpha",user="ana"} 4`)
-		if rec.Code != 200 || has != perUser {
-			t.Fatalf("--metrics-per-user=%v: %d, per-user series present %v\n%s", perUser, rec.Code, has, rec.Body.String())
-		}
 	}
 }
 
@@ -519,120 +310,4 @@ SELECT task_id, strategy, holder, started_at, duration_ms + id, rows_found, requ
 		}
 	}
 	return &Source{DB: db, Driver: d, Engine: e, TTL: time.Hour}
-}
-
-// Before any figures could be read, the page and the JSON say in one line
-// that the database is unreachable, with nothing of the driver's error (on
-// SQLite: the file's path).
-func TestNoFiguresYet(t *testing.T) {
-	dsn := testdb.Fresh(t, "sqlite")
-	src := seeded(t, dsn)
-	src.DB.Close()
-	h, err := (&Server{Source: src}).Handler()
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := strings.TrimPrefix(dsn, "sqlite:")
-	for _, c := range []struct {
-		url  string
-		code int
-		has  string
-	}{
-		{"/", 200, `<script type="application/json" id="initial"> null </script>`},
-		{"/api/dashboard", 503, `{"error":"the database is unreachable (loanq serve logs why)"}`},
-		{"/tasks/alpha", 503, "the database is unreachable"},
-	} {
-		r := httptest.NewRequest("GET", c.url, nil)
-		r.Host = "127.0.0.1:8080"
-		rec := httptest.NewRecorder()
-		h.ServeHTTP(rec, r)
-		body := rec.Body.String()
-		if rec.Code != c.code || !strings.Contains(body, c.has) || !strings.Contains(body, "the database is unreachable") {
-			t.Errorf("%s with the database closed: %d, want %d with %q\n%s", c.url, rec.Code, c.code, c.has, body)
-		}
-		if strings.Contains(body, path) || strings.Contains(body, "closed") || strings.Contains(body, "sql:") {
-			t.Errorf("%s shows the driver's error:\n%s", c.url, body)
-		}
-	}
-}
-
-// A stop (SIGINT) ends Serve without an error even while a client holds a
-// connection on which it never sent a request: after the grace period the
-// connection is closed.
-func TestServeStopsWithASilentClient(t *testing.T) {
-	shutdownGrace = 300 * time.Millisecond
-	t.Cleanup(func() { shutdownGrace = 5 * time.Second })
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- Serve(ctx, NewHTTPServer(http.NotFoundHandler()), ln) }()
-	c, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	time.Sleep(100 * time.Millisecond)
-	cancel()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("Serve after the stop with a silent client: %v, want nil", err)
-		}
-	case <-time.After(4 * time.Second):
-		t.Fatal("Serve did not return within 4 s of the stop")
-	}
-}
-
-// tampered changes the last character of a cookie value to another one (a
-// fixed replacement would leave a value that already ends with it intact).
-func tampered(v string) string {
-	last := "0"
-	if strings.HasSuffix(v, "0") {
-		last = "1"
-	}
-	return v[:len(v)-1] + last
-}
-
-// A task keyed by text: its page lists its dispositions by their keys,
-// escaped as any text read from the database.
-func TestTaskPageTextKeys(t *testing.T) {
-	testdb.Each(t, func(t *testing.T, dsn string) {
-		src := seeded(t, dsn)
-		ctx := context.Background()
-		testdb.Exec(t, src.Driver, src.DB, "CREATE TABLE kt_app (ref VARCHAR(40) NOT NULL PRIMARY KEY, prio INTEGER NOT NULL)")
-		for i, k := range []string{"LN-2024-000123", "<b>LN-2</b>"} {
-			testdb.Exec(t, src.Driver, src.DB, "INSERT INTO kt_app (ref, prio) VALUES (?, ?)", k, i)
-		}
-		if _, _, err := src.Engine.CreateTask(ctx, dispatch.TaskSpec{Name: "apps", Source: "kt_app", Key: "ref", Where: "1 = 1", Order: "prio", CreatedBy: "t"}); err != nil {
-			t.Fatal(err)
-		}
-		r, err := src.Engine.Get(ctx, "apps", "ana", 2, dispatch.GetOptions{})
-		if err != nil || len(r.Loans) != 2 {
-			t.Fatalf("get: %+v, %v", r, err)
-		}
-		for _, l := range r.Loans {
-			if _, err := src.Engine.Dispose(ctx, "apps", l.String(), "ana", "never", 0, false); err != nil {
-				t.Fatal(err)
-			}
-		}
-		d, err := src.Task(ctx, "apps")
-		if err != nil || len(d.Dispositions) != 2 || d.Dispositions[1].Loan.String() != "LN-2024-000123" {
-			t.Fatalf("task page data: %+v, %v", d, err)
-		}
-		h, err := (&Server{Source: src}).Handler()
-		if err != nil {
-			t.Fatal(err)
-		}
-		rec := httptest.NewRecorder()
-		req := httptest.NewRequest("GET", "/tasks/apps", nil)
-		req.Host = "127.0.0.1:8080"
-		h.ServeHTTP(rec, req)
-		body := rec.Body.String()
-		if rec.Code != 200 || !strings.Contains(body, "LN-2024-000123") || strings.Contains(body, "<b>LN-2</b>") || !strings.Contains(body, "&lt;b&gt;LN-2&lt;/b&gt;") {
-			t.Fatalf("GET /tasks/apps: %d; want both keys, escaped\n%s", rec.Code, body)
-		}
-	})
 }

@@ -16,7 +16,10 @@ type runtimeCollector struct {
 	goroutines, heap, sys, open, inUse, wait *prometheus.Desc
 }
 
-func newRuntimeCollector(db *sql.DB) *runtimeCollector {
+// NewRuntimeCollector is the collector of the serve process's own state
+// for /metrics (web/); db is the pool whose connections it counts (nil:
+// none).
+func NewRuntimeCollector(db *sql.DB) prometheus.Collector {
 	d := func(name, help string) *prometheus.Desc { return prometheus.NewDesc(name, help, nil, nil) }
 	return &runtimeCollector{db: db,
 		goroutines: d("loanq_serve_goroutines", "goroutines of this serve process"),
