@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"strings"
 	"syscall"
@@ -124,9 +125,9 @@ type serveConfig struct {
 	// warnings are printed once the flags are known to be good.
 	warnings []string
 
-	api   bool       // --api: the JSON API and the processor's page
-	auth  string     // --auth: token or proxy
-	proxy *proxyAuth // --auth proxy's trusted addresses and headers
+	api   bool           // --api: the JSON API and the processor's page
+	auth  string         // --auth: token or proxy
+	proxy *web.ProxyAuth // --auth proxy's trusted addresses and headers
 
 	refill       bool          // --refill: keep prefetch pools above their low marks
 	refillEvery  time.Duration // --refill-every
@@ -232,13 +233,45 @@ func serveAPIFlags(c *cli.Context, cfg *serveConfig) error {
 	default:
 		return problem.Usagef("invalid --auth %q: give token or proxy", cfg.auth)
 	}
-	// API callers wait for their requests, and a row-lock waiter holds a
-	// connection while it queues on the task row (dispatch/wake.go): the
-	// dashboard's 4 would make callers queue in the pool behind each other.
-	if !c.IsSet("max-conns") {
-		cfg.maxConns = apiDefaultConns
+	if !c.IsSet("max-conns") { // API callers hold connections while they wait: web.DefaultAPIConns
+		cfg.maxConns = web.DefaultAPIConns
 	}
 	return nil
+}
+
+// parseProxyAuth reads --trusted-proxy, --user-header, --groups-header and
+// --supervisor-group for --auth proxy.
+func parseProxyAuth(cidrs []string, userHeader, groupsHeader, supervisorGroup string) (*web.ProxyAuth, error) {
+	pa := &web.ProxyAuth{UserHeader: http.CanonicalHeaderKey(strings.TrimSpace(userHeader)),
+		GroupsHeader: http.CanonicalHeaderKey(strings.TrimSpace(groupsHeader)), SupervisorGroup: strings.TrimSpace(supervisorGroup)}
+	for _, c := range cidrs {
+		for _, part := range strings.Split(c, ",") {
+			if part = strings.TrimSpace(part); part == "" {
+				continue
+			}
+			if !strings.Contains(part, "/") {
+				if ip := net.ParseIP(part); ip != nil && ip.To4() != nil {
+					part += "/32"
+				} else {
+					part += "/128"
+				}
+			}
+			_, n, err := net.ParseCIDR(part)
+			if err != nil {
+				return nil, problem.Usagef("invalid --trusted-proxy %q: give the proxy's address or network, such as 10.0.0.5 or 10.0.0.0/24", part)
+			}
+			pa.Trusted = append(pa.Trusted, n)
+		}
+	}
+	switch {
+	case len(pa.Trusted) == 0:
+		return nil, problem.Usagef("--auth proxy needs --trusted-proxy CIDR: the addresses whose user header is believed (the reverse proxy's)")
+	case pa.UserHeader == "":
+		return nil, problem.Usagef("--user-header is empty: name the header the proxy puts the user in, such as X-Forwarded-User")
+	case pa.GroupsHeader != "" && pa.SupervisorGroup == "":
+		return nil, problem.Usagef("--supervisor-group is empty: name the group whose members are supervisors")
+	}
+	return pa, nil
 }
 
 // serveLoopFlags checks the periods of serve's background loops.
@@ -329,13 +362,7 @@ func serve(c *cli.Context) error {
 	wcfg := web.Config{Figures: src, Token: cfg.token, PerUser: c.Bool("metrics-per-user"), Log: logf,
 		AllowedHosts: cfg.allowedHosts, SessionTTL: cfg.session, MaxTasks: cfg.maxTasks}
 	if cfg.api {
-		as := &apiServer{e: dispatch.New(db, d), log: logf, proxy: cfg.proxy}
-		wcfg.API = as.handler()
-		wp, err := newWorkPage(as, cfg.session)
-		if err != nil {
-			return err
-		}
-		wcfg.Work = wp.handler()
+		wcfg.Engine, wcfg.Proxy = dispatch.New(db, d), cfg.proxy
 	}
 	h, err := web.Handler(wcfg)
 	if err != nil {

@@ -124,7 +124,7 @@ func TestAPIDocsCurlExamples(t *testing.T) {
 				_, body, _ = strings.Cut(got, "\n\n")
 			}
 			if err := checkSpec(method, path, code, dumpedHeaders(t, headers), []byte(body)); err != nil {
-				t.Errorf("docs/api.md: %s\nagainst commands/openapi.json: %v", ex.line, err)
+				t.Errorf("docs/api.md: %s\nagainst web/openapi.json: %v", ex.line, err)
 			}
 		}
 	})

@@ -83,7 +83,7 @@ func TestAPILongPollWokenByCommit(t *testing.T) {
 			t.Fatal(err)
 		}
 		if a.specErr != nil {
-			t.Errorf("against commands/openapi.json: %v", a.specErr)
+			t.Errorf("against web/openapi.json: %v", a.specErr)
 		}
 		if err := <-holder; err != nil {
 			t.Fatal(err)

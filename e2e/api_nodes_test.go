@@ -41,7 +41,7 @@ type apiAnswer struct {
 	header  http.Header
 	body    []byte
 	doc     map[string]any
-	specErr error // nil when the answer is one commands/openapi.json allows
+	specErr error // nil when the answer is one web/openapi.json allows
 	took    time.Duration
 }
 

@@ -14,10 +14,10 @@ import (
 	"github.com/loanq/loanq/internal/testkit/testdb"
 )
 
-// apiSpec is commands/openapi.json, the document serve --api serves at
+// apiSpec is web/openapi.json, the document serve --api serves at
 // /api/v1/openapi.json, loaded once.
 var apiSpec = sync.OnceValues(func() (*apispec.Doc, error) {
-	b, err := os.ReadFile("../commands/openapi.json")
+	b, err := os.ReadFile("../web/openapi.json")
 	if err != nil {
 		return nil, err
 	}
@@ -64,7 +64,7 @@ func (s *specSweep) want(user, method, path string, body any, status int, header
 		s.t.Errorf("%s %s as %q: %d, want %d: %s", method, path, user, a.status, status, a.body)
 	}
 	if a.specErr != nil {
-		s.t.Errorf("against commands/openapi.json: %v", a.specErr)
+		s.t.Errorf("against web/openapi.json: %v", a.specErr)
 	}
 	doc, _ := apiSpec()
 	if tpl, _, ok := doc.Operation(method, path); ok {
@@ -78,7 +78,7 @@ func (s *specSweep) want(user, method, path string, body any, status int, header
 }
 
 // TestAPIAnswersMatchOpenAPI: a real `loanq serve --api` process, every
-// endpoint of commands/openapi.json called for its success and its error
+// endpoint of web/openapi.json called for its success and its error
 // answers (bad input, unknown, not yours, for supervisors only, no token,
 // pending), on an integer-keyed, a text-keyed and a UUID-keyed task. Every
 // answer is checked against the document (status documented for the
@@ -113,8 +113,8 @@ func TestAPIAnswersMatchOpenAPI(t *testing.T) {
 
 		// The document served is the file.
 		a := s.want("", "GET", "/api/v1/openapi.json", nil, 200)
-		if file, _ := os.ReadFile("../commands/openapi.json"); string(a.body) != string(file) {
-			t.Errorf("/api/v1/openapi.json is not commands/openapi.json")
+		if file, _ := os.ReadFile("../web/openapi.json"); string(a.body) != string(file) {
+			t.Errorf("/api/v1/openapi.json is not web/openapi.json")
 		}
 		s.want("", "GET", "/api/v1/nope", nil, 404)
 		s.want("ana", "PUT", "/api/v1/tasks", nil, 404)

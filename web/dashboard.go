@@ -70,7 +70,7 @@ func newDashboardPages(cfg Config) (*dashboardPages, error) {
 	return &dashboardPages{fig: cfg.Figures, database: cfg.Figures.Driver.Name(),
 		// At most one refresh a second for /healthz, whatever --cache says.
 		healthAge: max(cfg.Figures.TTL, time.Second),
-		maxTasks:  cfg.MaxTasks, workPage: cfg.Work != nil, log: cfg.Log, pages: t}, nil
+		maxTasks:  cfg.MaxTasks, workPage: cfg.Engine != nil, log: cfg.Log, pages: t}, nil
 }
 
 // publicError is what a page or JSON says about a failed refresh: one line,

@@ -2,13 +2,20 @@ package web
 
 import (
 	"bytes"
+	"errors"
 	"net/http"
+	"strings"
 
 	"github.com/loanq/loanq/jsondoc"
+	"github.com/loanq/loanq/problem"
 )
 
-// problemDoc is an RFC 9457 problem document: every error of /api/v1/ and
-// of the processor's page's calls (/work/login, /work/logout) is one.
+// Every error of /api/v1/, of the sign-in and sign-out of the processor's
+// page, and of the Host and Origin checks under /api/v1/ is an RFC 9457
+// problem document, written here: writeProblem for a status and a detail,
+// (*api).fail for an error of the engine.
+
+// problemDoc is an RFC 9457 problem document.
 type problemDoc struct {
 	Type   string `json:"type"`
 	Title  string `json:"title"`
@@ -24,4 +31,32 @@ func writeProblem(w http.ResponseWriter, status int, detail string) {
 	var b bytes.Buffer
 	_ = jsondoc.Write(&b, problemDoc{Type: "about:blank", Title: http.StatusText(status), Status: status, Detail: detail})
 	_, _ = w.Write(b.Bytes())
+}
+
+// fail maps an engine error to its problem: bad input 400 (an unknown task
+// or request 404), busy 503 with Retry-After, anything else 503 with the
+// cause logged, never shown: a driver's text names hosts, ports and
+// accounts.
+func (a *api) fail(w http.ResponseWriter, err error) {
+	switch problem.KindOf(err) {
+	case problem.Usage:
+		status := http.StatusBadRequest
+		var pe *problem.Error
+		// The engine's words for an id or name that is not there
+		// (dispatch: Task, Request); an unknown disposition stays 400.
+		if errors.As(err, &pe) && (strings.HasPrefix(pe.Msg, "unknown task ") || strings.HasPrefix(pe.Msg, "unknown request id ")) {
+			status = http.StatusNotFound
+		}
+		writeProblem(w, status, err.Error())
+	case problem.Busy:
+		// Not a request's pending state (answer gives that 202): the task
+		// is busy for this operation. Retrying later is right.
+		w.Header().Set("Retry-After", "1")
+		writeProblem(w, http.StatusServiceUnavailable, err.Error())
+	default:
+		if a.log != nil {
+			a.log("api: " + err.Error())
+		}
+		writeProblem(w, http.StatusServiceUnavailable, "the database is unreachable or failed (loanq serve logs why); try again later")
+	}
 }

@@ -8,8 +8,8 @@
 //	/api/dashboard    dashboard.go    the figures as JSON              (dashboard token)
 //	/static/          assets/dashboard                                 (dashboard token)
 //	/metrics          metrics.go      Prometheus                       (dashboard token)
-//	/api/v1/…         (Config.API)    the JSON API                     (its own auth)
-//	/work, /work/…    (Config.Work)   the processor's page             (its own sessions)
+//	/api/v1/…         api*.go         the JSON API (Config.Engine)     (API token, proxy or page session)
+//	/work, /work/…    workpage.go     the processor's page             (its own sessions)
 package web
 
 import (
@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/loanq/loanq/dashboard"
+	"github.com/loanq/loanq/dispatch"
 )
 
 // Config is what `loanq serve` serves, its flags checked.
@@ -42,15 +43,13 @@ type Config struct {
 	PerUser bool
 	// Log, when set, receives the errors the answers do not show.
 	Log func(string)
-	// API, when set, serves /api/v1/ (`loanq serve --api`): it
-	// authenticates its callers itself (API tokens), so the dashboard's
-	// token does not apply to it; the Host and Origin checks do.
-	API http.Handler
-	// Work, when set, serves the processor's page (/work, /work/…): it
-	// signs its users in itself (a session cookie), so the dashboard's
-	// token does not apply to it; the Host and Origin checks do. The
-	// dashboard links to it.
-	Work http.Handler
+	// Engine, when set, serves the JSON API (/api/v1/) and the
+	// processor's page (/work) (`loanq serve --api`): it does the work, as
+	// the user each caller authenticates as (auth.go), whatever the
+	// dashboard's Token. The dashboard links to the page.
+	Engine *dispatch.Engine
+	// Proxy, with Engine, is --auth proxy; nil is --auth token.
+	Proxy *ProxyAuth
 }
 
 // Handler builds every route of `loanq serve`.
@@ -75,12 +74,21 @@ func Handler(cfg Config) (http.Handler, error) {
 	mux.Handle("GET /tasks/{name...}", token(gzipped(http.HandlerFunc(d.taskPage))))
 	mux.Handle("GET /static/", token(http.StripPrefix("/static/", http.FileServerFS(assetDir("dashboard")))))
 	mux.Handle("GET /{$}", token(gzipped(http.HandlerFunc(d.index))))
-	if cfg.API != nil {
-		mux.Handle("/api/v1/", cfg.API)
-	}
-	if cfg.Work != nil {
-		mux.Handle("/work", cfg.Work)
-		mux.Handle("/work/", cfg.Work)
+	if cfg.Engine != nil {
+		a := &api{e: cfg.Engine, log: cfg.Log, proxy: cfg.Proxy, sessionTTL: cfg.SessionTTL}
+		for _, rt := range a.routes() {
+			mux.Handle(rt.method+" "+rt.path, a.authed(rt))
+		}
+		mux.HandleFunc("/api/v1/", a.notFound)
+		wp, err := newWorkPage(a)
+		if err != nil {
+			return nil, err
+		}
+		mux.HandleFunc("GET /work", wp.page)
+		mux.HandleFunc("POST /work/login", a.login)
+		mux.HandleFunc("POST /work/logout", a.logout)
+		mux.Handle("GET /work/assets/", wp.static())
+		mux.HandleFunc("/work/", wp.notFound)
 	}
 	return secureHeaders(site{allowedHosts: cfg.AllowedHosts}.sameSite(mux)), nil
 }

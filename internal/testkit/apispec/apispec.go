@@ -1,5 +1,5 @@
 // Package apispec checks an HTTP answer of loanq's JSON API against its
-// OpenAPI 3.1 document (commands/openapi.json): the status is one the
+// OpenAPI 3.1 document (web/openapi.json): the status is one the
 // operation (method and path template) documents, the Content-Type is the
 // documented media type, the headers the response marks required are there,
 // and the body validates against the documented schema.

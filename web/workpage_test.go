@@ -1,4 +1,4 @@
-package commands
+package web
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
@@ -17,21 +18,16 @@ import (
 	"github.com/loanq/loanq/dispatch"
 	"github.com/loanq/loanq/drivers"
 	"github.com/loanq/loanq/internal/testkit/testdb"
-	"github.com/loanq/loanq/web"
 )
 
 // pageNode is one serve --api with the processor's page, as serve builds it,
 // on its own connection pool (a node).
-func pageNode(t *testing.T, dsn string, d drivers.Driver, proxy *proxyAuth) string {
+func pageNode(t *testing.T, dsn string, d drivers.Driver, proxy *ProxyAuth) string {
 	t.Helper()
 	_, pool := testdb.Open(t, dsn)
-	as := &apiServer{e: dispatch.New(pool, d), log: func(s string) { t.Log(s) }, proxy: proxy}
-	wp, err := newWorkPage(as, time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, err := web.Handler(web.Config{Figures: &dashboard.Source{DB: pool, Driver: d, Engine: as.e, TTL: time.Second},
-		API: as.handler(), Work: wp.handler()})
+	e := dispatch.New(pool, d)
+	h, err := Handler(Config{Figures: &dashboard.Source{DB: pool, Driver: d, Engine: e, TTL: time.Second},
+		Engine: e, Proxy: proxy, SessionTTL: time.Hour, Log: func(s string) { t.Log(s) }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -271,12 +267,12 @@ func TestWorkPageSessions(t *testing.T) {
 func TestWorkPageProxy(t *testing.T) {
 	testdb.Each(t, func(t *testing.T, dsn string) {
 		f := newAPIFixture(t, dsn, "")
-		proxy := func(cidr string) *proxyAuth {
-			pa, err := parseProxyAuth([]string{cidr}, "X-Forwarded-User", "", "")
+		proxy := func(cidr string) *ProxyAuth {
+			_, n, err := net.ParseCIDR(cidr)
 			if err != nil {
 				t.Fatal(err)
 			}
-			return pa
+			return &ProxyAuth{Trusted: []*net.IPNet{n}, UserHeader: "X-Forwarded-User"}
 		}
 		trusted, untrusted := pageNode(t, dsn, f.d, proxy("127.0.0.0/8")), pageNode(t, dsn, f.d, proxy("10.0.0.0/8"))
 		carl := newBrowser(t)

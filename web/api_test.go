@@ -1,4 +1,4 @@
-package commands
+package web
 
 import (
 	"bytes"
@@ -6,44 +6,22 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"regexp"
 	"slices"
-	"sort"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/loanq/loanq/dashboard"
 	"github.com/loanq/loanq/dispatch"
 	"github.com/loanq/loanq/drivers"
-	"github.com/loanq/loanq/internal/testkit/apispec"
 	"github.com/loanq/loanq/internal/testkit/testdb"
-	"github.com/loanq/loanq/web"
 )
 
-// apiSpec is commands/openapi.json, loaded once: every answer the tests
-// receive is checked against it (internal/testkit/apispec).
-var apiSpec = sync.OnceValues(func() (*apispec.Doc, error) { return apispec.Load(openAPIDoc) })
-
-// checkSpec fails the test when an answer is not what the OpenAPI document
-// says method path answers with that status.
-func checkSpec(t *testing.T, method, path string, res *http.Response, body []byte) {
-	t.Helper()
-	doc, err := apiSpec()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := doc.Check(method, path, res.StatusCode, res.Header, body); err != nil {
-		t.Errorf("against commands/openapi.json: %v", err)
-	}
-}
-
-// apiFixture is a serve --api (the dashboard's server with the API mounted,
-// as serve builds it) on a fresh database with 20 loans, a task "t" and
+// apiFixture is a serve --api (Handler with an Engine, as serve builds it)
+// on a fresh database with 20 loans, a task "t" and
 // tokens for two processors (ana, bob) and a supervisor (sam).
 type apiFixture struct {
 	d      drivers.Driver
@@ -69,8 +47,8 @@ func newAPIFixture(t *testing.T, dsn string, lock drivers.Strategy) *apiFixture 
 		}
 		f.tokens[user] = tok
 	}
-	h, err := web.Handler(web.Config{Figures: &dashboard.Source{DB: db, Driver: d, Engine: e, TTL: time.Second},
-		API: (&apiServer{e: e, log: func(s string) { t.Log(s) }}).handler()})
+	h, err := Handler(Config{Figures: &dashboard.Source{DB: db, Driver: d, Engine: e, TTL: time.Second},
+		Engine: e, Log: func(s string) { t.Log(s) }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -289,51 +267,6 @@ func TestAPIPending(t *testing.T) {
 	})
 }
 
-// The OpenAPI document and the handlers agree: every route is in the
-// document and every path and method of the document is a route; every
-// operation says its answers; the document is the one served.
-func TestAPIOpenAPIMatchesRoutes(t *testing.T) {
-	var doc struct {
-		OpenAPI string                               `json:"openapi"`
-		Paths   map[string]map[string]map[string]any `json:"paths"`
-	}
-	if err := json.Unmarshal(openAPIDoc, &doc); err != nil {
-		t.Fatal(err)
-	}
-	if doc.OpenAPI != "3.1.0" {
-		t.Fatalf("openapi %q", doc.OpenAPI)
-	}
-	var inDoc, inCode []string
-	for p, ops := range doc.Paths {
-		for m, op := range ops {
-			inDoc = append(inDoc, strings.ToUpper(m)+" "+p)
-			if _, ok := op["responses"].(map[string]any); !ok {
-				t.Errorf("%s %s: no responses", m, p)
-			}
-		}
-	}
-	for _, rt := range (&apiServer{}).routes() {
-		inCode = append(inCode, rt.method+" "+rt.path)
-		op := doc.Paths[rt.path][strings.ToLower(rt.method)]
-		if op == nil {
-			continue
-		}
-		resp := op["responses"].(map[string]any)
-		_, has403 := resp["403"]
-		if rt.supervisor && !has403 {
-			t.Errorf("%s %s is for supervisors but documents no 403", rt.method, rt.path)
-		}
-		if _, has401 := resp["401"]; !rt.public && !has401 {
-			t.Errorf("%s %s documents no 401", rt.method, rt.path)
-		}
-	}
-	sort.Strings(inDoc)
-	sort.Strings(inCode)
-	if strings.Join(inDoc, "\n") != strings.Join(inCode, "\n") {
-		t.Fatalf("document:\n%s\nhandlers:\n%s", strings.Join(inDoc, "\n"), strings.Join(inCode, "\n"))
-	}
-}
-
 // Two serve --api on one database (each its own engine and connection
 // pool, as two processes have), clients split across them all asking at
 // once on a skip task with a short query delay: every client is served in
@@ -356,9 +289,9 @@ func TestAPITwoServersOneDatabase(t *testing.T) {
 		var urls []string
 		for range 2 {
 			_, pool := testdb.Open(t, dsn)
-			pool.SetMaxOpenConns(apiDefaultConns)
-			h, err := web.Handler(web.Config{Figures: &dashboard.Source{DB: pool, Driver: d, Engine: dispatch.New(pool, d), TTL: time.Second},
-				API: (&apiServer{e: dispatch.New(pool, d), log: func(s string) { t.Log(s) }}).handler()})
+			pool.SetMaxOpenConns(DefaultAPIConns)
+			h, err := Handler(Config{Figures: &dashboard.Source{DB: pool, Driver: d, Engine: dispatch.New(pool, d), TTL: time.Second},
+				Engine: dispatch.New(pool, d), Log: func(s string) { t.Log(s) }})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -446,56 +379,23 @@ func TestAPITwoServersOneDatabase(t *testing.T) {
 	})
 }
 
-// Every curl call in docs/api.md names a route of the API with its method
-// (-X METHOD, else POST with -d, else GET), so the examples cannot drift
-// from the handlers. (e2e TestAPIDocsCurlExamples runs them with curl.)
-func TestAPIDocsCurlCallsAreRoutes(t *testing.T) {
-	b, err := os.ReadFile("../docs/api.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	mux := http.NewServeMux()
-	for _, rt := range (&apiServer{}).routes() {
-		mux.HandleFunc(rt.method+" "+rt.path, func(http.ResponseWriter, *http.Request) {})
-	}
-	urlRe := regexp.MustCompile(`https?://[^\s'"]+`)
-	n := 0
-	for _, line := range strings.Split(string(b), "\n") {
-		if !strings.HasPrefix(line, "$ curl") && !strings.HasPrefix(strings.TrimSpace(line), "curl ") {
-			continue
-		}
-		u := urlRe.FindString(line)
-		if u == "" {
-			continue
-		}
-		method := "GET"
-		if m := regexp.MustCompile(`-X (\w+)`).FindStringSubmatch(line); m != nil {
-			method = m[1]
-		} else if strings.Contains(line, " -d ") {
-			method = "POST"
-		}
-		req := httptest.NewRequest(method, u, nil)
-		if _, pattern := mux.Handler(req); pattern == "" {
-			t.Errorf("docs/api.md: %s %s is not a route", method, u)
-		}
-		n++
-	}
-	if n < 5 {
-		t.Fatalf("found only %d curl calls in docs/api.md", n)
-	}
-}
-
 // --auth proxy: the user header is believed only from --trusted-proxy
 // addresses; the groups header makes a supervisor; tokens are not accepted.
+// (commands' TestServeProxyFlags: reading the flags.)
 func TestAPIProxyAuth(t *testing.T) {
 	testdb.Each(t, func(t *testing.T, dsn string) {
 		f := newAPIFixture(t, dsn, "")
 		serveWith := func(cidr string) string {
-			pa, err := parseProxyAuth([]string{cidr}, "X-Forwarded-User", "X-Forwarded-Groups", "loanq-supervisors")
+			_, trusted, err := net.ParseCIDR(cidr)
 			if err != nil {
 				t.Fatal(err)
 			}
-			ts := httptest.NewServer((&apiServer{e: f.e, proxy: pa}).handler())
+			pa := &ProxyAuth{Trusted: []*net.IPNet{trusted}, UserHeader: "X-Forwarded-User", GroupsHeader: "X-Forwarded-Groups", SupervisorGroup: "loanq-supervisors"}
+			h, err := Handler(Config{Figures: &dashboard.Source{DB: f.e.DB, Driver: f.d, Engine: f.e, TTL: time.Second}, Engine: f.e, Proxy: pa})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ts := httptest.NewServer(h)
 			t.Cleanup(ts.Close)
 			return ts.URL
 		}
@@ -533,12 +433,4 @@ func TestAPIProxyAuth(t *testing.T) {
 			t.Fatalf("supervisor's work list: %d %v", code, doc)
 		}
 	})
-	for _, c := range [][]string{{""}, {"nonsense"}, {"10.0.0.0/99"}} {
-		if _, err := parseProxyAuth(c, "X-Forwarded-User", "", "g"); err == nil {
-			t.Errorf("--trusted-proxy %q accepted", c)
-		}
-	}
-	if pa, err := parseProxyAuth([]string{"10.0.0.5, ::1"}, "x-user", "", "g"); err != nil || len(pa.trusted) != 2 || pa.userHeader != "X-User" {
-		t.Errorf("single addresses: %+v %v", pa, err)
-	}
 }

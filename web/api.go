@@ -1,0 +1,116 @@
+package web
+
+import (
+	"bytes"
+	_ "embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/loanq/loanq/dispatch"
+	"github.com/loanq/loanq/jsondoc"
+	"github.com/loanq/loanq/problem"
+)
+
+// The JSON API of `loanq serve --api` (docs/api.md): processors without
+// database accounts use loanq over HTTP; the serve process's account (the
+// serve role of `loanq grants`) does the work, acting as the user the
+// caller authenticates as (auth.go). Every answer is the document the
+// matching command prints with -o json (package jsondoc); every error is
+// application/problem+json (problem.go).
+//
+// Adding an endpoint: a route in routes (its method, path, who may call
+// it), its handler in the api_*.go file of its kind, the path in
+// openapi.json (TestAPIOpenAPIMatchesRoutes holds the two together), and
+// docs/api.md.
+
+//go:embed openapi.json
+var openAPIDoc []byte
+
+// DefaultAPIConns is the database connections serve --api opens unless
+// --max-conns says otherwise: API callers wait for their requests, and a
+// row-lock waiter holds a connection while it queues on the task row
+// (dispatch/wake.go), so the dashboard's 4 would make callers queue in the
+// pool behind each other.
+const DefaultAPIConns = 16
+
+const (
+	// apiDefaultWait and apiMaxWait bound how long one call waits for its
+	// request to be served before answering 202 (pending; ask again).
+	apiDefaultWait = 10 * time.Second
+	apiMaxWait     = 60 * time.Second
+	apiMaxBody     = 64 << 10
+)
+
+// api serves /api/v1/, and the sessions of the processor's page (/work).
+type api struct {
+	e   *dispatch.Engine
+	log func(string)
+	// proxy, when set, is --auth proxy: the caller is the user a trusted
+	// reverse proxy names in a header; nil is --auth token.
+	proxy *ProxyAuth
+	// sessionTTL is how long a session of the processor's page lasts.
+	sessionTTL time.Duration
+}
+
+// apiRoute is one endpoint; supervisor: only supervisors may call it;
+// public: anyone may, unauthenticated.
+type apiRoute struct {
+	method, path string
+	supervisor   bool
+	public       bool
+	h            func(w http.ResponseWriter, r *http.Request, p *dispatch.Principal)
+}
+
+// routes are the API's endpoints, each authenticated by authed (auth.go).
+func (a *api) routes() []apiRoute {
+	return []apiRoute{
+		{method: "GET", path: "/api/v1/openapi.json", public: true, h: a.openapi},
+		{method: "GET", path: "/api/v1/tasks", h: a.tasks},
+		{method: "POST", path: "/api/v1/tasks/{task}/requests", h: a.get},
+		{method: "GET", path: "/api/v1/requests/{id}", h: a.status},
+		{method: "DELETE", path: "/api/v1/requests/{id}", h: a.cancel},
+		{method: "POST", path: "/api/v1/tasks/{task}/loans/{loan}/disposition", h: a.dispose},
+		{method: "GET", path: "/api/v1/pipeline", h: a.pipeline},
+		{method: "GET", path: "/api/v1/history", h: a.history},
+		{method: "GET", path: "/api/v1/work", supervisor: true, h: a.work},
+		{method: "POST", path: "/api/v1/tasks/{task}/reclaim", supervisor: true, h: a.reclaim},
+	}
+}
+
+// notFound answers anything else under /api/v1/.
+func (a *api) notFound(w http.ResponseWriter, r *http.Request) {
+	writeProblem(w, http.StatusNotFound, fmt.Sprintf("no endpoint %s %s: GET /api/v1/openapi.json lists them", r.Method, r.URL.Path))
+}
+
+func (a *api) openapi(w http.ResponseWriter, r *http.Request, _ *dispatch.Principal) {
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write(openAPIDoc)
+}
+
+// decode reads a JSON body into v; unknown fields are bad input, so a typo
+// is not silently ignored. An empty body leaves v as it is.
+func decode(r *http.Request, v any) error {
+	body := http.MaxBytesReader(nil, r.Body, apiMaxBody)
+	dec := json.NewDecoder(body)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil && !errors.Is(err, io.EOF) {
+		return problem.Usagef("invalid JSON body: %v", err)
+	}
+	return nil
+}
+
+// writeDoc writes v as the CLI's -o json does (docs/json.md).
+func (a *api) writeDoc(w http.ResponseWriter, status int, v any) {
+	var b bytes.Buffer
+	if err := jsondoc.Write(&b, v); err != nil {
+		a.fail(w, err)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(b.Bytes())
+}

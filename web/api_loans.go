@@ -1,0 +1,74 @@
+package web
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/loanq/loanq/dispatch"
+)
+
+// The caller's loans: dispose of one, the pipeline, today's history.
+
+func (a *api) dispose(w http.ResponseWriter, r *http.Request, p *dispatch.Principal) {
+	var body struct {
+		Action string  `json:"action"`
+		After  *string `json:"after"`
+	}
+	if err := decode(r, &body); err != nil {
+		a.fail(w, err)
+		return
+	}
+	action, err := dispatch.ParseAction(body.Action)
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	var after time.Duration
+	if body.After != nil {
+		if after, err = dispatch.ParseReturnAfter(*body.After); err != nil {
+			a.fail(w, err)
+			return
+		}
+	}
+	if err := dispatch.CheckReturnTime(action, body.After != nil, `"after"`); err != nil {
+		a.fail(w, err)
+		return
+	}
+	// Someone else's loan is 403, not 400, and the API does not say whose
+	// it is: the caller may not learn who holds another's loan.
+	d, err := a.e.Dispose(r.Context(), r.PathValue("task"), r.PathValue("loan"), p.User, action, after, body.After != nil)
+	var na *dispatch.NotAssigneeError
+	if errors.As(err, &na) {
+		writeProblem(w, http.StatusForbidden, fmt.Sprintf("loan %s in task %s is not yours: it is assigned to someone else", na.Loan, na.Task))
+		return
+	}
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	a.writeDoc(w, http.StatusOK, d)
+}
+
+func (a *api) pipeline(w http.ResponseWriter, r *http.Request, p *dispatch.Principal) {
+	items, err := a.e.Pipeline(r.Context(), p.User, r.URL.Query().Get("task"))
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	a.writeDoc(w, http.StatusOK, map[string]any{"user": p.User, "work": items})
+}
+
+// history is the page's "today": the caller's dispositions since midnight
+// (this server's time zone).
+func (a *api) history(w http.ResponseWriter, r *http.Request, p *dispatch.Principal) {
+	now := time.Now()
+	midnight := time.Date(now.Year(), now.Month(), now.Day(), 0, 0, 0, 0, now.Location())
+	items, err := a.e.History(r.Context(), p.User, now.Sub(midnight))
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	a.writeDoc(w, http.StatusOK, map[string]any{"user": p.User, "history": items})
+}

@@ -1,0 +1,83 @@
+package web
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/loanq/loanq/dispatch"
+	"github.com/loanq/loanq/internal/flagvalue"
+	"github.com/loanq/loanq/jsondoc"
+	"github.com/loanq/loanq/problem"
+)
+
+// The tasks, and the supervisors' view of everyone's work: the task list,
+// the work list and reclaim.
+
+func (a *api) tasks(w http.ResponseWriter, r *http.Request, p *dispatch.Principal) {
+	ts, err := a.e.Tasks(r.Context())
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	list := []map[string]any{}
+	for _, t := range ts {
+		list = append(list, jsondoc.Task(t))
+	}
+	a.writeDoc(w, http.StatusOK, map[string]any{"tasks": list})
+}
+
+// olderThan reads older_than: 0s or a positive duration.
+func olderThan(v string) (time.Duration, error) {
+	d, err := flagvalue.Duration("older_than", v)
+	if err != nil || d < 0 {
+		return 0, problem.Usagef("invalid older_than %q: give 0s or a positive duration such as 4h", v)
+	}
+	return d, nil
+}
+
+func (a *api) work(w http.ResponseWriter, r *http.Request, p *dispatch.Principal) {
+	q := r.URL.Query()
+	f := dispatch.WorkFilter{Task: q.Get("task"), User: q.Get("user")}
+	if v := q.Get("older_than"); v != "" {
+		d, err := olderThan(v)
+		if err != nil {
+			a.fail(w, err)
+			return
+		}
+		f.OlderThan = d
+	}
+	items, err := a.e.WorkList(r.Context(), f)
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	a.writeDoc(w, http.StatusOK, map[string]any{"work": items})
+}
+
+func (a *api) reclaim(w http.ResponseWriter, r *http.Request, p *dispatch.Principal) {
+	var body struct {
+		Of        string `json:"of"`
+		OlderThan string `json:"older_than"`
+		DryRun    bool   `json:"dry_run"`
+	}
+	if err := decode(r, &body); err != nil {
+		a.fail(w, err)
+		return
+	}
+	var older time.Duration
+	if body.OlderThan != "" {
+		d, err := olderThan(body.OlderThan)
+		if err != nil {
+			a.fail(w, err)
+			return
+		}
+		older = d
+	}
+	task := r.PathValue("task")
+	items, err := a.e.Reclaim(r.Context(), task, p.User, body.Of, older, body.DryRun)
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	a.writeDoc(w, http.StatusOK, jsondoc.Reclaim(task, p.User, body.DryRun, items))
+}
