@@ -20,10 +20,6 @@ import (
 // dashboardCookie is the session cookie set from a ?token= link.
 const dashboardCookie = "loanq_session"
 
-// DefaultSessionTTL is how long a session lasts unless Config.SessionTTL
-// says otherwise.
-const DefaultSessionTTL = 12 * time.Hour
-
 // dashboardAuth checks the dashboard's token on the routes it guards.
 type dashboardAuth struct {
 	token string        // "": no token, every request passes

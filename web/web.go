@@ -20,6 +20,10 @@ import (
 	"github.com/loanq/loanq/dispatch"
 )
 
+// DefaultSessionTTL is how long a session lasts unless Config.SessionTTL
+// says otherwise.
+const DefaultSessionTTL = 12 * time.Hour
+
 // Config is what `loanq serve` serves, its flags checked.
 type Config struct {
 	// Figures is the dashboard's data: read and cached by package
@@ -29,7 +33,8 @@ type Config struct {
 	// /healthz): as `Authorization: Bearer TOKEN`, or as the cookie that
 	// a visit with ?token=TOKEN sets.
 	Token string
-	// SessionTTL is how long that cookie lasts (0: DefaultSessionTTL).
+	// SessionTTL is how long that cookie lasts, and a session of the
+	// processor's page (0: DefaultSessionTTL).
 	SessionTTL time.Duration
 	// AllowedHosts are the host names, besides localhost and IP
 	// addresses, that the server answers to (the Host header, any port):
@@ -75,6 +80,8 @@ func Handler(cfg Config) (http.Handler, error) {
 	mux.Handle("GET /static/", token(http.StripPrefix("/static/", http.FileServerFS(assetDir("dashboard")))))
 	mux.Handle("GET /{$}", token(gzipped(http.HandlerFunc(d.index))))
 	if cfg.Engine != nil {
+		// The API authenticates its callers itself (auth.go); anything
+		// else under /api/v1/ is a problem document, under /work/ a 404.
 		a := &api{e: cfg.Engine, log: cfg.Log, proxy: cfg.Proxy, sessionTTL: cfg.SessionTTL}
 		for _, rt := range a.routes() {
 			mux.Handle(rt.method+" "+rt.path, a.authed(rt))
