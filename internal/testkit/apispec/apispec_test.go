@@ -83,7 +83,7 @@ func TestCheck(t *testing.T) {
 
 // loanq's own document loads: its schemas use only what Check validates.
 func TestLoanqDocumentLoads(t *testing.T) {
-	b, err := os.ReadFile("../../web/openapi.json")
+	b, err := os.ReadFile("../../../web/openapi.json")
 	if err != nil {
 		t.Fatal(err)
 	}
