@@ -268,6 +268,11 @@ func byHandSuite(t *testing.T, dialect string) {
 	if n := testdb.Int(t, d, db, "SELECT COUNT(*) FROM loanq_work WHERE request_id = ?", bobGot.RequestID); n != 2 {
 		t.Errorf("bob's request has %d work rows, want its 2", n)
 	}
+	// Every work row records the account that wrote it: bob's get was
+	// served by bob's own account.
+	if n := testdb.Int(t, d, db, "SELECT COUNT(*) FROM loanq_work WHERE request_id = ? AND assigned_by = ?", bobGot.RequestID, bob); n != 2 {
+		t.Errorf("%d of bob's 2 work rows record bob's account as their writer (assigned_by)", n)
+	}
 	if n := testdb.Int(t, d, db, "SELECT COUNT(*) FROM loanq_work WHERE id = ? AND disposition = 'complete'", anaDone); n != 1 {
 		t.Errorf("ana's completed work was changed")
 	}

@@ -43,7 +43,8 @@
 -- skip on PostgreSQL lost 40 %).
 
 -- +goose Up
-ALTER TABLE loanq_work ADD COLUMN assigned_by VARCHAR(128);
+-- assigned_by: the writing account; the owner's rows get it from the default.
+ALTER TABLE loanq_work ADD COLUMN assigned_by VARCHAR(128) DEFAULT current_user;
 ALTER TABLE loanq_lock ADD COLUMN taken_by VARCHAR(128);
 
 -- +goose StatementBegin
@@ -270,16 +271,33 @@ END
 $do$;
 -- +goose StatementEnd
 
+-- The owner of loanq's tables (the account running this migration) is
+-- trusted: its writes skip the per-row checks without calling a function
+-- at all (WHEN is evaluated in the executor, no PL/pgSQL call). The engine
+-- run as the owner, a one-account deployment, loses nothing per loan;
+-- measured before this: engine bench 7-11 % slower on PostgreSQL. Named
+-- locks are checked for the owner too (no WHEN).
+-- +goose StatementBegin
+DO $do$
+BEGIN
+    EXECUTE format($t$
 CREATE TRIGGER loanq_work_assign_check BEFORE INSERT ON loanq_work
-    FOR EACH ROW EXECUTE FUNCTION loanq_work_assign_check();
+    FOR EACH ROW WHEN (current_user <> %1$L) EXECUTE FUNCTION loanq_work_assign_check()$t$, current_user);
+    EXECUTE format($t$
 CREATE TRIGGER loanq_work_dispose_check BEFORE UPDATE ON loanq_work
-    FOR EACH ROW EXECUTE FUNCTION loanq_work_dispose_check();
+    FOR EACH ROW WHEN (current_user <> %1$L) EXECUTE FUNCTION loanq_work_dispose_check()$t$, current_user);
+    EXECUTE format($t$
 CREATE TRIGGER loanq_request_check BEFORE INSERT OR UPDATE ON loanq_work_request
-    FOR EACH ROW EXECUTE FUNCTION loanq_request_check();
+    FOR EACH ROW WHEN (current_user <> %1$L) EXECUTE FUNCTION loanq_request_check()$t$, current_user);
+    EXECUTE format($t$
 CREATE TRIGGER loanq_pool_check BEFORE INSERT OR UPDATE ON loanq_pool
-    FOR EACH ROW EXECUTE FUNCTION loanq_pool_check();
+    FOR EACH ROW WHEN (current_user <> %1$L) EXECUTE FUNCTION loanq_pool_check()$t$, current_user);
+    EXECUTE format($t$
 CREATE TRIGGER loanq_task_lease_check BEFORE UPDATE OF lease_owner, lease_token, lease_expires_at ON loanq_task
-    FOR EACH ROW EXECUTE FUNCTION loanq_task_lease_check();
+    FOR EACH ROW WHEN (current_user <> %1$L) EXECUTE FUNCTION loanq_task_lease_check()$t$, current_user);
+END
+$do$;
+-- +goose StatementEnd
 CREATE TRIGGER loanq_lock_check BEFORE INSERT OR UPDATE ON loanq_lock
     FOR EACH ROW EXECUTE FUNCTION loanq_lock_check();
 
