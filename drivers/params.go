@@ -43,11 +43,6 @@ type WindowParams struct {
 	WindowMS int64 `bind:"window_ms"`
 }
 
-// FloorParams is an id under or from which rows are counted.
-type FloorParams struct {
-	Floor int64 `bind:"floor"`
-}
-
 // UserParams is a user name.
 type UserParams struct {
 	User string `bind:"user"`
@@ -63,12 +58,6 @@ type TaskUserParams struct {
 type TaskLoanParams struct {
 	TaskID int64  `bind:"task_id"`
 	LoanID string `bind:"loan_id"`
-}
-
-// TaskLimitParams is a task and a row count.
-type TaskLimitParams struct {
-	TaskID int64 `bind:"task_id"`
-	Limit  int   `bind:"limit"`
 }
 
 // TaskWindowParams is a task and a time window ending now.
@@ -247,33 +236,6 @@ type WorkReclaimParams struct {
 type HoldLimitParams struct {
 	IdleMS      int64 `bind:"idle_ms"`
 	StatementMS int64 `bind:"statement_ms"`
-}
-
-// DashActiveParams is the age, in seconds, past which work counts as held long.
-type DashActiveParams struct {
-	HoldSeconds int64 `bind:"hold_s"`
-}
-
-// NamedLockTakeParams takes a named lock for holder for ttl_ms.
-type NamedLockTakeParams struct {
-	Name   string `bind:"name"`
-	Holder string `bind:"holder"`
-	TTLMS  int64  `bind:"ttl_ms"`
-}
-
-// NamedLockFenceParams is a named lock's holder and its token.
-type NamedLockFenceParams struct {
-	Name   string `bind:"name"`
-	Holder string `bind:"holder"`
-	Token  int64  `bind:"token"`
-}
-
-// NamedLockRenewParams renews a held named lock for ttl_ms.
-type NamedLockRenewParams struct {
-	Name   string `bind:"name"`
-	Holder string `bind:"holder"`
-	Token  int64  `bind:"token"`
-	TTLMS  int64  `bind:"ttl_ms"`
 }
 
 // CriteriaParams are the binds of a task's criteria query.

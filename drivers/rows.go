@@ -184,25 +184,6 @@ type MaxMSRow struct {
 	MaxMS sql.NullInt64 `col:"max_ms"`
 }
 
-// NamedLockRow is a named lock, with the database clock.
-type NamedLockRow struct {
-	Holder    sql.NullString `col:"holder"`
-	Token     int64          `col:"token"`
-	TakenAt   Time           `col:"taken_at"`
-	ExpiresAt Time           `col:"expires_at"`
-	Now       Time           `col:"db_now"`
-}
-
-// NamedLockListRow is NamedLockRow with the lock's name.
-type NamedLockListRow struct {
-	Name      string         `col:"name"`
-	Holder    sql.NullString `col:"holder"`
-	Token     int64          `col:"token"`
-	TakenAt   Time           `col:"taken_at"`
-	ExpiresAt Time           `col:"expires_at"`
-	Now       Time           `col:"db_now"`
-}
-
 // TaskCountRow is a count per task (by name).
 type TaskCountRow struct {
 	Task string `col:"name"`
@@ -267,65 +248,6 @@ type DuplicatesRow struct {
 	Duplicates int64 `col:"duplicates"`
 }
 
-// DashPendingRow is a task's pending requests and the oldest one's age.
-type DashPendingRow struct {
-	TaskID  int64         `col:"task_id"`
-	Pending int           `col:"pending"`
-	OldestS sql.NullInt64 `col:"oldest_s"`
-}
-
-// DashActiveRow is a user's active work in a task.
-type DashActiveRow struct {
-	TaskID  int64         `col:"task_id"`
-	User    string        `col:"user_name"`
-	Active  int           `col:"active"`
-	OldestS sql.NullInt64 `col:"oldest_s"`
-	Held    int           `col:"held"`
-}
-
-// DashFloorRow is the work history's floors (each NULL when none).
-type DashFloorRow struct {
-	ActiveFloor sql.NullInt64 `col:"active_floor"`
-	TodayFloor  sql.NullInt64 `col:"today_floor"`
-	MaxID       sql.NullInt64 `col:"max_id"`
-}
-
-// DashDoneBeforeRow is a count of dispositions per task, user and kind.
-type DashDoneBeforeRow struct {
-	TaskID      int64  `col:"task_id"`
-	User        string `col:"user_name"`
-	Disposition string `col:"disposition"`
-	N           int    `col:"n"`
-}
-
-// DashDoneRow is DashDoneBeforeRow with how many were made today.
-type DashDoneRow struct {
-	TaskID      int64  `col:"task_id"`
-	User        string `col:"user_name"`
-	Disposition string `col:"disposition"`
-	N           int    `col:"n"`
-	Today       int    `col:"today"`
-}
-
-// DashRunRow is one of a task's latest criteria-query runs.
-type DashRunRow struct {
-	ID             int64 `col:"id"`
-	AgeS           int64 `col:"age_s"`
-	DurationMS     int64 `col:"duration_ms"`
-	RowsFound      int   `col:"rows_found"`
-	RequestsServed int   `col:"requests_served"`
-	LoansAssigned  int   `col:"loans_assigned"`
-}
-
-// DashDispositionRow is one of a task's latest dispositions.
-type DashDispositionRow struct {
-	LoanID      string        `col:"loan_id"`
-	User        string        `col:"user_name"`
-	Disposition string        `col:"disposition"`
-	AgeS        sql.NullInt64 `col:"age_s"`
-	HeldS       sql.NullInt64 `col:"held_s"`
-}
-
 // VerdictRow is a task's lock probe verdict (NULL: none).
 type VerdictRow struct {
 	Verdict sql.NullString `col:"lock_verdict"`
@@ -338,24 +260,6 @@ type WorkOlderRow struct {
 	User       string `col:"user_name"`
 	AssignedAt Time   `col:"assigned_at"`
 	AgeS       int64  `col:"age_s"`
-}
-
-// HistogramRow is the criteria runs of a task in one duration bucket.
-type HistogramRow struct {
-	TaskID int64 `col:"task_id"`
-	// Bucket is the index in RunDurationBucketsMS of the first bound the
-	// duration does not exceed, len(RunDurationBucketsMS) above them all.
-	Bucket int64 `col:"bucket"`
-	Runs   int64 `col:"runs"`
-	// Sums: a DECIMAL on MySQL and Oracle, hence floats.
-	TotalMS  sql.NullFloat64 `col:"total_ms"`
-	Served   sql.NullFloat64 `col:"served"`
-	Assigned sql.NullFloat64 `col:"assigned"`
-}
-
-// MaxIDRow is a highest id (NULL: none).
-type MaxIDRow struct {
-	MaxID sql.NullInt64 `col:"max_id"`
 }
 
 // PoolStatsRow is a task's pool: fresh candidates, the oldest's age (NULL:

@@ -180,29 +180,6 @@ type Statements struct {
 	// before its pooled connection serves anything else.
 	HoldLimitReset Stmt[NoParams] `purpose:"hold limit: restore the session's defaults before the connection is reused" empty:"hold limit is not session-setting: no setting outlives the lock transaction"`
 
-	// --- `loanq lock run`: named leases in loanq_lock (the farm singleton) ---
-	//
-	// A lock row is created on first use (NamedLockEnsure, a duplicate is
-	// ignored, so two first users cannot both fail or both create it) and then
-	// only ever updated: taking is one UPDATE that succeeds only when the lock
-	// is free or expired by the database clock, so of N racing takers exactly
-	// one gets a row. See docs/algorithm.md, "Named locks".
-
-	// NamedLockEnsure creates the free lock row unless it exists. A unique
-	// violation (a racing creator) counts as success.
-	NamedLockEnsure Stmt[NameParams] `purpose:"lock run: create the lock's row if missing (a duplicate is ignored)"`
-	// NamedLockTake: one row affected means taken; it bumps the fencing token
-	// and sets taken_at and expires_at from the database clock.
-	NamedLockTake Stmt[NamedLockTakeParams]       `purpose:"lock run: take the lock when free or expired, bumping the token"`
-	NamedLockRead Query[NameParams, NamedLockRow] `purpose:"lock run: read one lock"`
-	// NamedLockRenew: one row only while the caller still holds the unexpired
-	// lease with its token.
-	NamedLockRenew Stmt[NamedLockRenewParams] `purpose:"lock run: renew the lease (fenced by holder and token)"`
-	// NamedLockRelease frees the lock only if the caller is still its holder
-	// with its token.
-	NamedLockRelease Stmt[NamedLockFenceParams]        `purpose:"lock run: release the lock (fenced by holder and token)"`
-	NamedLockList    Query[NoParams, NamedLockListRow] `purpose:"lock list: every named lock"`
-
 	// --- the supervisor view: `loanq task stats` (and the portable statements
 	// of work list further down) ---
 
@@ -211,33 +188,6 @@ type Statements struct {
 	// database clock), newest first; the caller computes the percentiles, as
 	// the dialects share no percentile function.
 	StatsRuns Query[WindowParams, StatsRunRow] `purpose:"task stats: criteria-query runs in the last window"`
-
-	// --- `loanq serve`: the dashboard and /metrics (docs/dashboard.md) ---
-	//
-	// Read-only, from loanq's own tables only (never a task's criteria
-	// query), each through an index where the dialect has one that fits.
-	// Ages are whole seconds measured against the database clock; "today" is
-	// the UTC day of the database clock.
-
-	DashPending Query[NoParams, DashPendingRow]        `purpose:"dashboard: pending requests per task and the oldest one's age"`
-	DashActive  Query[DashActiveParams, DashActiveRow] `purpose:"dashboard: active work per task and user, oldest age, held past the limit"`
-	// The work history has no index on disposed_at, so dispositions are
-	// counted in two parts split at a "floor" id: rows below it had all
-	// ended before today when the floor was read, and never change again
-	// (a disposition is set once), so they are counted once an hour; rows
-	// from the floor up are a primary-key range, counted at every refresh.
-	//
-	// DashDoneFloor reads the whole history: run once an hour.
-	DashDoneFloor Query[NoParams, DashFloorRow] `purpose:"dashboard: the floor id under which the work history no longer changes (hourly)"`
-	// DashDoneBefore is run with each new floor.
-	DashDoneBefore Query[FloorParams, DashDoneBeforeRow] `purpose:"dashboard: dispositions below the floor id (hourly)"`
-	// DashDone: A primary-key range from the floor.
-	DashDone Query[FloorParams, DashDoneRow] `purpose:"dashboard: dispositions from the floor id up, in all and today"`
-	// DashRuns: the latest criteria-query runs of a task, newest first.
-	DashRuns Query[TaskLimitParams, DashRunRow] `purpose:"dashboard: a task's latest criteria-query runs, with their age"`
-	// DashDispositions: A task's latest ended assignments, newest assignment
-	// first.
-	DashDispositions Query[TaskLimitParams, DashDispositionRow] `purpose:"dashboard: a task's latest dispositions"`
 
 	// --- cancelled requests and one pending request per user and task
 	// (docs/algorithm.md, "Cancelling and attaching") ---
@@ -314,16 +264,6 @@ type Statements struct {
 	AuditBadStatus       Query[NoParams, Count] `purpose:"audit: requests whose status does not match their counts"`
 	AuditOverCap         Query[NoParams, Count] `purpose:"audit: users holding more active work in a task than its max_active"`
 	AuditPending         Query[NoParams, Count] `purpose:"audit: requests still pending (0 once every caller or a recheck has run)"`
-
-	// --- the dashboard's criteria-run histogram (docs/dashboard.md) ---
-	//
-	// DashRunHistogram sums the query-run log from a floor id up, per task and
-	// duration bucket; DashRunHistogramBelow below it (runs never change once
-	// logged, so that part is summed once an hour).
-
-	DashRunHistogram      Query[FloorParams, HistogramRow] `purpose:"dashboard: criteria runs per task and duration bucket, from the floor id up"`
-	DashRunHistogramBelow Query[FloorParams, HistogramRow] `purpose:"dashboard: criteria runs per task and duration bucket, below the floor id (hourly)"`
-	DashRunMaxID          Query[NoParams, MaxIDRow]        `purpose:"dashboard: the highest criteria-run id (the floor)"`
 
 	// --- the candidate pool (docs/algorithm.md, "The candidate pool") ---
 
