@@ -38,11 +38,6 @@ type SettingParams struct {
 	Value any `bind:"value"`
 }
 
-// WindowParams is a time window ending now, in milliseconds.
-type WindowParams struct {
-	WindowMS int64 `bind:"window_ms"`
-}
-
 // UserParams is a user name.
 type UserParams struct {
 	User string `bind:"user"`
@@ -309,34 +304,4 @@ type PoolFillParams struct {
 type TaskTTLParams struct {
 	TaskID int64 `bind:"task_id"`
 	TTLMS  int64 `bind:"ttl_ms"`
-}
-
-// PruneBoundsParams is the history a prune looks at: rows older than age_ms
-// (by the database clock), of one task or of every task (task_id 0).
-type PruneBoundsParams struct {
-	TaskID int64 `bind:"task_id"`
-	AgeMS  int64 `bind:"age_ms"`
-}
-
-// PruneBatchParams is one batch of a prune: up to limit ids after after and
-// up to upto (a primary-key range), of rows older than age_ms, of one task
-// or of every task (task_id 0).
-type PruneBatchParams struct {
-	TaskID int64 `bind:"task_id"`
-	AgeMS  int64 `bind:"age_ms"`
-	After  int64 `bind:"after"`
-	Upto   int64 `bind:"upto"`
-	Limit  int   `bind:"limit"`
-}
-
-// PruneIDsParams is a batch of ids as a JSON array text ("[3,7,9]") and the
-// prune's age in milliseconds.
-type PruneIDsParams struct {
-	IDs   string `bind:"ids"`
-	AgeMS int64  `bind:"age_ms"`
-}
-
-// IDListParams is a batch of ids as a JSON array text ("[3,7,9]").
-type IDListParams struct {
-	IDs string `bind:"ids"`
 }

@@ -184,70 +184,6 @@ type MaxMSRow struct {
 	MaxMS sql.NullInt64 `col:"max_ms"`
 }
 
-// TaskCountRow is a count per task (by name).
-type TaskCountRow struct {
-	Task string `col:"name"`
-	N    int64  `col:"n"`
-}
-
-// TaskUserCountRow is a count per task (by name) and user.
-type TaskUserCountRow struct {
-	Task string `col:"name"`
-	User string `col:"user_name"`
-	N    int64  `col:"n"`
-}
-
-// TaskDispositionCountRow is a count per task (by name) and disposition.
-type TaskDispositionCountRow struct {
-	Task        string `col:"name"`
-	Disposition string `col:"disposition"`
-	N           int64  `col:"n"`
-}
-
-// StatsRunRow is one criteria-query run of the stats window.
-type StatsRunRow struct {
-	Task           string `col:"name"`
-	DurationMS     int64  `col:"duration_ms"`
-	RequestsServed int64  `col:"requests_served"`
-}
-
-// ActiveAllRow is one active assignment (ActiveWorkAll).
-type ActiveAllRow struct {
-	Task       string `col:"name"`
-	LoanID     string `col:"loan_id"`
-	User       string `col:"user_name"`
-	AssignedAt Time   `col:"assigned_at"`
-	KeyKind    string `col:"key_kind"`
-}
-
-// UserStatusCountRow is a count per user and request status.
-type UserStatusCountRow struct {
-	User   string `col:"user_name"`
-	Status string `col:"status"`
-	N      int64  `col:"n"`
-}
-
-// UserDispositionCountRow is a count per user and disposition (NULL: active).
-type UserDispositionCountRow struct {
-	User        string         `col:"user_name"`
-	Disposition sql.NullString `col:"disposition"`
-	N           int64          `col:"n"`
-}
-
-// RunTotalsRow is a task's criteria-query runs, requests served and loans
-// assigned.
-type RunTotalsRow struct {
-	Runs     int64 `col:"runs"`
-	Served   int64 `col:"served"`
-	Assigned int64 `col:"assigned"`
-}
-
-// DuplicatesRow is a task's work rows and how many assign a loan again.
-type DuplicatesRow struct {
-	N          int64 `col:"n"`
-	Duplicates int64 `col:"duplicates"`
-}
-
 // VerdictRow is a task's lock probe verdict (NULL: none).
 type VerdictRow struct {
 	Verdict sql.NullString `col:"lock_verdict"`
@@ -277,48 +213,6 @@ type IdentityRow struct {
 	Account string         `col:"account_name"`
 	MayAct  int64          `col:"may_act"`
 	Mapped  sql.NullString `col:"mapped"`
-}
-
-// BoundsRow is an id range (NULL when empty).
-type BoundsRow struct {
-	Lo sql.NullInt64 `col:"lo"`
-	Hi sql.NullInt64 `col:"hi"`
-}
-
-// TokenAuthRow is a valid token's id, user and role.
-type TokenAuthRow struct {
-	ID   int64  `col:"id"`
-	User string `col:"user_name"`
-	Role string `col:"role"`
-}
-
-// TokenListRow is one token of the list.
-type TokenListRow struct {
-	ID        int64          `col:"id"`
-	User      string         `col:"user_name"`
-	Role      string         `col:"role"`
-	CreatedBy string         `col:"created_by"`
-	AgeS      int64          `col:"age_s"`
-	State     string         `col:"state"`  // 'active', 'expired' or 'revoked'
-	LeftS     sql.NullInt64  `col:"left_s"` // seconds before expiry (NULL: none, or past)
-	RevokedBy sql.NullString `col:"revoked_by"`
-}
-
-// SessionRow is a valid session's user, role and CSRF token.
-type SessionRow struct {
-	User string `col:"user_name"`
-	Role string `col:"role"`
-	CSRF string `col:"csrf"`
-}
-
-// HistoryRow is one of a user's dispositions.
-type HistoryRow struct {
-	Task        string `col:"name"`
-	LoanID      string `col:"loan_id"`
-	Disposition string `col:"disposition"`
-	DisposedAt  Time   `col:"disposed_at"`
-	ReturnAt    Time   `col:"return_at"`
-	KeyKind     string `col:"key_kind"`
 }
 
 // Time scans a timestamp column as any driver returns it (time.Time from

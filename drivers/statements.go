@@ -180,15 +180,6 @@ type Statements struct {
 	// before its pooled connection serves anything else.
 	HoldLimitReset Stmt[NoParams] `purpose:"hold limit: restore the session's defaults before the connection is reused" empty:"hold limit is not session-setting: no setting outlives the lock transaction"`
 
-	// --- the supervisor view: `loanq task stats` (and the portable statements
-	// of work list further down) ---
-
-	StatsDispositions Query[WindowParams, TaskDispositionCountRow] `purpose:"task stats: dispositions in the last window, per task and kind"`
-	// StatsRuns: the criteria-query runs started in the last window (by the
-	// database clock), newest first; the caller computes the percentiles, as
-	// the dialects share no percentile function.
-	StatsRuns Query[WindowParams, StatsRunRow] `purpose:"task stats: criteria-query runs in the last window"`
-
 	// --- cancelled requests and one pending request per user and task
 	// (docs/algorithm.md, "Cancelling and attaching") ---
 
@@ -236,35 +227,6 @@ type Statements struct {
 	// so the update waits for it.
 	TaskUpdate Stmt[TaskUpdateParams] `purpose:"change a task's definition (task update)"`
 
-	// --- a task's history: the demo's per-task report, task delete, bench ---
-
-	RequestsByUser  Query[TaskParams, UserStatusCountRow]      `purpose:"report: a task's requests by user and status"`
-	WorkByUser      Query[TaskParams, UserDispositionCountRow] `purpose:"report: a task's assignments by user and disposition (NULL: active)"`
-	QueryRunTotals  Query[TaskParams, RunTotalsRow]            `purpose:"report: a task's criteria-query runs, requests served and loans assigned"`
-	ActiveWorkCount Query[TaskParams, Count]                   `purpose:"task delete: active assignments that deleting the task would drop"`
-	DeleteWork      Stmt[TaskParams]                           `purpose:"task delete: the task's assignments and their history (children of requests, first)"`
-	DeleteRequests  Stmt[TaskParams]                           `purpose:"task delete: the task's work requests"`
-	DeleteQueryRuns Stmt[TaskParams]                           `purpose:"task delete: the task's criteria-query log"`
-	DeleteTaskUsers Stmt[TaskParams]                           `purpose:"task delete: the task's per-user cap lock rows (strategy rows)"`
-	DeleteTaskRow   Stmt[TaskParams]                           `purpose:"task delete: the task itself, last (the others reference it)"`
-	WorkDuplicates  Query[TaskParams, DuplicatesRow]           `purpose:"bench --target engine: a task's work rows, and how many of them assign a loan a second time"`
-
-	// --- the supervisor view (work list, task stats): no binds, no clock;
-	// ages are computed from the database clock read with Now ---
-
-	ActiveWorkAll     Query[NoParams, ActiveAllRow]     `purpose:"work list: everyone's active work, oldest first (task, loan, user, assigned_at)"`
-	StatsPending      Query[NoParams, TaskCountRow]     `purpose:"task stats: pending requests per task"`
-	StatsActiveByUser Query[NoParams, TaskUserCountRow] `purpose:"task stats: active work per task and user"`
-
-	// --- the audit: loanq's invariants checked on a database's state; each
-	// returns one count that must be 0 (Audits lists them) ---
-
-	AuditDuplicateActive Query[NoParams, Count] `purpose:"audit: (task, loan) pairs active in more than one pipeline (the invariant)"`
-	AuditCountMismatch   Query[NoParams, Count] `purpose:"audit: served requests whose assigned count differs from their work rows"`
-	AuditBadStatus       Query[NoParams, Count] `purpose:"audit: requests whose status does not match their counts"`
-	AuditOverCap         Query[NoParams, Count] `purpose:"audit: users holding more active work in a task than its max_active"`
-	AuditPending         Query[NoParams, Count] `purpose:"audit: requests still pending (0 once every caller or a recheck has run)"`
-
 	// --- the candidate pool (docs/algorithm.md, "The candidate pool") ---
 
 	TaskSetPrefetch Stmt[TaskPrefetchParams] `purpose:"set a task's candidate pool (--prefetch, --prefetch-ttl, --prefetch-low)"`
@@ -287,67 +249,6 @@ type Statements struct {
 	// account (NULL when none). The database's own rule, loanq_may_act_as, is
 	// the one its policies or triggers apply to every write.
 	Identity Query[UserParams, IdentityRow] `purpose:"who this connection's account is and whether it may act as a user" empty:"accounts = none: no database accounts, any user name is used as given"`
-
-	// --- history retention: `loanq prune` (docs/retention.md) ---
-	//
-	// A request goes with all its work rows or stays whole (so a closed
-	// request's assigned count still matches its rows: AuditCountMismatch).
-	// It goes when it was closed more than age_ms ago and none of its rows
-	// still decides eligibility or is recent: active, 'never', a return whose
-	// time is still ahead, or ended less than age_ms ago. Each batch's ids
-	// are read first (a read that locks nothing), then deleted by id in
-	// short transactions (the work rows, then the requests: dispatch/prune.go
-	// says why two); ended rows never change again, so what the read found
-	// prunable still is at the delete, which checks it again anyway.
-
-	// PruneRequestBounds: the lowest and highest id of the requests closed
-	// more than age ms ago (NULL when none); the batches walk the primary key
-	// between them.
-	PruneRequestBounds Query[PruneBoundsParams, BoundsRow] `purpose:"prune: id range of the requests closed before the cutoff"`
-	// PruneRequestBatch: the next prunable requests after the id after, in
-	// id order.
-	PruneRequestBatch Query[PruneBatchParams, IDRow] `purpose:"prune: the next batch of requests that can go with all their work rows"`
-	PruneWorkCount    Query[IDListParams, Count]     `purpose:"prune --dry-run: work rows of a batch of requests"`
-	// PruneWork deletes the ended, no longer deciding work rows of those
-	// requests.
-	PruneWork Stmt[PruneIDsParams] `purpose:"prune: delete the work rows of a batch of requests"`
-	// PruneRequests deletes those closed requests that have no work row left.
-	// Sent after PruneWork's transaction has committed.
-	PruneRequests Stmt[IDListParams] `purpose:"prune: delete a batch of closed requests left without work rows"`
-	// PruneRunBounds: the lowest and highest id of the task's criteria-query
-	// runs started more than age ms ago, leaving out its PruneKeepRuns latest
-	// runs (NULL when none).
-	PruneRunBounds Query[PruneBoundsParams, BoundsRow] `purpose:"prune: id range of a task's old criteria-query runs, its latest ones left out"`
-	PruneRunBatch  Query[PruneBatchParams, IDRow]      `purpose:"prune: the next batch of a task's old criteria-query runs"`
-	// PruneRuns deletes those criteria-query runs.
-	PruneRuns Stmt[PruneIDsParams] `purpose:"prune: delete a batch of criteria-query runs"`
-
-	// --- API tokens of `loanq serve --api --auth token` (docs/api.md) ---
-
-	// TokenInsert: the token itself is never stored.
-	TokenInsert Stmt[TokenInsertParams] `purpose:"api: issue a token (only its hash is kept)"`
-	// TokenAuth: the token's id, user and role when it is neither revoked nor
-	// expired (database clock); no row otherwise.
-	TokenAuth Query[HashParams, TokenAuthRow] `purpose:"api: authenticate a call by its token's hash"`
-	TokenList Query[NoParams, TokenListRow]   `purpose:"api: list tokens (never the tokens themselves)"`
-	// TokenRevoke: 0 rows: no such token, or already revoked.
-	TokenRevoke Stmt[TokenRevokeParams] `purpose:"api: revoke a token"`
-
-	// --- Sessions of the processor's page (/work of serve --api) ---
-
-	// SessionInsert: the session id itself is never stored.
-	SessionInsert Stmt[SessionInsertParams] `purpose:"page: open a session (only its hash is kept)"`
-	// SessionAuth: the session's user, role and CSRF token when it has not
-	// expired and its API token (if any) is neither revoked nor expired
-	// (database clock); no row otherwise.
-	SessionAuth Query[HashParams, SessionRow] `purpose:"page: authenticate a call by its session cookie's hash"`
-	// SessionDelete: sign-out.
-	SessionDelete Stmt[HashParams] `purpose:"page: end a session (sign out)"`
-	// SessionPrune deletes expired sessions.
-	SessionPrune Stmt[NoParams] `purpose:"page: delete expired sessions"`
-	// History: the user's dispositions in the last age ms, newest first, at
-	// most 200, with the task's key kind (loan ids are text: drivers.NewKey).
-	History Query[HistoryParams, HistoryRow] `purpose:"page: a user's dispositions of the day"`
 }
 
 // Named is one statement with its purpose.
@@ -501,15 +402,4 @@ func (s *Statements) BoundedLock(seconds int) *Query[TaskParams, IDRow] {
 	b := s.LockWaitBounded
 	b.stmt.text = strings.ReplaceAll(b.stmt.text, "{wait_s}", strconv.Itoa(seconds))
 	return &b
-}
-
-// Audits are the audit statements, each a count that must be 0.
-func (s *Statements) Audits() []Named {
-	var out []Named
-	for _, n := range s.List() {
-		if strings.HasPrefix(n.Field, "Audit") {
-			out = append(out, n)
-		}
-	}
-	return out
 }

@@ -243,20 +243,6 @@ SELECT MAX(duration_ms) AS max_ms FROM (
 
 /
 
--- StatsDispositions: task stats: dispositions in the last window, per task and kind
-SELECT t.name, w.disposition, COUNT(*) AS n
-FROM loanq_work w JOIN loanq_task t ON t.id = w.task_id
-WHERE w.disposition IS NOT NULL AND w.disposed_at > SYS_EXTRACT_UTC(SYSTIMESTAMP) - NUMTODSINTERVAL(:1 / 1000, 'SECOND')
-GROUP BY t.name, w.disposition
-/
-
--- StatsRuns: task stats: criteria-query runs in the last window
-SELECT t.name, r.duration_ms, r.requests_served
-FROM loanq_query_run r JOIN loanq_task t ON t.id = r.task_id
-WHERE r.started_at > SYS_EXTRACT_UTC(SYSTIMESTAMP) - NUMTODSINTERVAL(:1 / 1000, 'SECOND')
-ORDER BY r.started_at DESC, r.id DESC
-/
-
 -- RequestPendingFor: a user's pending request of a task (attach instead of asking twice)
 SELECT id FROM loanq_work_request
 WHERE CASE WHEN status = 'pending' THEN task_id END = :1
@@ -331,98 +317,6 @@ SET source_table = :1,
 WHERE id = :13
 /
 
--- RequestsByUser: report: a task's requests by user and status
-SELECT user_name, status, COUNT(*) AS n FROM loanq_work_request WHERE task_id = :1 GROUP BY user_name, status
-/
-
--- WorkByUser: report: a task's assignments by user and disposition (NULL: active)
-SELECT user_name, disposition, COUNT(*) AS n FROM loanq_work WHERE task_id = :1 GROUP BY user_name, disposition
-/
-
--- QueryRunTotals: report: a task's criteria-query runs, requests served and loans assigned
-SELECT COUNT(*) AS runs, COALESCE(SUM(requests_served), 0) AS served, COALESCE(SUM(loans_assigned), 0) AS assigned FROM loanq_query_run WHERE task_id = :1
-/
-
--- ActiveWorkCount: task delete: active assignments that deleting the task would drop
-SELECT COUNT(*) AS n FROM loanq_work WHERE task_id = :1 AND disposition IS NULL
-/
-
--- DeleteWork: task delete: the task's assignments and their history (children of requests, first)
-DELETE FROM loanq_work WHERE task_id = :1
-/
-
--- DeleteRequests: task delete: the task's work requests
-DELETE FROM loanq_work_request WHERE task_id = :1
-/
-
--- DeleteQueryRuns: task delete: the task's criteria-query log
-DELETE FROM loanq_query_run WHERE task_id = :1
-/
-
--- DeleteTaskUsers: task delete: the task's per-user cap lock rows (strategy rows)
-DELETE FROM loanq_task_user WHERE task_id = :1
-/
-
--- DeleteTaskRow: task delete: the task itself, last (the others reference it)
-DELETE FROM loanq_task WHERE id = :1
-/
-
--- WorkDuplicates: bench --target engine: a task's work rows, and how many of them assign a loan a second time
-SELECT COUNT(*) AS n, COUNT(*) - COUNT(DISTINCT loan_id) AS duplicates FROM loanq_work WHERE task_id = :1
-/
-
--- ActiveWorkAll: work list: everyone's active work, oldest first (task, loan, user, assigned_at)
-SELECT t.name, w.loan_id, w.user_name, w.assigned_at, t.key_kind
-FROM loanq_work w JOIN loanq_task t ON t.id = w.task_id
-WHERE w.disposition IS NULL
-ORDER BY w.assigned_at, w.id
-/
-
--- StatsPending: task stats: pending requests per task
-SELECT t.name, COUNT(*) AS n
-FROM loanq_work_request r JOIN loanq_task t ON t.id = r.task_id
-WHERE r.status = 'pending' AND r.alive_at > SYS_EXTRACT_UTC(SYSTIMESTAMP) - NUMTODSINTERVAL(60000 / 1000, 'SECOND')
-GROUP BY t.name
-/
-
--- StatsActiveByUser: task stats: active work per task and user
-SELECT t.name, w.user_name, COUNT(*) AS n
-FROM loanq_work w JOIN loanq_task t ON t.id = w.task_id
-WHERE w.disposition IS NULL
-GROUP BY t.name, w.user_name
-/
-
--- AuditDuplicateActive: audit: (task, loan) pairs active in more than one pipeline (the invariant)
-SELECT COUNT(*) AS n FROM (
-  SELECT task_id, loan_id FROM loanq_work WHERE disposition IS NULL
-  GROUP BY task_id, loan_id HAVING COUNT(*) > 1) d
-/
-
--- AuditCountMismatch: audit: served requests whose assigned count differs from their work rows
-SELECT COUNT(*) AS n FROM loanq_work_request r
-WHERE r.status <> 'pending'
-  AND r.assigned <> (SELECT COUNT(*) FROM loanq_work w WHERE w.request_id = r.id)
-/
-
--- AuditBadStatus: audit: requests whose status does not match their counts
-SELECT COUNT(*) AS n FROM loanq_work_request
-WHERE (status = 'assigned' AND assigned <> requested)
-   OR (status = 'partial' AND (assigned = 0 OR assigned >= requested))
-   OR (status = 'empty' AND assigned <> 0)
-   OR (status = 'pending' AND assigned <> 0)
-/
-
--- AuditOverCap: audit: users holding more active work in a task than its max_active
-SELECT COUNT(*) AS n FROM (
-  SELECT w.task_id, w.user_name FROM loanq_work w JOIN loanq_task t ON t.id = w.task_id
-  WHERE w.disposition IS NULL AND t.max_active IS NOT NULL
-  GROUP BY w.task_id, w.user_name, t.max_active HAVING COUNT(*) > t.max_active) c
-/
-
--- AuditPending: audit: requests still pending (0 once every caller or a recheck has run)
-SELECT COUNT(*) AS n FROM loanq_work_request WHERE status = 'pending' AND alive_at > SYS_EXTRACT_UTC(SYSTIMESTAMP) - NUMTODSINTERVAL(60000 / 1000, 'SECOND')
-/
-
 -- TaskSetPrefetch: set a task's candidate pool (--prefetch, --prefetch-ttl, --prefetch-low)
 UPDATE loanq_task SET prefetch = :1, prefetch_ttl_ms = :2, prefetch_low = :3 WHERE id = :4
 /
@@ -474,60 +368,7 @@ SELECT SYS_CONTEXT('USERENV', 'SESSION_USER') AS account_name, loanq_may_act_as(
 FROM dual
 /
 
--- PruneRequestBounds: prune: id range of the requests closed before the cutoff
-SELECT MIN(id) AS lo, MAX(id) AS hi FROM loanq_work_request
-WHERE served_at < SYS_EXTRACT_UTC(SYSTIMESTAMP) - NUMTODSINTERVAL(:1 / 1000, 'SECOND') AND (:2 = 0 OR task_id = :3)
-/
-
--- PruneRequestBatch: prune: the next batch of requests that can go with all their work rows
-SELECT r.id FROM loanq_work_request r
-WHERE r.id > :1 AND r.id <= :2 AND r.served_at < SYS_EXTRACT_UTC(SYSTIMESTAMP) - NUMTODSINTERVAL(:3 / 1000, 'SECOND')
-  AND (:4 = 0 OR r.task_id = :5)
-  AND NOT EXISTS (
-    SELECT 1 FROM loanq_work w
-    WHERE w.request_id = r.id
-      AND (w.disposition IS NULL
-           OR w.disposition = 'never'
-           OR (w.disposition = 'return' AND w.return_at > SYS_EXTRACT_UTC(SYSTIMESTAMP))
-           OR w.disposed_at >= SYS_EXTRACT_UTC(SYSTIMESTAMP) - NUMTODSINTERVAL(:6 / 1000, 'SECOND')))
-ORDER BY r.id FETCH FIRST :7 ROWS ONLY
-/
-
--- PruneWorkCount: prune --dry-run: work rows of a batch of requests
-SELECT COUNT(*) AS n FROM loanq_work WHERE request_id IN (SELECT j.id FROM JSON_TABLE(:1, '$[*]' COLUMNS (id NUMBER(19) PATH '$')) j)
-/
-
--- PruneWork: prune: delete the work rows of a batch of requests
-DELETE FROM loanq_work
-WHERE request_id IN (SELECT j.id FROM JSON_TABLE(:1, '$[*]' COLUMNS (id NUMBER(19) PATH '$')) j)
-  AND disposition IS NOT NULL AND disposition <> 'never'
-  AND (return_at IS NULL OR return_at <= SYS_EXTRACT_UTC(SYSTIMESTAMP))
-  AND disposed_at < SYS_EXTRACT_UTC(SYSTIMESTAMP) - NUMTODSINTERVAL(:2 / 1000, 'SECOND')
-/
-
--- PruneRequests: prune: delete a batch of closed requests left without work rows
-DELETE FROM loanq_work_request
-WHERE id IN (SELECT j.id FROM JSON_TABLE(:1, '$[*]' COLUMNS (id NUMBER(19) PATH '$')) j) AND status <> 'pending'
-  AND NOT EXISTS (SELECT 1 FROM loanq_work w WHERE w.request_id = loanq_work_request.id)
-/
-
--- PruneRunBounds: prune: id range of a task's old criteria-query runs, its latest ones left out
-SELECT MIN(id) AS lo, MAX(id) AS hi FROM loanq_query_run
-WHERE task_id = :1 AND started_at < SYS_EXTRACT_UTC(SYSTIMESTAMP) - NUMTODSINTERVAL(:2 / 1000, 'SECOND')
-  AND id < (SELECT MIN(id) FROM (
-    SELECT id FROM loanq_query_run WHERE task_id = :3 ORDER BY id DESC FETCH FIRST 40 ROWS ONLY) k)
-/
-
--- PruneRunBatch: prune: the next batch of a task's old criteria-query runs
-SELECT id FROM loanq_query_run
-WHERE task_id = :1 AND id > :2 AND id <= :3 AND started_at < SYS_EXTRACT_UTC(SYSTIMESTAMP) - NUMTODSINTERVAL(:4 / 1000, 'SECOND')
-ORDER BY id FETCH FIRST :5 ROWS ONLY
-/
-
--- PruneRuns: prune: delete a batch of criteria-query runs
-DELETE FROM loanq_query_run
-WHERE id IN (SELECT j.id FROM JSON_TABLE(:1, '$[*]' COLUMNS (id NUMBER(19) PATH '$')) j) AND started_at < SYS_EXTRACT_UTC(SYSTIMESTAMP) - NUMTODSINTERVAL(:2 / 1000, 'SECOND')
-/
+-- catalogue apitoken
 
 -- TokenInsert: api: issue a token (only its hash is kept)
 INSERT INTO loanq_api_token (user_name, role, token_hash, created_by, created_at, expires_at)
@@ -554,31 +395,37 @@ UPDATE loanq_api_token SET revoked_at = SYS_EXTRACT_UTC(SYSTIMESTAMP), revoked_b
 WHERE id = :2 AND revoked_at IS NULL
 /
 
--- SessionInsert: page: open a session (only its hash is kept)
-INSERT INTO loanq_session (session_hash, user_name, role, csrf, token_id, created_at, expires_at)
-VALUES (:1, :2, :3, :4, :5, SYS_EXTRACT_UTC(SYSTIMESTAMP), SYS_EXTRACT_UTC(SYSTIMESTAMP) + NUMTODSINTERVAL(:6 / 1000, 'SECOND'))
+-- catalogue audit
+
+-- AuditDuplicateActive: audit: (task, loan) pairs active in more than one pipeline (the invariant)
+SELECT COUNT(*) AS n FROM (
+  SELECT task_id, loan_id FROM loanq_work WHERE disposition IS NULL
+  GROUP BY task_id, loan_id HAVING COUNT(*) > 1) d
 /
 
--- SessionAuth: page: authenticate a call by its session cookie's hash
-SELECT s.user_name, s.role, s.csrf FROM loanq_session s
-LEFT JOIN loanq_api_token t ON t.id = s.token_id
-WHERE s.session_hash = :1 AND s.expires_at > SYS_EXTRACT_UTC(SYSTIMESTAMP)
-  AND (s.token_id IS NULL OR (t.id IS NOT NULL AND t.revoked_at IS NULL AND (t.expires_at IS NULL OR t.expires_at > SYS_EXTRACT_UTC(SYSTIMESTAMP))))
+-- AuditCountMismatch: audit: served requests whose assigned count differs from their work rows
+SELECT COUNT(*) AS n FROM loanq_work_request r
+WHERE r.status <> 'pending'
+  AND r.assigned <> (SELECT COUNT(*) FROM loanq_work w WHERE w.request_id = r.id)
 /
 
--- SessionDelete: page: end a session (sign out)
-DELETE FROM loanq_session WHERE session_hash = :1
+-- AuditBadStatus: audit: requests whose status does not match their counts
+SELECT COUNT(*) AS n FROM loanq_work_request
+WHERE (status = 'assigned' AND assigned <> requested)
+   OR (status = 'partial' AND (assigned = 0 OR assigned >= requested))
+   OR (status = 'empty' AND assigned <> 0)
+   OR (status = 'pending' AND assigned <> 0)
 /
 
--- SessionPrune: page: delete expired sessions
-DELETE FROM loanq_session WHERE expires_at <= SYS_EXTRACT_UTC(SYSTIMESTAMP)
+-- AuditOverCap: audit: users holding more active work in a task than its max_active
+SELECT COUNT(*) AS n FROM (
+  SELECT w.task_id, w.user_name FROM loanq_work w JOIN loanq_task t ON t.id = w.task_id
+  WHERE w.disposition IS NULL AND t.max_active IS NOT NULL
+  GROUP BY w.task_id, w.user_name, t.max_active HAVING COUNT(*) > t.max_active) c
 /
 
--- History: page: a user's dispositions of the day
-SELECT t.name, w.loan_id, w.disposition, w.disposed_at, w.return_at, t.key_kind
-FROM loanq_work w JOIN loanq_task t ON t.id = w.task_id
-WHERE w.user_name = :1 AND w.disposition IS NOT NULL AND w.disposed_at > SYS_EXTRACT_UTC(SYSTIMESTAMP) - NUMTODSINTERVAL(:2 / 1000, 'SECOND')
-ORDER BY w.disposed_at DESC, w.id DESC FETCH FIRST 200 ROWS ONLY
+-- AuditPending: audit: requests still pending (0 once every caller or a recheck has run)
+SELECT COUNT(*) AS n FROM loanq_work_request WHERE status = 'pending' AND alive_at > SYS_EXTRACT_UTC(SYSTIMESTAMP) - NUMTODSINTERVAL(60000 / 1000, 'SECOND')
 /
 
 -- catalogue dashboard
@@ -672,6 +519,173 @@ WHERE name = :1 AND holder = :2 AND token = :3
 
 -- NamedLockList: lock list: every named lock
 SELECT name, holder, token, taken_at, expires_at, SYS_EXTRACT_UTC(SYSTIMESTAMP) AS db_now FROM loanq_lock ORDER BY name
+/
+
+-- catalogue prune
+
+-- PruneRequestBounds: prune: id range of the requests closed before the cutoff
+SELECT MIN(id) AS lo, MAX(id) AS hi FROM loanq_work_request
+WHERE served_at < SYS_EXTRACT_UTC(SYSTIMESTAMP) - NUMTODSINTERVAL(:1 / 1000, 'SECOND') AND (:2 = 0 OR task_id = :3)
+/
+
+-- PruneRequestBatch: prune: the next batch of requests that can go with all their work rows
+SELECT r.id FROM loanq_work_request r
+WHERE r.id > :1 AND r.id <= :2 AND r.served_at < SYS_EXTRACT_UTC(SYSTIMESTAMP) - NUMTODSINTERVAL(:3 / 1000, 'SECOND')
+  AND (:4 = 0 OR r.task_id = :5)
+  AND NOT EXISTS (
+    SELECT 1 FROM loanq_work w
+    WHERE w.request_id = r.id
+      AND (w.disposition IS NULL
+           OR w.disposition = 'never'
+           OR (w.disposition = 'return' AND w.return_at > SYS_EXTRACT_UTC(SYSTIMESTAMP))
+           OR w.disposed_at >= SYS_EXTRACT_UTC(SYSTIMESTAMP) - NUMTODSINTERVAL(:6 / 1000, 'SECOND')))
+ORDER BY r.id FETCH FIRST :7 ROWS ONLY
+/
+
+-- PruneWorkCount: prune --dry-run: work rows of a batch of requests
+SELECT COUNT(*) AS n FROM loanq_work WHERE request_id IN (SELECT j.id FROM JSON_TABLE(:1, '$[*]' COLUMNS (id NUMBER(19) PATH '$')) j)
+/
+
+-- PruneWork: prune: delete the work rows of a batch of requests
+DELETE FROM loanq_work
+WHERE request_id IN (SELECT j.id FROM JSON_TABLE(:1, '$[*]' COLUMNS (id NUMBER(19) PATH '$')) j)
+  AND disposition IS NOT NULL AND disposition <> 'never'
+  AND (return_at IS NULL OR return_at <= SYS_EXTRACT_UTC(SYSTIMESTAMP))
+  AND disposed_at < SYS_EXTRACT_UTC(SYSTIMESTAMP) - NUMTODSINTERVAL(:2 / 1000, 'SECOND')
+/
+
+-- PruneRequests: prune: delete a batch of closed requests left without work rows
+DELETE FROM loanq_work_request
+WHERE id IN (SELECT j.id FROM JSON_TABLE(:1, '$[*]' COLUMNS (id NUMBER(19) PATH '$')) j) AND status <> 'pending'
+  AND NOT EXISTS (SELECT 1 FROM loanq_work w WHERE w.request_id = loanq_work_request.id)
+/
+
+-- PruneRunBounds: prune: id range of a task's old criteria-query runs, its latest ones left out
+SELECT MIN(id) AS lo, MAX(id) AS hi FROM loanq_query_run
+WHERE task_id = :1 AND started_at < SYS_EXTRACT_UTC(SYSTIMESTAMP) - NUMTODSINTERVAL(:2 / 1000, 'SECOND')
+  AND id < (SELECT MIN(id) FROM (
+    SELECT id FROM loanq_query_run WHERE task_id = :3 ORDER BY id DESC FETCH FIRST 40 ROWS ONLY) k)
+/
+
+-- PruneRunBatch: prune: the next batch of a task's old criteria-query runs
+SELECT id FROM loanq_query_run
+WHERE task_id = :1 AND id > :2 AND id <= :3 AND started_at < SYS_EXTRACT_UTC(SYSTIMESTAMP) - NUMTODSINTERVAL(:4 / 1000, 'SECOND')
+ORDER BY id FETCH FIRST :5 ROWS ONLY
+/
+
+-- PruneRuns: prune: delete a batch of criteria-query runs
+DELETE FROM loanq_query_run
+WHERE id IN (SELECT j.id FROM JSON_TABLE(:1, '$[*]' COLUMNS (id NUMBER(19) PATH '$')) j) AND started_at < SYS_EXTRACT_UTC(SYSTIMESTAMP) - NUMTODSINTERVAL(:2 / 1000, 'SECOND')
+/
+
+-- catalogue report
+
+-- RequestsByUser: report: a task's requests by user and status
+SELECT user_name, status, COUNT(*) AS n FROM loanq_work_request WHERE task_id = :1 GROUP BY user_name, status
+/
+
+-- WorkByUser: report: a task's assignments by user and disposition (NULL: active)
+SELECT user_name, disposition, COUNT(*) AS n FROM loanq_work WHERE task_id = :1 GROUP BY user_name, disposition
+/
+
+-- QueryRunTotals: report: a task's criteria-query runs, requests served and loans assigned
+SELECT COUNT(*) AS runs, COALESCE(SUM(requests_served), 0) AS served, COALESCE(SUM(loans_assigned), 0) AS assigned FROM loanq_query_run WHERE task_id = :1
+/
+
+-- WorkDuplicates: bench --target engine: a task's work rows, and how many of them assign a loan a second time
+SELECT COUNT(*) AS n, COUNT(*) - COUNT(DISTINCT loan_id) AS duplicates FROM loanq_work WHERE task_id = :1
+/
+
+-- catalogue session
+
+-- SessionInsert: page: open a session (only its hash is kept)
+INSERT INTO loanq_session (session_hash, user_name, role, csrf, token_id, created_at, expires_at)
+VALUES (:1, :2, :3, :4, :5, SYS_EXTRACT_UTC(SYSTIMESTAMP), SYS_EXTRACT_UTC(SYSTIMESTAMP) + NUMTODSINTERVAL(:6 / 1000, 'SECOND'))
+/
+
+-- SessionAuth: page: authenticate a call by its session cookie's hash
+SELECT s.user_name, s.role, s.csrf FROM loanq_session s
+LEFT JOIN loanq_api_token t ON t.id = s.token_id
+WHERE s.session_hash = :1 AND s.expires_at > SYS_EXTRACT_UTC(SYSTIMESTAMP)
+  AND (s.token_id IS NULL OR (t.id IS NOT NULL AND t.revoked_at IS NULL AND (t.expires_at IS NULL OR t.expires_at > SYS_EXTRACT_UTC(SYSTIMESTAMP))))
+/
+
+-- SessionDelete: page: end a session (sign out)
+DELETE FROM loanq_session WHERE session_hash = :1
+/
+
+-- SessionPrune: page: delete expired sessions
+DELETE FROM loanq_session WHERE expires_at <= SYS_EXTRACT_UTC(SYSTIMESTAMP)
+/
+
+-- History: page: a user's dispositions of the day
+SELECT t.name, w.loan_id, w.disposition, w.disposed_at, w.return_at, t.key_kind
+FROM loanq_work w JOIN loanq_task t ON t.id = w.task_id
+WHERE w.user_name = :1 AND w.disposition IS NOT NULL AND w.disposed_at > SYS_EXTRACT_UTC(SYSTIMESTAMP) - NUMTODSINTERVAL(:2 / 1000, 'SECOND')
+ORDER BY w.disposed_at DESC, w.id DESC FETCH FIRST 200 ROWS ONLY
+/
+
+-- catalogue supervise
+
+-- ActiveWorkAll: work list: everyone's active work, oldest first (task, loan, user, assigned_at)
+SELECT t.name, w.loan_id, w.user_name, w.assigned_at, t.key_kind
+FROM loanq_work w JOIN loanq_task t ON t.id = w.task_id
+WHERE w.disposition IS NULL
+ORDER BY w.assigned_at, w.id
+/
+
+-- StatsPending: task stats: pending requests per task
+SELECT t.name, COUNT(*) AS n
+FROM loanq_work_request r JOIN loanq_task t ON t.id = r.task_id
+WHERE r.status = 'pending' AND r.alive_at > SYS_EXTRACT_UTC(SYSTIMESTAMP) - NUMTODSINTERVAL(60000 / 1000, 'SECOND')
+GROUP BY t.name
+/
+
+-- StatsActiveByUser: task stats: active work per task and user
+SELECT t.name, w.user_name, COUNT(*) AS n
+FROM loanq_work w JOIN loanq_task t ON t.id = w.task_id
+WHERE w.disposition IS NULL
+GROUP BY t.name, w.user_name
+/
+
+-- StatsDispositions: task stats: dispositions in the last window, per task and kind
+SELECT t.name, w.disposition, COUNT(*) AS n
+FROM loanq_work w JOIN loanq_task t ON t.id = w.task_id
+WHERE w.disposition IS NOT NULL AND w.disposed_at > SYS_EXTRACT_UTC(SYSTIMESTAMP) - NUMTODSINTERVAL(:1 / 1000, 'SECOND')
+GROUP BY t.name, w.disposition
+/
+
+-- StatsRuns: task stats: criteria-query runs in the last window
+SELECT t.name, r.duration_ms, r.requests_served
+FROM loanq_query_run r JOIN loanq_task t ON t.id = r.task_id
+WHERE r.started_at > SYS_EXTRACT_UTC(SYSTIMESTAMP) - NUMTODSINTERVAL(:1 / 1000, 'SECOND')
+ORDER BY r.started_at DESC, r.id DESC
+/
+
+-- catalogue taskdelete
+
+-- ActiveWorkCount: task delete: active assignments that deleting the task would drop
+SELECT COUNT(*) AS n FROM loanq_work WHERE task_id = :1 AND disposition IS NULL
+/
+
+-- DeleteWork: task delete: the task's assignments and their history (children of requests, first)
+DELETE FROM loanq_work WHERE task_id = :1
+/
+
+-- DeleteRequests: task delete: the task's work requests
+DELETE FROM loanq_work_request WHERE task_id = :1
+/
+
+-- DeleteQueryRuns: task delete: the task's criteria-query log
+DELETE FROM loanq_query_run WHERE task_id = :1
+/
+
+-- DeleteTaskUsers: task delete: the task's per-user cap lock rows (strategy rows)
+DELETE FROM loanq_task_user WHERE task_id = :1
+/
+
+-- DeleteTaskRow: task delete: the task itself, last (the others reference it)
+DELETE FROM loanq_task WHERE id = :1
 /
 
 -- CriteriaQuery: the heavy criteria query (binds :1 task id, :2 row limit), for
