@@ -170,3 +170,79 @@ func compileFeature(d Dialect, cat any) error {
 		return nil
 	})
 }
+
+// Named is one statement with its purpose.
+type Named struct {
+	Field   string
+	Purpose string
+	SQL     string
+	// Empty says which capability decides that a dialect does not send the
+	// statement ("" when every dialect sends it; Capabilities.CapabilityStatements).
+	Empty string
+}
+
+// statement is what every Stmt[P] and Query[P, R] is, whatever its types.
+type statement interface {
+	Text() string
+	compile(d Dialect, name string) error
+}
+
+// eachStmt calls f for every field of the struct cat points to, in
+// declaration order; every field must be a Stmt[P] or a Query[P, R].
+func eachStmt(cat any, f func(field reflect.StructField, st statement) error) error {
+	v := reflect.ValueOf(cat)
+	if v.Kind() != reflect.Pointer || v.Elem().Kind() != reflect.Struct {
+		return fmt.Errorf("statement catalogue %T is not a pointer to a struct", cat)
+	}
+	v = v.Elem()
+	t := v.Type()
+	for i := 0; i < t.NumField(); i++ {
+		st, ok := v.Field(i).Addr().Interface().(statement)
+		if !ok {
+			return fmt.Errorf("field %s of statement catalogue %s is not a drivers.Stmt or drivers.Query", t.Field(i).Name, t)
+		}
+		if err := f(t.Field(i), st); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ListCatalogue is List for any statement catalogue (see CompileCatalogue).
+func ListCatalogue(cat any) []Named {
+	var out []Named
+	_ = eachStmt(cat, func(f reflect.StructField, st statement) error {
+		out = append(out, Named{Field: f.Name, Purpose: f.Tag.Get("purpose"), SQL: strings.TrimSpace(st.Text()),
+			Empty: f.Tag.Get("empty")})
+		return nil
+	})
+	return out
+}
+
+// CompileCatalogue compiles a statement catalogue other than Statements for
+// d, exactly as Build compiles Statements: cat points to a struct whose
+// fields are all Stmt[P] or Query[P, R] with `purpose` (and optional
+// `empty`) tags. A bind without a field of P, a field of P never bound, a
+// Query whose columns are not R's, or an empty statement without an `empty`
+// tag is an error. A feature's Catalogue is compiled through it; bench/,
+// with its own tables and its own overrides (bench/dialects.go), calls it
+// itself.
+func CompileCatalogue(d Dialect, cat any) error {
+	var missing []string
+	err := eachStmt(cat, func(f reflect.StructField, st statement) error {
+		if err := st.compile(d, f.Name); err != nil {
+			return err
+		}
+		if st.Text() == "" && f.Tag.Get("empty") == "" {
+			missing = append(missing, f.Name)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("statements missing: %s", strings.Join(missing, ", "))
+	}
+	return nil
+}

@@ -2,7 +2,9 @@ package drivers
 
 import "database/sql"
 
-// The parameters of loanq's statements, one type per shape of input. A
+// The parameters of the engine's statements (Statements), one type per
+// shape of input; a feature's catalogue keeps its own beside it, and uses
+// the plain ones here (NoParams, IDParams, TaskParams) where they fit. A
 // field's bind tag is the name the statements write it as (:task_id); the
 // order of the binds is the statement's business, so swapping two values
 // of one type cannot happen by reordering arguments.

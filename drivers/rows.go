@@ -6,9 +6,11 @@ import (
 	"time"
 )
 
-// The row types of the statements that return rows (Query[P, R]): one field
-// per column, in the statement's order, each tagged with the column's output
-// name. Build checks every dialect's text against them.
+// The row types of the engine's statements that return rows (Query[P, R]):
+// one field per column, in the statement's order, each tagged with the
+// column's output name. Build checks every dialect's text against them. A
+// feature's catalogue keeps its own beside it, and uses the plain ones here
+// (Count, IDRow, KeyRow) where they fit.
 
 // UserCountRow is a count for one user.
 type UserCountRow struct {

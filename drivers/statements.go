@@ -1,18 +1,24 @@
 package drivers
 
 import (
-	"fmt"
 	"reflect"
 	"strconv"
 	"strings"
 	"sync"
 )
 
-// Statements holds every fixed statement a dialect sends, by purpose. The
-// portable definitions (Portable, portable.go) are written once; a driver's
-// sql.go overrides only what its database says differently, and Build
-// compiles the result for the dialect. The engine runs these statements and
-// `loanq sql` prints them, so documentation cannot drift from behaviour.
+// Statements holds every fixed statement of the engine, by purpose: the
+// engine's contract with the drivers (tasks, requests, the task lock per
+// strategy, assignments, dispositions, the pipeline, wake-ups, the hold
+// limit, the pool, the rows strategy, identity, cancel and signs of life,
+// max hold and reclaim, task update). The statements of the other features
+// (named locks, the dashboard, prune, …) are catalogues of their own,
+// beside the code that reads them (drivers.Catalogue, catalogue.go). The
+// portable definitions (Portable, portable.go) are written once; a
+// driver's sql.go overrides only what its database says differently, and
+// Build compiles the result for the dialect. The engine runs these
+// statements and `loanq sql` prints them, so documentation cannot drift
+// from behaviour.
 //
 // Each field's type names its parameters (Stmt[TaskParams] binds a task id)
 // and, for a statement that returns rows, its row type (Query[TaskParams,
@@ -251,90 +257,14 @@ type Statements struct {
 	Identity Query[UserParams, IdentityRow] `purpose:"who this connection's account is and whether it may act as a user" empty:"accounts = none: no database accounts, any user name is used as given"`
 }
 
-// Named is one statement with its purpose.
-type Named struct {
-	Field   string
-	Purpose string
-	SQL     string
-	// Empty says which capability decides that a dialect does not send the
-	// statement ("" when every dialect sends it; Capabilities.CapabilityStatements).
-	Empty string
-}
-
-// statement is what every Stmt[P] and Query[P, R] is, whatever its types.
-type statement interface {
-	Text() string
-	compile(d Dialect, name string) error
-}
-
 // each calls f for every statement field, in declaration order.
 func (s *Statements) each(f func(field reflect.StructField, st statement) error) error {
 	return eachStmt(s, f)
 }
 
-// eachStmt calls f for every field of the struct cat points to, in
-// declaration order; every field must be a Stmt[P] or a Query[P, R].
-func eachStmt(cat any, f func(field reflect.StructField, st statement) error) error {
-	v := reflect.ValueOf(cat)
-	if v.Kind() != reflect.Pointer || v.Elem().Kind() != reflect.Struct {
-		return fmt.Errorf("statement catalogue %T is not a pointer to a struct", cat)
-	}
-	v = v.Elem()
-	t := v.Type()
-	for i := 0; i < t.NumField(); i++ {
-		st, ok := v.Field(i).Addr().Interface().(statement)
-		if !ok {
-			return fmt.Errorf("field %s of statement catalogue %s is not a drivers.Stmt or drivers.Query", t.Field(i).Name, t)
-		}
-		if err := f(t.Field(i), st); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 // List returns the statements in declaration order with their purposes, as
 // the dialect receives them.
 func (s *Statements) List() []Named { return ListCatalogue(s) }
-
-// ListCatalogue is List for any statement catalogue (see CompileCatalogue).
-func ListCatalogue(cat any) []Named {
-	var out []Named
-	_ = eachStmt(cat, func(f reflect.StructField, st statement) error {
-		out = append(out, Named{Field: f.Name, Purpose: f.Tag.Get("purpose"), SQL: strings.TrimSpace(st.Text()),
-			Empty: f.Tag.Get("empty")})
-		return nil
-	})
-	return out
-}
-
-// CompileCatalogue compiles a statement catalogue other than Statements for
-// d, exactly as Build compiles Statements: cat points to a struct whose
-// fields are all Stmt[P] or Query[P, R] with `purpose` (and optional
-// `empty`) tags. A bind without a field of P, a field of P never bound, a
-// Query whose columns are not R's, or an empty statement without an `empty`
-// tag is an error. It lets a package that is not part of
-// the engine (bench/, with its own tables) keep its statements out of
-// Statements and still have them checked when it starts.
-func CompileCatalogue(d Dialect, cat any) error {
-	var missing []string
-	err := eachStmt(cat, func(f reflect.StructField, st statement) error {
-		if err := st.compile(d, f.Name); err != nil {
-			return err
-		}
-		if st.Text() == "" && f.Tag.Get("empty") == "" {
-			missing = append(missing, f.Name)
-		}
-		return nil
-	})
-	if err != nil {
-		return err
-	}
-	if len(missing) > 0 {
-		return fmt.Errorf("statements missing: %s", strings.Join(missing, ", "))
-	}
-	return nil
-}
 
 // Missing lists fields left empty that no dialect may leave empty (fields
 // with an "empty" tag are optional).

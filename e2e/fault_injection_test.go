@@ -434,7 +434,7 @@ func TestSQLSourcesUseBinds(t *testing.T) {
 			switch sel.Sel.Name {
 			case "ExecContext", "QueryContext", "QueryRowContext", "PrepareContext", "Prepare":
 				// database/sql's own methods take SQL text: only the audit
-				// queries (Statements.Audits), which bind nothing, are sent so.
+				// queries (dispatch/auditsql.go), which bind nothing, are sent so.
 				if len(call.Args) != 2 || expr(fset, call.Args[1]) != "q.SQL" {
 					t.Errorf("%s: %s sends SQL text: not a typed statement", fset.Position(call.Pos()), expr(fset, call))
 				}
