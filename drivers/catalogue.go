@@ -32,7 +32,9 @@ import (
 // and with the rest of what the dialect says differently, not in the
 // features, which stay free of dialect names. A template function of the
 // vocabulary (Dialect) would have had to produce whole FROM clauses for
-// them: that hides the SQL where an override shows it. An override naming
+// them: that hides the SQL where an override shows it. (Named locks' ON
+// CONFLICT alone could have been a vocabulary word; one way for every
+// feature keeps one place to look.) An override naming
 // a field its catalogue lacks fails the catalogue's build; one naming a
 // catalogue nothing declares fails TestCatalogues (commands/).
 
