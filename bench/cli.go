@@ -293,7 +293,7 @@ func auditCLI(ctx context.Context, ss *session, r *CLIResult) error {
 	if err != nil {
 		return err
 	}
-	st := ss.d.Statements()
+	st := dispatch.ReportSQL(ss.d)
 	dups, err := st.WorkDuplicates.One(ctx, ss.db, drivers.TaskParams{TaskID: task.ID})
 	if err != nil {
 		return fmt.Errorf("auditing the bench task's work: %w", err)

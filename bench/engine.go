@@ -454,7 +454,7 @@ func auditEngine(ctx context.Context, d drivers.Driver, db *sql.DB, c *Catalogue
 	if err != nil {
 		return err
 	}
-	st := d.Statements()
+	st := dispatch.ReportSQL(d)
 	dups, err := st.WorkDuplicates.One(ctx, db, drivers.TaskParams{TaskID: task.ID})
 	if err != nil {
 		return fmt.Errorf("auditing the bench task's work: %w", err)
@@ -516,7 +516,7 @@ func replaceTask(ctx context.Context, e *dispatch.Engine, spec dispatch.TaskSpec
 
 // taskCounts reads a task's criteria-query runs, requests and requests still
 // pending from the database.
-func taskCounts(ctx context.Context, db *sql.DB, st *drivers.Statements, taskID int64) (runs, requests, pending int64, err error) {
+func taskCounts(ctx context.Context, db *sql.DB, st *dispatch.ReportStatements, taskID int64) (runs, requests, pending int64, err error) {
 	totals, err := st.QueryRunTotals.One(ctx, db, drivers.TaskParams{TaskID: taskID})
 	if err != nil {
 		return 0, 0, 0, fmt.Errorf("counting criteria runs: %w", err)

@@ -20,9 +20,10 @@ func sqlCommand() *cli.Command {
 		ArgsUsage: " ",
 		Description: `Prints the dialect's capabilities (how it waits, finishes a round, limits a
 lock holder, …: what decides which statements it sends), then the statements
-from the same values the driver executes, the shape of the criteria query, the
-statements and tables of loanq bench (which creates its item table for a run
-and drops it after), and the embedded migrations.
+from the same values the driver executes (the engine's, then those of named
+locks, the dashboard, prune and the other features), the shape of the criteria
+query, the statements and tables of loanq bench (which creates its item table
+for a run and drops it after), and the embedded migrations.
 
 Examples:
    loanq sql --dialect postgres
@@ -61,6 +62,18 @@ func printSQL(c *cli.Context) error {
 			n.SQL = fmt.Sprintf("-- not used on %s: strategies available are %v", d.Name(), d.Capabilities().Strategies)
 		}
 		list = append(list, stmt{n.Field, n.Purpose, n.SQL})
+	}
+	// The catalogues of the features outside the engine (named locks, the
+	// dashboard, prune, …: drivers.Catalogue), each beside the code that
+	// reads it, by catalogue name.
+	for _, c := range drivers.Catalogues() {
+		cat, err := c.Compiled(d)
+		if err != nil {
+			return err
+		}
+		for _, n := range drivers.ListCatalogue(cat) {
+			list = append(list, stmt{n.Field, n.Purpose, n.SQL})
+		}
 	}
 	sample := drivers.CriteriaSource{Source: "loan", Key: "id", Where: "<--where>", Order: "<--order>", Kind: drivers.KeyInteger}
 	list = append(list, stmt{"CriteriaQuery", "the heavy criteria query of a task (--where, --order, --source, --key filled in)",

@@ -3,6 +3,7 @@ package commands_test
 import (
 	"encoding/json"
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 
@@ -49,6 +50,67 @@ func TestSQLPrintsCapabilities(t *testing.T) {
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("sql --dialect oracle lacks %q", want)
+		}
+	}
+}
+
+// The features' statement catalogues (drivers.Catalogue), which loanq
+// links every one of: each compiles and checks on every dialect; a driver
+// overrides statements of declared catalogues only (a misspelt name would
+// leave the portable text in use, unnoticed); no statement name is used
+// twice (`loanq sql` and the overrides name statements by field); `loanq
+// sql` prints every one; and Oracle's golden file pins every catalogue
+// (drivers/oracle/catalogues_test.go links them in).
+func TestCatalogues(t *testing.T) {
+	declared := map[string]bool{}
+	for _, c := range drivers.Catalogues() {
+		declared[c.Name()] = true
+	}
+	if len(declared) < 9 {
+		t.Fatalf("only %d statement catalogues declared", len(declared))
+	}
+	golden, err := os.ReadFile("../testdata/oracle/statements.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name := range declared {
+		if !strings.Contains(string(golden), "\n-- catalogue "+name+"\n") {
+			t.Errorf("testdata/oracle/statements.sql lacks the catalogue %s: import its package in drivers/oracle/catalogues_test.go and run `go test ./drivers/oracle -run Golden -update`", name)
+		}
+	}
+	for _, name := range drivers.Names() {
+		d, err := drivers.ByName(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for c := range d.CatalogueSQL() {
+			if !declared[c] {
+				t.Errorf("%s overrides statements of a catalogue %q nothing declares", name, c)
+			}
+		}
+		out, errs, code := run(t, "sql", "--dialect", name)
+		if code != 0 {
+			t.Fatalf("sql --dialect %s: exit %d\n%s", name, code, errs)
+		}
+		seen := map[string]bool{}
+		for _, n := range d.Statements().List() {
+			seen[n.Field] = true
+		}
+		for _, c := range drivers.Catalogues() {
+			cat, err := c.Compiled(d)
+			if err != nil {
+				t.Errorf("%s: %v", name, err)
+				continue
+			}
+			for _, n := range drivers.ListCatalogue(cat) {
+				if seen[n.Field] {
+					t.Errorf("%s: statement name %s used twice", name, n.Field)
+				}
+				seen[n.Field] = true
+				if !strings.Contains(out, fmt.Sprintf("\n-- %s: %s\n%s\n", n.Field, n.Purpose, n.SQL)) {
+					t.Errorf("sql --dialect %s does not print %s (catalogue %s)", name, n.Field, c.Name())
+				}
+			}
 		}
 	}
 }

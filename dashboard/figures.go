@@ -171,7 +171,7 @@ type TaskFigure struct {
 	LoansAssigned    int64          `json:"loans_assigned"`
 	RequestsPerRun   float64        `json:"requests_per_run"`
 	RecentRuns       []Run          `json:"recent_runs"` // newest first
-	DurationBuckets  []int64        `json:"-"`           // runs per bucket of drivers.RunDurationBucketsMS (+Inf last), not cumulative
+	DurationBuckets  []int64        `json:"-"`           // runs per bucket of runDurationBucketsMS (+Inf last), not cumulative
 	DurationBucketsC []uint64       `json:"-"`
 }
 
@@ -404,7 +404,7 @@ func (s *Source) refresh(ctx context.Context) (*Snapshot, error) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	start := time.Now()
-	r := &refreshing{s: s, st: s.Driver.Statements(), q: &queryCounter{db: s.DB, steps: map[string]int64{}},
+	r := &refreshing{s: s, st: s.sql(), q: &queryCounter{db: s.DB, steps: map[string]int64{}},
 		snap:  &Snapshot{Database: s.Driver.Name(), HoldMS: s.Hold.Milliseconds(), byID: map[int64]*TaskFigure{}},
 		users: map[string]*UserFigure{}}
 	// One reader per figure, in this order: the tasks first (every other
@@ -427,7 +427,7 @@ func (s *Source) refresh(ctx context.Context) (*Snapshot, error) {
 // refreshing is one refresh under way: the snapshot its readers fill.
 type refreshing struct {
 	s     *Source
-	st    *drivers.Statements
+	st    *statements
 	q     *queryCounter
 	snap  *Snapshot
 	users map[string]*UserFigure
@@ -457,7 +457,7 @@ func (r *refreshing) tasks(ctx context.Context) error {
 	for _, t := range tasks {
 		f := &TaskFigure{ID: t.ID, Name: t.Name, Lock: string(t.Lock), MaxActive: t.MaxActive,
 			DoneToday: zeroKinds(), DoneTotal: zeroKinds(),
-			DurationBuckets: make([]int64, len(drivers.RunDurationBucketsMS)+1), RecentRuns: []Run{}}
+			DurationBuckets: make([]int64, len(runDurationBucketsMS)+1), RecentRuns: []Run{}}
 		r.snap.Tasks = append(r.snap.Tasks, f)
 		r.snap.byID[t.ID] = f
 	}
@@ -467,7 +467,7 @@ func (r *refreshing) tasks(ctx context.Context) error {
 // pending reads the pending requests per task and the oldest one's age.
 func (r *refreshing) pending(ctx context.Context) error {
 	err := r.q.step("DashPending", func() error {
-		return each(ctx, r.q, &r.st.DashPending, drivers.NoParams{}, func(row drivers.DashPendingRow) error {
+		return each(ctx, r.q, &r.st.DashPending, drivers.NoParams{}, func(row pendingRow) error {
 			if f := r.snap.byID[row.TaskID]; f != nil {
 				f.Pending, f.OldestPendingMS = row.Pending, row.OldestS.Int64*1000
 			}
@@ -488,7 +488,7 @@ func (r *refreshing) active(ctx context.Context) error {
 		hold = 1 << 50 // no limit: nothing is that old
 	}
 	err := r.q.step("DashActive", func() error {
-		return each(ctx, r.q, &r.st.DashActive, drivers.DashActiveParams{HoldSeconds: hold}, func(row drivers.DashActiveRow) error {
+		return each(ctx, r.q, &r.st.DashActive, activeParams{HoldSeconds: hold}, func(row activeRow) error {
 			id, name, n, age, over := row.TaskID, row.User, row.Active, row.OldestS, row.Held
 			f := r.snap.byID[id]
 			if f == nil {
@@ -524,7 +524,7 @@ func (r *refreshing) dispositions(ctx context.Context) error {
 		}
 	}
 	err := r.q.step("DashDone", func() error {
-		return each(ctx, r.q, &r.st.DashDone, drivers.FloorParams{Floor: r.s.floor}, func(row drivers.DashDoneRow) error {
+		return each(ctx, r.q, &r.st.DashDone, floorParams{Floor: r.s.floor}, func(row doneRow) error {
 			name, kind, total, today := row.User, row.Disposition, row.N, row.Today
 			f := r.snap.byID[row.TaskID]
 			if f == nil {
@@ -579,7 +579,7 @@ func (r *refreshing) recentRuns(ctx context.Context) error {
 			continue
 		}
 		err := r.q.step("DashRuns", func() error {
-			return each(ctx, r.q, &r.st.DashRuns, drivers.TaskLimitParams{TaskID: f.ID, Limit: recentRuns}, func(row drivers.DashRunRow) error {
+			return each(ctx, r.q, &r.st.DashRuns, taskLimitParams{TaskID: f.ID, Limit: recentRuns}, func(row runRow) error {
 				f.RecentRuns = append(f.RecentRuns, Run{ID: row.ID, AgeMS: row.AgeS * 1000, DurationMS: row.DurationMS,
 					RowsFound: row.RowsFound, RequestsServed: row.RequestsServed, LoansAssigned: row.LoansAssigned})
 				return nil
@@ -651,8 +651,8 @@ func (s *Source) raiseFloor(ctx context.Context, q *queryCounter) error {
 	if s.below != nil && time.Since(s.floorAt) < floorEvery {
 		return nil
 	}
-	st := s.Driver.Statements()
-	var floors drivers.DashFloorRow
+	st := s.sql()
+	var floors floorRow
 	err := q.step("DashDoneFloor", func() error {
 		q.n++
 		var err error
@@ -671,7 +671,7 @@ func (s *Source) raiseFloor(ctx context.Context, q *queryCounter) error {
 	floor = max(floor-floorSlack, 0)
 	below := map[doneKey]int{}
 	err = q.step("DashDoneBefore", func() error {
-		return each(ctx, q, &st.DashDoneBefore, drivers.FloorParams{Floor: floor}, func(row drivers.DashDoneBeforeRow) error {
+		return each(ctx, q, &st.DashDoneBefore, floorParams{Floor: floor}, func(row doneBeforeRow) error {
 			below[doneKey{task: row.TaskID, user: row.User, kind: row.Disposition}] += row.N
 			return nil
 		})
@@ -679,7 +679,7 @@ func (s *Source) raiseFloor(ctx context.Context, q *queryCounter) error {
 	if err != nil {
 		return err
 	}
-	var maxRun drivers.MaxIDRow
+	var maxRun maxIDRow
 	err = q.step("DashRunMaxID", func() error {
 		q.n++
 		var err error
@@ -703,8 +703,8 @@ func (s *Source) raiseFloor(ctx context.Context, q *queryCounter) error {
 }
 
 // scanRuns adds the rows of a run histogram statement to sums.
-func scanRuns(ctx context.Context, q *queryCounter, stmt *drivers.Query[drivers.FloorParams, drivers.HistogramRow], floor int64, sums map[runKey]runSums) error {
-	return each(ctx, q, stmt, drivers.FloorParams{Floor: floor}, func(r drivers.HistogramRow) error {
+func scanRuns(ctx context.Context, q *queryCounter, stmt *drivers.Query[floorParams, histogramRow], floor int64, sums map[runKey]runSums) error {
+	return each(ctx, q, stmt, floorParams{Floor: floor}, func(r histogramRow) error {
 		k := runKey{task: r.TaskID, bucket: r.Bucket}
 		v := sums[k]
 		v.runs += r.Runs
@@ -771,7 +771,7 @@ func (s *Source) Task(ctx context.Context, name string) (*TaskDetail, error) {
 		return nil, fmt.Errorf("reading the runs of task %s: %w", name, err)
 	}
 	q := &queryCounter{db: s.DB}
-	err = each(ctx, q, &s.Driver.Statements().DashDispositions, drivers.TaskLimitParams{TaskID: t.ID, Limit: 15}, func(r drivers.DashDispositionRow) error {
+	err = each(ctx, q, &s.sql().DashDispositions, taskLimitParams{TaskID: t.ID, Limit: 15}, func(r dispositionRow) error {
 		d.Dispositions = append(d.Dispositions, Disposition{Loan: drivers.NewKey(t.KeyKind, r.LoanID), User: r.User,
 			Kind: r.Disposition, AgeMS: r.AgeS.Int64 * 1000, HeldMS: r.HeldS.Int64 * 1000})
 		return nil

@@ -5,8 +5,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/loanq/loanq/drivers"
 )
 
 // Collector turns the cached snapshot into Prometheus metrics at scrape
@@ -91,8 +89,8 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	ch <- prometheus.MustNewConstMetric(c.refreshSeconds, prometheus.GaugeValue, float64(snap.Refresh.DurationUS)/1e6)
 	ch <- prometheus.MustNewConstMetric(c.refreshQueries, prometheus.GaugeValue, float64(snap.Refresh.Queries))
-	bounds := make([]float64, len(drivers.RunDurationBucketsMS))
-	for i, ms := range drivers.RunDurationBucketsMS {
+	bounds := make([]float64, len(runDurationBucketsMS))
+	for i, ms := range runDurationBucketsMS {
 		bounds[i] = float64(ms) / 1000
 	}
 	for _, f := range snap.Tasks {

@@ -149,7 +149,7 @@ func (t *tally) user(name string) *ProcessorStats {
 // read adds what the database recorded: requests, assignments by outcome, and
 // criteria-query runs.
 func (t *tally) read(ctx context.Context, eng *dispatch.Engine) error {
-	st := eng.Driver.Statements()
+	st := dispatch.ReportSQL(eng.Driver)
 	if err := eachTask(ctx, eng.DB, t.ids, &st.RequestsByUser, t.addRequests); err != nil {
 		return err
 	}
@@ -173,7 +173,7 @@ func eachTask[R any](ctx context.Context, db *sql.DB, ids []int64, query *driver
 }
 
 // addRequests adds a row of RequestsByUser.
-func (t *tally) addRequests(task int64, r drivers.UserStatusCountRow) {
+func (t *tally) addRequests(task int64, r dispatch.UserStatusCountRow) {
 	n, name, status := r.N, r.User, r.Status
 	t.s.Requests += n
 	t.s.RequestsByStatus[status] += n
@@ -182,7 +182,7 @@ func (t *tally) addRequests(task int64, r drivers.UserStatusCountRow) {
 }
 
 // addWork adds a row of WorkByUser (a NULL disposition: active).
-func (t *tally) addWork(_ int64, r drivers.UserDispositionCountRow) {
+func (t *tally) addWork(_ int64, r dispatch.UserDispositionCountRow) {
 	name, disp, n := r.User, r.Disposition, r.N
 	ps := t.user(name)
 	ps.LoansAssigned += n
@@ -203,7 +203,7 @@ func (t *tally) addWork(_ int64, r drivers.UserDispositionCountRow) {
 }
 
 // addRuns adds the row of QueryRunTotals.
-func (t *tally) addRuns(task int64, r drivers.RunTotalsRow) {
+func (t *tally) addRuns(task int64, r dispatch.RunTotalsRow) {
 	runs, served, assigned := r.Runs, r.Served, r.Assigned
 	ts := t.byID[task]
 	ts.QueryRuns, ts.RequestsServed, ts.LoansAssigned = runs, served, assigned

@@ -147,7 +147,7 @@ func (e *Engine) CreateToken(ctx context.Context, user, role, by string, expires
 		expiresMS = sql.NullInt64{Int64: ms, Valid: true}
 		out.ExpiresMs = &ms
 	}
-	if out.ID, err = e.sql().TokenInsert.InsertID(ctx, e.DB, drivers.TokenInsertParams{User: user, Role: role,
+	if out.ID, err = e.tokenSQL().TokenInsert.InsertID(ctx, e.DB, tokenInsertParams{User: user, Role: role,
 		Hash: HashToken(token), CreatedBy: by, ExpiresMs: expiresMS}); err != nil {
 		return nil, fmt.Errorf("storing the token: %w", err)
 	}
@@ -156,7 +156,7 @@ func (e *Engine) CreateToken(ctx context.Context, user, role, by string, expires
 
 // ListTokens lists every token ever issued, oldest first.
 func (e *Engine) ListTokens(ctx context.Context) ([]TokenInfo, error) {
-	rows, err := e.sql().TokenList.All(ctx, e.DB, drivers.NoParams{})
+	rows, err := e.tokenSQL().TokenList.All(ctx, e.DB, drivers.NoParams{})
 	if err != nil {
 		return nil, fmt.Errorf("listing tokens: %w", err)
 	}
@@ -177,7 +177,7 @@ func (e *Engine) RevokeToken(ctx context.Context, id int64, by string) error {
 	if id <= 0 {
 		return problem.Usagef("invalid token id %d: give the id `loanq token list` shows", id)
 	}
-	res, err := e.sql().TokenRevoke.Exec(ctx, e.DB, drivers.TokenRevokeParams{ID: id, By: by})
+	res, err := e.tokenSQL().TokenRevoke.Exec(ctx, e.DB, tokenRevokeParams{ID: id, By: by})
 	if err != nil {
 		return fmt.Errorf("revoking token %d: %w", id, err)
 	}
@@ -195,7 +195,7 @@ func (e *Engine) Authenticate(ctx context.Context, token string) (*Principal, er
 	if !strings.HasPrefix(token, tokenPrefix) || len(token) > 100 {
 		return nil, nil // not one of ours: no query
 	}
-	r, err := e.sql().TokenAuth.One(ctx, e.DB, drivers.HashParams{Hash: HashToken(token)})
+	r, err := e.tokenSQL().TokenAuth.One(ctx, e.DB, hashParams{Hash: HashToken(token)})
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil
 	}

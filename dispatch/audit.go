@@ -3,6 +3,8 @@ package dispatch
 import (
 	"context"
 	"fmt"
+
+	"github.com/loanq/loanq/drivers"
 )
 
 // Finding is the outcome of one audit query.
@@ -12,11 +14,11 @@ type Finding struct {
 	Count   int64  `json:"count"`
 }
 
-// Audit runs the dialect's audit statements (Statements.Audits) and returns one finding per check; a
-// healthy database has every count at 0 (AuditPending only once no caller is
-// still running).
+// Audit runs the audit statements (auditsql.go) and returns one finding
+// per check; a healthy database has every count at 0 (AuditPending only
+// once no caller is still running).
 func (e *Engine) Audit(ctx context.Context) ([]Finding, error) {
-	audits := e.sql().Audits()
+	audits := drivers.ListCatalogue(auditCatalogue.For(e.Driver))
 	out := make([]Finding, 0, len(audits))
 	for _, q := range audits {
 		var n int64

@@ -22,7 +22,7 @@ import (
 //     eligibility of every loan is what it was, and a request's assigned
 //     count still matches its rows);
 //   - a task's criteria-query runs started before the cutoff go, except its
-//     drivers.PruneKeepRuns latest (the engine's hold limit and coalescing,
+//     PruneKeepRuns latest (the engine's hold limit and coalescing,
 //     the dashboard's chart);
 //   - pending requests, active work, and everything of the last
 //     MinPruneAge (today's dashboard figures, task stats' 24 hours) stay.
@@ -116,11 +116,11 @@ func (e *Engine) Prune(ctx context.Context, o PruneOptions) (*PruneResult, error
 		}
 	}
 	age := o.OlderThan.Milliseconds()
-	if err := e.pruneRequests(ctx, o, drivers.PruneBoundsParams{TaskID: taskID, AgeMS: age}, res); err != nil {
+	if err := e.pruneRequests(ctx, o, pruneBoundsParams{TaskID: taskID, AgeMS: age}, res); err != nil {
 		return nil, err
 	}
 	for _, t := range tasks {
-		if err := e.pruneRuns(ctx, o, drivers.PruneBoundsParams{TaskID: t.ID, AgeMS: age}, res); err != nil {
+		if err := e.pruneRuns(ctx, o, pruneBoundsParams{TaskID: t.ID, AgeMS: age}, res); err != nil {
 			return nil, fmt.Errorf("pruning the criteria-query runs of task %s: %w", t.Name, err)
 		}
 	}
@@ -130,15 +130,15 @@ func (e *Engine) Prune(ctx context.Context, o PruneOptions) (*PruneResult, error
 
 // pruneRequests removes the prunable requests with their work rows, batch
 // by batch along the primary key between the bounds.
-func (e *Engine) pruneRequests(ctx context.Context, o PruneOptions, b drivers.PruneBoundsParams, res *PruneResult) error {
-	st := e.sql()
-	lo, hi, err := pruneBounds(st.PruneRequestBounds.One(ctx, e.DB, drivers.PruneBoundsParams{TaskID: b.TaskID, AgeMS: b.AgeMS}))
+func (e *Engine) pruneRequests(ctx context.Context, o PruneOptions, b pruneBoundsParams, res *PruneResult) error {
+	st := e.pruneSQL()
+	lo, hi, err := pruneBounds(st.PruneRequestBounds.One(ctx, e.DB, pruneBoundsParams{TaskID: b.TaskID, AgeMS: b.AgeMS}))
 	if err != nil || hi == 0 {
 		return wrapPrune("requests", err)
 	}
 	after := lo - 1
 	for {
-		ids, err := drivers.IDs(st.PruneRequestBatch.All(ctx, e.DB, drivers.PruneBatchParams{
+		ids, err := drivers.IDs(st.PruneRequestBatch.All(ctx, e.DB, pruneBatchParams{
 			TaskID: b.TaskID, AgeMS: b.AgeMS, After: after, Upto: hi, Limit: o.Batch}))
 		if err != nil || len(ids) == 0 {
 			return wrapPrune("requests", err)
@@ -146,7 +146,7 @@ func (e *Engine) pruneRequests(ctx context.Context, o PruneOptions, b drivers.Pr
 		after = ids[len(ids)-1]
 		list := idList(ids)
 		if o.DryRun {
-			work, err := st.PruneWorkCount.One(ctx, e.DB, drivers.IDListParams{IDs: list})
+			work, err := st.PruneWorkCount.One(ctx, e.DB, idListParams{IDs: list})
 			if err != nil {
 				return wrapPrune("requests", err)
 			}
@@ -166,13 +166,13 @@ func (e *Engine) pruneRequests(ctx context.Context, o PruneOptions, b drivers.Pr
 			// AuditCountMismatch counts them): the next prune removes them.
 			var work, reqs int64
 			if err := e.pruneTx(ctx, res, func(tx *sql.Tx) error {
-				work, err = rowsAffected(st.PruneWork.Exec(ctx, tx, drivers.PruneIDsParams{IDs: list, AgeMS: b.AgeMS}))
+				work, err = rowsAffected(st.PruneWork.Exec(ctx, tx, pruneIDsParams{IDs: list, AgeMS: b.AgeMS}))
 				return err
 			}); err != nil {
 				return wrapPrune("requests' work rows", err)
 			}
 			if err := e.pruneTx(ctx, res, func(tx *sql.Tx) error {
-				reqs, err = rowsAffected(st.PruneRequests.Exec(ctx, tx, drivers.IDListParams{IDs: list}))
+				reqs, err = rowsAffected(st.PruneRequests.Exec(ctx, tx, idListParams{IDs: list}))
 				return err
 			}); err != nil {
 				return wrapPrune("requests", err)
@@ -185,16 +185,16 @@ func (e *Engine) pruneRequests(ctx context.Context, o PruneOptions, b drivers.Pr
 }
 
 // pruneRuns removes a task's old criteria-query runs, its latest
-// drivers.PruneKeepRuns left out.
-func (e *Engine) pruneRuns(ctx context.Context, o PruneOptions, b drivers.PruneBoundsParams, res *PruneResult) error {
-	st := e.sql()
-	lo, hi, err := pruneBounds(st.PruneRunBounds.One(ctx, e.DB, drivers.PruneBoundsParams{TaskID: b.TaskID, AgeMS: b.AgeMS}))
+// PruneKeepRuns left out.
+func (e *Engine) pruneRuns(ctx context.Context, o PruneOptions, b pruneBoundsParams, res *PruneResult) error {
+	st := e.pruneSQL()
+	lo, hi, err := pruneBounds(st.PruneRunBounds.One(ctx, e.DB, pruneBoundsParams{TaskID: b.TaskID, AgeMS: b.AgeMS}))
 	if err != nil || hi == 0 {
 		return err
 	}
 	after := lo - 1
 	for {
-		ids, err := drivers.IDs(st.PruneRunBatch.All(ctx, e.DB, drivers.PruneBatchParams{
+		ids, err := drivers.IDs(st.PruneRunBatch.All(ctx, e.DB, pruneBatchParams{
 			TaskID: b.TaskID, AgeMS: b.AgeMS, After: after, Upto: hi, Limit: o.Batch}))
 		if err != nil || len(ids) == 0 {
 			return err
@@ -205,7 +205,7 @@ func (e *Engine) pruneRuns(ctx context.Context, o PruneOptions, b drivers.PruneB
 		} else {
 			var n int64
 			if err := e.pruneTx(ctx, res, func(tx *sql.Tx) error {
-				n, err = rowsAffected(st.PruneRuns.Exec(ctx, tx, drivers.PruneIDsParams{IDs: idList(ids), AgeMS: b.AgeMS}))
+				n, err = rowsAffected(st.PruneRuns.Exec(ctx, tx, pruneIDsParams{IDs: idList(ids), AgeMS: b.AgeMS}))
 				return err
 			}); err != nil {
 				return err
@@ -242,7 +242,7 @@ func (e *Engine) pruneTx(ctx context.Context, res *PruneResult, fn func(*sql.Tx)
 }
 
 // pruneBounds scans the id range a prune walks (0, 0 when there is none).
-func pruneBounds(b drivers.BoundsRow, err error) (lo, hi int64, _ error) {
+func pruneBounds(b boundsRow, err error) (lo, hi int64, _ error) {
 	return b.Lo.Int64, b.Hi.Int64, err
 }
 

@@ -235,7 +235,7 @@ func TestPruneKeepsWhatDecides(t *testing.T) {
 				f.count(t, "SELECT COUNT(*) FROM loanq_query_run"))
 		}
 		histRuns := f.count(t, "SELECT COUNT(*) FROM loanq_query_run WHERE task_id = ?", hist.ID)
-		wantRuns := histRuns - int64(drivers.PruneKeepRuns) // the old runs beyond the latest 40
+		wantRuns := histRuns - int64(dispatch.PruneKeepRuns) // the old runs beyond the latest 40
 		before := look(t, f, "hist", "none")
 		full := counts()
 
@@ -293,8 +293,8 @@ func TestPruneKeepsWhatDecides(t *testing.T) {
 				t.Errorf("request %d (%s): %d work rows, want %d", kept.id, kept.why, n, kept.work)
 			}
 		}
-		if n := f.count(t, "SELECT COUNT(*) FROM loanq_query_run WHERE task_id = ?", hist.ID); n != int64(drivers.PruneKeepRuns) {
-			t.Errorf("task hist keeps %d criteria-query runs, want its latest %d", n, drivers.PruneKeepRuns)
+		if n := f.count(t, "SELECT COUNT(*) FROM loanq_query_run WHERE task_id = ?", hist.ID); n != int64(dispatch.PruneKeepRuns) {
+			t.Errorf("task hist keeps %d criteria-query runs, want its latest %d", n, dispatch.PruneKeepRuns)
 		}
 		if n := f.count(t, "SELECT COUNT(*) FROM loanq_query_run WHERE task_id = ?", none.ID); n != 1 {
 			t.Errorf("task none keeps %d criteria-query runs, want its 1 recent run", n)

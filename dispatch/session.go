@@ -48,11 +48,11 @@ func (e *Engine) CreateSession(ctx context.Context, p *Principal, ttl time.Durat
 	if err != nil {
 		return "", nil, err
 	}
-	if _, err := e.sql().SessionPrune.Exec(ctx, e.DB, drivers.NoParams{}); err != nil {
+	if _, err := e.sessionSQL().SessionPrune.Exec(ctx, e.DB, drivers.NoParams{}); err != nil {
 		return "", nil, fmt.Errorf("deleting expired sessions: %w", err)
 	}
 	tok := sql.NullInt64{Int64: p.TokenID, Valid: p.TokenID != 0}
-	if _, err := e.sql().SessionInsert.Exec(ctx, e.DB, drivers.SessionInsertParams{Hash: HashToken(id), User: p.User, Role: p.Role,
+	if _, err := e.sessionSQL().SessionInsert.Exec(ctx, e.DB, sessionInsertParams{Hash: HashToken(id), User: p.User, Role: p.Role,
 		CSRF: csrf, TokenID: tok, TTLMs: ttl.Milliseconds()}); err != nil {
 		return "", nil, fmt.Errorf("opening a session for %s: %w", p.User, err)
 	}
@@ -65,7 +65,7 @@ func (e *Engine) SessionOf(ctx context.Context, id string) (*Session, error) {
 	if id == "" || len(id) > 100 {
 		return nil, nil // not one of ours: no query
 	}
-	r, err := e.sql().SessionAuth.One(ctx, e.DB, drivers.HashParams{Hash: HashToken(id)})
+	r, err := e.sessionSQL().SessionAuth.One(ctx, e.DB, hashParams{Hash: HashToken(id)})
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil
 	}
@@ -78,7 +78,7 @@ func (e *Engine) SessionOf(ctx context.Context, id string) (*Session, error) {
 // EndSession deletes the session whose id is id (sign-out); no session is
 // not an error.
 func (e *Engine) EndSession(ctx context.Context, id string) error {
-	if _, err := e.sql().SessionDelete.Exec(ctx, e.DB, drivers.HashParams{Hash: HashToken(id)}); err != nil {
+	if _, err := e.sessionSQL().SessionDelete.Exec(ctx, e.DB, hashParams{Hash: HashToken(id)}); err != nil {
 		return fmt.Errorf("ending a session: %w", err)
 	}
 	return nil
@@ -99,7 +99,7 @@ func (e *Engine) History(ctx context.Context, user string, since time.Duration) 
 	if err := validateUser(user); err != nil {
 		return nil, err
 	}
-	rows, err := e.sql().History.All(ctx, e.DB, drivers.HistoryParams{User: user, AgeMs: since.Milliseconds()})
+	rows, err := e.sessionSQL().History.All(ctx, e.DB, historyParams{User: user, AgeMs: since.Milliseconds()})
 	if err != nil {
 		return nil, fmt.Errorf("reading the history of %s: %w", user, err)
 	}

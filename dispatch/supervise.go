@@ -55,7 +55,7 @@ func (e *Engine) WorkList(ctx context.Context, f WorkFilter) ([]ActiveItem, erro
 			return nil, err
 		}
 	}
-	rows, err := e.sql().ActiveWorkAll.All(ctx, e.DB, drivers.NoParams{})
+	rows, err := e.superviseSQL().ActiveWorkAll.All(ctx, e.DB, drivers.NoParams{})
 	if err != nil {
 		return nil, fmt.Errorf("reading active work: %w", err)
 	}
@@ -175,7 +175,7 @@ func (e *Engine) Stats(ctx context.Context, taskName string) ([]*TaskStats, erro
 		s.Pool = p
 	}
 	window := StatsWindow.Milliseconds()
-	pending, err := e.sql().StatsPending.All(ctx, e.DB, drivers.NoParams{})
+	pending, err := e.superviseSQL().StatsPending.All(ctx, e.DB, drivers.NoParams{})
 	if err != nil {
 		return nil, fmt.Errorf("task stats, pending requests: %w", err)
 	}
@@ -184,7 +184,7 @@ func (e *Engine) Stats(ctx context.Context, taskName string) ([]*TaskStats, erro
 			s.PendingRequests = r.N
 		}
 	}
-	active, err := e.sql().StatsActiveByUser.All(ctx, e.DB, drivers.NoParams{})
+	active, err := e.superviseSQL().StatsActiveByUser.All(ctx, e.DB, drivers.NoParams{})
 	if err != nil {
 		return nil, fmt.Errorf("task stats, active work: %w", err)
 	}
@@ -194,7 +194,7 @@ func (e *Engine) Stats(ctx context.Context, taskName string) ([]*TaskStats, erro
 			s.ActiveTotal += r.N
 		}
 	}
-	disps, err := e.sql().StatsDispositions.All(ctx, e.DB, drivers.WindowParams{WindowMS: window})
+	disps, err := e.superviseSQL().StatsDispositions.All(ctx, e.DB, windowParams{WindowMS: window})
 	if err != nil {
 		return nil, fmt.Errorf("task stats, dispositions: %w", err)
 	}
@@ -205,7 +205,7 @@ func (e *Engine) Stats(ctx context.Context, taskName string) ([]*TaskStats, erro
 	}
 	durations := map[string][]int64{}
 	served := map[string]int64{}
-	runs, err := e.sql().StatsRuns.All(ctx, e.DB, drivers.WindowParams{WindowMS: window})
+	runs, err := e.superviseSQL().StatsRuns.All(ctx, e.DB, windowParams{WindowMS: window})
 	if err != nil {
 		return nil, fmt.Errorf("task stats, criteria-query runs: %w", err)
 	}

@@ -567,7 +567,7 @@ func (e *Engine) DeleteTask(ctx context.Context, name string, force bool) (int64
 			return 0, fmt.Errorf("locking task %s before deleting it: %w", name, err)
 		}
 	}
-	count, err := e.sql().ActiveWorkCount.One(ctx, tx, drivers.TaskParams{TaskID: task.ID})
+	count, err := e.taskDeleteSQL().ActiveWorkCount.One(ctx, tx, drivers.TaskParams{TaskID: task.ID})
 	if err != nil {
 		return 0, fmt.Errorf("counting active work of task %s: %w", name, err)
 	}
@@ -576,24 +576,24 @@ func (e *Engine) DeleteTask(ctx context.Context, name string, force bool) (int64
 		return 0, problem.Usagef("task %s has %d active assignment(s): disposition them first, or delete with --force to drop them too", name, active)
 	}
 	// Children first: work rows reference requests, and all reference the task.
-	res, err := e.sql().DeleteWork.Exec(ctx, tx, drivers.TaskParams{TaskID: task.ID})
+	res, err := e.taskDeleteSQL().DeleteWork.Exec(ctx, tx, drivers.TaskParams{TaskID: task.ID})
 	if err != nil {
 		return 0, fmt.Errorf("deleting the work of task %s: %w", name, err)
 	}
 	work, _ := res.RowsAffected()
-	if _, err := e.sql().DeleteRequests.Exec(ctx, tx, drivers.TaskParams{TaskID: task.ID}); err != nil {
+	if _, err := e.taskDeleteSQL().DeleteRequests.Exec(ctx, tx, drivers.TaskParams{TaskID: task.ID}); err != nil {
 		return 0, fmt.Errorf("deleting the requests of task %s: %w", name, err)
 	}
-	if _, err := e.sql().DeleteQueryRuns.Exec(ctx, tx, drivers.TaskParams{TaskID: task.ID}); err != nil {
+	if _, err := e.taskDeleteSQL().DeleteQueryRuns.Exec(ctx, tx, drivers.TaskParams{TaskID: task.ID}); err != nil {
 		return 0, fmt.Errorf("deleting the query runs of task %s: %w", name, err)
 	}
-	if _, err := e.sql().DeleteTaskUsers.Exec(ctx, tx, drivers.TaskParams{TaskID: task.ID}); err != nil {
+	if _, err := e.taskDeleteSQL().DeleteTaskUsers.Exec(ctx, tx, drivers.TaskParams{TaskID: task.ID}); err != nil {
 		return 0, fmt.Errorf("deleting the per-user lock rows of task %s: %w", name, err)
 	}
 	if _, err := e.sql().PoolClear.Exec(ctx, tx, drivers.TaskParams{TaskID: task.ID}); err != nil {
 		return 0, fmt.Errorf("deleting the candidate pool of task %s: %w", name, err)
 	}
-	if _, err := e.sql().DeleteTaskRow.Exec(ctx, tx, drivers.TaskParams{TaskID: task.ID}); err != nil {
+	if _, err := e.taskDeleteSQL().DeleteTaskRow.Exec(ctx, tx, drivers.TaskParams{TaskID: task.ID}); err != nil {
 		return 0, fmt.Errorf("deleting task %s: %w", name, err)
 	}
 	if err := tx.Commit(); err != nil {

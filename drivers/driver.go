@@ -18,7 +18,10 @@
 //  3. drivers/<db>/sql.go: every statement the dialect sends, in one file:
 //     its Dialect (the vocabulary portable statements are written in,
 //     drivers/dialect.go) and, through drivers.Build(dialect{},
-//     capabilities, …), the statements it says differently from Portable.
+//     capabilities, …), the statements it says differently from Portable;
+//     what it says differently in the features' catalogues (named locks,
+//     the dashboard, prune, …: drivers.Catalogue) is its catalogueSQL,
+//     returned by CatalogueSQL.
 //     Build refuses statements that disagree with the capabilities: one a
 //     capability needs left empty, or one it never sends given (a
 //     statement with an `empty` tag is sent exactly when its capability
@@ -167,9 +170,14 @@ type Driver interface {
 	ParseDSN(raw string) (dsn.DSN, error)
 	// Open connects and checks the connection. Errors never contain the password.
 	Open(ctx context.Context, target dsn.DSN) (*sql.DB, error)
-	// Statements are every fixed statement the dialect sends, by purpose,
-	// compiled for it (drivers.Build).
+	// Statements are every fixed statement of the engine the dialect
+	// sends, by purpose, compiled for it (drivers.Build).
 	Statements() *Statements
+	// CatalogueSQL is what the dialect says its own way in the statement
+	// catalogues of the features outside the engine (Catalogue): by
+	// catalogue name, then statement field; nil when it says them all the
+	// portable way. It lives in the driver's sql.go.
+	CatalogueSQL() Overrides
 	// Dialect is how the database writes what databases say differently:
 	// for statements built at run time (a task's criteria query).
 	Dialect() Dialect

@@ -2,7 +2,9 @@ package drivers
 
 import "database/sql"
 
-// The parameters of loanq's statements, one type per shape of input. A
+// The parameters of the engine's statements (Statements), one type per
+// shape of input; a feature's catalogue keeps its own beside it, and uses
+// the plain ones here (NoParams, IDParams, TaskParams) where they fit. A
 // field's bind tag is the name the statements write it as (:task_id); the
 // order of the binds is the statement's business, so swapping two values
 // of one type cannot happen by reordering arguments.
@@ -38,16 +40,6 @@ type SettingParams struct {
 	Value any `bind:"value"`
 }
 
-// WindowParams is a time window ending now, in milliseconds.
-type WindowParams struct {
-	WindowMS int64 `bind:"window_ms"`
-}
-
-// FloorParams is an id under or from which rows are counted.
-type FloorParams struct {
-	Floor int64 `bind:"floor"`
-}
-
 // UserParams is a user name.
 type UserParams struct {
 	User string `bind:"user"`
@@ -63,12 +55,6 @@ type TaskUserParams struct {
 type TaskLoanParams struct {
 	TaskID int64  `bind:"task_id"`
 	LoanID string `bind:"loan_id"`
-}
-
-// TaskLimitParams is a task and a row count.
-type TaskLimitParams struct {
-	TaskID int64 `bind:"task_id"`
-	Limit  int   `bind:"limit"`
 }
 
 // TaskWindowParams is a task and a time window ending now.
@@ -249,33 +235,6 @@ type HoldLimitParams struct {
 	StatementMS int64 `bind:"statement_ms"`
 }
 
-// DashActiveParams is the age, in seconds, past which work counts as held long.
-type DashActiveParams struct {
-	HoldSeconds int64 `bind:"hold_s"`
-}
-
-// NamedLockTakeParams takes a named lock for holder for ttl_ms.
-type NamedLockTakeParams struct {
-	Name   string `bind:"name"`
-	Holder string `bind:"holder"`
-	TTLMS  int64  `bind:"ttl_ms"`
-}
-
-// NamedLockFenceParams is a named lock's holder and its token.
-type NamedLockFenceParams struct {
-	Name   string `bind:"name"`
-	Holder string `bind:"holder"`
-	Token  int64  `bind:"token"`
-}
-
-// NamedLockRenewParams renews a held named lock for ttl_ms.
-type NamedLockRenewParams struct {
-	Name   string `bind:"name"`
-	Holder string `bind:"holder"`
-	Token  int64  `bind:"token"`
-	TTLMS  int64  `bind:"ttl_ms"`
-}
-
 // CriteriaParams are the binds of a task's criteria query.
 type CriteriaParams struct {
 	TaskID int64 `bind:"task_id"`
@@ -347,34 +306,4 @@ type PoolFillParams struct {
 type TaskTTLParams struct {
 	TaskID int64 `bind:"task_id"`
 	TTLMS  int64 `bind:"ttl_ms"`
-}
-
-// PruneBoundsParams is the history a prune looks at: rows older than age_ms
-// (by the database clock), of one task or of every task (task_id 0).
-type PruneBoundsParams struct {
-	TaskID int64 `bind:"task_id"`
-	AgeMS  int64 `bind:"age_ms"`
-}
-
-// PruneBatchParams is one batch of a prune: up to limit ids after after and
-// up to upto (a primary-key range), of rows older than age_ms, of one task
-// or of every task (task_id 0).
-type PruneBatchParams struct {
-	TaskID int64 `bind:"task_id"`
-	AgeMS  int64 `bind:"age_ms"`
-	After  int64 `bind:"after"`
-	Upto   int64 `bind:"upto"`
-	Limit  int   `bind:"limit"`
-}
-
-// PruneIDsParams is a batch of ids as a JSON array text ("[3,7,9]") and the
-// prune's age in milliseconds.
-type PruneIDsParams struct {
-	IDs   string `bind:"ids"`
-	AgeMS int64  `bind:"age_ms"`
-}
-
-// IDListParams is a batch of ids as a JSON array text ("[3,7,9]").
-type IDListParams struct {
-	IDs string `bind:"ids"`
 }

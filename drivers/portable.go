@@ -11,17 +11,6 @@ const taskColumns = `id, name, source_table, key_column, criteria, order_by, max
        lock_strategy, query_delay_ms, lease_ttl_ms, created_by, created_at, hold_limit_ms, max_hold_ms,
        prefetch, prefetch_ttl_ms, prefetch_low, key_kind`
 
-// RunDurationBucketsMS are the upper bounds, in milliseconds, of the buckets
-// of the criteria-run duration histogram (`loanq serve`'s /metrics): from a
-// fast indexed query to the 30 s-and-more queries loanq is built for.
-var RunDurationBucketsMS = []int64{10, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000, 60000, 120000}
-
-// PruneKeepRuns is how many of a task's latest criteria-query runs a prune
-// always keeps, however old: the engine sizes its hold limit and coalescing
-// from the latest 10, and the dashboard charts the latest 40. Written as a
-// literal in PruneRunBounds (statements are fixed text; a test compares).
-const PruneKeepRuns = 40
-
 // requestStatus is a request's status as every read of one request says
 // it: a pending request without a sign of life within RequestAlive is
 // expired, before anyone has ended it so (RequestsExpire).
@@ -150,56 +139,6 @@ VALUES (:task_id, :loan_id, :user, :request_id, {{now}}){{skipActiveConflict}}`}
 		HoldMeasured: Query[TaskParams, MaxMSRow]{SQL: `SELECT MAX(duration_ms) AS max_ms FROM (
   SELECT duration_ms FROM loanq_query_run WHERE task_id = :task_id ORDER BY id DESC {{limit "10"}}) recent`},
 
-		// Named locks: the row is created on first use and then only updated.
-		// The UPDATE's row lock (SQLite: the write lock) serialises racing
-		// takers; one that waited re-reads the committed row and finds it taken.
-		NamedLockEnsure: Stmt[NameParams]{SQL: `INSERT INTO loanq_lock (name, token) VALUES (:name, 0) ON CONFLICT (name) DO NOTHING`},
-		NamedLockTake: Stmt[NamedLockTakeParams]{SQL: `UPDATE loanq_lock
-SET holder = :holder, token = token + 1, taken_at = {{now}},
-    expires_at = {{nowPlusMs ":ttl_ms"}}
-WHERE name = :name AND (holder IS NULL OR expires_at <= {{now}})`},
-		NamedLockRead: Query[NameParams, NamedLockRow]{SQL: `SELECT holder, token, taken_at, expires_at, {{now}} AS db_now FROM loanq_lock WHERE name = :name`},
-		NamedLockRenew: Stmt[NamedLockRenewParams]{SQL: `UPDATE loanq_lock SET expires_at = {{nowPlusMs ":ttl_ms"}}
-WHERE name = :name AND holder = :holder AND token = :token AND expires_at > {{now}}`},
-		NamedLockRelease: Stmt[NamedLockFenceParams]{SQL: `UPDATE loanq_lock SET holder = NULL, expires_at = NULL
-WHERE name = :name AND holder = :holder AND token = :token`},
-		NamedLockList: Query[NoParams, NamedLockListRow]{SQL: `SELECT name, holder, token, taken_at, expires_at, {{now}} AS db_now FROM loanq_lock ORDER BY name`},
-
-		StatsDispositions: Query[WindowParams, TaskDispositionCountRow]{SQL: `SELECT t.name, w.disposition, COUNT(*) AS n
-FROM loanq_work w JOIN loanq_task t ON t.id = w.task_id
-WHERE w.disposition IS NOT NULL AND w.disposed_at > {{nowMinusMs ":window_ms"}}
-GROUP BY t.name, w.disposition`},
-		StatsRuns: Query[WindowParams, StatsRunRow]{SQL: `SELECT t.name, r.duration_ms, r.requests_served
-FROM loanq_query_run r JOIN loanq_task t ON t.id = r.task_id
-WHERE r.started_at > {{nowMinusMs ":window_ms"}}
-ORDER BY r.started_at DESC, r.id DESC`},
-
-		// The dashboard. Active rows and pending requests are found through
-		// the partial indexes that hold only them where the database has
-		// partial indexes. The work history has no index on disposed_at, so
-		// dispositions are counted in two parts split at a "floor" id: rows
-		// below it had all ended before today when the floor was read and
-		// never change again, so they are counted once an hour; rows from the
-		// floor up are a primary-key range, counted at every refresh.
-		DashPending: Query[NoParams, DashPendingRow]{SQL: `SELECT task_id, COUNT(*) AS pending, {{age "MIN(created_at)"}} AS oldest_s
-FROM loanq_work_request WHERE status = 'pending' AND {{requestAlive "alive_at"}} GROUP BY task_id`},
-		DashActive: Query[DashActiveParams, DashActiveRow]{SQL: `SELECT task_id, user_name, COUNT(*) AS active, {{age "MIN(assigned_at)"}} AS oldest_s,
-       COUNT(CASE WHEN {{age "assigned_at"}} >= :hold_s THEN 1 END) AS held
-FROM loanq_work WHERE disposition IS NULL GROUP BY task_id, user_name`},
-		DashDoneFloor: Query[NoParams, DashFloorRow]{SQL: `SELECT MIN(CASE WHEN disposition IS NULL THEN id END) AS active_floor,
-       MIN(CASE WHEN disposed_at >= {{startOfToday}} THEN id END) AS today_floor, MAX(id) AS max_id
-FROM loanq_work`},
-		DashDoneBefore: Query[FloorParams, DashDoneBeforeRow]{SQL: `SELECT task_id, user_name, disposition, COUNT(*) AS n
-FROM loanq_work WHERE id < :floor AND disposition IS NOT NULL GROUP BY task_id, user_name, disposition`},
-		DashDone: Query[FloorParams, DashDoneRow]{SQL: `SELECT task_id, user_name, disposition, COUNT(*) AS n,
-       COUNT(CASE WHEN disposed_at >= {{startOfToday}} THEN 1 END) AS today
-FROM loanq_work WHERE id >= :floor AND disposition IS NOT NULL GROUP BY task_id, user_name, disposition`},
-		DashRuns: Query[TaskLimitParams, DashRunRow]{SQL: `SELECT id, {{age "started_at"}} AS age_s, duration_ms, rows_found, requests_served, loans_assigned
-FROM loanq_query_run WHERE task_id = :task_id ORDER BY id DESC {{limit ":limit"}}`},
-		DashDispositions: Query[TaskLimitParams, DashDispositionRow]{SQL: `SELECT loan_id, user_name, disposition, {{age "disposed_at"}} AS age_s,
-       {{secondsBetween "assigned_at" "disposed_at"}} AS held_s
-FROM loanq_work WHERE task_id = :task_id AND disposition IS NOT NULL ORDER BY id DESC {{limit ":limit"}}`},
-
 		RequestPendingFor: Query[TaskUserParams, IDRow]{SQL: `SELECT id FROM loanq_work_request WHERE task_id = :task_id AND user_name = :user AND status = 'pending'
   AND {{requestAlive "alive_at"}}`},
 		RequestCancel: Stmt[IDUserParams]{SQL: `UPDATE loanq_work_request SET status = 'cancelled', served_at = {{now}}
@@ -259,130 +198,7 @@ SET source_table = :source,
     updated_at = {{now}},
     key_kind = :key_kind
 WHERE id = :id`},
-
-		RequestsByUser:  Query[TaskParams, UserStatusCountRow]{SQL: `SELECT user_name, status, COUNT(*) AS n FROM loanq_work_request WHERE task_id = :task_id GROUP BY user_name, status`},
-		WorkByUser:      Query[TaskParams, UserDispositionCountRow]{SQL: `SELECT user_name, disposition, COUNT(*) AS n FROM loanq_work WHERE task_id = :task_id GROUP BY user_name, disposition`},
-		QueryRunTotals:  Query[TaskParams, RunTotalsRow]{SQL: `SELECT COUNT(*) AS runs, COALESCE(SUM(requests_served), 0) AS served, COALESCE(SUM(loans_assigned), 0) AS assigned FROM loanq_query_run WHERE task_id = :task_id`},
-		ActiveWorkCount: Query[TaskParams, Count]{SQL: `SELECT COUNT(*) AS n FROM loanq_work WHERE task_id = :task_id AND disposition IS NULL`},
-		DeleteWork:      Stmt[TaskParams]{SQL: `DELETE FROM loanq_work WHERE task_id = :task_id`},
-		DeleteRequests:  Stmt[TaskParams]{SQL: `DELETE FROM loanq_work_request WHERE task_id = :task_id`},
-		DeleteQueryRuns: Stmt[TaskParams]{SQL: `DELETE FROM loanq_query_run WHERE task_id = :task_id`},
-		DeleteTaskUsers: Stmt[TaskParams]{SQL: `DELETE FROM loanq_task_user WHERE task_id = :task_id`},
-		DeleteTaskRow:   Stmt[TaskParams]{SQL: `DELETE FROM loanq_task WHERE id = :task_id`},
-		WorkDuplicates:  Query[TaskParams, DuplicatesRow]{SQL: `SELECT COUNT(*) AS n, COUNT(*) - COUNT(DISTINCT loan_id) AS duplicates FROM loanq_work WHERE task_id = :task_id`},
-
-		ActiveWorkAll: Query[NoParams, ActiveAllRow]{SQL: `SELECT t.name, w.loan_id, w.user_name, w.assigned_at, t.key_kind
-FROM loanq_work w JOIN loanq_task t ON t.id = w.task_id
-WHERE w.disposition IS NULL
-ORDER BY w.assigned_at, w.id`},
-		StatsPending: Query[NoParams, TaskCountRow]{SQL: `SELECT t.name, COUNT(*) AS n
-FROM loanq_work_request r JOIN loanq_task t ON t.id = r.task_id
-WHERE r.status = 'pending' AND {{requestAlive "r.alive_at"}}
-GROUP BY t.name`},
-		StatsActiveByUser: Query[NoParams, TaskUserCountRow]{SQL: `SELECT t.name, w.user_name, COUNT(*) AS n
-FROM loanq_work w JOIN loanq_task t ON t.id = w.task_id
-WHERE w.disposition IS NULL
-GROUP BY t.name, w.user_name`},
-
-		AuditDuplicateActive: Query[NoParams, Count]{SQL: `SELECT COUNT(*) AS n FROM (
-  SELECT task_id, loan_id FROM loanq_work WHERE disposition IS NULL
-  GROUP BY task_id, loan_id HAVING COUNT(*) > 1) d`},
-		AuditCountMismatch: Query[NoParams, Count]{SQL: `SELECT COUNT(*) AS n FROM loanq_work_request r
-WHERE r.status <> 'pending'
-  AND r.assigned <> (SELECT COUNT(*) FROM loanq_work w WHERE w.request_id = r.id)`},
-		AuditBadStatus: Query[NoParams, Count]{SQL: `SELECT COUNT(*) AS n FROM loanq_work_request
-WHERE (status = 'assigned' AND assigned <> requested)
-   OR (status = 'partial' AND (assigned = 0 OR assigned >= requested))
-   OR (status = 'empty' AND assigned <> 0)
-   OR (status = 'pending' AND assigned <> 0)`},
-		AuditOverCap: Query[NoParams, Count]{SQL: `SELECT COUNT(*) AS n FROM (
-  SELECT w.task_id, w.user_name FROM loanq_work w JOIN loanq_task t ON t.id = w.task_id
-  WHERE w.disposition IS NULL AND t.max_active IS NOT NULL
-  GROUP BY w.task_id, w.user_name, t.max_active HAVING COUNT(*) > t.max_active) c`},
-		// Pending and alive: one past its last sign of life is expired
-		// (docs/algorithm.md, "Abandoned requests"), ended at the next look.
-		AuditPending: Query[NoParams, Count]{SQL: `SELECT COUNT(*) AS n FROM loanq_work_request WHERE status = 'pending' AND {{requestAlive "alive_at"}}`},
-
-		DashRunHistogram:      Query[FloorParams, HistogramRow]{SQL: runHistogram(">=")},
-		DashRunHistogramBelow: Query[FloorParams, HistogramRow]{SQL: runHistogram("<")},
-		DashRunMaxID:          Query[NoParams, MaxIDRow]{SQL: `SELECT MAX(id) AS max_id FROM loanq_query_run`},
-
-		// Retention. The bounds are ranges of the indexes of migration 00009;
-		// the batches are primary-key ranges; the deletes go by id.
-		PruneRequestBounds: Query[PruneBoundsParams, BoundsRow]{SQL: `SELECT MIN(id) AS lo, MAX(id) AS hi FROM loanq_work_request
-WHERE served_at < {{nowMinusMs ":age_ms"}} AND (:task_id = 0 OR task_id = :task_id)`},
-		PruneRequestBatch: Query[PruneBatchParams, IDRow]{SQL: `SELECT r.id FROM loanq_work_request r
-WHERE r.id > :after AND r.id <= :upto AND r.served_at < {{nowMinusMs ":age_ms"}}
-  AND (:task_id = 0 OR r.task_id = :task_id)
-  AND NOT EXISTS (
-    SELECT 1 FROM loanq_work w
-    WHERE w.request_id = r.id
-      AND (w.disposition IS NULL
-           OR w.disposition = 'never'
-           OR (w.disposition = 'return' AND w.return_at > {{now}})
-           OR w.disposed_at >= {{nowMinusMs ":age_ms"}}))
-ORDER BY r.id {{limit ":limit"}}`},
-		PruneWorkCount: Query[IDListParams, Count]{SQL: `SELECT COUNT(*) AS n FROM loanq_work WHERE {{inIDs "request_id" ":ids"}}`},
-		PruneWork: Stmt[PruneIDsParams]{SQL: `DELETE FROM loanq_work
-WHERE {{inIDs "request_id" ":ids"}}
-  AND disposition IS NOT NULL AND disposition <> 'never'
-  AND (return_at IS NULL OR return_at <= {{now}})
-  AND disposed_at < {{nowMinusMs ":age_ms"}}`},
-		PruneRequests: Stmt[IDListParams]{SQL: `DELETE FROM loanq_work_request
-WHERE {{inIDs "id" ":ids"}} AND status <> 'pending'
-  AND NOT EXISTS (SELECT 1 FROM loanq_work w WHERE w.request_id = loanq_work_request.id)`},
-		PruneRunBounds: Query[PruneBoundsParams, BoundsRow]{SQL: `SELECT MIN(id) AS lo, MAX(id) AS hi FROM loanq_query_run
-WHERE task_id = :task_id AND started_at < {{nowMinusMs ":age_ms"}}
-  AND id < (SELECT MIN(id) FROM (
-    SELECT id FROM loanq_query_run WHERE task_id = :task_id ORDER BY id DESC {{limit "40"}}) k)`},
-		PruneRunBatch: Query[PruneBatchParams, IDRow]{SQL: `SELECT id FROM loanq_query_run
-WHERE task_id = :task_id AND id > :after AND id <= :upto AND started_at < {{nowMinusMs ":age_ms"}}
-ORDER BY id {{limit ":limit"}}`},
-		PruneRuns: Stmt[PruneIDsParams]{SQL: `DELETE FROM loanq_query_run
-WHERE {{inIDs "id" ":ids"}} AND started_at < {{nowMinusMs ":age_ms"}}`},
-
-		TokenInsert: Stmt[TokenInsertParams]{SQL: `INSERT INTO loanq_api_token (user_name, role, token_hash, created_by, created_at, expires_at)
-VALUES (:user, :role, :hash, :created_by, {{now}}, {{nowPlusMs ":expires_ms"}}){{returningID}}`},
-		TokenAuth: Query[HashParams, TokenAuthRow]{SQL: `SELECT id, user_name, role FROM loanq_api_token
-WHERE token_hash = :hash AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > {{now}})`},
-		TokenList: Query[NoParams, TokenListRow]{SQL: `SELECT id, user_name, role, created_by, {{age "created_at"}} AS age_s,
-       CASE WHEN revoked_at IS NOT NULL THEN 'revoked'
-            WHEN expires_at IS NOT NULL AND expires_at <= {{now}} THEN 'expired' ELSE 'active' END AS state,
-       CASE WHEN revoked_at IS NULL AND expires_at > {{now}} THEN -({{age "expires_at"}}) END AS left_s,
-       revoked_by
-FROM loanq_api_token ORDER BY id`},
-		TokenRevoke: Stmt[TokenRevokeParams]{SQL: `UPDATE loanq_api_token SET revoked_at = {{now}}, revoked_by = :by
-WHERE id = :id AND revoked_at IS NULL`},
-
-		SessionInsert: Stmt[SessionInsertParams]{SQL: `INSERT INTO loanq_session (session_hash, user_name, role, csrf, token_id, created_at, expires_at)
-VALUES (:hash, :user, :role, :csrf, :token_id, {{now}}, {{nowPlusMs ":ttl_ms"}})`},
-		SessionAuth: Query[HashParams, SessionRow]{SQL: `SELECT s.user_name, s.role, s.csrf FROM loanq_session s
-LEFT JOIN loanq_api_token t ON t.id = s.token_id
-WHERE s.session_hash = :hash AND s.expires_at > {{now}}
-  AND (s.token_id IS NULL OR (t.id IS NOT NULL AND t.revoked_at IS NULL AND (t.expires_at IS NULL OR t.expires_at > {{now}})))`},
-		SessionDelete: Stmt[HashParams]{SQL: `DELETE FROM loanq_session WHERE session_hash = :hash`},
-		SessionPrune:  Stmt[NoParams]{SQL: `DELETE FROM loanq_session WHERE expires_at <= {{now}}`},
-		History: Query[HistoryParams, HistoryRow]{SQL: `SELECT t.name, w.loan_id, w.disposition, w.disposed_at, w.return_at, t.key_kind
-FROM loanq_work w JOIN loanq_task t ON t.id = w.task_id
-WHERE w.user_name = :user AND w.disposition IS NOT NULL AND w.disposed_at > {{nowMinusMs ":age_ms"}}
-ORDER BY w.disposed_at DESC, w.id DESC {{limit "200"}}`},
 	}
-}
-
-// runHistogram sums the query-run log per task and duration bucket, for ids
-// op the floor.
-func runHistogram(op string) string {
-	var b strings.Builder
-	b.WriteString("CASE")
-	for i, le := range RunDurationBucketsMS {
-		fmt.Fprintf(&b, " WHEN duration_ms <= %d THEN %d", le, i)
-	}
-	fmt.Fprintf(&b, " ELSE %d END", len(RunDurationBucketsMS))
-	bucket := b.String()
-	return `SELECT task_id, ` + bucket + ` AS bucket, COUNT(*) AS runs, SUM(duration_ms) AS total_ms,
-       SUM(requests_served) AS served, SUM(loans_assigned) AS assigned
-FROM loanq_query_run WHERE id ` + op + ` :floor
-GROUP BY task_id, ` + bucket
 }
 
 // CriteriaSelect is a task's criteria query up to its ORDER BY, the same on

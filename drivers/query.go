@@ -28,6 +28,10 @@ type Query[P, R any] struct {
 // Text is the statement as the dialect receives it ("" when not sent).
 func (q *Query[P, R]) Text() string { return q.stmt.text }
 
+// queryColumns marks a statement whose columns were checked against a row
+// type (a feature catalogue's reads must be).
+func (q *Query[P, R]) queryColumns() {}
+
 // Empty reports whether the dialect never sends this statement (see
 // Stmt.Empty).
 func (q *Query[P, R]) Empty() bool { return q.stmt.text == "" }

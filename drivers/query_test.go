@@ -102,12 +102,12 @@ func TestQueryColumnsChecked(t *testing.T) {
 // statement.
 func TestBuildChecksColumns(t *testing.T) {
 	defer func() {
-		if r := recover(); r == nil || !strings.Contains(r.(string), "statement DashPending") {
+		if r := recover(); r == nil || !strings.Contains(r.(string), "statement ActiveCountsPending") {
 			t.Errorf("Build with an unnamed column: %v", r)
 		}
 	}()
 	Build(dollar, testCaps, func(s *Statements) {
 		testOverride(s)
-		s.DashPending.SQL = `SELECT task_id, COUNT(*), 0 AS oldest_s FROM loanq_work_request GROUP BY task_id`
+		s.ActiveCountsPending.SQL = `SELECT user_name, COUNT(*) FROM loanq_work WHERE task_id = :task_id GROUP BY user_name`
 	})
 }

@@ -6,9 +6,11 @@ import (
 	"time"
 )
 
-// The row types of the statements that return rows (Query[P, R]): one field
-// per column, in the statement's order, each tagged with the column's output
-// name. Build checks every dialect's text against them.
+// The row types of the engine's statements that return rows (Query[P, R]):
+// one field per column, in the statement's order, each tagged with the
+// column's output name. Build checks every dialect's text against them. A
+// feature's catalogue keeps its own beside it, and uses the plain ones here
+// (Count, IDRow, KeyRow) where they fit.
 
 // UserCountRow is a count for one user.
 type UserCountRow struct {
@@ -184,148 +186,6 @@ type MaxMSRow struct {
 	MaxMS sql.NullInt64 `col:"max_ms"`
 }
 
-// NamedLockRow is a named lock, with the database clock.
-type NamedLockRow struct {
-	Holder    sql.NullString `col:"holder"`
-	Token     int64          `col:"token"`
-	TakenAt   Time           `col:"taken_at"`
-	ExpiresAt Time           `col:"expires_at"`
-	Now       Time           `col:"db_now"`
-}
-
-// NamedLockListRow is NamedLockRow with the lock's name.
-type NamedLockListRow struct {
-	Name      string         `col:"name"`
-	Holder    sql.NullString `col:"holder"`
-	Token     int64          `col:"token"`
-	TakenAt   Time           `col:"taken_at"`
-	ExpiresAt Time           `col:"expires_at"`
-	Now       Time           `col:"db_now"`
-}
-
-// TaskCountRow is a count per task (by name).
-type TaskCountRow struct {
-	Task string `col:"name"`
-	N    int64  `col:"n"`
-}
-
-// TaskUserCountRow is a count per task (by name) and user.
-type TaskUserCountRow struct {
-	Task string `col:"name"`
-	User string `col:"user_name"`
-	N    int64  `col:"n"`
-}
-
-// TaskDispositionCountRow is a count per task (by name) and disposition.
-type TaskDispositionCountRow struct {
-	Task        string `col:"name"`
-	Disposition string `col:"disposition"`
-	N           int64  `col:"n"`
-}
-
-// StatsRunRow is one criteria-query run of the stats window.
-type StatsRunRow struct {
-	Task           string `col:"name"`
-	DurationMS     int64  `col:"duration_ms"`
-	RequestsServed int64  `col:"requests_served"`
-}
-
-// ActiveAllRow is one active assignment (ActiveWorkAll).
-type ActiveAllRow struct {
-	Task       string `col:"name"`
-	LoanID     string `col:"loan_id"`
-	User       string `col:"user_name"`
-	AssignedAt Time   `col:"assigned_at"`
-	KeyKind    string `col:"key_kind"`
-}
-
-// UserStatusCountRow is a count per user and request status.
-type UserStatusCountRow struct {
-	User   string `col:"user_name"`
-	Status string `col:"status"`
-	N      int64  `col:"n"`
-}
-
-// UserDispositionCountRow is a count per user and disposition (NULL: active).
-type UserDispositionCountRow struct {
-	User        string         `col:"user_name"`
-	Disposition sql.NullString `col:"disposition"`
-	N           int64          `col:"n"`
-}
-
-// RunTotalsRow is a task's criteria-query runs, requests served and loans
-// assigned.
-type RunTotalsRow struct {
-	Runs     int64 `col:"runs"`
-	Served   int64 `col:"served"`
-	Assigned int64 `col:"assigned"`
-}
-
-// DuplicatesRow is a task's work rows and how many assign a loan again.
-type DuplicatesRow struct {
-	N          int64 `col:"n"`
-	Duplicates int64 `col:"duplicates"`
-}
-
-// DashPendingRow is a task's pending requests and the oldest one's age.
-type DashPendingRow struct {
-	TaskID  int64         `col:"task_id"`
-	Pending int           `col:"pending"`
-	OldestS sql.NullInt64 `col:"oldest_s"`
-}
-
-// DashActiveRow is a user's active work in a task.
-type DashActiveRow struct {
-	TaskID  int64         `col:"task_id"`
-	User    string        `col:"user_name"`
-	Active  int           `col:"active"`
-	OldestS sql.NullInt64 `col:"oldest_s"`
-	Held    int           `col:"held"`
-}
-
-// DashFloorRow is the work history's floors (each NULL when none).
-type DashFloorRow struct {
-	ActiveFloor sql.NullInt64 `col:"active_floor"`
-	TodayFloor  sql.NullInt64 `col:"today_floor"`
-	MaxID       sql.NullInt64 `col:"max_id"`
-}
-
-// DashDoneBeforeRow is a count of dispositions per task, user and kind.
-type DashDoneBeforeRow struct {
-	TaskID      int64  `col:"task_id"`
-	User        string `col:"user_name"`
-	Disposition string `col:"disposition"`
-	N           int    `col:"n"`
-}
-
-// DashDoneRow is DashDoneBeforeRow with how many were made today.
-type DashDoneRow struct {
-	TaskID      int64  `col:"task_id"`
-	User        string `col:"user_name"`
-	Disposition string `col:"disposition"`
-	N           int    `col:"n"`
-	Today       int    `col:"today"`
-}
-
-// DashRunRow is one of a task's latest criteria-query runs.
-type DashRunRow struct {
-	ID             int64 `col:"id"`
-	AgeS           int64 `col:"age_s"`
-	DurationMS     int64 `col:"duration_ms"`
-	RowsFound      int   `col:"rows_found"`
-	RequestsServed int   `col:"requests_served"`
-	LoansAssigned  int   `col:"loans_assigned"`
-}
-
-// DashDispositionRow is one of a task's latest dispositions.
-type DashDispositionRow struct {
-	LoanID      string        `col:"loan_id"`
-	User        string        `col:"user_name"`
-	Disposition string        `col:"disposition"`
-	AgeS        sql.NullInt64 `col:"age_s"`
-	HeldS       sql.NullInt64 `col:"held_s"`
-}
-
 // VerdictRow is a task's lock probe verdict (NULL: none).
 type VerdictRow struct {
 	Verdict sql.NullString `col:"lock_verdict"`
@@ -338,24 +198,6 @@ type WorkOlderRow struct {
 	User       string `col:"user_name"`
 	AssignedAt Time   `col:"assigned_at"`
 	AgeS       int64  `col:"age_s"`
-}
-
-// HistogramRow is the criteria runs of a task in one duration bucket.
-type HistogramRow struct {
-	TaskID int64 `col:"task_id"`
-	// Bucket is the index in RunDurationBucketsMS of the first bound the
-	// duration does not exceed, len(RunDurationBucketsMS) above them all.
-	Bucket int64 `col:"bucket"`
-	Runs   int64 `col:"runs"`
-	// Sums: a DECIMAL on MySQL and Oracle, hence floats.
-	TotalMS  sql.NullFloat64 `col:"total_ms"`
-	Served   sql.NullFloat64 `col:"served"`
-	Assigned sql.NullFloat64 `col:"assigned"`
-}
-
-// MaxIDRow is a highest id (NULL: none).
-type MaxIDRow struct {
-	MaxID sql.NullInt64 `col:"max_id"`
 }
 
 // PoolStatsRow is a task's pool: fresh candidates, the oldest's age (NULL:
@@ -373,48 +215,6 @@ type IdentityRow struct {
 	Account string         `col:"account_name"`
 	MayAct  int64          `col:"may_act"`
 	Mapped  sql.NullString `col:"mapped"`
-}
-
-// BoundsRow is an id range (NULL when empty).
-type BoundsRow struct {
-	Lo sql.NullInt64 `col:"lo"`
-	Hi sql.NullInt64 `col:"hi"`
-}
-
-// TokenAuthRow is a valid token's id, user and role.
-type TokenAuthRow struct {
-	ID   int64  `col:"id"`
-	User string `col:"user_name"`
-	Role string `col:"role"`
-}
-
-// TokenListRow is one token of the list.
-type TokenListRow struct {
-	ID        int64          `col:"id"`
-	User      string         `col:"user_name"`
-	Role      string         `col:"role"`
-	CreatedBy string         `col:"created_by"`
-	AgeS      int64          `col:"age_s"`
-	State     string         `col:"state"`  // 'active', 'expired' or 'revoked'
-	LeftS     sql.NullInt64  `col:"left_s"` // seconds before expiry (NULL: none, or past)
-	RevokedBy sql.NullString `col:"revoked_by"`
-}
-
-// SessionRow is a valid session's user, role and CSRF token.
-type SessionRow struct {
-	User string `col:"user_name"`
-	Role string `col:"role"`
-	CSRF string `col:"csrf"`
-}
-
-// HistoryRow is one of a user's dispositions.
-type HistoryRow struct {
-	Task        string `col:"name"`
-	LoanID      string `col:"loan_id"`
-	Disposition string `col:"disposition"`
-	DisposedAt  Time   `col:"disposed_at"`
-	ReturnAt    Time   `col:"return_at"`
-	KeyKind     string `col:"key_kind"`
 }
 
 // Time scans a timestamp column as any driver returns it (time.Time from

@@ -1,18 +1,24 @@
 package drivers
 
 import (
-	"fmt"
 	"reflect"
 	"strconv"
 	"strings"
 	"sync"
 )
 
-// Statements holds every fixed statement a dialect sends, by purpose. The
-// portable definitions (Portable, portable.go) are written once; a driver's
-// sql.go overrides only what its database says differently, and Build
-// compiles the result for the dialect. The engine runs these statements and
-// `loanq sql` prints them, so documentation cannot drift from behaviour.
+// Statements holds every fixed statement of the engine, by purpose: the
+// engine's contract with the drivers (tasks, requests, the task lock per
+// strategy, assignments, dispositions, the pipeline, wake-ups, the hold
+// limit, the pool, the rows strategy, identity, cancel and signs of life,
+// max hold and reclaim, task update). The statements of the other features
+// (named locks, the dashboard, prune, …) are catalogues of their own,
+// beside the code that reads them (drivers.Catalogue, catalogue.go). The
+// portable definitions (Portable, portable.go) are written once; a
+// driver's sql.go overrides only what its database says differently, and
+// Build compiles the result for the dialect. The engine runs these
+// statements and `loanq sql` prints them, so documentation cannot drift
+// from behaviour.
 //
 // Each field's type names its parameters (Stmt[TaskParams] binds a task id)
 // and, for a statement that returns rows, its row type (Query[TaskParams,
@@ -180,65 +186,6 @@ type Statements struct {
 	// before its pooled connection serves anything else.
 	HoldLimitReset Stmt[NoParams] `purpose:"hold limit: restore the session's defaults before the connection is reused" empty:"hold limit is not session-setting: no setting outlives the lock transaction"`
 
-	// --- `loanq lock run`: named leases in loanq_lock (the farm singleton) ---
-	//
-	// A lock row is created on first use (NamedLockEnsure, a duplicate is
-	// ignored, so two first users cannot both fail or both create it) and then
-	// only ever updated: taking is one UPDATE that succeeds only when the lock
-	// is free or expired by the database clock, so of N racing takers exactly
-	// one gets a row. See docs/algorithm.md, "Named locks".
-
-	// NamedLockEnsure creates the free lock row unless it exists. A unique
-	// violation (a racing creator) counts as success.
-	NamedLockEnsure Stmt[NameParams] `purpose:"lock run: create the lock's row if missing (a duplicate is ignored)"`
-	// NamedLockTake: one row affected means taken; it bumps the fencing token
-	// and sets taken_at and expires_at from the database clock.
-	NamedLockTake Stmt[NamedLockTakeParams]       `purpose:"lock run: take the lock when free or expired, bumping the token"`
-	NamedLockRead Query[NameParams, NamedLockRow] `purpose:"lock run: read one lock"`
-	// NamedLockRenew: one row only while the caller still holds the unexpired
-	// lease with its token.
-	NamedLockRenew Stmt[NamedLockRenewParams] `purpose:"lock run: renew the lease (fenced by holder and token)"`
-	// NamedLockRelease frees the lock only if the caller is still its holder
-	// with its token.
-	NamedLockRelease Stmt[NamedLockFenceParams]        `purpose:"lock run: release the lock (fenced by holder and token)"`
-	NamedLockList    Query[NoParams, NamedLockListRow] `purpose:"lock list: every named lock"`
-
-	// --- the supervisor view: `loanq task stats` (and the portable statements
-	// of work list further down) ---
-
-	StatsDispositions Query[WindowParams, TaskDispositionCountRow] `purpose:"task stats: dispositions in the last window, per task and kind"`
-	// StatsRuns: the criteria-query runs started in the last window (by the
-	// database clock), newest first; the caller computes the percentiles, as
-	// the dialects share no percentile function.
-	StatsRuns Query[WindowParams, StatsRunRow] `purpose:"task stats: criteria-query runs in the last window"`
-
-	// --- `loanq serve`: the dashboard and /metrics (docs/dashboard.md) ---
-	//
-	// Read-only, from loanq's own tables only (never a task's criteria
-	// query), each through an index where the dialect has one that fits.
-	// Ages are whole seconds measured against the database clock; "today" is
-	// the UTC day of the database clock.
-
-	DashPending Query[NoParams, DashPendingRow]        `purpose:"dashboard: pending requests per task and the oldest one's age"`
-	DashActive  Query[DashActiveParams, DashActiveRow] `purpose:"dashboard: active work per task and user, oldest age, held past the limit"`
-	// The work history has no index on disposed_at, so dispositions are
-	// counted in two parts split at a "floor" id: rows below it had all
-	// ended before today when the floor was read, and never change again
-	// (a disposition is set once), so they are counted once an hour; rows
-	// from the floor up are a primary-key range, counted at every refresh.
-	//
-	// DashDoneFloor reads the whole history: run once an hour.
-	DashDoneFloor Query[NoParams, DashFloorRow] `purpose:"dashboard: the floor id under which the work history no longer changes (hourly)"`
-	// DashDoneBefore is run with each new floor.
-	DashDoneBefore Query[FloorParams, DashDoneBeforeRow] `purpose:"dashboard: dispositions below the floor id (hourly)"`
-	// DashDone: A primary-key range from the floor.
-	DashDone Query[FloorParams, DashDoneRow] `purpose:"dashboard: dispositions from the floor id up, in all and today"`
-	// DashRuns: the latest criteria-query runs of a task, newest first.
-	DashRuns Query[TaskLimitParams, DashRunRow] `purpose:"dashboard: a task's latest criteria-query runs, with their age"`
-	// DashDispositions: A task's latest ended assignments, newest assignment
-	// first.
-	DashDispositions Query[TaskLimitParams, DashDispositionRow] `purpose:"dashboard: a task's latest dispositions"`
-
 	// --- cancelled requests and one pending request per user and task
 	// (docs/algorithm.md, "Cancelling and attaching") ---
 
@@ -286,45 +233,6 @@ type Statements struct {
 	// so the update waits for it.
 	TaskUpdate Stmt[TaskUpdateParams] `purpose:"change a task's definition (task update)"`
 
-	// --- a task's history: the demo's per-task report, task delete, bench ---
-
-	RequestsByUser  Query[TaskParams, UserStatusCountRow]      `purpose:"report: a task's requests by user and status"`
-	WorkByUser      Query[TaskParams, UserDispositionCountRow] `purpose:"report: a task's assignments by user and disposition (NULL: active)"`
-	QueryRunTotals  Query[TaskParams, RunTotalsRow]            `purpose:"report: a task's criteria-query runs, requests served and loans assigned"`
-	ActiveWorkCount Query[TaskParams, Count]                   `purpose:"task delete: active assignments that deleting the task would drop"`
-	DeleteWork      Stmt[TaskParams]                           `purpose:"task delete: the task's assignments and their history (children of requests, first)"`
-	DeleteRequests  Stmt[TaskParams]                           `purpose:"task delete: the task's work requests"`
-	DeleteQueryRuns Stmt[TaskParams]                           `purpose:"task delete: the task's criteria-query log"`
-	DeleteTaskUsers Stmt[TaskParams]                           `purpose:"task delete: the task's per-user cap lock rows (strategy rows)"`
-	DeleteTaskRow   Stmt[TaskParams]                           `purpose:"task delete: the task itself, last (the others reference it)"`
-	WorkDuplicates  Query[TaskParams, DuplicatesRow]           `purpose:"bench --target engine: a task's work rows, and how many of them assign a loan a second time"`
-
-	// --- the supervisor view (work list, task stats): no binds, no clock;
-	// ages are computed from the database clock read with Now ---
-
-	ActiveWorkAll     Query[NoParams, ActiveAllRow]     `purpose:"work list: everyone's active work, oldest first (task, loan, user, assigned_at)"`
-	StatsPending      Query[NoParams, TaskCountRow]     `purpose:"task stats: pending requests per task"`
-	StatsActiveByUser Query[NoParams, TaskUserCountRow] `purpose:"task stats: active work per task and user"`
-
-	// --- the audit: loanq's invariants checked on a database's state; each
-	// returns one count that must be 0 (Audits lists them) ---
-
-	AuditDuplicateActive Query[NoParams, Count] `purpose:"audit: (task, loan) pairs active in more than one pipeline (the invariant)"`
-	AuditCountMismatch   Query[NoParams, Count] `purpose:"audit: served requests whose assigned count differs from their work rows"`
-	AuditBadStatus       Query[NoParams, Count] `purpose:"audit: requests whose status does not match their counts"`
-	AuditOverCap         Query[NoParams, Count] `purpose:"audit: users holding more active work in a task than its max_active"`
-	AuditPending         Query[NoParams, Count] `purpose:"audit: requests still pending (0 once every caller or a recheck has run)"`
-
-	// --- the dashboard's criteria-run histogram (docs/dashboard.md) ---
-	//
-	// DashRunHistogram sums the query-run log from a floor id up, per task and
-	// duration bucket; DashRunHistogramBelow below it (runs never change once
-	// logged, so that part is summed once an hour).
-
-	DashRunHistogram      Query[FloorParams, HistogramRow] `purpose:"dashboard: criteria runs per task and duration bucket, from the floor id up"`
-	DashRunHistogramBelow Query[FloorParams, HistogramRow] `purpose:"dashboard: criteria runs per task and duration bucket, below the floor id (hourly)"`
-	DashRunMaxID          Query[NoParams, MaxIDRow]        `purpose:"dashboard: the highest criteria-run id (the floor)"`
-
 	// --- the candidate pool (docs/algorithm.md, "The candidate pool") ---
 
 	TaskSetPrefetch Stmt[TaskPrefetchParams] `purpose:"set a task's candidate pool (--prefetch, --prefetch-ttl, --prefetch-low)"`
@@ -347,83 +255,6 @@ type Statements struct {
 	// account (NULL when none). The database's own rule, loanq_may_act_as, is
 	// the one its policies or triggers apply to every write.
 	Identity Query[UserParams, IdentityRow] `purpose:"who this connection's account is and whether it may act as a user" empty:"accounts = none: no database accounts, any user name is used as given"`
-
-	// --- history retention: `loanq prune` (docs/retention.md) ---
-	//
-	// A request goes with all its work rows or stays whole (so a closed
-	// request's assigned count still matches its rows: AuditCountMismatch).
-	// It goes when it was closed more than age_ms ago and none of its rows
-	// still decides eligibility or is recent: active, 'never', a return whose
-	// time is still ahead, or ended less than age_ms ago. Each batch's ids
-	// are read first (a read that locks nothing), then deleted by id in
-	// short transactions (the work rows, then the requests: dispatch/prune.go
-	// says why two); ended rows never change again, so what the read found
-	// prunable still is at the delete, which checks it again anyway.
-
-	// PruneRequestBounds: the lowest and highest id of the requests closed
-	// more than age ms ago (NULL when none); the batches walk the primary key
-	// between them.
-	PruneRequestBounds Query[PruneBoundsParams, BoundsRow] `purpose:"prune: id range of the requests closed before the cutoff"`
-	// PruneRequestBatch: the next prunable requests after the id after, in
-	// id order.
-	PruneRequestBatch Query[PruneBatchParams, IDRow] `purpose:"prune: the next batch of requests that can go with all their work rows"`
-	PruneWorkCount    Query[IDListParams, Count]     `purpose:"prune --dry-run: work rows of a batch of requests"`
-	// PruneWork deletes the ended, no longer deciding work rows of those
-	// requests.
-	PruneWork Stmt[PruneIDsParams] `purpose:"prune: delete the work rows of a batch of requests"`
-	// PruneRequests deletes those closed requests that have no work row left.
-	// Sent after PruneWork's transaction has committed.
-	PruneRequests Stmt[IDListParams] `purpose:"prune: delete a batch of closed requests left without work rows"`
-	// PruneRunBounds: the lowest and highest id of the task's criteria-query
-	// runs started more than age ms ago, leaving out its PruneKeepRuns latest
-	// runs (NULL when none).
-	PruneRunBounds Query[PruneBoundsParams, BoundsRow] `purpose:"prune: id range of a task's old criteria-query runs, its latest ones left out"`
-	PruneRunBatch  Query[PruneBatchParams, IDRow]      `purpose:"prune: the next batch of a task's old criteria-query runs"`
-	// PruneRuns deletes those criteria-query runs.
-	PruneRuns Stmt[PruneIDsParams] `purpose:"prune: delete a batch of criteria-query runs"`
-
-	// --- API tokens of `loanq serve --api --auth token` (docs/api.md) ---
-
-	// TokenInsert: the token itself is never stored.
-	TokenInsert Stmt[TokenInsertParams] `purpose:"api: issue a token (only its hash is kept)"`
-	// TokenAuth: the token's id, user and role when it is neither revoked nor
-	// expired (database clock); no row otherwise.
-	TokenAuth Query[HashParams, TokenAuthRow] `purpose:"api: authenticate a call by its token's hash"`
-	TokenList Query[NoParams, TokenListRow]   `purpose:"api: list tokens (never the tokens themselves)"`
-	// TokenRevoke: 0 rows: no such token, or already revoked.
-	TokenRevoke Stmt[TokenRevokeParams] `purpose:"api: revoke a token"`
-
-	// --- Sessions of the processor's page (/work of serve --api) ---
-
-	// SessionInsert: the session id itself is never stored.
-	SessionInsert Stmt[SessionInsertParams] `purpose:"page: open a session (only its hash is kept)"`
-	// SessionAuth: the session's user, role and CSRF token when it has not
-	// expired and its API token (if any) is neither revoked nor expired
-	// (database clock); no row otherwise.
-	SessionAuth Query[HashParams, SessionRow] `purpose:"page: authenticate a call by its session cookie's hash"`
-	// SessionDelete: sign-out.
-	SessionDelete Stmt[HashParams] `purpose:"page: end a session (sign out)"`
-	// SessionPrune deletes expired sessions.
-	SessionPrune Stmt[NoParams] `purpose:"page: delete expired sessions"`
-	// History: the user's dispositions in the last age ms, newest first, at
-	// most 200, with the task's key kind (loan ids are text: drivers.NewKey).
-	History Query[HistoryParams, HistoryRow] `purpose:"page: a user's dispositions of the day"`
-}
-
-// Named is one statement with its purpose.
-type Named struct {
-	Field   string
-	Purpose string
-	SQL     string
-	// Empty says which capability decides that a dialect does not send the
-	// statement ("" when every dialect sends it; Capabilities.CapabilityStatements).
-	Empty string
-}
-
-// statement is what every Stmt[P] and Query[P, R] is, whatever its types.
-type statement interface {
-	Text() string
-	compile(d Dialect, name string) error
 }
 
 // each calls f for every statement field, in declaration order.
@@ -431,69 +262,9 @@ func (s *Statements) each(f func(field reflect.StructField, st statement) error)
 	return eachStmt(s, f)
 }
 
-// eachStmt calls f for every field of the struct cat points to, in
-// declaration order; every field must be a Stmt[P] or a Query[P, R].
-func eachStmt(cat any, f func(field reflect.StructField, st statement) error) error {
-	v := reflect.ValueOf(cat)
-	if v.Kind() != reflect.Pointer || v.Elem().Kind() != reflect.Struct {
-		return fmt.Errorf("statement catalogue %T is not a pointer to a struct", cat)
-	}
-	v = v.Elem()
-	t := v.Type()
-	for i := 0; i < t.NumField(); i++ {
-		st, ok := v.Field(i).Addr().Interface().(statement)
-		if !ok {
-			return fmt.Errorf("field %s of statement catalogue %s is not a drivers.Stmt or drivers.Query", t.Field(i).Name, t)
-		}
-		if err := f(t.Field(i), st); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 // List returns the statements in declaration order with their purposes, as
 // the dialect receives them.
 func (s *Statements) List() []Named { return ListCatalogue(s) }
-
-// ListCatalogue is List for any statement catalogue (see CompileCatalogue).
-func ListCatalogue(cat any) []Named {
-	var out []Named
-	_ = eachStmt(cat, func(f reflect.StructField, st statement) error {
-		out = append(out, Named{Field: f.Name, Purpose: f.Tag.Get("purpose"), SQL: strings.TrimSpace(st.Text()),
-			Empty: f.Tag.Get("empty")})
-		return nil
-	})
-	return out
-}
-
-// CompileCatalogue compiles a statement catalogue other than Statements for
-// d, exactly as Build compiles Statements: cat points to a struct whose
-// fields are all Stmt[P] or Query[P, R] with `purpose` (and optional
-// `empty`) tags. A bind without a field of P, a field of P never bound, a
-// Query whose columns are not R's, or an empty statement without an `empty`
-// tag is an error. It lets a package that is not part of
-// the engine (bench/, with its own tables) keep its statements out of
-// Statements and still have them checked when it starts.
-func CompileCatalogue(d Dialect, cat any) error {
-	var missing []string
-	err := eachStmt(cat, func(f reflect.StructField, st statement) error {
-		if err := st.compile(d, f.Name); err != nil {
-			return err
-		}
-		if st.Text() == "" && f.Tag.Get("empty") == "" {
-			missing = append(missing, f.Name)
-		}
-		return nil
-	})
-	if err != nil {
-		return err
-	}
-	if len(missing) > 0 {
-		return fmt.Errorf("statements missing: %s", strings.Join(missing, ", "))
-	}
-	return nil
-}
 
 // Missing lists fields left empty that no dialect may leave empty (fields
 // with an "empty" tag are optional).
@@ -561,15 +332,4 @@ func (s *Statements) BoundedLock(seconds int) *Query[TaskParams, IDRow] {
 	b := s.LockWaitBounded
 	b.stmt.text = strings.ReplaceAll(b.stmt.text, "{wait_s}", strconv.Itoa(seconds))
 	return &b
-}
-
-// Audits are the audit statements, each a count that must be 0.
-func (s *Statements) Audits() []Named {
-	var out []Named
-	for _, n := range s.List() {
-		if strings.HasPrefix(n.Field, "Audit") {
-			out = append(out, n)
-		}
-	}
-	return out
 }

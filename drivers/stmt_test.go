@@ -249,7 +249,7 @@ func TestCompileRunTimeText(t *testing.T) {
 func TestPortableStatementsCompile(t *testing.T) {
 	for _, d := range []Dialect{dollar, question} {
 		st := Build(d, testCaps, testOverride)
-		if n := len(st.List()); n < 100 {
+		if n := len(st.List()); n < 60 {
 			t.Errorf("only %d statements", n)
 		}
 		if got := st.BoundedLock(7).Text(); !strings.Contains(got, "FOR UPDATE") || strings.Contains(got, "{wait_s}") {
@@ -257,9 +257,6 @@ func TestPortableStatementsCompile(t *testing.T) {
 		}
 		if st.Lock(Lease) != nil || st.Lock(Skip) != &st.LockSkip {
 			t.Error("Lock picks the wrong statement")
-		}
-		if len(st.Audits()) != 5 {
-			t.Errorf("audits: %v", st.Audits())
 		}
 	}
 	defer func() {

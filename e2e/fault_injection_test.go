@@ -24,6 +24,12 @@ import (
 	"github.com/loanq/loanq/drivers"
 	"github.com/loanq/loanq/internal/testkit/testdb"
 	"github.com/loanq/loanq/problem"
+
+	// The features' statement catalogues (drivers.Catalogue) that no test
+	// of this package imports otherwise, so that the checks below see
+	// every statement loanq sends.
+	_ "github.com/loanq/loanq/dashboard"
+	_ "github.com/loanq/loanq/namedlock"
 )
 
 // injections are values a processor could type, each of which would change
@@ -168,12 +174,21 @@ func TestStatementsUseBinds(t *testing.T) {
 			t.Logf("%s: not in this build (%v)", name, err)
 			continue
 		}
-		// The engine's statements, then loanq bench's own catalogue.
+		// The engine's statements, then loanq bench's own catalogue, then
+		// every feature's (drivers.Catalogue).
 		bc, err := bench.For(d)
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, catalogue := range []any{d.Statements(), &bc.Statements} {
+		catalogues := []any{d.Statements(), &bc.Statements}
+		for _, c := range drivers.Catalogues() {
+			cat, err := c.Compiled(d)
+			if err != nil {
+				t.Fatal(err)
+			}
+			catalogues = append(catalogues, cat)
+		}
+		for _, catalogue := range catalogues {
 			all := reflect.ValueOf(catalogue).Elem()
 			for i := 0; i < all.NumField(); i++ {
 				field := all.Type().Field(i).Name
@@ -255,7 +270,7 @@ func TestSQLSourcesUseBinds(t *testing.T) {
 	for _, f := range files {
 		src := parseGo(t, f, true)
 		var build *ast.FuncLit
-		methods := 0
+		methods, overrides := 0, 0
 		for _, decl := range src.file.Decls {
 			switch d := decl.(type) {
 			case *ast.GenDecl:
@@ -265,8 +280,26 @@ func TestSQLSourcesUseBinds(t *testing.T) {
 				for _, spec := range d.Specs {
 					vs := spec.(*ast.ValueSpec)
 					for i, n := range vs.Names {
+						if n.Name == "catalogueSQL" {
+							overrides++
+						}
+						if i >= len(vs.Values) {
+							continue
+						}
 						if call, ok := vs.Values[i].(*ast.CallExpr); ok && n.Name == "statements" && len(call.Args) == 3 {
 							build, _ = call.Args[2].(*ast.FuncLit)
+						}
+						// What the dialect says its own way in the features'
+						// catalogues: catalogue → field → text.
+						if n.Name == "catalogueSQL" {
+							ast.Inspect(vs.Values[i], func(n ast.Node) bool {
+								if kv, ok := n.(*ast.KeyValueExpr); ok {
+									if _, inner := kv.Value.(*ast.CompositeLit); !inner {
+										checkConstExpr(t, src.fset, src.consts, nil, kv.Value)
+									}
+								}
+								return true
+							})
 						}
 					}
 				}
@@ -299,6 +332,9 @@ func TestSQLSourcesUseBinds(t *testing.T) {
 		}
 		if methods < 10 {
 			t.Errorf("%s: only %d dialect methods returning SQL found", f, methods)
+		}
+		if overrides != 1 {
+			t.Errorf("%s: no `var catalogueSQL` (the overrides of the features' catalogues, drivers.Overrides)", f)
 		}
 		// Every assignment of the overrides sets a statement's SQL.
 		ast.Inspect(build.Body, func(n ast.Node) bool {
@@ -346,11 +382,42 @@ func TestSQLSourcesUseBinds(t *testing.T) {
 		t.Fatalf("bench/sql.go and bench/dialects.go: only %d SQL texts found", benchSQL)
 	}
 
+	// The features' catalogues (drivers.Catalogue): every file of the
+	// module that declares one builds each statement's SQL from literals
+	// and constants.
+	featureFiles, featureSQL := 0, 0
+	err := filepath.WalkDir("..", func(path string, e os.DirEntry, err error) error {
+		if err != nil || e.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return err
+		}
+		b, err := os.ReadFile(path)
+		if err != nil || !strings.Contains(string(b), "drivers.NewCatalogue(") {
+			return err
+		}
+		featureFiles++
+		src := parseGo(t, path, true)
+		ast.Inspect(src.file, func(n ast.Node) bool {
+			if kv, ok := n.(*ast.KeyValueExpr); ok && isIdent(kv.Key, "SQL") {
+				checkConstExpr(t, src.fset, src.consts, nil, kv.Value)
+				featureSQL++
+			}
+			return true
+		})
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if featureFiles < len(drivers.Catalogues()) || featureSQL < featureFiles {
+		t.Fatalf("the features' catalogues: %d files, %d SQL texts found (%d catalogues declared)", featureFiles, featureSQL, len(drivers.Catalogues()))
+	}
+
 	// The engine side is checked on types, not on names: every statement it
-	// runs is a drivers.Stmt (a statement of the driver, or the criteria
-	// query drivers built from the task), given its values as a
-	// drivers.…Params value.
-	params := regexp.MustCompile(`^drivers\.[A-Z][A-Za-z]*Params\{`)
+	// runs is a drivers.Stmt (a statement of the driver or of one of its
+	// catalogues, or the criteria query drivers built from the task), given
+	// its values as a drivers.…Params value (or a …Params of the
+	// catalogue's own, beside it).
+	params := regexp.MustCompile(`^(drivers\.[A-Z][A-Za-z]*|[a-z][A-Za-z]*)Params\{`)
 	fset := token.NewFileSet()
 	engine, info := typeCheck(t, fset, "github.com/loanq/loanq/dispatch")
 	calls := 0
@@ -367,7 +434,7 @@ func TestSQLSourcesUseBinds(t *testing.T) {
 			switch sel.Sel.Name {
 			case "ExecContext", "QueryContext", "QueryRowContext", "PrepareContext", "Prepare":
 				// database/sql's own methods take SQL text: only the audit
-				// queries (Statements.Audits), which bind nothing, are sent so.
+				// queries (dispatch/auditsql.go), which bind nothing, are sent so.
 				if len(call.Args) != 2 || expr(fset, call.Args[1]) != "q.SQL" {
 					t.Errorf("%s: %s sends SQL text: not a typed statement", fset.Position(call.Pos()), expr(fset, call))
 				}

@@ -7,9 +7,11 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/loanq/loanq/drivers"
 	"github.com/loanq/loanq/internal/testkit/testdb"
+	"github.com/loanq/loanq/namedlock"
 )
 
 var errChangedNothing = errors.New("the statement changed no row")
@@ -81,13 +83,11 @@ func byHandSuite(t *testing.T, dialect string) {
 
 	// Locks: an admin's job holds nightly-export (taken through the admin's
 	// account, as `lock run` does).
-	if _, err := d.Statements().NamedLockEnsure.Exec(ctx, admDB, drivers.NameParams{Name: "nightly-export"}); err != nil {
+	admLocks := &namedlock.Store{DB: admDB, Driver: d}
+	if lease, _, err := admLocks.Take(ctx, "nightly-export", "adm-host:1", 10*time.Minute); err != nil {
 		t.Fatal(err)
-	}
-	if res, err := d.Statements().NamedLockTake.Exec(ctx, admDB, drivers.NamedLockTakeParams{Name: "nightly-export", Holder: "adm-host:1", TTLMS: 600000}); err != nil {
-		t.Fatal(err)
-	} else if n, _ := res.RowsAffected(); n != 1 {
-		t.Fatalf("the admin's take of nightly-export changed %d rows", n)
+	} else if lease == nil || lease.Token != 1 {
+		t.Fatalf("the admin's take of nightly-export: %+v, want token 1", lease)
 	}
 
 	refused := []struct {
@@ -286,9 +286,9 @@ func byHandSuite(t *testing.T, dialect string) {
 		t.Errorf("%d pending requests of ana's left by the hand-written statements (all rolled back)", n)
 	}
 	// The admin's lock is released by the admin's account, token unchanged.
-	if res, err := d.Statements().NamedLockRelease.Exec(ctx, admDB, drivers.NamedLockFenceParams{Name: "nightly-export", Holder: "adm-host:1", Token: 1}); err != nil {
+	if released, err := admLocks.Release(ctx, &namedlock.Lease{Name: "nightly-export", Holder: "adm-host:1", Token: 1}); err != nil {
 		t.Errorf("the admin releasing its own lock: %v", err)
-	} else if n, _ := res.RowsAffected(); n != 1 {
-		t.Errorf("the admin's release changed %d rows", n)
+	} else if !released {
+		t.Errorf("the admin's release changed no row")
 	}
 }

@@ -66,7 +66,7 @@ type Store struct {
 	Driver drivers.Driver
 }
 
-func (s *Store) sql() *drivers.Statements { return s.Driver.Statements() }
+func (s *Store) sql() *statements { return catalogue.For(s.Driver) }
 
 // Lease is a lock as one holder took it.
 type Lease struct {
@@ -100,7 +100,7 @@ func (s *Store) Take(ctx context.Context, name, holder string, ttl time.Duration
 		return nil, nil, fmt.Errorf("lock %s: begin: %w", name, err)
 	}
 	defer tx.Rollback()
-	res, err := s.sql().NamedLockTake.Exec(ctx, tx, drivers.NamedLockTakeParams{Name: name, Holder: holder, TTLMS: ttl.Milliseconds()})
+	res, err := s.sql().NamedLockTake.Exec(ctx, tx, takeParams{Name: name, Holder: holder, TTLMS: ttl.Milliseconds()})
 	if err != nil {
 		return nil, nil, fmt.Errorf("lock %s: take: %w", name, err)
 	}
@@ -133,7 +133,7 @@ func (s *Store) ensure(ctx context.Context, name string) error {
 	// InnoDB may pick a racing upsert as a deadlock victim; nothing was
 	// written, so it runs again.
 	err := drivers.RetryDeadlock(ctx, s.Driver, 4, func() error {
-		_, err := s.sql().NamedLockEnsure.Exec(ctx, s.DB, drivers.NameParams{Name: name})
+		_, err := s.sql().NamedLockEnsure.Exec(ctx, s.DB, nameParams{Name: name})
 		return err
 	})
 	if err == nil || s.Driver.IsUniqueViolation(err) {
@@ -145,7 +145,7 @@ func (s *Store) ensure(ctx context.Context, name string) error {
 // Renew extends the lease by ttl from now (database clock). false means the
 // lease is no longer this holder's: it expired, or someone took it over.
 func (s *Store) Renew(ctx context.Context, l *Lease, ttl time.Duration) (bool, error) {
-	res, err := s.sql().NamedLockRenew.Exec(ctx, s.DB, drivers.NamedLockRenewParams{Name: l.Name, Holder: l.Holder, Token: l.Token, TTLMS: ttl.Milliseconds()})
+	res, err := s.sql().NamedLockRenew.Exec(ctx, s.DB, renewParams{Name: l.Name, Holder: l.Holder, Token: l.Token, TTLMS: ttl.Milliseconds()})
 	if err != nil {
 		return false, fmt.Errorf("lock %s: renew: %w", l.Name, err)
 	}
@@ -159,7 +159,7 @@ func (s *Store) Renew(ctx context.Context, l *Lease, ttl time.Duration) (bool, e
 // Release frees the lock if this holder still has it with its token; false
 // means someone else holds it now (nothing was changed).
 func (s *Store) Release(ctx context.Context, l *Lease) (bool, error) {
-	res, err := s.sql().NamedLockRelease.Exec(ctx, s.DB, drivers.NamedLockFenceParams{Name: l.Name, Holder: l.Holder, Token: l.Token})
+	res, err := s.sql().NamedLockRelease.Exec(ctx, s.DB, fenceParams{Name: l.Name, Holder: l.Holder, Token: l.Token})
 	if err != nil {
 		return false, fmt.Errorf("lock %s: release: %w", l.Name, err)
 	}
@@ -176,7 +176,7 @@ func (s *Store) Get(ctx context.Context, name string) (*Info, error) {
 }
 
 func (s *Store) read(ctx context.Context, q drivers.Querier, name string) (*Info, error) {
-	r, err := s.sql().NamedLockRead.One(ctx, q, drivers.NameParams{Name: name})
+	r, err := s.sql().NamedLockRead.One(ctx, q, nameParams{Name: name})
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil
 	}

@@ -35,6 +35,7 @@ func init() { drivers.Register(&Driver{}) }
 func (*Driver) Name() string                    { return "mysql" }
 func (*Driver) Schemes() []string               { return []string{"mysql", "mariadb"} }
 func (*Driver) Statements() *drivers.Statements { return statements() }
+func (*Driver) CatalogueSQL() drivers.Overrides { return catalogueSQL }
 func (*Driver) Dialect() drivers.Dialect        { return dialect{} }
 func (*Driver) Migrations() fs.FS               { return migrations.For("mysql") }
 

@@ -127,46 +127,6 @@ JOIN loanq_pool p ON p.task_id = :task_id AND p.loan_id = j.id`
 	s.HoldLimitSet.SQL = `SET SESSION idle_transaction_timeout = CEIL(:idle_ms / 1000), max_statement_time = :statement_ms / 1000`
 	s.HoldLimitReset.SQL = `SET SESSION idle_transaction_timeout = DEFAULT, max_statement_time = DEFAULT`
 
-	// Named locks. ON DUPLICATE KEY UPDATE rather than INSERT IGNORE, which
-	// would also turn a too-long name into a silent truncation.
-	s.NamedLockEnsure.SQL = `INSERT INTO loanq_lock (name, token) VALUES (:name, 0) ON DUPLICATE KEY UPDATE name = name`
-
-	// The dashboard. MySQL has no partial index: active work is read per
-	// task through the unique index on (task_id, active_loan_id), whose
-	// second column is NULL once a row is dispositioned, and pending requests
-	// through (task_id, status, id); both joins start from the few task rows.
-	s.DashPending.SQL = `SELECT r.task_id, COUNT(*) AS pending, {{age "MIN(r.created_at)"}} AS oldest_s
-FROM loanq_task t JOIN loanq_work_request r ON r.task_id = t.id AND r.status = 'pending'
-  AND {{requestAlive "r.alive_at"}}
-GROUP BY r.task_id`
-	s.DashActive.SQL = `SELECT w.task_id, w.user_name, COUNT(*) AS active, {{age "MIN(w.assigned_at)"}} AS oldest_s,
-       COUNT(CASE WHEN {{age "w.assigned_at"}} >= :hold_s THEN 1 END) AS held
-FROM loanq_task t JOIN loanq_work w ON w.task_id = t.id AND w.active_loan_id IS NOT NULL
-GROUP BY w.task_id, w.user_name`
-
-	// Retention (`loanq prune`). A single-table DELETE … WHERE x IN
-	// (SELECT … FROM JSON_TABLE(…)) is not turned into a join by MariaDB
-	// 10.11: it scanned the whole table, locking every row it passed, and
-	// waited for the processors' locks on their active rows. A multi-table
-	// DELETE joining the id list reaches each row through its index; the
-	// join order and the index are forced, as on a freshly filled table the
-	// planner's statistics may say a scan is cheaper, and a scan locks (and
-	// waits for) the processors' active rows it passes.
-	s.PruneWorkCount.SQL = `SELECT COUNT(*) AS n FROM ` + pruneIDs + `
-STRAIGHT_JOIN loanq_work w FORCE INDEX (loanq_work_request_ix) ON w.request_id = j.id`
-	s.PruneWork.SQL = `DELETE w FROM ` + pruneIDs + `
-STRAIGHT_JOIN loanq_work w FORCE INDEX (loanq_work_request_ix) ON w.request_id = j.id
-WHERE w.disposition IS NOT NULL AND w.disposition <> 'never'
-  AND (w.return_at IS NULL OR w.return_at <= {{now}})
-  AND w.disposed_at < {{nowMinusMs ":age_ms"}}`
-	s.PruneRequests.SQL = `DELETE r FROM ` + pruneIDs + `
-STRAIGHT_JOIN loanq_work_request r FORCE INDEX (PRIMARY) ON r.id = j.id
-WHERE r.status <> 'pending'
-  AND NOT EXISTS (SELECT 1 FROM loanq_work w WHERE w.request_id = r.id)`
-	s.PruneRuns.SQL = `DELETE r FROM ` + pruneIDs + `
-STRAIGHT_JOIN loanq_query_run r FORCE INDEX (PRIMARY) ON r.id = j.id
-WHERE r.started_at < {{nowMinusMs ":age_ms"}}`
-
 	// The one-active-row unique index (task_id, active_loan_id) finds the
 	// row: an equality on a unique index locks that one record, where the
 	// (task_id, loan_id, disposition, return_at) index would also lock the
@@ -181,6 +141,59 @@ WHERE task_id = :task_id AND active_loan_id = :loan_id AND user_name = :user`
 	s.RequestPendingFor.SQL = `SELECT id FROM loanq_work_request WHERE task_id = :task_id AND pending_user = :user
   AND {{requestAlive "alive_at"}}`
 })
+
+// catalogueSQL is what MySQL and MariaDB say their own way in the
+// statement catalogues of the features outside the engine
+// (drivers.Catalogue; the reasons they live here are in
+// drivers/catalogue.go), by catalogue and statement.
+var catalogueSQL = drivers.Overrides{
+	// Named locks (namedlock/sql.go). ON DUPLICATE KEY UPDATE rather than
+	// INSERT IGNORE, which would also turn a too-long name into a silent
+	// truncation.
+	"namedlock": {
+		"NamedLockEnsure": `INSERT INTO loanq_lock (name, token) VALUES (:name, 0) ON DUPLICATE KEY UPDATE name = name`,
+	},
+	"dashboard": {
+		// The dashboard (dashboard/sql.go). MySQL has no partial index:
+		// active work is read per task through the unique index on
+		// (task_id, active_loan_id), whose second column is NULL once a row
+		// is dispositioned, and pending requests through (task_id, status,
+		// id); both joins start from the few task rows.
+		"DashPending": `SELECT r.task_id, COUNT(*) AS pending, {{age "MIN(r.created_at)"}} AS oldest_s
+FROM loanq_task t JOIN loanq_work_request r ON r.task_id = t.id AND r.status = 'pending'
+  AND {{requestAlive "r.alive_at"}}
+GROUP BY r.task_id`,
+		"DashActive": `SELECT w.task_id, w.user_name, COUNT(*) AS active, {{age "MIN(w.assigned_at)"}} AS oldest_s,
+       COUNT(CASE WHEN {{age "w.assigned_at"}} >= :hold_s THEN 1 END) AS held
+FROM loanq_task t JOIN loanq_work w ON w.task_id = t.id AND w.active_loan_id IS NOT NULL
+GROUP BY w.task_id, w.user_name`,
+	},
+	"prune": {
+		// Retention (`loanq prune`, dispatch/prunesql.go). A single-table
+		// DELETE … WHERE x IN (SELECT … FROM JSON_TABLE(…)) is not turned
+		// into a join by MariaDB 10.11: it scanned the whole table, locking
+		// every row it passed, and waited for the processors' locks on
+		// their active rows. A multi-table DELETE joining the id list
+		// reaches each row through its index; the join order and the index
+		// are forced, as on a freshly filled table the planner's statistics
+		// may say a scan is cheaper, and a scan locks (and waits for) the
+		// processors' active rows it passes.
+		"PruneWorkCount": `SELECT COUNT(*) AS n FROM ` + pruneIDs + `
+STRAIGHT_JOIN loanq_work w FORCE INDEX (loanq_work_request_ix) ON w.request_id = j.id`,
+		"PruneWork": `DELETE w FROM ` + pruneIDs + `
+STRAIGHT_JOIN loanq_work w FORCE INDEX (loanq_work_request_ix) ON w.request_id = j.id
+WHERE w.disposition IS NOT NULL AND w.disposition <> 'never'
+  AND (w.return_at IS NULL OR w.return_at <= {{now}})
+  AND w.disposed_at < {{nowMinusMs ":age_ms"}}`,
+		"PruneRequests": `DELETE r FROM ` + pruneIDs + `
+STRAIGHT_JOIN loanq_work_request r FORCE INDEX (PRIMARY) ON r.id = j.id
+WHERE r.status <> 'pending'
+  AND NOT EXISTS (SELECT 1 FROM loanq_work w WHERE w.request_id = r.id)`,
+		"PruneRuns": `DELETE r FROM ` + pruneIDs + `
+STRAIGHT_JOIN loanq_query_run r FORCE INDEX (PRIMARY) ON r.id = j.id
+WHERE r.started_at < {{nowMinusMs ":age_ms"}}`,
+	},
+}
 
 // rowsClaim is the criteria query of the rows strategy: each caller locks the
 // loans it is about to assign. MariaDB has no FOR UPDATE OF, and needs none

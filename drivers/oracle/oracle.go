@@ -42,6 +42,7 @@ func init() { drivers.Register(&Driver{}) }
 func (*Driver) Name() string                    { return "oracle" }
 func (*Driver) Schemes() []string               { return []string{"oracle"} }
 func (*Driver) Statements() *drivers.Statements { return statements() }
+func (*Driver) CatalogueSQL() drivers.Overrides { return catalogueSQL }
 func (*Driver) Dialect() drivers.Dialect        { return dialect{} }
 func (*Driver) Migrations() fs.FS               { return migrations.For("oracle") }
 

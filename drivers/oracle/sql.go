@@ -155,24 +155,6 @@ ORDER BY assigned_at, id`
 	// for vanished clients), as docs/oracle.md describes: hold limit dba, no
 	// HoldLimitSet.
 
-	// Named locks. Oracle has no INSERT … ON CONFLICT, and MERGE can still
-	// raise ORA-00001 under a race: a plain INSERT whose unique violation the
-	// caller ignores.
-	s.NamedLockEnsure.SQL = `INSERT INTO loanq_lock (name, token) VALUES (:name, 0)`
-
-	// The dashboard. Active work is read per task through the function-based
-	// unique index, which holds only active rows (its keys are NULL once a
-	// row is dispositioned), and pending requests through (task_id, status,
-	// id); both joins start from the few task rows.
-	s.DashPending.SQL = `SELECT r.task_id, COUNT(*) AS pending, {{age "MIN(r.created_at)"}} AS oldest_s
-FROM loanq_task t JOIN loanq_work_request r ON r.task_id = t.id AND r.status = 'pending'
-  AND {{requestAlive "r.alive_at"}}
-GROUP BY r.task_id`
-	s.DashActive.SQL = `SELECT w.task_id, w.user_name, COUNT(*) AS active, {{age "MIN(w.assigned_at)"}} AS oldest_s,
-       COUNT(CASE WHEN {{age "w.assigned_at"}} >= :hold_s THEN 1 END) AS held
-FROM loanq_task t JOIN loanq_work w ON CASE WHEN w.disposition IS NULL THEN w.task_id END = t.id
-GROUP BY w.task_id, w.user_name`
-
 	// The CASE expressions are those of loanq_request_one_pending_uq, so
 	// the lookup is that index's range.
 	s.RequestPendingFor.SQL = `SELECT id FROM loanq_work_request
@@ -191,6 +173,33 @@ FROM (
     AND assigned_at <= {{nowMinusMs ":age_ms"}})
 ORDER BY assigned_at, id`
 })
+
+// catalogueSQL is what Oracle says its own way in the statement catalogues
+// of the features outside the engine (drivers.Catalogue; the reasons they
+// live here are in drivers/catalogue.go), by catalogue and statement.
+var catalogueSQL = drivers.Overrides{
+	// Named locks (namedlock/sql.go). Oracle has no INSERT … ON CONFLICT,
+	// and MERGE can still raise ORA-00001 under a race: a plain INSERT whose
+	// unique violation the caller ignores.
+	"namedlock": {
+		"NamedLockEnsure": `INSERT INTO loanq_lock (name, token) VALUES (:name, 0)`,
+	},
+	"dashboard": {
+		// The dashboard (dashboard/sql.go). Active work is read per task
+		// through the function-based unique index, which holds only active
+		// rows (its keys are NULL once a row is dispositioned), and pending
+		// requests through (task_id, status, id); both joins start from the
+		// few task rows.
+		"DashPending": `SELECT r.task_id, COUNT(*) AS pending, {{age "MIN(r.created_at)"}} AS oldest_s
+FROM loanq_task t JOIN loanq_work_request r ON r.task_id = t.id AND r.status = 'pending'
+  AND {{requestAlive "r.alive_at"}}
+GROUP BY r.task_id`,
+		"DashActive": `SELECT w.task_id, w.user_name, COUNT(*) AS active, {{age "MIN(w.assigned_at)"}} AS oldest_s,
+       COUNT(CASE WHEN {{age "w.assigned_at"}} >= :hold_s THEN 1 END) AS held
+FROM loanq_task t JOIN loanq_work w ON CASE WHEN w.disposition IS NULL THEN w.task_id END = t.id
+GROUP BY w.task_id, w.user_name`,
+	},
+}
 
 // The rows strategy on Oracle. A locking query cannot be limited in SQL:
 // ROWNUM is applied after the rows are locked and FETCH FIRST is refused with

@@ -17,6 +17,14 @@ import (
 	"github.com/loanq/loanq/drivers/postgres"
 	"github.com/loanq/loanq/internal/testkit/testdb"
 	"github.com/loanq/loanq/problem"
+
+	// The features' statement catalogues (drivers.Catalogue), linked in so
+	// that TestNoSessionStateInStatements checks every statement loanq
+	// sends, not the engine's alone (the list of drivers/oracle's
+	// catalogues_test.go, which TestCatalogues in commands/ keeps whole).
+	_ "github.com/loanq/loanq/dashboard"
+	_ "github.com/loanq/loanq/dispatch"
+	_ "github.com/loanq/loanq/namedlock"
 )
 
 // execMode is the exec mode pgx uses on one of the pool's connections.
@@ -276,9 +284,17 @@ func TestNoSessionStateInStatements(t *testing.T) {
 			t.Fatalf("the check misses %q", bad)
 		}
 	}
-	list := (&postgres.Driver{}).Statements().List()
+	d := &postgres.Driver{}
+	list := d.Statements().List()
 	if len(list) < 50 {
 		t.Fatalf("%d statements listed: the list is not the driver's", len(list))
+	}
+	for _, c := range drivers.Catalogues() {
+		cat, err := c.Compiled(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		list = append(list, drivers.ListCatalogue(cat)...)
 	}
 	for _, st := range list {
 		for _, re := range sessionLevel {

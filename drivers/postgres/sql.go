@@ -146,6 +146,11 @@ WHERE r.id = f.id AND r.task_id = :task_id AND r.status = 'pending' AND {{reques
        set_config('statement_timeout', (:statement_ms::bigint)::text, true)`
 })
 
+// catalogueSQL is what PostgreSQL says its own way in the statement catalogues
+// of the features outside the engine (drivers.Catalogue): nothing, every
+// one of their statements is the portable one.
+var catalogueSQL drivers.Overrides
+
 // rowsClaim is the criteria query of the rows strategy: each caller locks the
 // loans it is about to assign. FOR NO KEY UPDATE OF src locks the source rows
 // only (the NOT EXISTS over loanq_work reads without locking), and still lets

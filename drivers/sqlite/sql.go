@@ -97,3 +97,8 @@ WHERE loanq_work_request.id = f.id AND loanq_work_request.task_id = :task_id
 	// No row locks: a waiter polls RequestWake (a primary-key read; WAL
 	// readers never wait).
 })
+
+// catalogueSQL is what SQLite says its own way in the statement catalogues
+// of the features outside the engine (drivers.Catalogue): nothing, every
+// one of their statements is the portable one.
+var catalogueSQL drivers.Overrides

@@ -37,6 +37,7 @@ func init() { drivers.Register(&Driver{}) }
 func (*Driver) Name() string                       { return "sqlite" }
 func (*Driver) Schemes() []string                  { return []string{"sqlite", "file"} }
 func (*Driver) Statements() *drivers.Statements    { return statements() }
+func (*Driver) CatalogueSQL() drivers.Overrides    { return catalogueSQL }
 func (*Driver) Dialect() drivers.Dialect           { return dialect{} }
 func (*Driver) Migrations() fs.FS                  { return migrations.For("sqlite") }
 func (*Driver) Strategies() []drivers.Strategy     { return capabilities.Strategies }

@@ -1,4 +1,4 @@
-package drivers
+package dispatch
 
 import (
 	"strconv"
@@ -10,7 +10,7 @@ import (
 // is the constant the engine's tests and docs rely on.
 func TestPruneKeepsLatestRuns(t *testing.T) {
 	want := `{{limit "` + strconv.Itoa(PruneKeepRuns) + `"}}`
-	if got := Portable().PruneRunBounds.SQL; !strings.Contains(got, want) {
+	if got := portablePrune().PruneRunBounds.SQL; !strings.Contains(got, want) {
 		t.Errorf("PruneRunBounds does not keep %d runs (want %s in):\n%s", PruneKeepRuns, want, got)
 	}
 }

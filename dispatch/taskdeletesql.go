@@ -1,0 +1,34 @@
+package dispatch
+
+import "github.com/loanq/loanq/drivers"
+
+// The statements of `loanq task delete` (DeleteTask, tasks.go): a
+// catalogue of their own (drivers.Catalogue "taskdelete"), not part of the
+// engine's drivers.Statements; `loanq sql` prints them after the engine's.
+// Every dialect sends the portable text. The delete also locks the task
+// (LockWait) and empties its pool (PoolClear), statements of the engine.
+type taskDeleteStatements struct {
+	ActiveWorkCount drivers.Query[drivers.TaskParams, drivers.Count] `purpose:"task delete: active assignments that deleting the task would drop"`
+	DeleteWork      drivers.Stmt[drivers.TaskParams]                 `purpose:"task delete: the task's assignments and their history (children of requests, first)"`
+	DeleteRequests  drivers.Stmt[drivers.TaskParams]                 `purpose:"task delete: the task's work requests"`
+	DeleteQueryRuns drivers.Stmt[drivers.TaskParams]                 `purpose:"task delete: the task's criteria-query log"`
+	DeleteTaskUsers drivers.Stmt[drivers.TaskParams]                 `purpose:"task delete: the task's per-user cap lock rows (strategy rows)"`
+	DeleteTaskRow   drivers.Stmt[drivers.TaskParams]                 `purpose:"task delete: the task itself, last (the others reference it)"`
+}
+
+var taskDeleteCatalogue = drivers.NewCatalogue("taskdelete", portableTaskDelete)
+
+// taskDeleteSQL is task delete's catalogue compiled for the engine's
+// driver.
+func (e *Engine) taskDeleteSQL() *taskDeleteStatements { return taskDeleteCatalogue.For(e.Driver) }
+
+func portableTaskDelete() *taskDeleteStatements {
+	return &taskDeleteStatements{
+		ActiveWorkCount: drivers.Query[drivers.TaskParams, drivers.Count]{SQL: `SELECT COUNT(*) AS n FROM loanq_work WHERE task_id = :task_id AND disposition IS NULL`},
+		DeleteWork:      drivers.Stmt[drivers.TaskParams]{SQL: `DELETE FROM loanq_work WHERE task_id = :task_id`},
+		DeleteRequests:  drivers.Stmt[drivers.TaskParams]{SQL: `DELETE FROM loanq_work_request WHERE task_id = :task_id`},
+		DeleteQueryRuns: drivers.Stmt[drivers.TaskParams]{SQL: `DELETE FROM loanq_query_run WHERE task_id = :task_id`},
+		DeleteTaskUsers: drivers.Stmt[drivers.TaskParams]{SQL: `DELETE FROM loanq_task_user WHERE task_id = :task_id`},
+		DeleteTaskRow:   drivers.Stmt[drivers.TaskParams]{SQL: `DELETE FROM loanq_task WHERE id = :task_id`},
+	}
+}
