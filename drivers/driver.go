@@ -12,7 +12,7 @@
 //     finishes its requests, how a claim caps a user, how the pool is
 //     claimed, how a lock holder's session is limited, whether the
 //     database has accounts. The engine switches on these, never on an
-//     empty statement; Strategies() returns its Strategies. A table test
+//     empty statement; its Strategies are the lock strategies. A table test
 //     in drivers/<db>/capabilities_test.go pins the value and the
 //     statements it sends (drivertest.Capabilities, no database needed).
 //  3. drivers/<db>/sql.go: every statement the dialect sends, in one file:

@@ -74,7 +74,6 @@ func (*Driver) CheckLockable(ctx context.Context, q drivers.Querier, source stri
 	}
 	return "", nil
 }
-func (*Driver) Strategies() []drivers.Strategy     { return capabilities.Strategies }
 func (*Driver) Capabilities() drivers.Capabilities { return capabilities }
 
 // capabilities: waiters queue in share mode (LOCK IN SHARE MODE), bounded

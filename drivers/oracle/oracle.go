@@ -62,7 +62,6 @@ func (*Driver) LockRows(ctx context.Context, tx drivers.Querier, src drivers.Cri
 	}
 	return drivers.QueryKeys(ctx, tx, rowsClaimRead)
 }
-func (*Driver) Strategies() []drivers.Strategy     { return capabilities.Strategies }
 func (*Driver) Capabilities() drivers.Capabilities { return capabilities }
 
 // capabilities: Oracle has no share row lock, so waiters queue with FOR

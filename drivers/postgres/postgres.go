@@ -34,7 +34,6 @@ func (*Driver) Statements() *drivers.Statements    { return statements() }
 func (*Driver) CatalogueSQL() drivers.Overrides    { return catalogueSQL }
 func (*Driver) Dialect() drivers.Dialect           { return dialect{} }
 func (*Driver) Migrations() fs.FS                  { return migrations.For("postgres") }
-func (*Driver) Strategies() []drivers.Strategy     { return capabilities.Strategies }
 func (*Driver) Capabilities() drivers.Capabilities { return capabilities }
 
 // capabilities: waiters queue in share mode (FOR SHARE), bounded by a

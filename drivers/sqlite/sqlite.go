@@ -40,7 +40,6 @@ func (*Driver) Statements() *drivers.Statements    { return statements() }
 func (*Driver) CatalogueSQL() drivers.Overrides    { return catalogueSQL }
 func (*Driver) Dialect() drivers.Dialect           { return dialect{} }
 func (*Driver) Migrations() fs.FS                  { return migrations.For("sqlite") }
-func (*Driver) Strategies() []drivers.Strategy     { return capabilities.Strategies }
 func (*Driver) Capabilities() drivers.Capabilities { return capabilities }
 
 // capabilities: SQLite has no row locks and one writer at a time. The task
