@@ -92,10 +92,15 @@ func (e *Engine) Explain(ctx context.Context, name string, count int) (*Explanat
 	if err != nil {
 		return nil, err
 	}
-	return e.explainTask(ctx, task, task.Lock, count)
+	srv, err := e.serverOf(task.Lock)
+	if err != nil {
+		return nil, err
+	}
+	return e.explainTask(ctx, task, srv, count)
 }
 
-func (e *Engine) explainTask(ctx context.Context, task *Task, strategy drivers.Strategy, count int) (*Explanation, error) {
+func (e *Engine) explainTask(ctx context.Context, task *Task, srv server, count int) (*Explanation, error) {
+	strategy := srv.strategy()
 	x := &Explanation{Task: task.Name, Database: e.Driver.Name(), Strategy: string(strategy), Count: count}
 	stmts, planned := e.getStatements(task, strategy, count)
 	x.Statements = stmts
@@ -108,14 +113,14 @@ func (e *Engine) explainTask(ctx context.Context, task *Task, strategy drivers.S
 			return nil, fmt.Errorf("planning the criteria of task %s: %w", task.Name, err)
 		}
 		s := &x.Statements[planned]
-		plan, err = e.Driver.Explain(ctx, tx, e.planSQL(task, strategy, s.SQL), s.Binds...)
+		plan, err = e.Driver.Explain(ctx, tx, srv.planSQL(task, s.SQL), s.Binds...)
 		_ = tx.Rollback()
 		if err != nil {
 			return nil, fmt.Errorf("planning the criteria of task %s: %w", task.Name, err)
 		}
 		s.Plan, s.Index, s.Sort = plan.Lines, plan.Index, plan.Sort
 	}
-	p, err := e.probe(ctx, task, strategy, count)
+	p, err := e.probe(ctx, task, srv, count)
 	if err != nil {
 		return nil, err
 	}
@@ -136,19 +141,10 @@ func (e *Engine) getStatements(task *Task, strategy drivers.Strategy, count int)
 	return out, planned
 }
 
-// planSQL is the text to plan for a statement: the rows claim of a driver
-// that sends it through a procedure (Oracle) is planned as its cursor.
-func (e *Engine) planSQL(task *Task, strategy drivers.Strategy, text string) string {
-	if cp, ok := e.Driver.(drivers.ClaimPlanner); ok && strategy == drivers.Rows {
-		return cp.RowsPlanSQL(task.criteria())
-	}
-	return text
-}
-
 // probe runs one claim of count in a transaction (A) it rolls back, and
 // meanwhile counts, in a second session (B), the eligible rows B can still
 // lock.
-func (e *Engine) probe(ctx context.Context, task *Task, strategy drivers.Strategy, count int) (Probe, error) {
+func (e *Engine) probe(ctx context.Context, task *Task, srv server, count int) (Probe, error) {
 	var p Probe
 	rl, hasRowLocks := e.Driver.(drivers.RowLocker)
 	fail := func(what string, err error) (Probe, error) {
@@ -166,39 +162,13 @@ func (e *Engine) probe(ctx context.Context, task *Task, strategy drivers.Strateg
 			return fail("reading the session id", err)
 		}
 	}
-	var optsA *sql.TxOptions
-	if strategy == drivers.Rows && hasRowLocks {
-		optsA = rl.RowsTxOptions()
-	}
-	txA, err := connA.BeginTx(ctx, optsA)
+	txA, err := connA.BeginTx(ctx, srv.probeTxOptions())
 	if err != nil {
 		return fail("beginning the claim", err)
 	}
 	defer txA.Rollback() // the probe changes nothing
-	switch {
-	case strategy == drivers.Rows && hasRowLocks:
-		keys, err := rl.LockRows(ctx, txA, task.criteria(), task.ID, count)
-		if err != nil {
-			return fail("claiming", err)
-		}
-		p.Claimed = len(keys)
-	default:
-		// The task row as the strategy locks it, but never queued behind a
-		// holder (wait would): the probe measures, it does not serve.
-		if s := e.sql().Lock(drivers.Skip); strategy != drivers.Lease && e.caps().Supports(drivers.Skip) {
-			if _, err := s.One(ctx, txA, drivers.TaskParams{TaskID: task.ID}); err != nil {
-				if err == sql.ErrNoRows || e.Driver.IsLockBusy(err) {
-					p.Note = "another caller holds the task lock now: the probe ran the criteria query without it. "
-				} else {
-					return fail("taking the task lock", err)
-				}
-			}
-		}
-		keys, err := drivers.ScanKeys(drivers.CriteriaQuery(e.Driver.Dialect(), task.criteria()).Query(ctx, txA, drivers.CriteriaParams{TaskID: task.ID, Limit: count}))
-		if err != nil {
-			return fail("running the criteria query", err)
-		}
-		p.Claimed = len(keys)
+	if p.Claimed, p.Note, err = srv.probeClaim(ctx, txA, task, count); err != nil {
+		return fail("claiming", err)
 	}
 	if !hasRowLocks {
 		p.Note += e.Driver.Name() + " has no row locks: one writer at a time, and the task lock is the task's lease row (an UPDATE, not a lock held while the query runs); callers never lock loan rows"
@@ -338,4 +308,24 @@ func SuggestIndex(t *Task, dialect string) string {
 		name = name[:27] + "_ix"
 	}
 	return fmt.Sprintf("CREATE INDEX %s ON %s (%s)", name, t.Source, strings.Join(cols, ", "))
+}
+
+// probeCriteria is the probe's claim for the strategies with a task lock:
+// the task row as a row-lock strategy locks it (lockTask), but never queued
+// behind a holder (wait would): the probe measures, it does not serve;
+// then the criteria query for count rows.
+func (e *Engine) probeCriteria(ctx context.Context, tx *sql.Tx, task *Task, count int, lockTask bool) (claimed int, note string, err error) {
+	if lockTask && e.caps().Supports(drivers.Skip) {
+		if _, err := e.sql().Lock(drivers.Skip).One(ctx, tx, drivers.TaskParams{TaskID: task.ID}); err != nil {
+			if err != sql.ErrNoRows && !e.Driver.IsLockBusy(err) {
+				return 0, "", fmt.Errorf("taking the task lock: %w", err)
+			}
+			note = "another caller holds the task lock now: the probe ran the criteria query without it. "
+		}
+	}
+	keys, err := drivers.ScanKeys(drivers.CriteriaQuery(e.Driver.Dialect(), task.criteria()).Query(ctx, tx, drivers.CriteriaParams{TaskID: task.ID, Limit: count}))
+	if err != nil {
+		return 0, "", fmt.Errorf("running the criteria query: %w", err)
+	}
+	return len(keys), note, nil
 }

@@ -451,7 +451,7 @@ func (e *Engine) checkLockable(ctx context.Context, t *Task, allowWide bool) (st
 		return "", cannot("the database refuses the locking query", err)
 	}
 	_ = tx.Rollback()
-	x, err := e.explainTask(ctx, t, drivers.Rows, ProbeCount)
+	x, err := e.explainTask(ctx, t, rowsServer{e}, ProbeCount)
 	if err != nil {
 		return "", err
 	}

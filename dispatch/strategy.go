@@ -2,6 +2,7 @@ package dispatch
 
 import (
 	"context"
+	"database/sql"
 	"time"
 
 	"github.com/loanq/loanq/drivers"
@@ -37,6 +38,13 @@ type server interface {
 	await(ctx context.Context, task *Task, own *ownRequest, bound time.Duration) (served bool, err error)
 	// pendingWhy says why a request is still pending after a busy answer.
 	pendingWhy() string
+
+	// What `loanq explain` shows of the strategy (explain.go): the options
+	// of the probe's claim transaction, its claim of count in tx (which
+	// the probe rolls back), and the text to plan for a statement.
+	probeTxOptions() *sql.TxOptions
+	probeClaim(ctx context.Context, tx *sql.Tx, task *Task, count int) (claimed int, note string, err error)
+	planSQL(task *Task, text string) string
 }
 
 // serverFor chooses the server of one call: the task's strategy or the
@@ -49,22 +57,30 @@ func (e *Engine) serverFor(t *Task, override drivers.Strategy) (server, error) {
 	if override != "" {
 		s = override
 	}
-	if !drivers.Supports(e.Driver, s) {
-		return nil, problem.Usagef("lock strategy %q is not available on %s: use one of %s", s, e.Driver.Name(), strategyList(e.Driver))
-	}
-	var srv server
-	switch s {
-	case drivers.Rows:
-		srv = rowsServer{e}
-	case drivers.Lease:
-		srv = leaseServer{e}
-	default:
-		srv = rowLockServer{e, s}
+	srv, err := e.serverOf(s)
+	if err != nil {
+		return nil, err
 	}
 	if t.Prefetch > 0 {
 		srv = poolServer{e, srv}
 	}
 	return srv, nil
+}
+
+// serverOf is the server of strategy s, refused where the database has
+// no such strategy.
+func (e *Engine) serverOf(s drivers.Strategy) (server, error) {
+	if !drivers.Supports(e.Driver, s) {
+		return nil, problem.Usagef("lock strategy %q is not available on %s: use one of %s", s, e.Driver.Name(), strategyList(e.Driver))
+	}
+	switch s {
+	case drivers.Rows:
+		return rowsServer{e}, nil
+	case drivers.Lease:
+		return leaseServer{e}, nil
+	default:
+		return rowLockServer{e, s}, nil
+	}
 }
 
 // rowLockServer: skip, nowait and wait, rounds under the task's row lock.
@@ -92,6 +108,14 @@ func (s rowLockServer) await(ctx context.Context, task *Task, own *ownRequest, b
 
 func (rowLockServer) pendingWhy() string { return "another caller holds the task lock" }
 
+func (rowLockServer) probeTxOptions() *sql.TxOptions { return nil }
+
+func (s rowLockServer) probeClaim(ctx context.Context, tx *sql.Tx, task *Task, count int) (int, string, error) {
+	return s.e.probeCriteria(ctx, tx, task, count, true)
+}
+
+func (rowLockServer) planSQL(_ *Task, text string) string { return text }
+
 // leaseServer: rounds under the task's lease, no transaction open while
 // the criteria query runs; there is no lock to queue on, so a waiter polls.
 type leaseServer struct{ e *Engine }
@@ -109,6 +133,16 @@ func (s leaseServer) await(ctx context.Context, task *Task, own *ownRequest, bou
 }
 
 func (leaseServer) pendingWhy() string { return "another caller holds the task lock" }
+
+func (leaseServer) probeTxOptions() *sql.TxOptions { return nil }
+
+// probeClaim: the lease is a row update, not a lock held while the query
+// runs: the probe runs the criteria query alone.
+func (s leaseServer) probeClaim(ctx context.Context, tx *sql.Tx, task *Task, count int) (int, string, error) {
+	return s.e.probeCriteria(ctx, tx, task, count, false)
+}
+
+func (leaseServer) planSQL(_ *Task, text string) string { return text }
 
 // rowsServer: no task lock; each caller claims loan rows itself, and a
 // waiter waits for a loan row another claimer holds (rowswait.go).
@@ -131,6 +165,26 @@ func (s rowsServer) await(ctx context.Context, task *Task, _ *ownRequest, bound 
 
 func (rowsServer) pendingWhy() string {
 	return "other callers hold eligible loans (rows strategy): it is not served until they let go of them"
+}
+
+// The rows strategy is offered only by RowLocker drivers (Capabilities).
+func (s rowsServer) rowLocker() drivers.RowLocker { return s.e.Driver.(drivers.RowLocker) }
+
+func (s rowsServer) probeTxOptions() *sql.TxOptions { return s.rowLocker().RowsTxOptions() }
+
+// probeClaim locks count loan rows as a rows claim does.
+func (s rowsServer) probeClaim(ctx context.Context, tx *sql.Tx, task *Task, count int) (int, string, error) {
+	keys, err := s.rowLocker().LockRows(ctx, tx, task.criteria(), task.ID, count)
+	return len(keys), "", err
+}
+
+// planSQL: a driver that sends the rows claim through a procedure (Oracle)
+// has it planned as its cursor.
+func (s rowsServer) planSQL(task *Task, text string) string {
+	if cp, ok := s.e.Driver.(drivers.ClaimPlanner); ok {
+		return cp.RowsPlanSQL(task.criteria())
+	}
+	return text
 }
 
 // poolServer: a task with a candidate pool serves a new get from it when it
