@@ -184,8 +184,8 @@ type PipelineItem struct {
 	LoanID     drivers.Key `json:"loan_id"`
 	AssignedAt time.Time   `json:"assigned_at"`
 	AgeSeconds int64       `json:"age_seconds"`
-	// AgeMS is AgeSeconds in the JSON convention of docs/json.md; the
-	// database counts the age in whole seconds.
+	// AgeMS is the age in milliseconds (the JSON convention of
+	// docs/json.md), by the database clock read with the pipeline.
 	AgeMS int64 `json:"age_ms"`
 }
 
@@ -206,7 +206,7 @@ func (e *Engine) Pipeline(ctx context.Context, user, taskName string) ([]Pipelin
 	out := []PipelineItem{}
 	for _, r := range rows {
 		out = append(out, PipelineItem{Task: r.Task, LoanID: drivers.NewKey(drivers.ParseKeyKind(r.KeyKind), r.LoanID),
-			AssignedAt: r.AssignedAt.T, AgeSeconds: r.AgeS, AgeMS: r.AgeS * 1000})
+			AssignedAt: r.AssignedAt.T, AgeSeconds: r.AgeS, AgeMS: max(0, r.DBNow.T.Sub(r.AssignedAt.T).Milliseconds())})
 	}
 	return out, nil
 }

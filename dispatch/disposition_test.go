@@ -186,3 +186,27 @@ func TestDisposeAfterTaskRecreated(t *testing.T) {
 		}
 	})
 }
+
+// A pipeline's age_ms counts milliseconds by the database clock read with
+// the pipeline, not whole seconds × 1000 (issue 38).
+func TestPipelineAgeInMilliseconds(t *testing.T) {
+	testdb.Each(t, func(t *testing.T, dsn string) {
+		f := setup(t, dsn, 1)
+		ctx := context.Background()
+		f.task(t, dispatch.TaskSpec{Name: "age"})
+		if _, err := f.e.Get(ctx, "age", "oliver", 1, fast); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(1300 * time.Millisecond)
+		items, err := f.e.Pipeline(ctx, "oliver", "")
+		if err != nil || len(items) != 1 {
+			t.Fatalf("pipeline: %v %v", items, err)
+		}
+		it := items[0]
+		// age_seconds is whole seconds, rounded or cut as the dialect does;
+		// whole seconds × 1000 would give 1000 here, not 1250 or more.
+		if d := it.AgeMS - it.AgeSeconds*1000; it.AgeMS < 1250 || it.AgeMS > 60000 || d <= -1000 || d >= 1000 {
+			t.Errorf("after 1.3 s: age_ms %d, age_seconds %d; want the age in milliseconds, within a second of the whole seconds", it.AgeMS, it.AgeSeconds)
+		}
+	})
+}

@@ -149,6 +149,9 @@ type PipelineRow struct {
 	AssignedAt Time   `col:"assigned_at"`
 	AgeS       int64  `col:"age_s"`
 	KeyKind    string `col:"key_kind"`
+	// DBNow is the database clock when the pipeline was read: an age in
+	// milliseconds is DBNow - AssignedAt (SecondsSince is whole seconds).
+	DBNow Time `col:"db_now"`
 }
 
 // WakeRow is what a waiting caller reads (RequestWake): its request's

@@ -137,9 +137,9 @@ FETCH FIRST 10 ROWS ONLY`
 	// seconds are cut so the value scans as an integer.
 	s.Pipeline.SQL = `SELECT name, loan_id, assigned_at,
        EXTRACT(DAY FROM age) * 86400 + EXTRACT(HOUR FROM age) * 3600
-         + EXTRACT(MINUTE FROM age) * 60 + TRUNC(EXTRACT(SECOND FROM age)) AS age_s, key_kind
+         + EXTRACT(MINUTE FROM age) * 60 + TRUNC(EXTRACT(SECOND FROM age)) AS age_s, key_kind, db_now
 FROM (
-  SELECT t.name, w.loan_id, w.assigned_at, w.id, {{now}} - w.assigned_at AS age, t.key_kind
+  SELECT t.name, w.loan_id, w.assigned_at, w.id, {{now}} - w.assigned_at AS age, t.key_kind, {{now}} AS db_now
   FROM loanq_work w JOIN loanq_task t ON t.id = w.task_id
   WHERE w.user_name = :user AND w.disposition IS NULL AND (:task IS NULL OR t.name = :task))
 ORDER BY assigned_at, id`
