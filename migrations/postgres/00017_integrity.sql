@@ -43,8 +43,12 @@
 -- skip on PostgreSQL lost 40 %).
 
 -- +goose Up
--- assigned_by: the writing account; the owner's rows get it from the default.
-ALTER TABLE loanq_work ADD COLUMN assigned_by VARCHAR(128) DEFAULT current_user;
+-- assigned_by: the writing account; the owner's rows get it from the
+-- default. Added first without one: a default given with ADD COLUMN would
+-- be written into every existing row, as if the migrating account had
+-- assigned the whole history (those rows stay NULL: writer unknown).
+ALTER TABLE loanq_work ADD COLUMN assigned_by VARCHAR(128);
+ALTER TABLE loanq_work ALTER COLUMN assigned_by SET DEFAULT current_user;
 ALTER TABLE loanq_lock ADD COLUMN taken_by VARCHAR(128);
 
 -- +goose StatementBegin
