@@ -41,13 +41,12 @@ func (*Driver) GrantSQL(p *drivers.Plan) []string {
 		out = append(out, fmt.Sprintf("GRANT %s ON %s TO %s;", t.PrivilegeList(), t.Table, acct))
 	}
 	out = append(out, drivers.Comment("who the account may act as (docs/security.md)"),
-		fmt.Sprintf("GRANT EXECUTE ON FUNCTION loanq_may_act_as TO %s;", acct),
-		fmt.Sprintf("GRANT EXECUTE ON FUNCTION loanq_account_name TO %s;", acct))
+		fmt.Sprintf("GRANT EXECUTE ON FUNCTION loanq_may_act_as TO %s;", acct))
 	if p.Role == drivers.RoleDashboard || p.Role == drivers.RoleRefresher {
 		out = append(out, fmt.Sprintf("DELETE FROM loanq_account WHERE account = %s;", quote(user)))
 	} else {
 		out = append(out, fmt.Sprintf(`INSERT INTO loanq_account (account, user_name, trusted, granted_by, granted_at)
-VALUES (%s, %s, %t, loanq_account_name(), UTC_TIMESTAMP(6))
+VALUES (%s, %s, %t, SUBSTRING(USER(), 1, CHAR_LENGTH(USER()) - CHAR_LENGTH(SUBSTRING_INDEX(USER(), '@', -1)) - 1), UTC_TIMESTAMP(6))
 ON DUPLICATE KEY UPDATE user_name = VALUES(user_name), trusted = VALUES(trusted),
     granted_by = VALUES(granted_by), granted_at = VALUES(granted_at);`, quote(user), literalOrNull(p.ActsAs), p.Role.Trusted()))
 	}

@@ -101,10 +101,12 @@ var statements = drivers.BuildOnce(dialect{}, capabilities, func(s *drivers.Stat
 	s.PoolDrop.SQL = `DELETE p FROM ` + poolDropIDs + `
 JOIN loanq_pool p ON p.task_id = :task_id AND p.loan_id = j.id`
 	// Who may act as whom: loanq_may_act_as is migration 00008's rule, the
-	// one its triggers apply to every write. The account is USER()'s user
-	// part: the account as the client logged in, not the definer.
-	s.Identity.SQL = `SELECT loanq_account_name() AS account_name, CASE WHEN loanq_may_act_as(:user) THEN 1 ELSE 0 END AS may_act,
-       (SELECT user_name FROM loanq_account WHERE account = loanq_account_name()) AS mapped`
+	// command line's first question (every account was granted it; the
+	// triggers of 00017 decide, with loanq_acts_as). The account is USER()
+	// up to its last '@': the account as the client logged in, not the
+	// definer.
+	s.Identity.SQL = `SELECT SUBSTRING(USER(), 1, CHAR_LENGTH(USER()) - CHAR_LENGTH(SUBSTRING_INDEX(USER(), '@', -1)) - 1) AS account_name, CASE WHEN loanq_may_act_as(:user) THEN 1 ELSE 0 END AS may_act,
+       (SELECT user_name FROM loanq_account WHERE account = SUBSTRING(USER(), 1, CHAR_LENGTH(USER()) - CHAR_LENGTH(SUBSTRING_INDEX(USER(), '@', -1)) - 1)) AS mapped`
 
 	// Wake-ups (docs/algorithm.md, "Waiting"). innodb_lock_wait_timeout is
 	// a session variable in whole seconds: the waiter sets it on its own

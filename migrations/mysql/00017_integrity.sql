@@ -3,10 +3,9 @@
 -- PostgreSQL's 00017 (docs/security.md, "What the database enforces").
 --
 -- * An account's loanq name is USER() without its host: the text before the
---   LAST '@' (loanq_account_name, which `loanq`'s identity check calls; the
---   functions and triggers here write the expression out, because a stored
---   function called from a stored function costs MariaDB a routine call per
---   row). 00008 took the text before the first '@', so an account named
+--   LAST '@' (loanq_acts_as, loanq_is_trusted; the expression is written
+--   out, because a stored function called from a stored function costs
+--   MariaDB a routine call per row). 00008 took the text before the first '@', so an account named
 --   'ana@x'@'%' counted as 'ana'.
 -- * A work row serves a request that is pending, or that this connection
 --   finished (served_conn, stamped by the request's trigger when it leaves
@@ -37,24 +36,25 @@ ALTER TABLE loanq_work ADD COLUMN assigned_by VARCHAR(128) NULL;
 ALTER TABLE loanq_work_request ADD COLUMN served_conn BIGINT NULL;
 ALTER TABLE loanq_lock ADD COLUMN taken_by VARCHAR(128) NULL;
 
+-- The rules' functions under new names: loanq_acts_as and loanq_is_trusted
+-- (the last '@'). 00008's loanq_may_act_as and loanq_trusted stay as they
+-- were: a previous version still running calls them through its triggers
+-- and its identity check, and MySQL 8 cannot replace a function in one
+-- statement (a DROP then CREATE would fail every write in between:
+-- TestPreviousVersionAcrossTheMigration). The new triggers call the new
+-- functions; loanq's identity check keeps loanq_may_act_as, which every
+-- account was granted, as the command line's first question only (the
+-- triggers decide).
 -- +goose StatementBegin
-CREATE FUNCTION loanq_account_name() RETURNS VARCHAR(128) CHARSET utf8mb4
-    NO SQL SQL SECURITY DEFINER
-RETURN SUBSTRING(USER(), 1, CHAR_LENGTH(USER()) - CHAR_LENGTH(SUBSTRING_INDEX(USER(), '@', -1)) - 1)
--- +goose StatementEnd
-
-DROP FUNCTION loanq_may_act_as;
--- +goose StatementBegin
-CREATE FUNCTION loanq_may_act_as(acting VARCHAR(100)) RETURNS BOOLEAN
+CREATE FUNCTION loanq_acts_as(acting VARCHAR(100)) RETURNS BOOLEAN
     READS SQL DATA SQL SECURITY DEFINER
 RETURN acting = SUBSTRING(USER(), 1, CHAR_LENGTH(USER()) - CHAR_LENGTH(SUBSTRING_INDEX(USER(), '@', -1)) - 1)
     OR EXISTS (SELECT 1 FROM loanq_account a
                WHERE a.account = SUBSTRING(USER(), 1, CHAR_LENGTH(USER()) - CHAR_LENGTH(SUBSTRING_INDEX(USER(), '@', -1)) - 1) AND (a.trusted OR a.user_name = acting))
 -- +goose StatementEnd
 
-DROP FUNCTION loanq_trusted;
 -- +goose StatementBegin
-CREATE FUNCTION loanq_trusted() RETURNS BOOLEAN
+CREATE FUNCTION loanq_is_trusted() RETURNS BOOLEAN
     READS SQL DATA SQL SECURITY DEFINER
 RETURN EXISTS (SELECT 1 FROM loanq_account a
                WHERE a.account = SUBSTRING(USER(), 1, CHAR_LENGTH(USER()) - CHAR_LENGTH(SUBSTRING_INDEX(USER(), '@', -1)) - 1) AND a.trusted)
@@ -76,8 +76,8 @@ DROP TRIGGER loanq_work_request_log;
 -- +goose StatementBegin
 CREATE TRIGGER loanq_work_request_log BEFORE INSERT ON loanq_work_request FOR EACH ROW
 BEGIN
-    IF NOT loanq_trusted() THEN
-        IF NEW.status <> 'pending' OR NEW.assigned <> 0 OR NOT loanq_may_act_as(NEW.user_name) THEN
+    IF NOT loanq_is_trusted() THEN
+        IF NEW.status <> 'pending' OR NEW.assigned <> 0 OR NOT loanq_acts_as(NEW.user_name) THEN
             SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'loanq: this database account may not log a request for that user (docs/security.md)';
         END IF;
         SET NEW.created_at = UTC_TIMESTAMP(6), NEW.alive_at = NEW.created_at, NEW.served_at = NULL, NEW.served_conn = NULL;
@@ -92,13 +92,13 @@ BEGIN
     IF OLD.status = 'pending' AND NEW.status <> 'pending' THEN
         SET NEW.served_conn = CONNECTION_ID();
     END IF;
-    IF NOT loanq_trusted() THEN
+    IF NOT loanq_is_trusted() THEN
         IF NOT (NEW.user_name <=> OLD.user_name AND NEW.task_id <=> OLD.task_id AND NEW.requested <=> OLD.requested
                 AND NEW.created_at <=> OLD.created_at)
            OR OLD.status <> 'pending' OR NEW.assigned > OLD.requested OR NEW.assigned < 0
-           OR NOT ((NEW.status = 'cancelled' AND loanq_may_act_as(OLD.user_name))
+           OR NOT ((NEW.status = 'cancelled' AND loanq_acts_as(OLD.user_name))
                    OR NEW.status IN ('assigned', 'partial', 'empty')
-                   OR (NEW.status = 'pending' AND loanq_may_act_as(OLD.user_name) AND NEW.alive_at <= UTC_TIMESTAMP(6))
+                   OR (NEW.status = 'pending' AND loanq_acts_as(OLD.user_name) AND NEW.alive_at <= UTC_TIMESTAMP(6))
                    OR (NEW.status = 'expired'
                        AND (OLD.alive_at IS NULL OR OLD.alive_at <= UTC_TIMESTAMP(6) - INTERVAL 60 SECOND))) THEN
             SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'loanq: this database account may not change that request (docs/security.md)';
@@ -121,7 +121,7 @@ BEGIN
     DECLARE kind VARCHAR(10);
     DECLARE n BIGINT;
     SET NEW.assigned_by = SUBSTRING(USER(), 1, CHAR_LENGTH(USER()) - CHAR_LENGTH(SUBSTRING_INDEX(USER(), '@', -1)) - 1);
-    IF NOT loanq_trusted() THEN
+    IF NOT loanq_is_trusted() THEN
         SET NEW.assigned_at = UTC_TIMESTAMP(6);
         IF NEW.disposition IS NOT NULL THEN
             SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'loanq: a work row is written active (docs/security.md)';
@@ -159,14 +159,14 @@ DROP TRIGGER loanq_work_dispose;
 -- +goose StatementBegin
 CREATE TRIGGER loanq_work_dispose BEFORE UPDATE ON loanq_work FOR EACH ROW
 BEGIN
-    IF NOT loanq_trusted() THEN
+    IF NOT loanq_is_trusted() THEN
         IF OLD.disposition IS NOT NULL THEN
             SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'loanq: finished work is history and is not changed (docs/security.md)';
         END IF;
         IF NOT (NEW.user_name <=> OLD.user_name AND NEW.task_id <=> OLD.task_id
                 AND NEW.loan_id <=> OLD.loan_id AND NEW.request_id <=> OLD.request_id
                 AND NEW.assigned_at <=> OLD.assigned_at AND NEW.assigned_by <=> OLD.assigned_by)
-           OR NOT ((loanq_may_act_as(OLD.user_name) AND (NEW.disposed_by IS NULL OR loanq_may_act_as(NEW.disposed_by)))
+           OR NOT ((loanq_acts_as(OLD.user_name) AND (NEW.disposed_by IS NULL OR loanq_acts_as(NEW.disposed_by)))
                    OR (NEW.disposition = 'expired' AND NEW.disposed_by IS NULL AND EXISTS (
                        SELECT 1 FROM loanq_task t
                        WHERE t.id = OLD.task_id AND t.max_hold_ms IS NOT NULL
@@ -190,7 +190,7 @@ BEGIN
     IF kind <> 'text' AND (INSTR(NEW.loan_id, CHAR(10)) > 0 OR NOT (CASE kind
             WHEN 'integer' THEN NEW.loan_id REGEXP '^(0|-?[1-9][0-9]{0,18})$'
             ELSE NEW.loan_id REGEXP '^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$' END))
-       AND NOT loanq_trusted() THEN
+       AND NOT loanq_is_trusted() THEN
         SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'loanq: a pool candidate''s key must fit the task''s key type (docs/security.md)';
     END IF;
 END
@@ -206,7 +206,7 @@ BEGIN
     IF kind <> 'text' AND (INSTR(NEW.loan_id, CHAR(10)) > 0 OR NOT (CASE kind
             WHEN 'integer' THEN NEW.loan_id REGEXP '^(0|-?[1-9][0-9]{0,18})$'
             ELSE NEW.loan_id REGEXP '^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$' END))
-       AND NOT loanq_trusted() THEN
+       AND NOT loanq_is_trusted() THEN
         SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'loanq: a pool candidate''s key must fit the task''s key type (docs/security.md)';
     END IF;
 END
@@ -215,7 +215,7 @@ END
 -- +goose StatementBegin
 CREATE TRIGGER loanq_task_lease BEFORE UPDATE ON loanq_task FOR EACH ROW
 BEGIN
-    IF NOT loanq_trusted() AND (NEW.lease_token < OLD.lease_token
+    IF NOT loanq_is_trusted() AND (NEW.lease_token < OLD.lease_token
             OR NEW.lease_expires_at > UTC_TIMESTAMP(6) + INTERVAL (NEW.lease_ttl_ms + 60000) * 1000 MICROSECOND) THEN
         SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'loanq: a task''s lease token never goes down, and a lease lasts at most its lease-ttl (docs/security.md)';
     END IF;
@@ -309,22 +309,8 @@ BEGIN
 END
 -- +goose StatementEnd
 DROP FUNCTION loanq_key_fits;
-DROP FUNCTION loanq_trusted;
--- +goose StatementBegin
-CREATE FUNCTION loanq_trusted() RETURNS BOOLEAN
-    READS SQL DATA SQL SECURITY DEFINER
-RETURN EXISTS (SELECT 1 FROM loanq_account a
-               WHERE a.account = SUBSTRING_INDEX(USER(), '@', 1) AND a.trusted)
--- +goose StatementEnd
-DROP FUNCTION loanq_may_act_as;
--- +goose StatementBegin
-CREATE FUNCTION loanq_may_act_as(acting VARCHAR(100)) RETURNS BOOLEAN
-    READS SQL DATA SQL SECURITY DEFINER
-RETURN acting = SUBSTRING_INDEX(USER(), '@', 1)
-    OR EXISTS (SELECT 1 FROM loanq_account a
-               WHERE a.account = SUBSTRING_INDEX(USER(), '@', 1) AND (a.trusted OR a.user_name = acting))
--- +goose StatementEnd
-DROP FUNCTION loanq_account_name;
+DROP FUNCTION loanq_is_trusted;
+DROP FUNCTION loanq_acts_as;
 ALTER TABLE loanq_lock DROP COLUMN taken_by;
 ALTER TABLE loanq_work_request DROP COLUMN served_conn;
 ALTER TABLE loanq_work DROP COLUMN assigned_by;
