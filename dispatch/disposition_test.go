@@ -188,7 +188,7 @@ func TestDisposeAfterTaskRecreated(t *testing.T) {
 }
 
 // A pipeline's age_ms counts milliseconds by the database clock read with
-// the pipeline, not whole seconds × 1000 (issue 38).
+// the pipeline, not whole seconds × 1000 (docs/json.md).
 func TestPipelineAgeInMilliseconds(t *testing.T) {
 	testdb.Each(t, func(t *testing.T, dsn string) {
 		f := setup(t, dsn, 1)

@@ -57,7 +57,7 @@ func checkKeyLength(task *Task, key string) error {
 // written by rounds, but also by anyone allowed to write the table, and an
 // unfit key bound as the source column's type fails the whole claim
 // statement, for every caller of the task until a refill replaced the pool
-// (issue 34). The rest are no loans of the task: dropped like stale
+// (docs/security.md). The rest are no loans of the task: dropped like stale
 // candidates, never handed out.
 func fitKeys(task *Task, keys []string) (fit, unfit []string) {
 	for i, k := range keys {

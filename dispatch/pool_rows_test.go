@@ -14,7 +14,7 @@ import (
 
 // Many callers claim from the pool of a rows task at once, each completing
 // what it got, as `loanq bench --target engine --strategy rows --prefetch
-// 100` does: no get may fail because of the others (issue 33). On MariaDB
+// 100` does: no get may fail because of the others (docs/algorithm.md). On MariaDB
 // the pool claims' and the rows claims' INSERT … SELECT into loanq_work
 // hold InnoDB's AUTO-INC table lock while they wait on the one-active-row
 // index, and the victim of the deadlocks that makes is reported as error

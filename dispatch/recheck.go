@@ -20,7 +20,7 @@ import (
 // still lists that loan; it is no longer active, so neither the
 // one-active-row index nor a read of the active work (takePool) stops the
 // round from assigning it a second time: a loan worked twice, sequentially
-// (issue 33). The round therefore runs the criteria query again over the
+// (docs/algorithm.md, "What a round may hand out"). The round therefore runs the criteria query again over the
 // keys it is about to assign, by key, with a snapshot of its own taken now:
 // what no longer matches, is active, was set to never or returned with a
 // future time is dropped.

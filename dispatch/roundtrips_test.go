@@ -44,7 +44,7 @@ import (
 // and the run log became one statement that returns the answer, which is no
 // longer read back after the commit (claimRowsFinishing). skip and lease
 // went from 14 and 17 to 15 and 18 with the round's recheck of what it is
-// about to assign (issue 33, dispatch/recheck.go): a round whose query
+// about to assign (dispatch/recheck.go): a round whose query
 // overlapped claims handed out loans they had assigned and their
 // processors disposed of meanwhile.
 func TestEngineLoopRoundTrips(t *testing.T) {

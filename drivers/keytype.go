@@ -184,7 +184,7 @@ func ParseKey(k KeyKind, task, s string) (string, error) {
 // no bigint, and fails the whole statement (PostgreSQL refuses the cast,
 // MySQL and SQLite the JSON), or is read as another loan's key (" 12" is
 // loan 12). Rows that loanq did not write can hold anything the column
-// takes, and a statement they fail fails for everybody (issue 34).
+// takes, and a statement they fail fails for everybody (docs/security.md).
 func KeyFits(k KeyKind, key string) bool {
 	switch k {
 	case KeyInteger:

@@ -7,7 +7,7 @@ import (
 )
 
 // A key read back from loanq's own tables fits its task only in the form
-// loanq writes (issue 34: a hand-written pool row failed every claim of an
+// loanq writes (docs/security.md: a hand-written pool row failed every claim of an
 // integer task on PostgreSQL); what KeyAsText gives for each kind fits.
 func TestKeyFits(t *testing.T) {
 	for _, c := range []struct {

@@ -67,7 +67,7 @@ func TestParseDSNPasswordAsTyped(t *testing.T) {
 // whole when it holds the whole password; never in pieces. Hiding the
 // 4-character pieces a part shares with the password printed the user
 // sec_proc of the password Pw_sec_proc as %2A%2A%2A%2A%2A%2A and its database
-// sec_pg as %2A%2A%2Apg (issue 34, row 6): it told which pieces are in the
+// sec_pg as %2A%2A%2Apg (docs/security.md): it told which pieces are in the
 // password, and demo seed's "Try:" lines named no database.
 func TestRedactedHidesPartsWhole(t *testing.T) {
 	cases := []struct{ name, raw, redacted string }{

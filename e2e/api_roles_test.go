@@ -108,7 +108,7 @@ func TestTokenBadInput(t *testing.T) {
 }
 
 // token create and token revoke record who issued and who revoked a token as
-// the database knows it (issue 34, 7d; the OS user was recorded before): the
+// the database knows it (docs/security.md; the OS user was recorded before): the
 // connection's account, and "ACCOUNT (as NAME)" when a trusted account acted
 // as NAME (--user). SQLite has no accounts: the acting user.
 func TestTokenIssuerIsTheAccount(t *testing.T) {

@@ -155,7 +155,7 @@ func piece(out, secret, public string) string {
 }
 
 // TestDSNPrintedPartsWhole: a password that shares pieces with the user and
-// the database name (issue 34, row 6: Pw_sec_proc with the user sec_proc and
+// the database name (docs/security.md: Pw_sec_proc with the user sec_proc and
 // the database sec_pg printed as %2A%2A%2A%2A%2A%2A:***@…/%2A%2A%2Apg). The
 // user and the database print as they are, the password as ***, and the
 // "Try:" lines of demo seed are commands that work once the password is

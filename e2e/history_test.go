@@ -18,7 +18,7 @@ import (
 	"github.com/loanq/loanq/internal/testkit/throwaway"
 )
 
-// The history checks (issue 33): many callers — worker processes (this
+// The history checks (docs/reliability.md): many callers — worker processes (this
 // test binary re-executed, each running its callers through dispatch) and
 // callers of the loanq binary — loop get → work → disposition on one task
 // whose criteria is slow, while faults strike; every operation is recorded
@@ -75,8 +75,9 @@ func historyServerOf(dialect string) string {
 // of the insert statement, which may then wait (AUTO-INC lock, the
 // one-active-row index) past another transaction's commit; a clean-clone
 // run saw a loan completed 7 ms after its next assignment's stamp, though
-// the index allowed no overlap (docs/reliability.md). The bug of issue 33
-// showed as gaps of hundreds of milliseconds.
+// the index allowed no overlap (docs/reliability.md). The double hand-out the
+// round's recheck fixed (dispatch/recheck.go) showed as gaps of hundreds of
+// milliseconds.
 const historySlack = 50 * time.Millisecond
 
 // historyCase is one cell of the matrix.

@@ -103,7 +103,7 @@ func TestTextAndUUIDKeysCLI(t *testing.T) {
 	})
 }
 
-// Work rows whose loan_id is no key of their integer task (issue 34: a
+// Work rows whose loan_id is no key of their integer task (docs/security.md: a
 // hand-written row; text, 007, digits past 64 bits) stop nobody: the
 // criteria query compares loan ids as text, so gets go on, and every JSON
 // answer that lists them stays valid JSON — `work list`, the status of the

@@ -200,7 +200,7 @@ func TestServeRefill(t *testing.T) {
 	})
 }
 
-// Pool rows whose key is no key of the task (issue 34, row 4: a text key in
+// Pool rows whose key is no key of the task (docs/security.md: a text key in
 // an integer-key task, written by hand into loanq_pool) are dropped by the
 // claim that meets them, never handed out and never an error: before, on
 // PostgreSQL, binding the claimed keys as bigint failed every `work get` of

@@ -17,7 +17,7 @@ import (
 var errChangedNothing = errors.New("the statement changed no row")
 
 // byHandSuite sends, through a processor's (and a supervisor's) own
-// connection, the hand-written SQL of issue 34: work written in another's
+// connection, hand-written SQL (docs/security.md, "What the database enforces"): work written in another's
 // name or past what a request asked for, rewritten history, other people's
 // named locks, a pool row that would stop a task, a key that does not fit.
 // The same table runs on PostgreSQL and MariaDB; every row must be refused

@@ -444,7 +444,7 @@ func TestServeBadInput(t *testing.T) {
 		{[]string{"--listen", "0.0.0.0:0", "--token-file", filepath.Join(t.TempDir(), "nosuch")}, "--token-file"},
 		{[]string{"--listen", "0.0.0.0:0", "--token-file", tokenFile, "--no-auth"}, "--no-auth"},
 		// A token on the command line, where ps shows it to every user of
-		// the machine, is refused whatever else is given (issue 34, 7a); the
+		// the machine, is refused whatever else is given (docs/security.md); the
 		// message says where a token goes instead.
 		{[]string{"--listen", "127.0.0.1:0", "--token", "s3cret-x"}, "--token is refused"},
 		{[]string{"--listen", "0.0.0.0:0", "--token=s3cret-x"}, "--token-file PATH, or set LOANQ_SERVE_TOKEN"},

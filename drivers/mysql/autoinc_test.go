@@ -14,7 +14,7 @@ import (
 // A deadlock whose victim waits for InnoDB's AUTO-INC table lock: MariaDB
 // reports it as 1467 ER_AUTOINC_READ_FAILED, not 1213, having rolled the
 // victim's whole transaction back — and the driver must take it for a
-// deadlock, whose transaction the engine runs again (issue 33; IsDeadlock,
+// deadlock, whose transaction the engine runs again (docs/mysql.md; IsDeadlock,
 // docs/mysql.md). The shape of the bench's failure, made on purpose:
 //
 //   - the victim (light) inserts key 1 and keeps it, uncommitted;

@@ -1,5 +1,5 @@
 // Package historyrun runs loanq's callers against one task and checks what
-// they saw with internal/testkit/history (issue 33): worker processes (a test
+// they saw with internal/testkit/history (docs/reliability.md): worker processes (a test
 // binary re-executed, each running many callers through dispatch in
 // process) and callers that run the loanq binary, all looping get → work →
 // disposition while faults strike (a worker SIGKILLed, database sessions
