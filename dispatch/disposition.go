@@ -185,7 +185,8 @@ type PipelineItem struct {
 	AssignedAt time.Time   `json:"assigned_at"`
 	AgeSeconds int64       `json:"age_seconds"`
 	// AgeMS is the age in milliseconds (the JSON convention of
-	// docs/json.md), by the database clock read with the pipeline.
+	// docs/json.md); both ages are by the database clock read with the
+	// pipeline, AgeSeconds in whole seconds (cut).
 	AgeMS int64 `json:"age_ms"`
 }
 
@@ -205,8 +206,9 @@ func (e *Engine) Pipeline(ctx context.Context, user, taskName string) ([]Pipelin
 	}
 	out := []PipelineItem{}
 	for _, r := range rows {
+		age := max(0, r.DBNow.T.Sub(r.AssignedAt.T))
 		out = append(out, PipelineItem{Task: r.Task, LoanID: drivers.NewKey(drivers.ParseKeyKind(r.KeyKind), r.LoanID),
-			AssignedAt: r.AssignedAt.T, AgeSeconds: r.AgeS, AgeMS: max(0, r.DBNow.T.Sub(r.AssignedAt.T).Milliseconds())})
+			AssignedAt: r.AssignedAt.T, AgeSeconds: int64(age / time.Second), AgeMS: age.Milliseconds()})
 	}
 	return out, nil
 }

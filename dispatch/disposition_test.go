@@ -203,9 +203,8 @@ func TestPipelineAgeInMilliseconds(t *testing.T) {
 			t.Fatalf("pipeline: %v %v", items, err)
 		}
 		it := items[0]
-		// age_seconds is whole seconds, rounded or cut as the dialect does;
-		// whole seconds × 1000 would give 1000 here, not 1250 or more.
-		if d := it.AgeMS - it.AgeSeconds*1000; it.AgeMS < 1250 || it.AgeMS > 60000 || d <= -1000 || d >= 1000 {
+		// Whole seconds × 1000 would give 1000 here, not 1250 or more.
+		if d := it.AgeMS - it.AgeSeconds*1000; it.AgeMS < 1250 || it.AgeMS > 60000 || d < 0 || d >= 1000 {
 			t.Errorf("after 1.3 s: age_ms %d, age_seconds %d; want the age in milliseconds, within a second of the whole seconds", it.AgeMS, it.AgeSeconds)
 		}
 	})

@@ -96,7 +96,7 @@ SET disposition = :disposition, disposed_at = {{now}},
     return_at = {{nowPlusMs ":return_after_ms"}}
 WHERE task_id = :task_id AND loan_id = :loan_id AND user_name = :user AND disposition IS NULL`},
 
-		Pipeline: Query[PipelineParams, PipelineRow]{SQL: `SELECT t.name, w.loan_id, w.assigned_at, {{age "w.assigned_at"}} AS age_s, t.key_kind, {{now}} AS db_now
+		Pipeline: Query[PipelineParams, PipelineRow]{SQL: `SELECT t.name, w.loan_id, w.assigned_at, t.key_kind, {{now}} AS db_now
 FROM loanq_work w JOIN loanq_task t ON t.id = w.task_id
 WHERE w.user_name = :user AND w.disposition IS NULL AND (:task = '' OR t.name = :task)
 ORDER BY w.assigned_at, w.id`},

@@ -147,10 +147,9 @@ type PipelineRow struct {
 	Task       string `col:"name"`
 	LoanID     string `col:"loan_id"`
 	AssignedAt Time   `col:"assigned_at"`
-	AgeS       int64  `col:"age_s"`
 	KeyKind    string `col:"key_kind"`
-	// DBNow is the database clock when the pipeline was read: an age in
-	// milliseconds is DBNow - AssignedAt (SecondsSince is whole seconds).
+	// DBNow is the database clock when the pipeline was read: an age is
+	// DBNow - AssignedAt, both the database's.
 	DBNow Time `col:"db_now"`
 }
 

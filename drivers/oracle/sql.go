@@ -131,18 +131,11 @@ FETCH FIRST 10 ROWS ONLY`
 	// row lock, so requests are still logged while the criteria query runs.
 	// (The portable LockSkip, LockNoWait and LockWait are these.)
 
-	// "" (all tasks) arrives as NULL. The seconds are summed from the
-	// interval's fields: TIMESTAMP minus TIMESTAMP is an INTERVAL DAY TO
-	// SECOND, which has no direct conversion to a number, and its fractional
-	// seconds are cut so the value scans as an integer.
-	s.Pipeline.SQL = `SELECT name, loan_id, assigned_at,
-       EXTRACT(DAY FROM age) * 86400 + EXTRACT(HOUR FROM age) * 3600
-         + EXTRACT(MINUTE FROM age) * 60 + TRUNC(EXTRACT(SECOND FROM age)) AS age_s, key_kind, db_now
-FROM (
-  SELECT t.name, w.loan_id, w.assigned_at, w.id, {{now}} - w.assigned_at AS age, t.key_kind, {{now}} AS db_now
-  FROM loanq_work w JOIN loanq_task t ON t.id = w.task_id
-  WHERE w.user_name = :user AND w.disposition IS NULL AND (:task IS NULL OR t.name = :task))
-ORDER BY assigned_at, id`
+	// "" (all tasks) arrives as NULL.
+	s.Pipeline.SQL = `SELECT t.name, w.loan_id, w.assigned_at, t.key_kind, {{now}} AS db_now
+FROM loanq_work w JOIN loanq_task t ON t.id = w.task_id
+WHERE w.user_name = :user AND w.disposition IS NULL AND (:task IS NULL OR t.name = :task)
+ORDER BY w.assigned_at, w.id`
 
 	// Wake-ups (docs/algorithm.md, "Waiting"). Oracle bounds a queued lock in
 	// the statement itself (FOR UPDATE WAIT n, ORA-30006 when n runs out): no

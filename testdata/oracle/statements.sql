@@ -149,14 +149,10 @@ WHERE task_id = :3 AND loan_id = :4 AND user_name = :5 AND disposition IS NULL
 /
 
 -- Pipeline: a user's active work, oldest first
-SELECT name, loan_id, assigned_at,
-       EXTRACT(DAY FROM age) * 86400 + EXTRACT(HOUR FROM age) * 3600
-         + EXTRACT(MINUTE FROM age) * 60 + TRUNC(EXTRACT(SECOND FROM age)) AS age_s, key_kind, db_now
-FROM (
-  SELECT t.name, w.loan_id, w.assigned_at, w.id, SYS_EXTRACT_UTC(SYSTIMESTAMP) - w.assigned_at AS age, t.key_kind, SYS_EXTRACT_UTC(SYSTIMESTAMP) AS db_now
-  FROM loanq_work w JOIN loanq_task t ON t.id = w.task_id
-  WHERE w.user_name = :1 AND w.disposition IS NULL AND (:2 IS NULL OR t.name = :3))
-ORDER BY assigned_at, id
+SELECT t.name, w.loan_id, w.assigned_at, t.key_kind, SYS_EXTRACT_UTC(SYSTIMESTAMP) AS db_now
+FROM loanq_work w JOIN loanq_task t ON t.id = w.task_id
+WHERE w.user_name = :1 AND w.disposition IS NULL AND (:2 IS NULL OR t.name = :3)
+ORDER BY w.assigned_at, w.id
 /
 
 -- RequestWake: wake-up: a waiting caller reads its request and the task's lease
