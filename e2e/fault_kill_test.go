@@ -258,6 +258,11 @@ func killRound(t *testing.T, dsn string, d drivers.Driver, e *dispatch.Engine, r
 		}
 	}
 
+	// A killed caller's server session may still be finishing (its COMMIT
+	// sent before the signal, through PgBouncer a moment later; a full run
+	// read no loans of rows-r14-k0, then its pipeline showed 4): wait until
+	// no transaction is open before reading what was committed.
+	settled(t, d, e.DB)
 	// A recheck serves whatever the dead callers left pending.
 	recheckAll(t, dsn, d, e, taskID)
 	audit(t, e)
