@@ -36,6 +36,7 @@ import (
 	"time"
 
 	"github.com/loanq/loanq/drivers"
+	"github.com/loanq/loanq/drivers/engineio"
 	"github.com/loanq/loanq/dsn"
 	"github.com/loanq/loanq/problem"
 	"github.com/loanq/loanq/schema"
@@ -342,7 +343,7 @@ func rawBatch(ctx context.Context, cfg *Config, db *sql.DB, c *Catalogue, r *Res
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}
-	sum, err := c.Summary.One(ctx, db, drivers.NoParams{})
+	sum, err := c.Summary.One(ctx, db, engineio.NoParams{})
 	if err != nil {
 		return fmt.Errorf("auditing the raw batch claim: %w", err)
 	}
@@ -385,7 +386,7 @@ func oneStrategy(d drivers.Driver, name string) (drivers.Strategy, error) {
 // serverVersion names the server a run went to, as the server reports it
 // (Statements.ServerVersion), so results say MariaDB, not mysql.
 func serverVersion(ctx context.Context, db *sql.DB, c *Catalogue) (string, error) {
-	v, err := c.ServerVersion.One(ctx, db, drivers.NoParams{})
+	v, err := c.ServerVersion.One(ctx, db, engineio.NoParams{})
 	if err != nil {
 		return "", fmt.Errorf("reading the server version: %w", err)
 	}
@@ -402,7 +403,7 @@ func fill(ctx context.Context, db *sql.DB, c *Catalogue, rows int) error {
 		return fmt.Errorf("resetting the bench table: %w", err)
 	}
 	defer tx.Rollback()
-	if _, err := c.Reset.Exec(ctx, tx, drivers.NoParams{}); err != nil {
+	if _, err := c.Reset.Exec(ctx, tx, engineio.NoParams{}); err != nil {
 		return fmt.Errorf("resetting the bench table: %w", err)
 	}
 	for first := 1; first <= rows; first += fillChunk {
@@ -414,7 +415,7 @@ func fill(ctx context.Context, db *sql.DB, c *Catalogue, rows int) error {
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("filling the bench table: %w", err)
 	}
-	if _, err := c.Analyze.Exec(ctx, db, drivers.NoParams{}); err != nil {
+	if _, err := c.Analyze.Exec(ctx, db, engineio.NoParams{}); err != nil {
 		return fmt.Errorf("gathering the statistics of the bench table: %w", err)
 	}
 	return nil
@@ -423,13 +424,13 @@ func fill(ctx context.Context, db *sql.DB, c *Catalogue, rows int) error {
 // audit reads the outcome from the database, not from the workers' word:
 // who finished how many items, duplicates (processed > 1) and items missed.
 func audit(ctx context.Context, db *sql.DB, c *Catalogue, r *Result, workers []WorkerResult) error {
-	sum, err := c.Summary.One(ctx, db, drivers.NoParams{})
+	sum, err := c.Summary.One(ctx, db, engineio.NoParams{})
 	if err != nil {
 		return fmt.Errorf("auditing the bench table: %w", err)
 	}
 	r.Duplicates, r.Missed = sum.Duplicates, sum.Missed
 	byOwner := map[string]int64{}
-	owners, err := c.ByOwner.All(ctx, db, drivers.NoParams{})
+	owners, err := c.ByOwner.All(ctx, db, engineio.NoParams{})
 	if err != nil {
 		return fmt.Errorf("counting items per worker: %w", err)
 	}
@@ -479,7 +480,7 @@ func startProgress(ctx context.Context, cfg *Config, db *sql.DB, c *Catalogue, s
 			case <-ctx.Done():
 				return
 			case <-t.C:
-				left, err := c.Ready.One(ctx, db, drivers.NoParams{})
+				left, err := c.Ready.One(ctx, db, engineio.NoParams{})
 				if err != nil {
 					continue
 				}

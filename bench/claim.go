@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/loanq/loanq/drivers"
+	"github.com/loanq/loanq/drivers/engineio"
 )
 
 // claimItems claims up to k ready items of the bench table for owner with
@@ -29,7 +30,7 @@ func claimItems(ctx context.Context, s *Statements, q drivers.Querier, st driver
 		if _, err := s.LeaseClaim.Exec(ctx, q, lease); err != nil {
 			return nil, fmt.Errorf("leasing bench items: %w", err)
 		}
-		return claimed(drivers.IDs(s.LeaseRead.All(ctx, q, ownerParams{Owner: owner})))
+		return claimed(engineio.IDs(s.LeaseRead.All(ctx, q, ownerParams{Owner: owner})))
 	}
 	claim := s.Claim(st)
 	if claim == nil || claim.Empty() {
@@ -41,7 +42,7 @@ func claimItems(ctx context.Context, s *Statements, q drivers.Querier, st driver
 	if _, err := claim.Exec(ctx, q, limitParams{Limit: k}); err != nil {
 		return nil, fmt.Errorf("claiming bench items (%s): %w", st, err)
 	}
-	return claimed(drivers.IDs(s.ClaimRead.All(ctx, q, drivers.NoParams{})))
+	return claimed(engineio.IDs(s.ClaimRead.All(ctx, q, engineio.NoParams{})))
 }
 
 func claimed(ids []int64, err error) ([]int64, error) {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/loanq/loanq/dispatch"
 	"github.com/loanq/loanq/drivers"
+	"github.com/loanq/loanq/drivers/engineio"
 	"github.com/loanq/loanq/problem"
 )
 
@@ -294,12 +295,12 @@ func auditCLI(ctx context.Context, ss *session, r *CLIResult) error {
 		return err
 	}
 	st := dispatch.ReportSQL(ss.d)
-	dups, err := st.WorkDuplicates.One(ctx, ss.db, drivers.TaskParams{TaskID: task.ID})
+	dups, err := st.WorkDuplicates.One(ctx, ss.db, engineio.TaskParams{TaskID: task.ID})
 	if err != nil {
 		return fmt.Errorf("auditing the bench task's work: %w", err)
 	}
 	r.Duplicates = dups.Duplicates
-	byUser, err := st.WorkByUser.All(ctx, ss.db, drivers.TaskParams{TaskID: task.ID})
+	byUser, err := st.WorkByUser.All(ctx, ss.db, engineio.TaskParams{TaskID: task.ID})
 	if err != nil {
 		return fmt.Errorf("counting completed loans: %w", err)
 	}

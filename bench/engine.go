@@ -12,6 +12,7 @@ import (
 
 	"github.com/loanq/loanq/dispatch"
 	"github.com/loanq/loanq/drivers"
+	"github.com/loanq/loanq/drivers/engineio"
 	"github.com/loanq/loanq/internal/pause"
 	"github.com/loanq/loanq/problem"
 	"github.com/loanq/loanq/schema"
@@ -455,7 +456,7 @@ func auditEngine(ctx context.Context, d drivers.Driver, db *sql.DB, c *Catalogue
 		return err
 	}
 	st := dispatch.ReportSQL(d)
-	dups, err := st.WorkDuplicates.One(ctx, db, drivers.TaskParams{TaskID: task.ID})
+	dups, err := st.WorkDuplicates.One(ctx, db, engineio.TaskParams{TaskID: task.ID})
 	if err != nil {
 		return fmt.Errorf("auditing the bench task's work: %w", err)
 	}
@@ -463,7 +464,7 @@ func auditEngine(ctx context.Context, d drivers.Driver, db *sql.DB, c *Catalogue
 	if r.CriteriaRuns, r.Requests, r.Pending, err = taskCounts(ctx, db, st, task.ID); err != nil {
 		return err
 	}
-	sum, err := c.Summary.One(ctx, db, drivers.NoParams{})
+	sum, err := c.Summary.One(ctx, db, engineio.NoParams{})
 	if err != nil {
 		return fmt.Errorf("auditing the bench table: %w", err)
 	}
@@ -517,11 +518,11 @@ func replaceTask(ctx context.Context, e *dispatch.Engine, spec dispatch.TaskSpec
 // taskCounts reads a task's criteria-query runs, requests and requests still
 // pending from the database.
 func taskCounts(ctx context.Context, db *sql.DB, st *dispatch.ReportStatements, taskID int64) (runs, requests, pending int64, err error) {
-	totals, err := st.QueryRunTotals.One(ctx, db, drivers.TaskParams{TaskID: taskID})
+	totals, err := st.QueryRunTotals.One(ctx, db, engineio.TaskParams{TaskID: taskID})
 	if err != nil {
 		return 0, 0, 0, fmt.Errorf("counting criteria runs: %w", err)
 	}
-	byUser, err := st.RequestsByUser.All(ctx, db, drivers.TaskParams{TaskID: taskID})
+	byUser, err := st.RequestsByUser.All(ctx, db, engineio.TaskParams{TaskID: taskID})
 	if err != nil {
 		return 0, 0, 0, fmt.Errorf("counting requests: %w", err)
 	}

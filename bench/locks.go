@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/loanq/loanq/drivers"
+	"github.com/loanq/loanq/drivers/engineio"
 )
 
 // locksPerClaim measures how many items one claim of batch items locks with
@@ -24,7 +25,7 @@ func locksPerClaim(ctx context.Context, d drivers.Driver, db *sql.DB, c *Catalog
 	fail := func(err error) (int, error) {
 		return 0, fmt.Errorf("measuring the rows one %s claim locks: %w", s, err)
 	}
-	left, err := c.Ready.One(ctx, db, drivers.NoParams{})
+	left, err := c.Ready.One(ctx, db, engineio.NoParams{})
 	if err != nil {
 		return fail(err)
 	}

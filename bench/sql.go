@@ -6,6 +6,7 @@ import (
 	"sync"
 
 	"github.com/loanq/loanq/drivers"
+	"github.com/loanq/loanq/drivers/engineio"
 )
 
 // The bench's statements. They are not part of drivers.Statements (the
@@ -27,7 +28,7 @@ import (
 // the same way on every database.
 type Statements struct {
 	// Reset empties the item table before a run.
-	Reset drivers.Stmt[drivers.NoParams] `purpose:"bench: empty the item table"`
+	Reset drivers.Stmt[engineio.NoParams] `purpose:"bench: empty the item table"`
 	// Fill takes: first id, count. Inserts ids first … first+count-1 as
 	// ready; called in chunks of at most 1000 (MySQL's default
 	// cte_max_recursion_depth).
@@ -37,14 +38,14 @@ type Statements struct {
 	// statistics of the table before the fill (PostgreSQL took a bitmap scan
 	// and a sort of all 83,000 ready items for a LIMIT 60 read: 47 ms
 	// instead of 0.1), and the run measures stale statistics, not locking.
-	Analyze drivers.Stmt[drivers.NoParams] `purpose:"bench: refresh the planner's statistics of the filled item table"`
+	Analyze drivers.Stmt[engineio.NoParams] `purpose:"bench: refresh the planner's statistics of the filled item table"`
 	// Begin binds nothing. Sent on the worker's connection right before
 	// each claim transaction begins, where the dialect's default isolation
 	// would make claims collide: InnoDB's REPEATABLE READ takes next-key (gap)
 	// locks on the scanned index range, and finishing an item — its index
 	// entry moves from (ready, id) to (done, id), into a gap another worker
 	// has locked — then deadlocks against the other claimers.
-	Begin drivers.Stmt[drivers.NoParams] `purpose:"bench: before each claim transaction" empty:"the default isolation, READ COMMITTED, takes no gap locks"`
+	Begin drivers.Stmt[engineio.NoParams] `purpose:"bench: before each claim transaction" empty:"the default isolation, READ COMMITTED, takes no gap locks"`
 	// ClaimSkip, ClaimNoWait, ClaimWait bind: limit. Each locks up to limit
 	// ready items, in id order, until the caller's transaction ends and,
 	// unless ClaimRead is set, returns their ids. Only the lock clause
@@ -56,7 +57,7 @@ type Statements struct {
 	// ClaimRead is set where a claim statement returns no rows (Oracle's
 	// procedure call): it reads the ids the caller's transaction has just
 	// claimed.
-	ClaimRead drivers.Query[drivers.NoParams, drivers.IDRow] `purpose:"bench claim: read the ids the transaction just locked" empty:"the claim statements return the ids themselves"`
+	ClaimRead drivers.Query[engineio.NoParams, engineio.IDRow] `purpose:"bench claim: read the ids the transaction just locked" empty:"the claim statements return the ids themselves"`
 	// LeaseClaim takes: owner, ttl ms, limit. Marks up to limit ready items
 	// claimed by owner until now + ttl, and returns their ids unless
 	// LeaseRead is set. Run in its own short transaction, which is committed
@@ -65,7 +66,7 @@ type Statements struct {
 	LeaseClaim drivers.Stmt[leaseClaimParams] `purpose:"bench claim, strategy lease: mark up to K ready items claimed, with an expiry"`
 	// LeaseRead reads the items owner holds a lease on (MySQL and Oracle,
 	// which have no UPDATE … RETURNING of several rows).
-	LeaseRead drivers.Query[ownerParams, drivers.IDRow] `purpose:"bench claim, strategy lease: read the ids just leased" empty:"the lease claim returns the ids itself (UPDATE … RETURNING)"`
+	LeaseRead drivers.Query[ownerParams, engineio.IDRow] `purpose:"bench claim, strategy lease: read the ids just leased" empty:"the lease claim returns the ids itself (UPDATE … RETURNING)"`
 	// Done takes: owner, id. Finishes an item claimed with a row lock, in
 	// the claim's transaction. It matches the id alone and counts, so an item
 	// finished twice shows up as processed > 1 instead of being hidden.
@@ -76,13 +77,13 @@ type Statements struct {
 	LeaseDone drivers.Stmt[itemParams] `purpose:"bench: finish a leased item (fencing check)"`
 	// LeaseExpire binds nothing. Puts items whose lease ran out back to
 	// ready (their holder died or overran); run when no ready item is left.
-	LeaseExpire drivers.Stmt[drivers.NoParams] `purpose:"bench: put items with expired leases back"`
+	LeaseExpire drivers.Stmt[engineio.NoParams] `purpose:"bench: put items with expired leases back"`
 	// Ready counts the items still ready.
-	Ready drivers.Query[drivers.NoParams, drivers.Count] `purpose:"bench: count ready items"`
+	Ready drivers.Query[engineio.NoParams, engineio.Count] `purpose:"bench: count ready items"`
 	// Summary audits the table after a run.
-	Summary drivers.Query[drivers.NoParams, summaryRow] `purpose:"bench: audit the run (duplicates, missed items)"`
+	Summary drivers.Query[engineio.NoParams, summaryRow] `purpose:"bench: audit the run (duplicates, missed items)"`
 	// ByOwner counts the items each worker finished.
-	ByOwner drivers.Query[drivers.NoParams, ownerCountRow] `purpose:"bench: items finished per worker"`
+	ByOwner drivers.Query[engineio.NoParams, ownerCountRow] `purpose:"bench: items finished per worker"`
 	// DoneMany takes: owner, the ids as a JSON array text ("[3,7,9]").
 	// Finishes every item of a batch claim with one statement, in the claim's
 	// transaction. Like Done it matches the ids alone and counts, so an item
@@ -101,7 +102,7 @@ type Statements struct {
 	// ServerVersion reads the server's product and version as the server
 	// itself reports it (so a MariaDB behind a mysql:// DSN is named
 	// MariaDB), printed in bench results.
-	ServerVersion drivers.Query[drivers.NoParams, versionRow] `purpose:"bench: name the server product and version"`
+	ServerVersion drivers.Query[engineio.NoParams, versionRow] `purpose:"bench: name the server product and version"`
 }
 
 // The bench's row types (col tags as in drivers/rows.go).
@@ -187,8 +188,8 @@ func (s *Statements) List() []drivers.Named { return drivers.ListCatalogue(s) }
 // index in claim order; the row limit stops the locking read after K rows.
 func portable() *Statements {
 	return &Statements{
-		Reset:       drivers.Stmt[drivers.NoParams]{SQL: `DELETE FROM loanq_bench_item`},
-		Analyze:     drivers.Stmt[drivers.NoParams]{SQL: `ANALYZE loanq_bench_item`},
+		Reset:       drivers.Stmt[engineio.NoParams]{SQL: `DELETE FROM loanq_bench_item`},
+		Analyze:     drivers.Stmt[engineio.NoParams]{SQL: `ANALYZE loanq_bench_item`},
 		ClaimSkip:   drivers.Stmt[limitParams]{SQL: `SELECT id FROM loanq_bench_item WHERE status = 'ready' ORDER BY id LIMIT :limit FOR UPDATE SKIP LOCKED`},
 		ClaimNoWait: drivers.Stmt[limitParams]{SQL: `SELECT id FROM loanq_bench_item WHERE status = 'ready' ORDER BY id LIMIT :limit FOR UPDATE NOWAIT`},
 		ClaimWait:   drivers.Stmt[limitParams]{SQL: `SELECT id FROM loanq_bench_item WHERE status = 'ready' ORDER BY id LIMIT :limit FOR UPDATE`},
@@ -198,17 +199,17 @@ WHERE id = :id`},
 		LeaseDone: drivers.Stmt[itemParams]{SQL: `UPDATE loanq_bench_item
 SET status = 'done', processed = processed + 1, processed_at = {{now}}
 WHERE id = :id AND owner = :owner AND status = 'claimed' AND lease_expires_at > {{now}}`},
-		LeaseExpire: drivers.Stmt[drivers.NoParams]{SQL: `UPDATE loanq_bench_item
+		LeaseExpire: drivers.Stmt[engineio.NoParams]{SQL: `UPDATE loanq_bench_item
 SET status = 'ready', owner = NULL, claimed_at = NULL, lease_expires_at = NULL
 WHERE status = 'claimed' AND lease_expires_at <= {{now}}`},
-		Ready: drivers.Query[drivers.NoParams, drivers.Count]{SQL: `SELECT COUNT(*) AS n FROM loanq_bench_item WHERE status = 'ready'`},
-		Summary: drivers.Query[drivers.NoParams, summaryRow]{SQL: `SELECT COUNT(*) AS items,
+		Ready: drivers.Query[engineio.NoParams, engineio.Count]{SQL: `SELECT COUNT(*) AS n FROM loanq_bench_item WHERE status = 'ready'`},
+		Summary: drivers.Query[engineio.NoParams, summaryRow]{SQL: `SELECT COUNT(*) AS items,
        COALESCE(SUM(CASE WHEN status = 'done' THEN 1 ELSE 0 END), 0) AS done,
        COALESCE(SUM(CASE WHEN processed > 1 THEN 1 ELSE 0 END), 0) AS duplicates,
        COALESCE(SUM(processed), 0) AS total,
        COALESCE(SUM(CASE WHEN processed = 0 THEN 1 ELSE 0 END), 0) AS missed
 FROM loanq_bench_item`},
-		ByOwner: drivers.Query[drivers.NoParams, ownerCountRow]{SQL: `SELECT owner, COUNT(*) AS n FROM loanq_bench_item WHERE status = 'done' GROUP BY owner ORDER BY owner`},
+		ByOwner: drivers.Query[engineio.NoParams, ownerCountRow]{SQL: `SELECT owner, COUNT(*) AS n FROM loanq_bench_item WHERE status = 'done' GROUP BY owner ORDER BY owner`},
 		// One bind for the whole batch, whatever its size: no placeholder
 		// list to build, one round trip.
 		DoneMany: drivers.Stmt[itemsParams]{SQL: `UPDATE loanq_bench_item

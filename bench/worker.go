@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/loanq/loanq/drivers"
+	"github.com/loanq/loanq/drivers/engineio"
 	"github.com/loanq/loanq/internal/pause"
 	"github.com/loanq/loanq/schema"
 )
@@ -194,7 +195,7 @@ func (w *worker) leaseOnce(ctx context.Context) (int, error) {
 	if len(ids) == 0 {
 		// Another claimer may have taken the rows this UPDATE picked (its
 		// subselect locks nothing): ask again while ready items are left.
-		left, err := w.c.Ready.One(ctx, w.conn, drivers.NoParams{})
+		left, err := w.c.Ready.One(ctx, w.conn, engineio.NoParams{})
 		if err != nil {
 			return 0, fmt.Errorf("counting ready items: %w", err)
 		}
@@ -202,7 +203,7 @@ func (w *worker) leaseOnce(ctx context.Context) (int, error) {
 			w.res.Retries++
 			return -1, nil
 		}
-		res, err := w.c.LeaseExpire.Exec(ctx, w.conn, drivers.NoParams{})
+		res, err := w.c.LeaseExpire.Exec(ctx, w.conn, engineio.NoParams{})
 		if err != nil {
 			return 0, fmt.Errorf("taking back expired leases: %w", err)
 		}
@@ -293,7 +294,7 @@ func (w *worker) leaseClaim(ctx context.Context, owner string) ([]int64, error) 
 // catalogue's Begin (MySQL: READ COMMITTED for this transaction).
 func (w *worker) begin(ctx context.Context) (*sql.Tx, error) {
 	if !w.c.Begin.Empty() {
-		if _, err := w.c.Begin.Exec(ctx, w.conn, drivers.NoParams{}); err != nil {
+		if _, err := w.c.Begin.Exec(ctx, w.conn, engineio.NoParams{}); err != nil {
 			return nil, fmt.Errorf("before begin: %w", err)
 		}
 	}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/loanq/loanq/dispatch"
 	"github.com/loanq/loanq/drivers"
+	"github.com/loanq/loanq/drivers/engineio"
 	"github.com/loanq/loanq/problem"
 )
 
@@ -467,7 +468,7 @@ func (r *refreshing) tasks(ctx context.Context) error {
 // pending reads the pending requests per task and the oldest one's age.
 func (r *refreshing) pending(ctx context.Context) error {
 	err := r.q.step("DashPending", func() error {
-		return each(ctx, r.q, &r.st.DashPending, drivers.NoParams{}, func(row pendingRow) error {
+		return each(ctx, r.q, &r.st.DashPending, engineio.NoParams{}, func(row pendingRow) error {
 			if f := r.snap.byID[row.TaskID]; f != nil {
 				f.Pending, f.OldestPendingMS = row.Pending, row.OldestS.Int64*1000
 			}
@@ -656,7 +657,7 @@ func (s *Source) raiseFloor(ctx context.Context, q *queryCounter) error {
 	err := q.step("DashDoneFloor", func() error {
 		q.n++
 		var err error
-		floors, err = st.DashDoneFloor.One(ctx, s.DB, drivers.NoParams{})
+		floors, err = st.DashDoneFloor.One(ctx, s.DB, engineio.NoParams{})
 		return err
 	})
 	if err != nil {
@@ -683,7 +684,7 @@ func (s *Source) raiseFloor(ctx context.Context, q *queryCounter) error {
 	err = q.step("DashRunMaxID", func() error {
 		q.n++
 		var err error
-		maxRun, err = st.DashRunMaxID.One(ctx, s.DB, drivers.NoParams{})
+		maxRun, err = st.DashRunMaxID.One(ctx, s.DB, engineio.NoParams{})
 		return err
 	})
 	if err != nil {

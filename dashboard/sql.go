@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/loanq/loanq/drivers"
+	"github.com/loanq/loanq/drivers/engineio"
 )
 
 // The dashboard's statements (`loanq serve`'s page, /api/dashboard and
@@ -26,8 +27,8 @@ import (
 // refresh), the page (assets/), a metric in metrics.go if Prometheus should
 // see it.
 type statements struct {
-	DashPending drivers.Query[drivers.NoParams, pendingRow] `purpose:"dashboard: pending requests per task and the oldest one's age"`
-	DashActive  drivers.Query[activeParams, activeRow]      `purpose:"dashboard: active work per task and user, oldest age, held past the limit"`
+	DashPending drivers.Query[engineio.NoParams, pendingRow] `purpose:"dashboard: pending requests per task and the oldest one's age"`
+	DashActive  drivers.Query[activeParams, activeRow]       `purpose:"dashboard: active work per task and user, oldest age, held past the limit"`
 	// The work history has no index on disposed_at, so dispositions are
 	// counted in two parts split at a "floor" id: rows below it had all
 	// ended before today when the floor was read, and never change again
@@ -35,7 +36,7 @@ type statements struct {
 	// from the floor up are a primary-key range, counted at every refresh.
 	//
 	// DashDoneFloor reads the whole history: run once an hour.
-	DashDoneFloor drivers.Query[drivers.NoParams, floorRow] `purpose:"dashboard: the floor id under which the work history no longer changes (hourly)"`
+	DashDoneFloor drivers.Query[engineio.NoParams, floorRow] `purpose:"dashboard: the floor id under which the work history no longer changes (hourly)"`
 	// DashDoneBefore is run with each new floor.
 	DashDoneBefore drivers.Query[floorParams, doneBeforeRow] `purpose:"dashboard: dispositions below the floor id (hourly)"`
 	// DashDone: A primary-key range from the floor.
@@ -50,9 +51,9 @@ type statements struct {
 	// from a floor id up, per task and duration bucket;
 	// DashRunHistogramBelow below it (runs never change once logged, so that
 	// part is summed once an hour).
-	DashRunHistogram      drivers.Query[floorParams, histogramRow]  `purpose:"dashboard: criteria runs per task and duration bucket, from the floor id up"`
-	DashRunHistogramBelow drivers.Query[floorParams, histogramRow]  `purpose:"dashboard: criteria runs per task and duration bucket, below the floor id (hourly)"`
-	DashRunMaxID          drivers.Query[drivers.NoParams, maxIDRow] `purpose:"dashboard: the highest criteria-run id (the floor)"`
+	DashRunHistogram      drivers.Query[floorParams, histogramRow]   `purpose:"dashboard: criteria runs per task and duration bucket, from the floor id up"`
+	DashRunHistogramBelow drivers.Query[floorParams, histogramRow]   `purpose:"dashboard: criteria runs per task and duration bucket, below the floor id (hourly)"`
+	DashRunMaxID          drivers.Query[engineio.NoParams, maxIDRow] `purpose:"dashboard: the highest criteria-run id (the floor)"`
 }
 
 // catalogue is compiled for a driver at its first use (Source.sql).
@@ -72,12 +73,12 @@ var runDurationBucketsMS = []int64{10, 50, 100, 250, 500, 1000, 2500, 5000, 1000
 // range, counted at every refresh.
 func portable() *statements {
 	return &statements{
-		DashPending: drivers.Query[drivers.NoParams, pendingRow]{SQL: `SELECT task_id, COUNT(*) AS pending, {{age "MIN(created_at)"}} AS oldest_s
+		DashPending: drivers.Query[engineio.NoParams, pendingRow]{SQL: `SELECT task_id, COUNT(*) AS pending, {{age "MIN(created_at)"}} AS oldest_s
 FROM loanq_work_request WHERE status = 'pending' AND {{requestAlive "alive_at"}} GROUP BY task_id`},
 		DashActive: drivers.Query[activeParams, activeRow]{SQL: `SELECT task_id, user_name, COUNT(*) AS active, {{age "MIN(assigned_at)"}} AS oldest_s,
        COUNT(CASE WHEN {{age "assigned_at"}} >= :hold_s THEN 1 END) AS held
 FROM loanq_work WHERE disposition IS NULL GROUP BY task_id, user_name`},
-		DashDoneFloor: drivers.Query[drivers.NoParams, floorRow]{SQL: `SELECT MIN(CASE WHEN disposition IS NULL THEN id END) AS active_floor,
+		DashDoneFloor: drivers.Query[engineio.NoParams, floorRow]{SQL: `SELECT MIN(CASE WHEN disposition IS NULL THEN id END) AS active_floor,
        MIN(CASE WHEN disposed_at >= {{startOfToday}} THEN id END) AS today_floor, MAX(id) AS max_id
 FROM loanq_work`},
 		DashDoneBefore: drivers.Query[floorParams, doneBeforeRow]{SQL: `SELECT task_id, user_name, disposition, COUNT(*) AS n
@@ -93,7 +94,7 @@ FROM loanq_work WHERE task_id = :task_id AND disposition IS NOT NULL ORDER BY id
 
 		DashRunHistogram:      drivers.Query[floorParams, histogramRow]{SQL: runHistogram(">=")},
 		DashRunHistogramBelow: drivers.Query[floorParams, histogramRow]{SQL: runHistogram("<")},
-		DashRunMaxID:          drivers.Query[drivers.NoParams, maxIDRow]{SQL: `SELECT MAX(id) AS max_id FROM loanq_query_run`},
+		DashRunMaxID:          drivers.Query[engineio.NoParams, maxIDRow]{SQL: `SELECT MAX(id) AS max_id FROM loanq_query_run`},
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 
 	"github.com/loanq/loanq/dispatch"
 	"github.com/loanq/loanq/drivers"
+	"github.com/loanq/loanq/drivers/engineio"
 )
 
 // Summary is the outcome of a demo run. Counts come from the database (the
@@ -160,9 +161,9 @@ func (t *tally) read(ctx context.Context, eng *dispatch.Engine) error {
 }
 
 // eachTask runs one of the per-task report queries for every demo task.
-func eachTask[R any](ctx context.Context, db *sql.DB, ids []int64, query *drivers.Query[drivers.TaskParams, R], add func(task int64, r R)) error {
+func eachTask[R any](ctx context.Context, db *sql.DB, ids []int64, query *drivers.Query[engineio.TaskParams, R], add func(task int64, r R)) error {
 	for _, id := range ids {
-		if err := query.Each(ctx, db, drivers.TaskParams{TaskID: id}, func(r R) error {
+		if err := query.Each(ctx, db, engineio.TaskParams{TaskID: id}, func(r R) error {
 			add(id, r)
 			return nil
 		}); err != nil {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/loanq/loanq/dispatch"
 	"github.com/loanq/loanq/drivers"
+	"github.com/loanq/loanq/drivers/engineio"
 	"github.com/loanq/loanq/internal/testkit/testdb"
 	"github.com/loanq/loanq/problem"
 )
@@ -20,7 +21,7 @@ import (
 // returns its id; nobody waits for it.
 func (f *fixture) logged(t *testing.T, task *dispatch.Task, user string, n int) int64 {
 	t.Helper()
-	id, err := f.d.Statements().RequestInsert.InsertID(context.Background(), f.db, drivers.RequestInsertParams{TaskID: task.ID, User: user, Requested: n})
+	id, err := f.d.Statements().RequestInsert.InsertID(context.Background(), f.db, engineio.RequestInsertParams{TaskID: task.ID, User: user, Requested: n})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,15 +49,15 @@ func (f *fixture) holdLease(t *testing.T, task *dispatch.Task) func() {
 	ctx := context.Background()
 	st := f.d.Statements()
 	const owner = "elsewhere.example:1"
-	if _, err := st.LeaseAcquire.Exec(ctx, f.db, drivers.LeaseTakeParams{TaskID: task.ID, Owner: owner, TTLMS: time.Hour.Milliseconds()}); err != nil {
+	if _, err := st.LeaseAcquire.Exec(ctx, f.db, engineio.LeaseTakeParams{TaskID: task.ID, Owner: owner, TTLMS: time.Hour.Milliseconds()}); err != nil {
 		t.Fatal(err)
 	}
-	lease, err := st.LeaseToken.One(ctx, f.db, drivers.LeaseOwnerParams{TaskID: task.ID, Owner: owner})
+	lease, err := st.LeaseToken.One(ctx, f.db, engineio.LeaseOwnerParams{TaskID: task.ID, Owner: owner})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return func() {
-		if _, err := st.LeaseRelease.Exec(ctx, f.db, drivers.LeaseFenceParams{TaskID: task.ID, Owner: owner, Token: lease.Token}); err != nil {
+		if _, err := st.LeaseRelease.Exec(ctx, f.db, engineio.LeaseFenceParams{TaskID: task.ID, Owner: owner, Token: lease.Token}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -246,7 +247,7 @@ func TestWaiterKeepsItsRequestAlive(t *testing.T) {
 			if time.Now().After(deadline) {
 				t.Fatal("no pending request of wai after 30 s")
 			}
-			if r, err := f.d.Statements().RequestPendingFor.One(ctx, f.db, drivers.TaskUserParams{TaskID: task.ID, User: "wai"}); err == nil {
+			if r, err := f.d.Statements().RequestPendingFor.One(ctx, f.db, engineio.TaskUserParams{TaskID: task.ID, User: "wai"}); err == nil {
 				id = r.ID
 			}
 		}

@@ -14,6 +14,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/loanq/loanq/drivers"
+	"github.com/loanq/loanq/drivers/engineio"
 	"github.com/loanq/loanq/problem"
 )
 
@@ -156,7 +157,7 @@ func (e *Engine) CreateToken(ctx context.Context, user, role, by string, expires
 
 // ListTokens lists every token ever issued, oldest first.
 func (e *Engine) ListTokens(ctx context.Context) ([]TokenInfo, error) {
-	rows, err := e.tokenSQL().TokenList.All(ctx, e.DB, drivers.NoParams{})
+	rows, err := e.tokenSQL().TokenList.All(ctx, e.DB, engineio.NoParams{})
 	if err != nil {
 		return nil, fmt.Errorf("listing tokens: %w", err)
 	}

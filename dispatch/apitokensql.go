@@ -4,6 +4,7 @@ import (
 	"database/sql"
 
 	"github.com/loanq/loanq/drivers"
+	"github.com/loanq/loanq/drivers/engineio"
 )
 
 // The API tokens' statements (apitoken.go: `loanq token`, `loanq serve
@@ -16,8 +17,8 @@ type tokenStatements struct {
 	TokenInsert drivers.Stmt[tokenInsertParams] `purpose:"api: issue a token (only its hash is kept)"`
 	// TokenAuth: the token's id, user and role when it is neither revoked nor
 	// expired (database clock); no row otherwise.
-	TokenAuth drivers.Query[hashParams, tokenAuthRow]       `purpose:"api: authenticate a call by its token's hash"`
-	TokenList drivers.Query[drivers.NoParams, tokenListRow] `purpose:"api: list tokens (never the tokens themselves)"`
+	TokenAuth drivers.Query[hashParams, tokenAuthRow]        `purpose:"api: authenticate a call by its token's hash"`
+	TokenList drivers.Query[engineio.NoParams, tokenListRow] `purpose:"api: list tokens (never the tokens themselves)"`
 	// TokenRevoke: 0 rows: no such token, or already revoked.
 	TokenRevoke drivers.Stmt[tokenRevokeParams] `purpose:"api: revoke a token"`
 }
@@ -33,7 +34,7 @@ func portableToken() *tokenStatements {
 VALUES (:user, :role, :hash, :created_by, {{now}}, {{nowPlusMs ":expires_ms"}}){{returningID}}`},
 		TokenAuth: drivers.Query[hashParams, tokenAuthRow]{SQL: `SELECT id, user_name, role FROM loanq_api_token
 WHERE token_hash = :hash AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > {{now}})`},
-		TokenList: drivers.Query[drivers.NoParams, tokenListRow]{SQL: `SELECT id, user_name, role, created_by, {{age "created_at"}} AS age_s,
+		TokenList: drivers.Query[engineio.NoParams, tokenListRow]{SQL: `SELECT id, user_name, role, created_by, {{age "created_at"}} AS age_s,
        CASE WHEN revoked_at IS NOT NULL THEN 'revoked'
             WHEN expires_at IS NOT NULL AND expires_at <= {{now}} THEN 'expired' ELSE 'active' END AS state,
        CASE WHEN revoked_at IS NULL AND expires_at > {{now}} THEN -({{age "expires_at"}}) END AS left_s,

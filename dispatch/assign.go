@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/loanq/loanq/drivers"
+	"github.com/loanq/loanq/drivers/engineio"
 )
 
 // A round's allocation with its I/O: read what the plan needs, plan
@@ -106,7 +107,7 @@ func (e *Engine) assign(ctx context.Context, tx *sql.Tx, task *Task, found crite
 func (e *Engine) activeCounts(ctx context.Context, tx *sql.Tx, task *Task) (map[string]int, error) {
 	// One read for all of them, not one per user: the round holds the
 	// task's lock meanwhile.
-	rows, err := e.sql().ActiveCountsPending.All(ctx, tx, drivers.TaskParams{TaskID: task.ID})
+	rows, err := e.sql().ActiveCountsPending.All(ctx, tx, engineio.TaskParams{TaskID: task.ID})
 	if err != nil {
 		return nil, fmt.Errorf("counting the active work of task %s's waiting users: %w", task.Name, err)
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/loanq/loanq/drivers"
+	"github.com/loanq/loanq/drivers/engineio"
 )
 
 // Backlog is the number of loans waiting for a task: the rows its criteria
@@ -36,7 +37,7 @@ func (e *Engine) CountBacklog(ctx context.Context, task *Task) (*Backlog, error)
 	defer cancel()
 	start := time.Now()
 	var n int64
-	if err := drivers.BacklogCount(e.Driver.Dialect(), task.criteria()).QueryRow(ctx, e.DB, drivers.TaskParams{TaskID: task.ID}).Scan(&n); err != nil {
+	if err := drivers.BacklogCount(e.Driver.Dialect(), task.criteria()).QueryRow(ctx, e.DB, engineio.TaskParams{TaskID: task.ID}).Scan(&n); err != nil {
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 			return nil, fmt.Errorf("counting the backlog of task %s: stopped after %s (a count reads every eligible row)", task.Name, BacklogTimeout)
 		}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/loanq/loanq/drivers"
+	"github.com/loanq/loanq/drivers/engineio"
 	"github.com/loanq/loanq/internal/pause"
 	"github.com/loanq/loanq/problem"
 )
@@ -55,7 +56,7 @@ func (e *Engine) logRequest(ctx context.Context, taskID int64, user string, coun
 	deadlocks := 0
 	var lastInsert error
 	for tries := 0; tries < maxAttach; {
-		id, err = e.sql().RequestInsert.InsertID(ctx, e.DB, drivers.RequestInsertParams{TaskID: taskID, User: user, Requested: count})
+		id, err = e.sql().RequestInsert.InsertID(ctx, e.DB, engineio.RequestInsertParams{TaskID: taskID, User: user, Requested: count})
 		lastInsert = err
 		if err == nil {
 			return id, false, nil
@@ -78,8 +79,8 @@ func (e *Engine) logRequest(ctx context.Context, taskID int64, user string, coun
 		if !e.Driver.IsUniqueViolation(err) {
 			return 0, false, fmt.Errorf("recording the work request: %w", err)
 		}
-		var pending drivers.IDRow
-		pending, err = e.sql().RequestPendingFor.One(ctx, e.DB, drivers.TaskUserParams{TaskID: taskID, User: user})
+		var pending engineio.IDRow
+		pending, err = e.sql().RequestPendingFor.One(ctx, e.DB, engineio.TaskUserParams{TaskID: taskID, User: user})
 		if err == nil && !beat {
 			return pending.ID, true, nil
 		}
@@ -126,7 +127,7 @@ func (e *Engine) Cancel(ctx context.Context, id int64, user string) (*Request, e
 // row only while it is pending, so a cancel racing with a holder's
 // RequestFinish is decided by the database: 0 rows means served first.
 func (e *Engine) cancel(ctx context.Context, id int64, user string) (*Request, error) {
-	res, err := e.sql().RequestCancel.Exec(ctx, e.DB, drivers.IDUserParams{ID: id, User: user})
+	res, err := e.sql().RequestCancel.Exec(ctx, e.DB, engineio.IDUserParams{ID: id, User: user})
 	if err != nil {
 		return nil, fmt.Errorf("cancelling request %d: %w", id, err)
 	}

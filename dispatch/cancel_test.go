@@ -2,6 +2,7 @@ package dispatch_test
 
 import (
 	"github.com/loanq/loanq/drivers"
+	"github.com/loanq/loanq/drivers/engineio"
 
 	"context"
 	"fmt"
@@ -27,7 +28,7 @@ func TestCancelRacesWithHolder(t *testing.T) {
 			t.Run(string(s), func(t *testing.T) {
 				task := f.task(t, dispatch.TaskSpec{Name: "race-" + string(s), Lock: s})
 				// Cancelled after the holder's criteria query: never served.
-				id, err := f.d.Statements().RequestInsert.InsertID(ctx, f.db, drivers.RequestInsertParams{TaskID: task.ID, User: "waiter", Requested: 2})
+				id, err := f.d.Statements().RequestInsert.InsertID(ctx, f.db, engineio.RequestInsertParams{TaskID: task.ID, User: "waiter", Requested: 2})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -51,7 +52,7 @@ func TestCancelRacesWithHolder(t *testing.T) {
 
 				// Cancelled while the holder's assignment is about to commit:
 				// the cancel waits for it and finds the request served.
-				id2, err := f.d.Statements().RequestInsert.InsertID(ctx, f.db, drivers.RequestInsertParams{TaskID: task.ID, User: "late", Requested: 1})
+				id2, err := f.d.Statements().RequestInsert.InsertID(ctx, f.db, engineio.RequestInsertParams{TaskID: task.ID, User: "late", Requested: 1})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -111,7 +112,7 @@ func TestCancelBetweenReadAndFinish(t *testing.T) {
 			t.Run(string(s), func(t *testing.T) {
 				task := f.task(t, dispatch.TaskSpec{Name: "between-" + string(s), Lock: s})
 				ins := func(user string) int64 {
-					id, err := f.d.Statements().RequestInsert.InsertID(ctx, f.db, drivers.RequestInsertParams{TaskID: task.ID, User: user, Requested: 1})
+					id, err := f.d.Statements().RequestInsert.InsertID(ctx, f.db, engineio.RequestInsertParams{TaskID: task.ID, User: user, Requested: 1})
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -158,7 +159,7 @@ func TestAttachToPendingRequest(t *testing.T) {
 		for _, s := range f.d.Capabilities().Strategies {
 			t.Run(string(s), func(t *testing.T) {
 				task := f.task(t, dispatch.TaskSpec{Name: "attach-" + string(s), Lock: s})
-				first, err := f.d.Statements().RequestInsert.InsertID(ctx, f.db, drivers.RequestInsertParams{TaskID: task.ID, User: "ann", Requested: 2})
+				first, err := f.d.Statements().RequestInsert.InsertID(ctx, f.db, engineio.RequestInsertParams{TaskID: task.ID, User: "ann", Requested: 2})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -176,7 +177,7 @@ func TestAttachToPendingRequest(t *testing.T) {
 
 				// OwnRequest: the pending one, whose caller is gone, is left
 				// to expire, unserved; then the caller's own is logged.
-				pending, err := f.d.Statements().RequestInsert.InsertID(ctx, f.db, drivers.RequestInsertParams{TaskID: task.ID, User: "ann", Requested: 1})
+				pending, err := f.d.Statements().RequestInsert.InsertID(ctx, f.db, engineio.RequestInsertParams{TaskID: task.ID, User: "ann", Requested: 1})
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/loanq/loanq/drivers"
+	"github.com/loanq/loanq/drivers/engineio"
 )
 
 // noteCap says, on a request answered partial or empty, when the task's
@@ -38,7 +39,7 @@ func (e *Engine) noteCap(ctx context.Context, task *Task, req *Request) *Request
 
 // activeCount is user's active work in task: what the per-user cap counts.
 func (e *Engine) activeCount(ctx context.Context, q drivers.Querier, task *Task, user string) (int, error) {
-	r, err := e.sql().ActiveCountForUser.One(ctx, q, drivers.TaskUserParams{TaskID: task.ID, User: user})
+	r, err := e.sql().ActiveCountForUser.One(ctx, q, engineio.TaskUserParams{TaskID: task.ID, User: user})
 	if err != nil {
 		return 0, fmt.Errorf("counting active work of %s: %w", user, err)
 	}

@@ -1,7 +1,7 @@
 package dispatch_test
 
 import (
-	"github.com/loanq/loanq/drivers"
+	"github.com/loanq/loanq/drivers/engineio"
 
 	"context"
 	"strconv"
@@ -48,7 +48,7 @@ func TestReturnTimeFollowsMovedDatabaseClock(t *testing.T) {
 			}
 			d2, db2 := testdb.Open(t, movedDSN)
 			e2 := dispatch.New(db2, d2)
-			clk, err := d2.Statements().Now.One(ctx, db2, drivers.NoParams{})
+			clk, err := d2.Statements().Now.One(ctx, db2, engineio.NoParams{})
 			if now := clk.Now.T; err != nil || !now.Equal(moved) {
 				t.Fatalf("the moved connection's database clock reads %s (%v), want %s", now, err, moved)
 			}

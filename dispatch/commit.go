@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/loanq/loanq/drivers"
+	"github.com/loanq/loanq/drivers/engineio"
 	"github.com/loanq/loanq/problem"
 )
 
@@ -39,7 +39,7 @@ func requestStatus(requested, taken int) string {
 // user to `work status ID`, which does not know it (the callers that serve
 // a committed request name it).
 func (e *Engine) finishRequest(ctx context.Context, tx *sql.Tx, id int64, taken int, status string) (bool, error) {
-	res, err := e.sql().RequestFinish.Exec(ctx, tx, drivers.RequestFinishParams{Assigned: taken, Status: status, ID: id})
+	res, err := e.sql().RequestFinish.Exec(ctx, tx, engineio.RequestFinishParams{Assigned: taken, Status: status, ID: id})
 	if err != nil {
 		return false, fmt.Errorf("finishing the request: %w", err)
 	}
@@ -72,7 +72,7 @@ func (e *Engine) finishRequests(ctx context.Context, tx *sql.Tx, taskID int64, s
 	if err != nil {
 		return fmt.Errorf("finishing the round's requests: %w", err)
 	}
-	res, err := e.sql().RequestFinishMany.Exec(ctx, tx, drivers.RequestFinishManyParams{TaskID: taskID, Outcomes: string(text)})
+	res, err := e.sql().RequestFinishMany.Exec(ctx, tx, engineio.RequestFinishManyParams{TaskID: taskID, Outcomes: string(text)})
 	if err != nil {
 		return fmt.Errorf("finishing the round's requests: %w", err)
 	}
@@ -102,7 +102,7 @@ func (e *Engine) insertWork(ctx context.Context, tx *sql.Tx, task *Task, work []
 			return fmt.Errorf("assigning the loans of task %s: %w", task.Name, err)
 		}
 		work = work[n:]
-		res, err := e.sql().WorkInsertMany.Exec(ctx, tx, drivers.WorkInsertManyParams{TaskID: task.ID, Assignments: text})
+		res, err := e.sql().WorkInsertMany.Exec(ctx, tx, engineio.WorkInsertManyParams{TaskID: task.ID, Assignments: text})
 		if err != nil {
 			if e.Driver.IsUniqueViolation(err) {
 				// A claim that holds the loan's source row (rows) assigned
@@ -151,7 +151,7 @@ func assignmentsJSON(work []assignment) (string, int, error) {
 // the round or claim that used it: the log holds the runs whose answers
 // committed. pooled is what the run added to the task's candidate pool.
 func (e *Engine) logRun(ctx context.Context, tx *sql.Tx, taskID int64, run QueryRun, pooled int) error {
-	_, err := e.sql().QueryRunInsert.Exec(ctx, tx, drivers.QueryRunParams{TaskID: taskID, Strategy: run.Strategy,
+	_, err := e.sql().QueryRunInsert.Exec(ctx, tx, engineio.QueryRunParams{TaskID: taskID, Strategy: run.Strategy,
 		Holder: truncate(run.Holder, 100), StartedAgoMS: time.Since(run.started).Milliseconds(), DurationMS: run.DurationMS,
 		RowsFound: run.RowsFound, RequestsServed: run.RequestsServed, LoansAssigned: run.LoansAssigned, Pooled: pooled})
 	return err

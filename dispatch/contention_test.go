@@ -14,6 +14,7 @@ import (
 
 	"github.com/loanq/loanq/dispatch"
 	"github.com/loanq/loanq/drivers"
+	"github.com/loanq/loanq/drivers/engineio"
 	"github.com/loanq/loanq/internal/testkit/testdb"
 	"github.com/loanq/loanq/problem"
 )
@@ -198,7 +199,7 @@ func TestLeaseHeartbeatOutlastsTTL(t *testing.T) {
 // stopped (crashed) would have left it.
 func takeLease(t *testing.T, f *fixture, taskID int64, owner string, ttl time.Duration) {
 	t.Helper()
-	res, err := f.d.Statements().LeaseAcquire.Exec(context.Background(), f.db, drivers.LeaseTakeParams{Owner: owner, TTLMS: ttl.Milliseconds(), TaskID: taskID})
+	res, err := f.d.Statements().LeaseAcquire.Exec(context.Background(), f.db, engineio.LeaseTakeParams{Owner: owner, TTLMS: ttl.Milliseconds(), TaskID: taskID})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -354,14 +355,14 @@ func TestRowsClaimRechecksAfterLock(t *testing.T) {
 		}
 		time.Sleep(400 * time.Millisecond)
 		st := f.d.Statements()
-		early, err := st.RequestInsert.InsertID(ctx, f.db, drivers.RequestInsertParams{TaskID: task.ID, User: "early", Requested: 1})
+		early, err := st.RequestInsert.InsertID(ctx, f.db, engineio.RequestInsertParams{TaskID: task.ID, User: "early", Requested: 1})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := st.WorkInsertMany.Exec(ctx, f.db, drivers.WorkInsertManyParams{TaskID: task.ID, Assignments: fmt.Sprintf(`[[1,%d,"early"]]`, early)}); err != nil {
+		if _, err := st.WorkInsertMany.Exec(ctx, f.db, engineio.WorkInsertManyParams{TaskID: task.ID, Assignments: fmt.Sprintf(`[[1,%d,"early"]]`, early)}); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := st.RequestFinish.Exec(ctx, f.db, drivers.RequestFinishParams{Assigned: 1, Status: dispatch.StatusAssigned, ID: early}); err != nil {
+		if _, err := st.RequestFinish.Exec(ctx, f.db, engineio.RequestFinishParams{Assigned: 1, Status: dispatch.StatusAssigned, ID: early}); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := f.e.Dispose(ctx, task.Name, "1", "early", dispatch.Never, 0, false); err != nil {
@@ -396,7 +397,7 @@ func TestRowsConflictIsSkippedAndReplaced(t *testing.T) {
 		ctx := context.Background()
 		task := f.task(t, dispatch.TaskSpec{Name: "conflict", Lock: drivers.Rows})
 		// A request of another caller to hang the competing work row on.
-		otherReq, err := f.d.Statements().RequestInsert.InsertID(ctx, f.db, drivers.RequestInsertParams{TaskID: task.ID, User: "rival", Requested: 1})
+		otherReq, err := f.d.Statements().RequestInsert.InsertID(ctx, f.db, engineio.RequestInsertParams{TaskID: task.ID, User: "rival", Requested: 1})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -408,7 +409,7 @@ func TestRowsConflictIsSkippedAndReplaced(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer rival.Rollback()
-		if _, err := f.d.Statements().WorkInsertMany.Exec(ctx, rival, drivers.WorkInsertManyParams{TaskID: task.ID, Assignments: fmt.Sprintf(`[[1,%d,"rival"]]`, otherReq)}); err != nil {
+		if _, err := f.d.Statements().WorkInsertMany.Exec(ctx, rival, engineio.WorkInsertManyParams{TaskID: task.ID, Assignments: fmt.Sprintf(`[[1,%d,"rival"]]`, otherReq)}); err != nil {
 			t.Fatal(err)
 		}
 		// Once: where one statement ends the claim (PostgreSQL), the claim

@@ -2,6 +2,7 @@ package dispatch
 
 import (
 	"github.com/loanq/loanq/drivers"
+	"github.com/loanq/loanq/drivers/engineio"
 
 	"context"
 	"database/sql"
@@ -110,7 +111,7 @@ func (e *Engine) Dispose(ctx context.Context, taskName string, loanArg string, u
 		var res sql.Result
 		err := drivers.RetryDeadlock(ctx, e.Driver, 4, func() error {
 			var err error
-			res, err = e.sql().DisposeLoan.Exec(ctx, e.DB, drivers.DisposeLoanParams{Disposition: action, ReturnAfterMS: afterMS, TaskID: taskID, LoanID: loan, User: user})
+			res, err = e.sql().DisposeLoan.Exec(ctx, e.DB, engineio.DisposeLoanParams{Disposition: action, ReturnAfterMS: afterMS, TaskID: taskID, LoanID: loan, User: user})
 			return err
 		})
 		if err != nil {
@@ -152,7 +153,7 @@ func (e *Engine) Dispose(ctx context.Context, taskName string, loanArg string, u
 // user's after all (assigned to them again just after the UPDATE looked), for
 // the caller to try again, at most a few times.
 func (e *Engine) notDisposed(ctx context.Context, task *Task, loan string, user string, try int) error {
-	w, err := e.sql().ActiveWork.One(ctx, e.DB, drivers.TaskLoanParams{TaskID: task.ID, LoanID: loan})
+	w, err := e.sql().ActiveWork.One(ctx, e.DB, engineio.TaskLoanParams{TaskID: task.ID, LoanID: loan})
 	assignee := w.User
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
@@ -168,7 +169,7 @@ func (e *Engine) notDisposed(ctx context.Context, task *Task, loan string, user 
 }
 
 func (e *Engine) notActive(ctx context.Context, task *Task, loan string) error {
-	last, err := e.sql().LastWork.One(ctx, e.DB, drivers.TaskLoanParams{TaskID: task.ID, LoanID: loan})
+	last, err := e.sql().LastWork.One(ctx, e.DB, engineio.TaskLoanParams{TaskID: task.ID, LoanID: loan})
 	if errors.Is(err, sql.ErrNoRows) {
 		return problem.Usagef("loan %s has never been assigned in task %s: `loanq pipeline` lists your active loans", loan, task.Name)
 	}
@@ -200,7 +201,7 @@ func (e *Engine) Pipeline(ctx context.Context, user, taskName string) ([]Pipelin
 			return nil, err
 		}
 	}
-	rows, err := e.sql().Pipeline.All(ctx, e.DB, drivers.PipelineParams{User: user, Task: taskName})
+	rows, err := e.sql().Pipeline.All(ctx, e.DB, engineio.PipelineParams{User: user, Task: taskName})
 	if err != nil {
 		return nil, fmt.Errorf("reading the pipeline of %s: %w", user, err)
 	}

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/loanq/loanq/drivers"
+	"github.com/loanq/loanq/drivers/engineio"
 	"github.com/loanq/loanq/problem"
 )
 
@@ -180,7 +181,7 @@ func (e *Engine) probe(ctx context.Context, task *Task, srv server, count int) (
 		return fail("beginning the second session", err)
 	}
 	defer txB.Rollback()
-	eligible, err := drivers.ScanKeys(drivers.CriteriaQuery(e.Driver.Dialect(), task.criteria()).Query(ctx, txB, drivers.CriteriaParams{TaskID: task.ID, Limit: ProbeLimit}))
+	eligible, err := drivers.ScanKeys(drivers.CriteriaQuery(e.Driver.Dialect(), task.criteria()).Query(ctx, txB, engineio.CriteriaParams{TaskID: task.ID, Limit: ProbeLimit}))
 	if err != nil {
 		return fail("counting the eligible rows", err)
 	}
@@ -316,14 +317,14 @@ func SuggestIndex(t *Task, dialect string) string {
 // then the criteria query for count rows.
 func (e *Engine) probeCriteria(ctx context.Context, tx *sql.Tx, task *Task, count int, lockTask bool) (claimed int, note string, err error) {
 	if lockTask && e.caps().Supports(drivers.Skip) {
-		if _, err := e.sql().Lock(drivers.Skip).One(ctx, tx, drivers.TaskParams{TaskID: task.ID}); err != nil {
+		if _, err := e.sql().Lock(drivers.Skip).One(ctx, tx, engineio.TaskParams{TaskID: task.ID}); err != nil {
 			if err != sql.ErrNoRows && !e.Driver.IsLockBusy(err) {
 				return 0, "", fmt.Errorf("taking the task lock: %w", err)
 			}
 			note = "another caller holds the task lock now: the probe ran the criteria query without it. "
 		}
 	}
-	keys, err := drivers.ScanKeys(drivers.CriteriaQuery(e.Driver.Dialect(), task.criteria()).Query(ctx, tx, drivers.CriteriaParams{TaskID: task.ID, Limit: count}))
+	keys, err := drivers.ScanKeys(drivers.CriteriaQuery(e.Driver.Dialect(), task.criteria()).Query(ctx, tx, engineio.CriteriaParams{TaskID: task.ID, Limit: count}))
 	if err != nil {
 		return 0, "", fmt.Errorf("running the criteria query: %w", err)
 	}

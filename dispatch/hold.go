@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/loanq/loanq/drivers"
+	"github.com/loanq/loanq/drivers/engineio"
 	"github.com/loanq/loanq/problem"
 )
 
@@ -67,7 +68,7 @@ func (e *Engine) holdLimit(ctx context.Context, q drivers.Querier, t *Task) (hol
 	if t.HoldLimit > 0 {
 		return holdBounds{idle: t.HoldLimit, stmt: t.HoldLimit}, nil
 	}
-	measured, err := e.sql().HoldMeasured.One(ctx, q, drivers.TaskParams{TaskID: t.ID})
+	measured, err := e.sql().HoldMeasured.One(ctx, q, engineio.TaskParams{TaskID: t.ID})
 	if err != nil {
 		return holdBounds{derived: true}, fmt.Errorf("reading the measured criteria time of task %s: %w", t.Name, err)
 	}

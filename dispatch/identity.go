@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/loanq/loanq/drivers"
+	"github.com/loanq/loanq/drivers/engineio"
 	"github.com/loanq/loanq/problem"
 )
 
@@ -65,7 +66,7 @@ func (e *Engine) Identity(ctx context.Context, user string) (drivers.Identity, e
 	if e.caps().Accounts == drivers.AccountsNone {
 		return drivers.Identity{}, drivers.ErrNoAccounts
 	}
-	r, err := st.One(ctx, e.DB, drivers.UserParams{User: user})
+	r, err := st.One(ctx, e.DB, engineio.UserParams{User: user})
 	if err != nil {
 		return drivers.Identity{}, fmt.Errorf("reading which users this database account may act as: %w", err)
 	}

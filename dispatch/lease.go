@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/loanq/loanq/drivers"
+	"github.com/loanq/loanq/drivers/engineio"
 	"github.com/loanq/loanq/internal/proc"
 	"github.com/loanq/loanq/problem"
 )
@@ -41,7 +42,7 @@ func (e *Engine) serveRoundLeaseMode(ctx context.Context, task *Task, own *ownRe
 		if !released { // give the lease back on any failure; expiry covers a crash
 			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 			defer cancel()
-			_, _ = e.sql().LeaseRelease.Exec(rctx, e.DB, drivers.LeaseFenceParams{TaskID: task.ID, Owner: e.Holder, Token: token})
+			_, _ = e.sql().LeaseRelease.Exec(rctx, e.DB, engineio.LeaseFenceParams{TaskID: task.ID, Owner: e.Holder, Token: token})
 		}
 	}()
 
@@ -67,7 +68,7 @@ func (e *Engine) serveRoundLeaseMode(ctx context.Context, task *Task, own *ownRe
 		return fmt.Errorf("beginning the assignment transaction: %w", err)
 	}
 	defer tx.Rollback()
-	res, err := e.sql().LeaseFenceRelease.Exec(ctx, tx, drivers.LeaseFenceParams{TaskID: task.ID, Owner: e.Holder, Token: token})
+	res, err := e.sql().LeaseFenceRelease.Exec(ctx, tx, engineio.LeaseFenceParams{TaskID: task.ID, Owner: e.Holder, Token: token})
 	if err != nil {
 		return fmt.Errorf("fencing check on the lease of task %s: %w", task.Name, err)
 	}
@@ -88,7 +89,7 @@ func (e *Engine) acquireLease(ctx context.Context, task *Task) (int64, error) {
 		return 0, fmt.Errorf("beginning the lease transaction: %w", err)
 	}
 	defer tx.Rollback()
-	res, err := e.sql().LeaseAcquire.Exec(ctx, tx, drivers.LeaseTakeParams{Owner: e.Holder, TTLMS: task.LeaseTTL.Milliseconds(), TaskID: task.ID})
+	res, err := e.sql().LeaseAcquire.Exec(ctx, tx, engineio.LeaseTakeParams{Owner: e.Holder, TTLMS: task.LeaseTTL.Milliseconds(), TaskID: task.ID})
 	if err != nil {
 		if e.Driver.IsLockBusy(err) {
 			return 0, errBusy
@@ -100,12 +101,12 @@ func (e *Engine) acquireLease(ctx context.Context, task *Task) (int64, error) {
 		// crashed) will never renew nor release: take its lease over now
 		// instead of after its TTL. The take-over names the dead owner, so
 		// of several callers seeing it at once only one gets the lease.
-		holder, err := e.sql().LeaseHolder.One(ctx, tx, drivers.TaskParams{TaskID: task.ID})
+		holder, err := e.sql().LeaseHolder.One(ctx, tx, engineio.TaskParams{TaskID: task.ID})
 		owner := holder.Owner
 		if err != nil || !proc.DeadOnThisHost(owner) {
 			return 0, errBusy
 		}
-		res, err := e.sql().LeaseTakeOver.Exec(ctx, tx, drivers.LeaseTakeOverParams{Owner: e.Holder, TTLMS: task.LeaseTTL.Milliseconds(), TaskID: task.ID, DeadOwner: owner})
+		res, err := e.sql().LeaseTakeOver.Exec(ctx, tx, engineio.LeaseTakeOverParams{Owner: e.Holder, TTLMS: task.LeaseTTL.Milliseconds(), TaskID: task.ID, DeadOwner: owner})
 		if err != nil {
 			return 0, fmt.Errorf("taking over the lease of task %s from %s, whose process is gone: %w", task.Name, owner, err)
 		}
@@ -113,7 +114,7 @@ func (e *Engine) acquireLease(ctx context.Context, task *Task) (int64, error) {
 			return 0, errBusy
 		}
 	}
-	token, err := e.sql().LeaseToken.One(ctx, tx, drivers.LeaseOwnerParams{TaskID: task.ID, Owner: e.Holder})
+	token, err := e.sql().LeaseToken.One(ctx, tx, engineio.LeaseOwnerParams{TaskID: task.ID, Owner: e.Holder})
 	if err != nil {
 		return 0, fmt.Errorf("reading the lease token of task %s: %w", task.Name, err)
 	}
@@ -140,7 +141,7 @@ func (e *Engine) heartbeat(ctx context.Context, task *Task, token int64) (stop f
 				return
 			case <-tick.C:
 			}
-			res, err := e.sql().LeaseRenew.Exec(hctx, e.DB, drivers.LeaseRenewParams{TTLMS: task.LeaseTTL.Milliseconds(), TaskID: task.ID, Owner: e.Holder, Token: token})
+			res, err := e.sql().LeaseRenew.Exec(hctx, e.DB, engineio.LeaseRenewParams{TTLMS: task.LeaseTTL.Milliseconds(), TaskID: task.ID, Owner: e.Holder, Token: token})
 			if err != nil {
 				continue // try again at the next tick; the fence decides
 			}

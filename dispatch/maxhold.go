@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/loanq/loanq/drivers"
+	"github.com/loanq/loanq/drivers/engineio"
 	"github.com/loanq/loanq/problem"
 )
 
@@ -50,7 +51,7 @@ func (e *Engine) expire(ctx context.Context, q drivers.Querier, task *Task) erro
 	if task.MaxHold <= 0 {
 		return nil
 	}
-	if _, err := e.sql().WorkExpire.Exec(ctx, q, drivers.WorkExpireParams{TaskID: task.ID, MaxHoldMS: task.MaxHold.Milliseconds()}); err != nil {
+	if _, err := e.sql().WorkExpire.Exec(ctx, q, engineio.WorkExpireParams{TaskID: task.ID, MaxHoldMS: task.MaxHold.Milliseconds()}); err != nil {
 		return fmt.Errorf("returning work of task %s held longer than its max hold %s: %w", task.Name, task.MaxHold, err)
 	}
 	return nil
@@ -92,7 +93,7 @@ func (e *Engine) Reclaim(ctx context.Context, taskName, supervisor, user string,
 		return nil, fmt.Errorf("beginning the reclaim: %w", err)
 	}
 	defer tx.Rollback()
-	rows, err := e.sql().WorkOlder.All(ctx, tx, drivers.WorkOlderParams{TaskID: task.ID, User: user, AgeMS: olderThan.Milliseconds()})
+	rows, err := e.sql().WorkOlder.All(ctx, tx, engineio.WorkOlderParams{TaskID: task.ID, User: user, AgeMS: olderThan.Milliseconds()})
 	if err != nil {
 		return nil, fmt.Errorf("reading the active work of task %s: %w", task.Name, err)
 	}
@@ -105,7 +106,7 @@ func (e *Engine) Reclaim(ctx context.Context, taskName, supervisor, user string,
 	}
 	kept := out[:0]
 	for _, it := range out {
-		res, err := e.sql().WorkReclaim.Exec(ctx, tx, drivers.WorkReclaimParams{Supervisor: supervisor, ID: it.workID})
+		res, err := e.sql().WorkReclaim.Exec(ctx, tx, engineio.WorkReclaimParams{Supervisor: supervisor, ID: it.workID})
 		if err != nil {
 			return nil, fmt.Errorf("reclaiming loan %s from %s: %w", it.LoanID, it.User, err)
 		}

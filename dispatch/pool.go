@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/loanq/loanq/drivers"
+	"github.com/loanq/loanq/drivers/engineio"
 	"github.com/loanq/loanq/internal/pause"
 	"github.com/loanq/loanq/problem"
 )
@@ -108,7 +109,7 @@ func (e *Engine) servePool(ctx context.Context, task *Task, user string, count i
 	}
 	if task.MaxActive > 0 && e.caps().UserCap == drivers.UserCapRowLock {
 		// Outside the claim and idempotent, as in the rows strategy.
-		if _, err := e.sql().UserLockEnsure.Exec(ctx, e.DB, drivers.TaskUserParams{TaskID: task.ID, User: user}); err != nil && !e.Driver.IsUniqueViolation(err) {
+		if _, err := e.sql().UserLockEnsure.Exec(ctx, e.DB, engineio.TaskUserParams{TaskID: task.ID, User: user}); err != nil && !e.Driver.IsUniqueViolation(err) {
 			return nil, fmt.Errorf("preparing the per-user lock of %s: %w", user, err)
 		}
 	}
@@ -175,7 +176,7 @@ func (e *Engine) claimPool(ctx context.Context, task *Task, user string, count i
 	defer tx.Rollback() // no-op after Commit
 	allow := count
 	if task.MaxActive > 0 && e.caps().UserCap == drivers.UserCapRowLock {
-		if _, err := e.sql().UserLock.One(ctx, tx, drivers.TaskUserParams{TaskID: task.ID, User: user}); err != nil {
+		if _, err := e.sql().UserLock.One(ctx, tx, engineio.TaskUserParams{TaskID: task.ID, User: user}); err != nil {
 			return 0, false, nil, fmt.Errorf("locking the per-user cap of %s in task %s: %w", user, task.Name, err)
 		}
 	}
@@ -192,7 +193,7 @@ func (e *Engine) claimPool(ctx context.Context, task *Task, user string, count i
 			return 0, false, nil, nil // the usual path answers, and says why
 		}
 	}
-	id, err = e.sql().RequestInsert.InsertID(ctx, tx, drivers.RequestInsertParams{TaskID: task.ID, User: user, Requested: count})
+	id, err = e.sql().RequestInsert.InsertID(ctx, tx, engineio.RequestInsertParams{TaskID: task.ID, User: user, Requested: count})
 	if err != nil {
 		if e.Driver.IsUniqueViolation(err) {
 			return 0, false, nil, nil // a pending request of this user: the usual path attaches to it
@@ -232,7 +233,7 @@ func (e *Engine) claimPool(ctx context.Context, task *Task, user string, count i
 		return 0, true, unfit, nil // roll back: the usual path serves it, and refills the pool
 	}
 	// take is allow here, at least 1: partial only by the cap.
-	if _, err := e.sql().RequestFinishPooled.Exec(ctx, tx, drivers.RequestFinishParams{Assigned: take, Status: requestStatus(count, take), ID: id}); err != nil {
+	if _, err := e.sql().RequestFinishPooled.Exec(ctx, tx, engineio.RequestFinishParams{Assigned: take, Status: requestStatus(count, take), ID: id}); err != nil {
 		// Not named: it is not committed (see finishRequest).
 		return 0, false, nil, fmt.Errorf("finishing the request: %w", err)
 	}
@@ -244,7 +245,7 @@ func (e *Engine) claimPool(ctx context.Context, task *Task, user string, count i
 
 func (e *Engine) dropPooled(ctx context.Context, q drivers.Querier, task *Task, ids []string) error {
 	for _, run := range keyChunks(drivers.KeyText, ids) {
-		if _, err := e.sql().PoolDrop.Exec(ctx, q, drivers.PoolIDsParams{TaskID: task.ID, IDs: drivers.LoanIDsJSON(run)}); err != nil {
+		if _, err := e.sql().PoolDrop.Exec(ctx, q, engineio.PoolIDsParams{TaskID: task.ID, IDs: drivers.LoanIDsJSON(run)}); err != nil {
 			return fmt.Errorf("removing claimed candidates from the pool of task %s: %w", task.Name, err)
 		}
 	}
@@ -304,7 +305,7 @@ func (e *Engine) takePool(ctx context.Context, tx *sql.Tx, task *Task, found []s
 	for _, id := range rp.claimed {
 		mine[id] = true
 	}
-	all, err := drivers.LoanIDs(e.sql().PoolKeys.All(ctx, e.DB, drivers.TaskParams{TaskID: task.ID}))
+	all, err := engineio.LoanIDs(e.sql().PoolKeys.All(ctx, e.DB, engineio.TaskParams{TaskID: task.ID}))
 	if err != nil {
 		return nil, fmt.Errorf("reading the pool of task %s: %w", task.Name, err)
 	}
@@ -315,7 +316,7 @@ func (e *Engine) takePool(ctx context.Context, tx *sql.Tx, task *Task, found []s
 	}
 	gone := map[string]bool{}
 	for _, run := range keyChunks(drivers.KeyText, found) {
-		taken, err := drivers.LoanIDs(e.sql().ActiveAmong.All(ctx, e.DB, drivers.PoolIDsParams{TaskID: task.ID, IDs: drivers.LoanIDsJSON(run)}))
+		taken, err := engineio.LoanIDs(e.sql().ActiveAmong.All(ctx, e.DB, engineio.PoolIDsParams{TaskID: task.ID, IDs: drivers.LoanIDsJSON(run)}))
 		if err != nil {
 			return nil, fmt.Errorf("reading the loans assigned from the pool of task %s meanwhile: %w", task.Name, err)
 		}
@@ -359,7 +360,7 @@ func (e *Engine) refillPool(ctx context.Context, tx *sql.Tx, task *Task, rp *rou
 			b.WriteString(one)
 		}
 		b.WriteByte(']')
-		if _, err := e.sql().PoolFill.Exec(ctx, tx, drivers.PoolFillParams{TaskID: task.ID, Offset: start, Candidates: b.String()}); err != nil {
+		if _, err := e.sql().PoolFill.Exec(ctx, tx, engineio.PoolFillParams{TaskID: task.ID, Offset: start, Candidates: b.String()}); err != nil {
 			return 0, fmt.Errorf("refilling the pool of task %s: %w", task.Name, err)
 		}
 		start = end
@@ -381,7 +382,7 @@ func (e *Engine) Pool(ctx context.Context, task *Task) (*PoolStatus, error) {
 	if task.Prefetch <= 0 {
 		return nil, nil
 	}
-	r, err := e.sql().PoolStats.One(ctx, e.DB, drivers.TaskTTLParams{TaskID: task.ID, TTLMS: task.PrefetchTTL.Milliseconds()})
+	r, err := e.sql().PoolStats.One(ctx, e.DB, engineio.TaskTTLParams{TaskID: task.ID, TTLMS: task.PrefetchTTL.Milliseconds()})
 	if err != nil {
 		return nil, fmt.Errorf("reading the pool of task %s: %w", task.Name, err)
 	}
@@ -456,7 +457,7 @@ func (e *Engine) refillRowLock(ctx context.Context, task *Task) error {
 		return fmt.Errorf("beginning the refill transaction: %w", err)
 	}
 	defer tx.Rollback()
-	_, err = e.sql().Lock(drivers.Skip).One(ctx, tx, drivers.TaskParams{TaskID: task.ID})
+	_, err = e.sql().Lock(drivers.Skip).One(ctx, tx, engineio.TaskParams{TaskID: task.ID})
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		return errBusy

@@ -10,6 +10,7 @@ import (
 
 	"github.com/loanq/loanq/dispatch"
 	"github.com/loanq/loanq/drivers"
+	"github.com/loanq/loanq/drivers/engineio"
 	"github.com/loanq/loanq/internal/testkit/testdb"
 )
 
@@ -75,11 +76,11 @@ func TestPoolDropsStaleCandidates(t *testing.T) {
 		// Loans 2..31 are pooled. Make 2, 3, 4, 5 ineligible behind the pool's back.
 		testdb.Exec(t, f.d, f.db, "UPDATE loan SET eligible = 0 WHERE id = 2")
 		st := f.d.Statements()
-		req, err := st.RequestInsert.InsertID(ctx, f.db, drivers.RequestInsertParams{TaskID: task.ID, User: "zoe", Requested: 3})
+		req, err := st.RequestInsert.InsertID(ctx, f.db, engineio.RequestInsertParams{TaskID: task.ID, User: "zoe", Requested: 3})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := st.WorkInsertMany.Exec(ctx, f.db, drivers.WorkInsertManyParams{TaskID: task.ID,
+		if _, err := st.WorkInsertMany.Exec(ctx, f.db, engineio.WorkInsertManyParams{TaskID: task.ID,
 			Assignments: fmt.Sprintf(`[[3,%d,"zoe"],[4,%d,"zoe"],[5,%d,"zoe"]]`, req, req, req)}); err != nil {
 			t.Fatal(err)
 		}
@@ -92,7 +93,7 @@ func TestPoolDropsStaleCandidates(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		if _, err := st.RequestFinish.Exec(ctx, f.db, drivers.RequestFinishParams{ID: req, Assigned: 3, Status: "assigned"}); err != nil {
+		if _, err := st.RequestFinish.Exec(ctx, f.db, engineio.RequestFinishParams{ID: req, Assigned: 3, Status: "assigned"}); err != nil {
 			t.Fatal(err)
 		}
 		// Loan 3 stays active (zoe's); 4 is never; 5 comes back in an hour.
@@ -248,7 +249,7 @@ func TestPoolCapAttachAndMaxHold(t *testing.T) {
 			t.Fatalf("get at the cap: %+v, %v; want empty", r, err)
 		}
 		// Attach: bob's pending request (logged by hand) is the one served.
-		pending, err := f.d.Statements().RequestInsert.InsertID(ctx, f.db, drivers.RequestInsertParams{TaskID: task.ID, User: "bob", Requested: 2})
+		pending, err := f.d.Statements().RequestInsert.InsertID(ctx, f.db, engineio.RequestInsertParams{TaskID: task.ID, User: "bob", Requested: 2})
 		if err != nil {
 			t.Fatal(err)
 		}

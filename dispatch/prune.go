@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/loanq/loanq/drivers"
+	"github.com/loanq/loanq/drivers/engineio"
 	"github.com/loanq/loanq/problem"
 )
 
@@ -138,7 +139,7 @@ func (e *Engine) pruneRequests(ctx context.Context, o PruneOptions, b pruneBound
 	}
 	after := lo - 1
 	for {
-		ids, err := drivers.IDs(st.PruneRequestBatch.All(ctx, e.DB, pruneBatchParams{
+		ids, err := engineio.IDs(st.PruneRequestBatch.All(ctx, e.DB, pruneBatchParams{
 			TaskID: b.TaskID, AgeMS: b.AgeMS, After: after, Upto: hi, Limit: o.Batch}))
 		if err != nil || len(ids) == 0 {
 			return wrapPrune("requests", err)
@@ -194,7 +195,7 @@ func (e *Engine) pruneRuns(ctx context.Context, o PruneOptions, b pruneBoundsPar
 	}
 	after := lo - 1
 	for {
-		ids, err := drivers.IDs(st.PruneRunBatch.All(ctx, e.DB, pruneBatchParams{
+		ids, err := engineio.IDs(st.PruneRunBatch.All(ctx, e.DB, pruneBatchParams{
 			TaskID: b.TaskID, AgeMS: b.AgeMS, After: after, Upto: hi, Limit: o.Batch}))
 		if err != nil || len(ids) == 0 {
 			return err

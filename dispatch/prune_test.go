@@ -14,6 +14,7 @@ import (
 	"github.com/loanq/loanq/dashboard"
 	"github.com/loanq/loanq/dispatch"
 	"github.com/loanq/loanq/drivers"
+	"github.com/loanq/loanq/drivers/engineio"
 	"github.com/loanq/loanq/internal/testkit/testdb"
 	"github.com/loanq/loanq/problem"
 )
@@ -60,7 +61,7 @@ func look(t *testing.T, f *fixture, tasks ...string) view {
 			t.Fatal(err)
 		}
 		src := drivers.CriteriaSource{Source: task.Source, Key: task.Key, Where: task.Where, Order: task.Order}
-		rows, err := drivers.CriteriaQuery(f.d.Dialect(), src).Query(ctx, f.db, drivers.CriteriaParams{TaskID: task.ID, Limit: 100000})
+		rows, err := drivers.CriteriaQuery(f.d.Dialect(), src).Query(ctx, f.db, engineio.CriteriaParams{TaskID: task.ID, Limit: 100000})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -171,7 +172,7 @@ func TestPruneKeepsWhatDecides(t *testing.T) {
 		none := f.task(t, dispatch.TaskSpec{Name: "none", Where: "eligible = 2"})
 		// 50 criteria-query runs of hist, 200 days old, before the real ones.
 		for i := 0; i < 50; i++ {
-			if _, err := f.d.Statements().QueryRunInsert.Exec(ctx, f.db, drivers.QueryRunParams{TaskID: hist.ID, Strategy: "skip",
+			if _, err := f.d.Statements().QueryRunInsert.Exec(ctx, f.db, engineio.QueryRunParams{TaskID: hist.ID, Strategy: "skip",
 				Holder: "old", StartedAgoMS: oldAge.Milliseconds(), DurationMS: 5, RowsFound: 1, RequestsServed: 1, LoansAssigned: 1}); err != nil {
 				t.Fatal(err)
 			}

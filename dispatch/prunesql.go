@@ -4,6 +4,7 @@ import (
 	"database/sql"
 
 	"github.com/loanq/loanq/drivers"
+	"github.com/loanq/loanq/drivers/engineio"
 )
 
 // History retention's statements (`loanq prune`, prune.go,
@@ -29,8 +30,8 @@ type pruneStatements struct {
 	PruneRequestBounds drivers.Query[pruneBoundsParams, boundsRow] `purpose:"prune: id range of the requests closed before the cutoff"`
 	// PruneRequestBatch: the next prunable requests after the id after, in
 	// id order.
-	PruneRequestBatch drivers.Query[pruneBatchParams, drivers.IDRow] `purpose:"prune: the next batch of requests that can go with all their work rows"`
-	PruneWorkCount    drivers.Query[idListParams, drivers.Count]     `purpose:"prune --dry-run: work rows of a batch of requests"`
+	PruneRequestBatch drivers.Query[pruneBatchParams, engineio.IDRow] `purpose:"prune: the next batch of requests that can go with all their work rows"`
+	PruneWorkCount    drivers.Query[idListParams, engineio.Count]     `purpose:"prune --dry-run: work rows of a batch of requests"`
 	// PruneWork deletes the ended, no longer deciding work rows of those
 	// requests.
 	PruneWork drivers.Stmt[pruneIDsParams] `purpose:"prune: delete the work rows of a batch of requests"`
@@ -40,8 +41,8 @@ type pruneStatements struct {
 	// PruneRunBounds: the lowest and highest id of the task's criteria-query
 	// runs started more than age ms ago, leaving out its PruneKeepRuns latest
 	// runs (NULL when none).
-	PruneRunBounds drivers.Query[pruneBoundsParams, boundsRow]    `purpose:"prune: id range of a task's old criteria-query runs, its latest ones left out"`
-	PruneRunBatch  drivers.Query[pruneBatchParams, drivers.IDRow] `purpose:"prune: the next batch of a task's old criteria-query runs"`
+	PruneRunBounds drivers.Query[pruneBoundsParams, boundsRow]     `purpose:"prune: id range of a task's old criteria-query runs, its latest ones left out"`
+	PruneRunBatch  drivers.Query[pruneBatchParams, engineio.IDRow] `purpose:"prune: the next batch of a task's old criteria-query runs"`
 	// PruneRuns deletes those criteria-query runs.
 	PruneRuns drivers.Stmt[pruneIDsParams] `purpose:"prune: delete a batch of criteria-query runs"`
 }
@@ -63,7 +64,7 @@ func portablePrune() *pruneStatements {
 	return &pruneStatements{
 		PruneRequestBounds: drivers.Query[pruneBoundsParams, boundsRow]{SQL: `SELECT MIN(id) AS lo, MAX(id) AS hi FROM loanq_work_request
 WHERE served_at < {{nowMinusMs ":age_ms"}} AND (:task_id = 0 OR task_id = :task_id)`},
-		PruneRequestBatch: drivers.Query[pruneBatchParams, drivers.IDRow]{SQL: `SELECT r.id FROM loanq_work_request r
+		PruneRequestBatch: drivers.Query[pruneBatchParams, engineio.IDRow]{SQL: `SELECT r.id FROM loanq_work_request r
 WHERE r.id > :after AND r.id <= :upto AND r.served_at < {{nowMinusMs ":age_ms"}}
   AND (:task_id = 0 OR r.task_id = :task_id)
   AND NOT EXISTS (
@@ -74,7 +75,7 @@ WHERE r.id > :after AND r.id <= :upto AND r.served_at < {{nowMinusMs ":age_ms"}}
            OR (w.disposition = 'return' AND w.return_at > {{now}})
            OR w.disposed_at >= {{nowMinusMs ":age_ms"}}))
 ORDER BY r.id {{limit ":limit"}}`},
-		PruneWorkCount: drivers.Query[idListParams, drivers.Count]{SQL: `SELECT COUNT(*) AS n FROM loanq_work WHERE {{inIDs "request_id" ":ids"}}`},
+		PruneWorkCount: drivers.Query[idListParams, engineio.Count]{SQL: `SELECT COUNT(*) AS n FROM loanq_work WHERE {{inIDs "request_id" ":ids"}}`},
 		PruneWork: drivers.Stmt[pruneIDsParams]{SQL: `DELETE FROM loanq_work
 WHERE {{inIDs "request_id" ":ids"}}
   AND disposition IS NOT NULL AND disposition <> 'never'
@@ -87,7 +88,7 @@ WHERE {{inIDs "id" ":ids"}} AND status <> 'pending'
 WHERE task_id = :task_id AND started_at < {{nowMinusMs ":age_ms"}}
   AND id < (SELECT MIN(id) FROM (
     SELECT id FROM loanq_query_run WHERE task_id = :task_id ORDER BY id DESC {{limit "40"}}) k)`},
-		PruneRunBatch: drivers.Query[pruneBatchParams, drivers.IDRow]{SQL: `SELECT id FROM loanq_query_run
+		PruneRunBatch: drivers.Query[pruneBatchParams, engineio.IDRow]{SQL: `SELECT id FROM loanq_query_run
 WHERE task_id = :task_id AND id > :after AND id <= :upto AND started_at < {{nowMinusMs ":age_ms"}}
 ORDER BY id {{limit ":limit"}}`},
 		PruneRuns: drivers.Stmt[pruneIDsParams]{SQL: `DELETE FROM loanq_query_run

@@ -4,6 +4,7 @@ import (
 	"database/sql"
 
 	"github.com/loanq/loanq/drivers"
+	"github.com/loanq/loanq/drivers/engineio"
 )
 
 // ReportStatements are the reads of a task's history that the demo's
@@ -13,10 +14,10 @@ import (
 // drivers.Statements; `loanq sql` prints them after the engine's. Every
 // dialect sends the portable text.
 type ReportStatements struct {
-	RequestsByUser drivers.Query[drivers.TaskParams, UserStatusCountRow]      `purpose:"report: a task's requests by user and status"`
-	WorkByUser     drivers.Query[drivers.TaskParams, UserDispositionCountRow] `purpose:"report: a task's assignments by user and disposition (NULL: active)"`
-	QueryRunTotals drivers.Query[drivers.TaskParams, RunTotalsRow]            `purpose:"report: a task's criteria-query runs, requests served and loans assigned"`
-	WorkDuplicates drivers.Query[drivers.TaskParams, DuplicatesRow]           `purpose:"bench --target engine: a task's work rows, and how many of them assign a loan a second time"`
+	RequestsByUser drivers.Query[engineio.TaskParams, UserStatusCountRow]      `purpose:"report: a task's requests by user and status"`
+	WorkByUser     drivers.Query[engineio.TaskParams, UserDispositionCountRow] `purpose:"report: a task's assignments by user and disposition (NULL: active)"`
+	QueryRunTotals drivers.Query[engineio.TaskParams, RunTotalsRow]            `purpose:"report: a task's criteria-query runs, requests served and loans assigned"`
+	WorkDuplicates drivers.Query[engineio.TaskParams, DuplicatesRow]           `purpose:"bench --target engine: a task's work rows, and how many of them assign a loan a second time"`
 }
 
 var reportCatalogue = drivers.NewCatalogue("report", portableReport)
@@ -26,10 +27,10 @@ func ReportSQL(d drivers.Driver) *ReportStatements { return reportCatalogue.For(
 
 func portableReport() *ReportStatements {
 	return &ReportStatements{
-		RequestsByUser: drivers.Query[drivers.TaskParams, UserStatusCountRow]{SQL: `SELECT user_name, status, COUNT(*) AS n FROM loanq_work_request WHERE task_id = :task_id GROUP BY user_name, status`},
-		WorkByUser:     drivers.Query[drivers.TaskParams, UserDispositionCountRow]{SQL: `SELECT user_name, disposition, COUNT(*) AS n FROM loanq_work WHERE task_id = :task_id GROUP BY user_name, disposition`},
-		QueryRunTotals: drivers.Query[drivers.TaskParams, RunTotalsRow]{SQL: `SELECT COUNT(*) AS runs, COALESCE(SUM(requests_served), 0) AS served, COALESCE(SUM(loans_assigned), 0) AS assigned FROM loanq_query_run WHERE task_id = :task_id`},
-		WorkDuplicates: drivers.Query[drivers.TaskParams, DuplicatesRow]{SQL: `SELECT COUNT(*) AS n, COUNT(*) - COUNT(DISTINCT loan_id) AS duplicates FROM loanq_work WHERE task_id = :task_id`},
+		RequestsByUser: drivers.Query[engineio.TaskParams, UserStatusCountRow]{SQL: `SELECT user_name, status, COUNT(*) AS n FROM loanq_work_request WHERE task_id = :task_id GROUP BY user_name, status`},
+		WorkByUser:     drivers.Query[engineio.TaskParams, UserDispositionCountRow]{SQL: `SELECT user_name, disposition, COUNT(*) AS n FROM loanq_work WHERE task_id = :task_id GROUP BY user_name, disposition`},
+		QueryRunTotals: drivers.Query[engineio.TaskParams, RunTotalsRow]{SQL: `SELECT COUNT(*) AS runs, COALESCE(SUM(requests_served), 0) AS served, COALESCE(SUM(loans_assigned), 0) AS assigned FROM loanq_query_run WHERE task_id = :task_id`},
+		WorkDuplicates: drivers.Query[engineio.TaskParams, DuplicatesRow]{SQL: `SELECT COUNT(*) AS n, COUNT(*) - COUNT(DISTINCT loan_id) AS duplicates FROM loanq_work WHERE task_id = :task_id`},
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/loanq/loanq/drivers"
+	"github.com/loanq/loanq/drivers/engineio"
 	"github.com/loanq/loanq/internal/pause"
 	"github.com/loanq/loanq/problem"
 )
@@ -313,7 +314,7 @@ type pendingRequest struct {
 }
 
 func (e *Engine) pending(ctx context.Context, q drivers.Querier, taskID int64) ([]pendingRequest, error) {
-	rows, err := e.sql().RequestsPending.All(ctx, q, drivers.TaskParams{TaskID: taskID})
+	rows, err := e.sql().RequestsPending.All(ctx, q, engineio.TaskParams{TaskID: taskID})
 	if err != nil {
 		return nil, fmt.Errorf("reading pending requests: %w", err)
 	}
@@ -330,7 +331,7 @@ func (e *Engine) Request(ctx context.Context, id int64) (*Request, error) {
 	if id <= 0 {
 		return nil, problem.Usagef("invalid request id %d: give the request_id that `loanq work get` printed", id)
 	}
-	rows, err := e.sql().RequestWithLoans.All(ctx, e.DB, drivers.IDParams{ID: id})
+	rows, err := e.sql().RequestWithLoans.All(ctx, e.DB, engineio.IDParams{ID: id})
 	if err != nil {
 		return nil, fmt.Errorf("reading request %d: %w", id, err)
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/loanq/loanq/dispatch"
 	"github.com/loanq/loanq/drivers"
+	"github.com/loanq/loanq/drivers/engineio"
 	"github.com/loanq/loanq/internal/testkit/testdb"
 )
 
@@ -61,7 +62,7 @@ func TestPendingServedInArrivalOrder(t *testing.T) {
 		st := f.d.Statements()
 		var ids []int64
 		for i, want := range []int{2, 2, 2} {
-			id, err := st.RequestInsert.InsertID(ctx, f.db, drivers.RequestInsertParams{TaskID: task.ID, User: fmt.Sprintf("u%d", i), Requested: want})
+			id, err := st.RequestInsert.InsertID(ctx, f.db, engineio.RequestInsertParams{TaskID: task.ID, User: fmt.Sprintf("u%d", i), Requested: want})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -186,7 +187,7 @@ func TestRequestArrivingBeforeHolderCommitIsServed(t *testing.T) {
 					}
 					// Another node logs its request (committed on its own
 					// connection) while the holder's transaction is open.
-					id, err := f.d.Statements().RequestInsert.InsertID(ctx, other.DB, drivers.RequestInsertParams{TaskID: task.ID, User: "late", Requested: 1})
+					id, err := f.d.Statements().RequestInsert.InsertID(ctx, other.DB, engineio.RequestInsertParams{TaskID: task.ID, User: "late", Requested: 1})
 					if err != nil {
 						t.Errorf("late request: %v", err)
 					}
@@ -227,7 +228,7 @@ func TestRequestArrivingDuringQueryIsServedByTheSameRun(t *testing.T) {
 					if lateID != 0 {
 						return
 					}
-					id, err := f.d.Statements().RequestInsert.InsertID(ctx, other.DB, drivers.RequestInsertParams{TaskID: task.ID, User: "late", Requested: 2})
+					id, err := f.d.Statements().RequestInsert.InsertID(ctx, other.DB, engineio.RequestInsertParams{TaskID: task.ID, User: "late", Requested: 2})
 					if err != nil {
 						t.Errorf("late request: %v", err)
 					}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/loanq/loanq/drivers"
+	"github.com/loanq/loanq/drivers/engineio"
 	"github.com/loanq/loanq/internal/pause"
 	"github.com/loanq/loanq/problem"
 )
@@ -75,7 +76,7 @@ func (e *Engine) serveRoundRowLock(ctx context.Context, task *Task, strategy dri
 		lockCtx, cancel = context.WithDeadline(ctx, lockDeadline)
 		defer cancel()
 	}
-	_, err = e.sql().Lock(strategy).One(lockCtx, tx, drivers.TaskParams{TaskID: task.ID})
+	_, err = e.sql().Lock(strategy).One(lockCtx, tx, engineio.TaskParams{TaskID: task.ID})
 	switch {
 	case errors.Is(err, sql.ErrNoRows): // SKIP LOCKED skipped the row
 		return errBusy
@@ -140,7 +141,7 @@ func (e *Engine) runCriteria(ctx context.Context, q drivers.Querier, task *Task,
 			return criteriaResult{}, run, err
 		}
 	}
-	rows, err := drivers.CriteriaQuery(e.Driver.Dialect(), task.criteria()).Query(ctx, q, drivers.CriteriaParams{TaskID: task.ID, Limit: limit})
+	rows, err := drivers.CriteriaQuery(e.Driver.Dialect(), task.criteria()).Query(ctx, q, engineio.CriteriaParams{TaskID: task.ID, Limit: limit})
 	if err != nil {
 		return criteriaResult{}, run, fmt.Errorf("running the criteria query of task %s: %w", task.Name, err)
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/loanq/loanq/drivers"
+	"github.com/loanq/loanq/drivers/engineio"
 	"github.com/loanq/loanq/internal/pause"
 	"github.com/loanq/loanq/problem"
 )
@@ -124,7 +125,7 @@ func (e *Engine) claimRowsFinishing(ctx context.Context, rl drivers.RowLocker, f
 	}
 	take := len(locked) // what the statement assigns, or it finishes nothing
 	status := requestStatus(req.Requested, take)
-	rows, err := fc.FinishingClaim(task.criteria()).All(ctx, tx, drivers.FinishingClaimParams{
+	rows, err := fc.FinishingClaim(task.criteria()).All(ctx, tx, engineio.FinishingClaimParams{
 		TaskID: task.ID, User: req.User, RequestID: req.ID, IDs: drivers.KeysJSON(task.KeyKind, locked),
 		Assigned: take, Status: status, Holder: truncate(e.Holder, 100),
 		StartedAgoMS: time.Since(started).Milliseconds(), DurationMS: time.Since(started).Milliseconds(), RowsFound: take})
@@ -162,7 +163,7 @@ func (e *Engine) ensureUserLock(ctx context.Context, task *Task, user string) er
 	if task.MaxActive <= 0 {
 		return nil
 	}
-	if _, err := e.sql().UserLockEnsure.Exec(ctx, e.DB, drivers.TaskUserParams{TaskID: task.ID, User: user}); err != nil && !e.Driver.IsUniqueViolation(err) {
+	if _, err := e.sql().UserLockEnsure.Exec(ctx, e.DB, engineio.TaskUserParams{TaskID: task.ID, User: user}); err != nil && !e.Driver.IsUniqueViolation(err) {
 		return fmt.Errorf("preparing the per-user lock of %s: %w", user, err)
 	}
 	return nil
@@ -297,7 +298,7 @@ func (e *Engine) afterLockingRead(ctx context.Context, task *Task) error {
 func (e *Engine) claimAllowance(ctx context.Context, tx *sql.Tx, task *Task, req *Request) (int, error) {
 	allow := req.Requested
 	if task.MaxActive > 0 {
-		if _, err := e.sql().UserLock.One(ctx, tx, drivers.TaskUserParams{TaskID: task.ID, User: req.User}); err != nil {
+		if _, err := e.sql().UserLock.One(ctx, tx, engineio.TaskUserParams{TaskID: task.ID, User: req.User}); err != nil {
 			return 0, fmt.Errorf("locking the per-user cap of %s in task %s: %w", req.User, task.Name, err)
 		}
 	}
@@ -322,7 +323,7 @@ func (e *Engine) claimAllowance(ctx context.Context, tx *sql.Tx, task *Task, req
 // transaction. A unique violation means the user has a pending request of
 // the task already: the claim rolls back and the caller attaches to it.
 func (e *Engine) logInClaim(ctx context.Context, tx *sql.Tx, req *Request) error {
-	id, err := e.sql().RequestInsert.InsertID(ctx, tx, drivers.RequestInsertParams{TaskID: req.TaskID, User: req.User, Requested: req.Requested})
+	id, err := e.sql().RequestInsert.InsertID(ctx, tx, engineio.RequestInsertParams{TaskID: req.TaskID, User: req.User, Requested: req.Requested})
 	if err != nil {
 		if e.Driver.IsUniqueViolation(err) {
 			return errRowsLogFirst
@@ -365,7 +366,7 @@ func (e *Engine) assignLockedRun(ctx context.Context, tx *sql.Tx, task *Task, lo
 	// task): the claim looks the rows up by the key's index.
 	ids := drivers.KeysJSON(task.KeyKind, locked)
 	res, err := drivers.CriteriaClaim(e.Driver.Dialect(), task.criteria()).Exec(ctx, tx,
-		drivers.ClaimParams{TaskID: task.ID, User: req.User, RequestID: req.ID, IDs: ids})
+		engineio.ClaimParams{TaskID: task.ID, User: req.User, RequestID: req.ID, IDs: ids})
 	if err == nil {
 		n, err := res.RowsAffected()
 		if err != nil {
@@ -377,7 +378,7 @@ func (e *Engine) assignLockedRun(ctx context.Context, tx *sql.Tx, task *Task, lo
 		return 0, fmt.Errorf("assigning the claimed rows of task %s to %s: %w", task.Name, req.User, err)
 	}
 	keys, err := drivers.ScanKeys(drivers.CriteriaRecheck(e.Driver.Dialect(), task.criteria()).Query(ctx, tx,
-		drivers.RecheckParams{TaskID: task.ID, IDs: ids}))
+		engineio.RecheckParams{TaskID: task.ID, IDs: ids}))
 	if err != nil {
 		return 0, fmt.Errorf("checking the claimed rows of task %s again: %w", task.Name, err)
 	}
@@ -399,7 +400,7 @@ func (e *Engine) assignLockedRun(ctx context.Context, tx *sql.Tx, task *Task, lo
 // constraint refuses it: no row inserted, or a unique violation that undoes
 // this statement only).
 func (e *Engine) insertClaimed(ctx context.Context, tx *sql.Tx, task *Task, loan string, req *Request) (bool, error) {
-	res, err := e.sql().WorkInsertRows.Exec(ctx, tx, drivers.WorkInsertParams{TaskID: task.ID, LoanID: loan, User: req.User, RequestID: req.ID})
+	res, err := e.sql().WorkInsertRows.Exec(ctx, tx, engineio.WorkInsertParams{TaskID: task.ID, LoanID: loan, User: req.User, RequestID: req.ID})
 	if err != nil {
 		if e.Driver.IsUniqueViolation(err) {
 			return false, nil
@@ -485,7 +486,7 @@ func (e *Engine) keepVerdict(ctx context.Context, id int64, verdict string) erro
 // LockVerdict is the verdict of the task's last lock probe (`task create|
 // update --lock rows`), "" when it was never probed.
 func (e *Engine) LockVerdict(ctx context.Context, t *Task) (string, error) {
-	v, err := e.sql().TaskVerdictGet.One(ctx, e.DB, drivers.IDParams{ID: t.ID})
+	v, err := e.sql().TaskVerdictGet.One(ctx, e.DB, engineio.IDParams{ID: t.ID})
 	if err != nil {
 		return "", fmt.Errorf("reading the lock verdict of task %s: %w", t.Name, err)
 	}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/loanq/loanq/drivers"
+	"github.com/loanq/loanq/drivers/engineio"
 	"github.com/loanq/loanq/internal/pause"
 )
 
@@ -26,7 +27,7 @@ import (
 // are no longer eligible (its own inserts), so any key found is one another
 // transaction holds (or one that became eligible since the claim's read).
 func (e *Engine) heldEligible(ctx context.Context, q drivers.Querier, task *Task) (string, bool, error) {
-	rows, err := drivers.CriteriaQuery(e.Driver.Dialect(), task.criteria()).Query(ctx, q, drivers.CriteriaParams{TaskID: task.ID, Limit: 1})
+	rows, err := drivers.CriteriaQuery(e.Driver.Dialect(), task.criteria()).Query(ctx, q, engineio.CriteriaParams{TaskID: task.ID, Limit: 1})
 	if err != nil {
 		return "", false, fmt.Errorf("looking for loans other claimers of task %s hold: %w", task.Name, err)
 	}

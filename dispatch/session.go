@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/loanq/loanq/drivers"
+	"github.com/loanq/loanq/drivers/engineio"
 )
 
 // Sessions of the processor's page (/work of `loanq serve --api`): a browser
@@ -48,7 +49,7 @@ func (e *Engine) CreateSession(ctx context.Context, p *Principal, ttl time.Durat
 	if err != nil {
 		return "", nil, err
 	}
-	if _, err := e.sessionSQL().SessionPrune.Exec(ctx, e.DB, drivers.NoParams{}); err != nil {
+	if _, err := e.sessionSQL().SessionPrune.Exec(ctx, e.DB, engineio.NoParams{}); err != nil {
 		return "", nil, fmt.Errorf("deleting expired sessions: %w", err)
 	}
 	tok := sql.NullInt64{Int64: p.TokenID, Valid: p.TokenID != 0}

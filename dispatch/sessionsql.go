@@ -4,6 +4,7 @@ import (
 	"database/sql"
 
 	"github.com/loanq/loanq/drivers"
+	"github.com/loanq/loanq/drivers/engineio"
 )
 
 // The statements of the processor's page (session.go: /work of `loanq
@@ -21,7 +22,7 @@ type sessionStatements struct {
 	// SessionDelete: sign-out.
 	SessionDelete drivers.Stmt[hashParams] `purpose:"page: end a session (sign out)"`
 	// SessionPrune deletes expired sessions.
-	SessionPrune drivers.Stmt[drivers.NoParams] `purpose:"page: delete expired sessions"`
+	SessionPrune drivers.Stmt[engineio.NoParams] `purpose:"page: delete expired sessions"`
 	// History: the user's dispositions in the last age ms, newest first, at
 	// most 200, with the task's key kind (loan ids are text: drivers.NewKey).
 	History drivers.Query[historyParams, historyRow] `purpose:"page: a user's dispositions of the day"`
@@ -41,7 +42,7 @@ LEFT JOIN loanq_api_token t ON t.id = s.token_id
 WHERE s.session_hash = :hash AND s.expires_at > {{now}}
   AND (s.token_id IS NULL OR (t.id IS NOT NULL AND t.revoked_at IS NULL AND (t.expires_at IS NULL OR t.expires_at > {{now}})))`},
 		SessionDelete: drivers.Stmt[hashParams]{SQL: `DELETE FROM loanq_session WHERE session_hash = :hash`},
-		SessionPrune:  drivers.Stmt[drivers.NoParams]{SQL: `DELETE FROM loanq_session WHERE expires_at <= {{now}}`},
+		SessionPrune:  drivers.Stmt[engineio.NoParams]{SQL: `DELETE FROM loanq_session WHERE expires_at <= {{now}}`},
 		History: drivers.Query[historyParams, historyRow]{SQL: `SELECT t.name, w.loan_id, w.disposition, w.disposed_at, w.return_at, t.key_kind
 FROM loanq_work w JOIN loanq_task t ON t.id = w.task_id
 WHERE w.user_name = :user AND w.disposition IS NOT NULL AND w.disposed_at > {{nowMinusMs ":age_ms"}}
@@ -79,11 +80,11 @@ type (
 	}
 	// historyRow is one of a user's dispositions.
 	historyRow struct {
-		Task        string       `col:"name"`
-		LoanID      string       `col:"loan_id"`
-		Disposition string       `col:"disposition"`
-		DisposedAt  drivers.Time `col:"disposed_at"`
-		ReturnAt    drivers.Time `col:"return_at"`
-		KeyKind     string       `col:"key_kind"`
+		Task        string        `col:"name"`
+		LoanID      string        `col:"loan_id"`
+		Disposition string        `col:"disposition"`
+		DisposedAt  engineio.Time `col:"disposed_at"`
+		ReturnAt    engineio.Time `col:"return_at"`
+		KeyKind     string        `col:"key_kind"`
 	}
 )

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/loanq/loanq/drivers"
+	"github.com/loanq/loanq/drivers/engineio"
 )
 
 // How many rows a round's criteria query asks for: the pending need plus
@@ -36,7 +37,7 @@ type taskLoad struct {
 }
 
 func (e *Engine) load(ctx context.Context, q drivers.Querier, task *Task) (taskLoad, error) {
-	r, err := e.sql().TaskLoad.One(ctx, q, drivers.TaskWindowParams{TaskID: task.ID, WindowMS: arrivalWindow.Milliseconds()})
+	r, err := e.sql().TaskLoad.One(ctx, q, engineio.TaskWindowParams{TaskID: task.ID, WindowMS: arrivalWindow.Milliseconds()})
 	if err != nil {
 		return taskLoad{}, fmt.Errorf("reading the pending requests of task %s: %w", task.Name, err)
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/loanq/loanq/drivers"
+	"github.com/loanq/loanq/drivers/engineio"
 )
 
 // The supervisor view: everyone's active work (`loanq work list`) and the
@@ -34,7 +35,7 @@ type WorkFilter struct {
 
 // dbNow reads the database clock.
 func (e *Engine) dbNow(ctx context.Context) (time.Time, error) {
-	r, err := e.sql().Now.One(ctx, e.DB, drivers.NoParams{})
+	r, err := e.sql().Now.One(ctx, e.DB, engineio.NoParams{})
 	if err != nil {
 		return time.Time{}, fmt.Errorf("reading the database clock: %w", err)
 	}
@@ -55,7 +56,7 @@ func (e *Engine) WorkList(ctx context.Context, f WorkFilter) ([]ActiveItem, erro
 			return nil, err
 		}
 	}
-	rows, err := e.superviseSQL().ActiveWorkAll.All(ctx, e.DB, drivers.NoParams{})
+	rows, err := e.superviseSQL().ActiveWorkAll.All(ctx, e.DB, engineio.NoParams{})
 	if err != nil {
 		return nil, fmt.Errorf("reading active work: %w", err)
 	}
@@ -175,7 +176,7 @@ func (e *Engine) Stats(ctx context.Context, taskName string) ([]*TaskStats, erro
 		s.Pool = p
 	}
 	window := StatsWindow.Milliseconds()
-	pending, err := e.superviseSQL().StatsPending.All(ctx, e.DB, drivers.NoParams{})
+	pending, err := e.superviseSQL().StatsPending.All(ctx, e.DB, engineio.NoParams{})
 	if err != nil {
 		return nil, fmt.Errorf("task stats, pending requests: %w", err)
 	}
@@ -184,7 +185,7 @@ func (e *Engine) Stats(ctx context.Context, taskName string) ([]*TaskStats, erro
 			s.PendingRequests = r.N
 		}
 	}
-	active, err := e.superviseSQL().StatsActiveByUser.All(ctx, e.DB, drivers.NoParams{})
+	active, err := e.superviseSQL().StatsActiveByUser.All(ctx, e.DB, engineio.NoParams{})
 	if err != nil {
 		return nil, fmt.Errorf("task stats, active work: %w", err)
 	}

@@ -1,6 +1,9 @@
 package dispatch
 
-import "github.com/loanq/loanq/drivers"
+import (
+	"github.com/loanq/loanq/drivers"
+	"github.com/loanq/loanq/drivers/engineio"
+)
 
 // The supervisor view's statements (supervise.go: `loanq work list`,
 // `loanq task stats`; docs/algorithm.md, "The supervisor view"): a
@@ -10,9 +13,9 @@ import "github.com/loanq/loanq/drivers"
 // pending and active counts bind nothing and read no clock: ages are
 // computed from the database clock read with Now.
 type superviseStatements struct {
-	ActiveWorkAll     drivers.Query[drivers.NoParams, activeAllRow]        `purpose:"work list: everyone's active work, oldest first (task, loan, user, assigned_at)"`
-	StatsPending      drivers.Query[drivers.NoParams, taskCountRow]        `purpose:"task stats: pending requests per task"`
-	StatsActiveByUser drivers.Query[drivers.NoParams, taskUserCountRow]    `purpose:"task stats: active work per task and user"`
+	ActiveWorkAll     drivers.Query[engineio.NoParams, activeAllRow]       `purpose:"work list: everyone's active work, oldest first (task, loan, user, assigned_at)"`
+	StatsPending      drivers.Query[engineio.NoParams, taskCountRow]       `purpose:"task stats: pending requests per task"`
+	StatsActiveByUser drivers.Query[engineio.NoParams, taskUserCountRow]   `purpose:"task stats: active work per task and user"`
 	StatsDispositions drivers.Query[windowParams, taskDispositionCountRow] `purpose:"task stats: dispositions in the last window, per task and kind"`
 	// StatsRuns: the criteria-query runs started in the last window (by the
 	// database clock), newest first; the caller computes the percentiles, as
@@ -28,15 +31,15 @@ func (e *Engine) superviseSQL() *superviseStatements { return superviseCatalogue
 
 func portableSupervise() *superviseStatements {
 	return &superviseStatements{
-		ActiveWorkAll: drivers.Query[drivers.NoParams, activeAllRow]{SQL: `SELECT t.name, w.loan_id, w.user_name, w.assigned_at, t.key_kind
+		ActiveWorkAll: drivers.Query[engineio.NoParams, activeAllRow]{SQL: `SELECT t.name, w.loan_id, w.user_name, w.assigned_at, t.key_kind
 FROM loanq_work w JOIN loanq_task t ON t.id = w.task_id
 WHERE w.disposition IS NULL
 ORDER BY w.assigned_at, w.id`},
-		StatsPending: drivers.Query[drivers.NoParams, taskCountRow]{SQL: `SELECT t.name, COUNT(*) AS n
+		StatsPending: drivers.Query[engineio.NoParams, taskCountRow]{SQL: `SELECT t.name, COUNT(*) AS n
 FROM loanq_work_request r JOIN loanq_task t ON t.id = r.task_id
 WHERE r.status = 'pending' AND {{requestAlive "r.alive_at"}}
 GROUP BY t.name`},
-		StatsActiveByUser: drivers.Query[drivers.NoParams, taskUserCountRow]{SQL: `SELECT t.name, w.user_name, COUNT(*) AS n
+		StatsActiveByUser: drivers.Query[engineio.NoParams, taskUserCountRow]{SQL: `SELECT t.name, w.user_name, COUNT(*) AS n
 FROM loanq_work w JOIN loanq_task t ON t.id = w.task_id
 WHERE w.disposition IS NULL
 GROUP BY t.name, w.user_name`},
@@ -61,11 +64,11 @@ type windowParams struct {
 type (
 	// activeAllRow is one active assignment (ActiveWorkAll).
 	activeAllRow struct {
-		Task       string       `col:"name"`
-		LoanID     string       `col:"loan_id"`
-		User       string       `col:"user_name"`
-		AssignedAt drivers.Time `col:"assigned_at"`
-		KeyKind    string       `col:"key_kind"`
+		Task       string        `col:"name"`
+		LoanID     string        `col:"loan_id"`
+		User       string        `col:"user_name"`
+		AssignedAt engineio.Time `col:"assigned_at"`
+		KeyKind    string        `col:"key_kind"`
 	}
 	// taskCountRow is a count per task (by name).
 	taskCountRow struct {

@@ -1,6 +1,9 @@
 package dispatch
 
-import "github.com/loanq/loanq/drivers"
+import (
+	"github.com/loanq/loanq/drivers"
+	"github.com/loanq/loanq/drivers/engineio"
+)
 
 // The statements of `loanq task delete` (DeleteTask, tasks.go): a
 // catalogue of their own (drivers.Catalogue "taskdelete"), not part of the
@@ -8,12 +11,12 @@ import "github.com/loanq/loanq/drivers"
 // Every dialect sends the portable text. The delete also locks the task
 // (LockWait) and empties its pool (PoolClear), statements of the engine.
 type taskDeleteStatements struct {
-	ActiveWorkCount drivers.Query[drivers.TaskParams, drivers.Count] `purpose:"task delete: active assignments that deleting the task would drop"`
-	DeleteWork      drivers.Stmt[drivers.TaskParams]                 `purpose:"task delete: the task's assignments and their history (children of requests, first)"`
-	DeleteRequests  drivers.Stmt[drivers.TaskParams]                 `purpose:"task delete: the task's work requests"`
-	DeleteQueryRuns drivers.Stmt[drivers.TaskParams]                 `purpose:"task delete: the task's criteria-query log"`
-	DeleteTaskUsers drivers.Stmt[drivers.TaskParams]                 `purpose:"task delete: the task's per-user cap lock rows (strategy rows)"`
-	DeleteTaskRow   drivers.Stmt[drivers.TaskParams]                 `purpose:"task delete: the task itself, last (the others reference it)"`
+	ActiveWorkCount drivers.Query[engineio.TaskParams, engineio.Count] `purpose:"task delete: active assignments that deleting the task would drop"`
+	DeleteWork      drivers.Stmt[engineio.TaskParams]                  `purpose:"task delete: the task's assignments and their history (children of requests, first)"`
+	DeleteRequests  drivers.Stmt[engineio.TaskParams]                  `purpose:"task delete: the task's work requests"`
+	DeleteQueryRuns drivers.Stmt[engineio.TaskParams]                  `purpose:"task delete: the task's criteria-query log"`
+	DeleteTaskUsers drivers.Stmt[engineio.TaskParams]                  `purpose:"task delete: the task's per-user cap lock rows (strategy rows)"`
+	DeleteTaskRow   drivers.Stmt[engineio.TaskParams]                  `purpose:"task delete: the task itself, last (the others reference it)"`
 }
 
 var taskDeleteCatalogue = drivers.NewCatalogue("taskdelete", portableTaskDelete)
@@ -24,11 +27,11 @@ func (e *Engine) taskDeleteSQL() *taskDeleteStatements { return taskDeleteCatalo
 
 func portableTaskDelete() *taskDeleteStatements {
 	return &taskDeleteStatements{
-		ActiveWorkCount: drivers.Query[drivers.TaskParams, drivers.Count]{SQL: `SELECT COUNT(*) AS n FROM loanq_work WHERE task_id = :task_id AND disposition IS NULL`},
-		DeleteWork:      drivers.Stmt[drivers.TaskParams]{SQL: `DELETE FROM loanq_work WHERE task_id = :task_id`},
-		DeleteRequests:  drivers.Stmt[drivers.TaskParams]{SQL: `DELETE FROM loanq_work_request WHERE task_id = :task_id`},
-		DeleteQueryRuns: drivers.Stmt[drivers.TaskParams]{SQL: `DELETE FROM loanq_query_run WHERE task_id = :task_id`},
-		DeleteTaskUsers: drivers.Stmt[drivers.TaskParams]{SQL: `DELETE FROM loanq_task_user WHERE task_id = :task_id`},
-		DeleteTaskRow:   drivers.Stmt[drivers.TaskParams]{SQL: `DELETE FROM loanq_task WHERE id = :task_id`},
+		ActiveWorkCount: drivers.Query[engineio.TaskParams, engineio.Count]{SQL: `SELECT COUNT(*) AS n FROM loanq_work WHERE task_id = :task_id AND disposition IS NULL`},
+		DeleteWork:      drivers.Stmt[engineio.TaskParams]{SQL: `DELETE FROM loanq_work WHERE task_id = :task_id`},
+		DeleteRequests:  drivers.Stmt[engineio.TaskParams]{SQL: `DELETE FROM loanq_work_request WHERE task_id = :task_id`},
+		DeleteQueryRuns: drivers.Stmt[engineio.TaskParams]{SQL: `DELETE FROM loanq_query_run WHERE task_id = :task_id`},
+		DeleteTaskUsers: drivers.Stmt[engineio.TaskParams]{SQL: `DELETE FROM loanq_task_user WHERE task_id = :task_id`},
+		DeleteTaskRow:   drivers.Stmt[engineio.TaskParams]{SQL: `DELETE FROM loanq_task WHERE id = :task_id`},
 	}
 }

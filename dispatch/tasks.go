@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/loanq/loanq/drivers"
+	"github.com/loanq/loanq/drivers/engineio"
 	"github.com/loanq/loanq/internal/sqllex"
 	"github.com/loanq/loanq/internal/suggest"
 	"github.com/loanq/loanq/internal/textsafe"
@@ -295,7 +296,7 @@ func (e *Engine) insertTask(ctx context.Context, s TaskSpec, kind drivers.KeyKin
 		return 0, err
 	}
 	defer tx.Rollback()
-	id, err := e.sql().TaskInsert.InsertID(ctx, tx, drivers.TaskInsertParams{Name: s.Name, Source: s.Source, Key: s.Key,
+	id, err := e.sql().TaskInsert.InsertID(ctx, tx, engineio.TaskInsertParams{Name: s.Name, Source: s.Source, Key: s.Key,
 		Criteria: s.Where, Order: s.Order, MaxActive: positive(int64(s.MaxActive)), LockStrategy: string(s.Lock),
 		QueryDelayMS: s.QueryDelay.Milliseconds(), LeaseTTLMS: s.LeaseTTL.Milliseconds(), CreatedBy: s.CreatedBy,
 		HoldLimitMS: positive(s.HoldLimit.Milliseconds()), KeyKind: kind.String()})
@@ -303,13 +304,13 @@ func (e *Engine) insertTask(ctx context.Context, s TaskSpec, kind drivers.KeyKin
 		return 0, err
 	}
 	if s.MaxHold > 0 {
-		if _, err := e.sql().TaskSetMaxHold.Exec(ctx, tx, drivers.TaskMaxHoldParams{MaxHoldMS: positive(s.MaxHold.Milliseconds()), ID: id}); err != nil {
+		if _, err := e.sql().TaskSetMaxHold.Exec(ctx, tx, engineio.TaskMaxHoldParams{MaxHoldMS: positive(s.MaxHold.Milliseconds()), ID: id}); err != nil {
 			return 0, err
 		}
 	}
 	if s.Prefetch > 0 {
 		size, ttl, low := prefetchValues(s.Prefetch, s.PrefetchTTL, s.PrefetchLow)
-		if _, err := e.sql().TaskSetPrefetch.Exec(ctx, tx, drivers.TaskPrefetchParams{ID: id, Prefetch: size, TTLMS: ttl, Low: low}); err != nil {
+		if _, err := e.sql().TaskSetPrefetch.Exec(ctx, tx, engineio.TaskPrefetchParams{ID: id, Prefetch: size, TTLMS: ttl, Low: low}); err != nil {
 			return 0, err
 		}
 	}
@@ -348,7 +349,7 @@ func (e *Engine) checkCriteria(ctx context.Context, t *Task) error {
 		return fmt.Errorf("checking the criteria: %w", err)
 	}
 	defer tx.Rollback()
-	rows, err := drivers.CriteriaQuery(e.Driver.Dialect(), t.criteria()).Query(ctx, tx, drivers.CriteriaParams{TaskID: 0, Limit: keySample})
+	rows, err := drivers.CriteriaQuery(e.Driver.Dialect(), t.criteria()).Query(ctx, tx, engineio.CriteriaParams{TaskID: 0, Limit: keySample})
 	if err != nil {
 		return &problem.Error{Kind: problem.Usage, Msg: fmt.Sprintf("the criteria of task %q do not run on %s", t.Name, e.Driver.Name()), Err: err,
 			Hint: "check --where, --order, --source and --key against the table"}
@@ -397,7 +398,7 @@ const keySample = 100
 // message names the problem. Outside the criteria check's transaction: a
 // failed statement would abort it on PostgreSQL.
 func (e *Engine) keyKind(ctx context.Context, t *Task) (drivers.KeyKind, error) {
-	rows, err := drivers.KeyProbe(e.Driver.Dialect(), t.criteria()).Query(ctx, e.DB, drivers.NoParams{})
+	rows, err := drivers.KeyProbe(e.Driver.Dialect(), t.criteria()).Query(ctx, e.DB, engineio.NoParams{})
 	if err != nil {
 		return drivers.KeyUnknown, nil
 	}
@@ -435,7 +436,7 @@ func (e *Engine) runnable(t *Task) error {
 
 // scanTask makes a task of its row (TaskByName, TaskByID, TaskList); err is
 // the read's (passed through).
-func (e *Engine) scanTask(r drivers.TaskRow, err error) (*Task, error) {
+func (e *Engine) scanTask(r engineio.TaskRow, err error) (*Task, error) {
 	if err != nil {
 		return nil, err
 	}
@@ -460,7 +461,7 @@ func (e *Engine) Task(ctx context.Context, name string) (*Task, error) {
 }
 
 func (e *Engine) taskByName(ctx context.Context, name string) (*Task, error) {
-	t, err := e.scanTask(e.sql().TaskByName.One(ctx, e.DB, drivers.NameParams{Name: name}))
+	t, err := e.scanTask(e.sql().TaskByName.One(ctx, e.DB, engineio.NameParams{Name: name}))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, &problem.Error{Kind: problem.Usage, Msg: fmt.Sprintf("unknown task %q", name), Hint: e.taskHint(ctx, name)}
 	}
@@ -491,7 +492,7 @@ func (e *Engine) taskHint(ctx context.Context, name string) string {
 }
 
 func (e *Engine) taskByID(ctx context.Context, id int64) (*Task, error) {
-	t, err := e.scanTask(e.sql().TaskByID.One(ctx, e.DB, drivers.IDParams{ID: id}))
+	t, err := e.scanTask(e.sql().TaskByID.One(ctx, e.DB, engineio.IDParams{ID: id}))
 	if err != nil {
 		return nil, fmt.Errorf("reading task %d: %w", id, err)
 	}
@@ -500,7 +501,7 @@ func (e *Engine) taskByID(ctx context.Context, id int64) (*Task, error) {
 
 // Tasks lists every task by name.
 func (e *Engine) Tasks(ctx context.Context) ([]*Task, error) {
-	rows, err := e.sql().TaskList.All(ctx, e.DB, drivers.NoParams{})
+	rows, err := e.sql().TaskList.All(ctx, e.DB, engineio.NoParams{})
 	if err != nil {
 		return nil, fmt.Errorf("listing tasks: %w", err)
 	}
@@ -532,7 +533,7 @@ type QueryRun struct {
 
 // Runs returns the latest criteria-query runs of a task, newest first.
 func (e *Engine) Runs(ctx context.Context, t *Task) ([]QueryRun, error) {
-	rows, err := e.sql().TaskRuns.All(ctx, e.DB, drivers.TaskParams{TaskID: t.ID})
+	rows, err := e.sql().TaskRuns.All(ctx, e.DB, engineio.TaskParams{TaskID: t.ID})
 	if err != nil {
 		return nil, fmt.Errorf("reading the runs of task %s: %w", t.Name, err)
 	}
@@ -563,11 +564,11 @@ func (e *Engine) DeleteTask(ctx context.Context, name string, force bool) (int64
 	// their commit finds no task row). A dialect without row locks (SQLite)
 	// serialises writers anyway.
 	if drivers.Supports(e.Driver, drivers.Wait) {
-		if _, err := e.sql().LockWait.One(ctx, tx, drivers.TaskParams{TaskID: task.ID}); err != nil {
+		if _, err := e.sql().LockWait.One(ctx, tx, engineio.TaskParams{TaskID: task.ID}); err != nil {
 			return 0, fmt.Errorf("locking task %s before deleting it: %w", name, err)
 		}
 	}
-	count, err := e.taskDeleteSQL().ActiveWorkCount.One(ctx, tx, drivers.TaskParams{TaskID: task.ID})
+	count, err := e.taskDeleteSQL().ActiveWorkCount.One(ctx, tx, engineio.TaskParams{TaskID: task.ID})
 	if err != nil {
 		return 0, fmt.Errorf("counting active work of task %s: %w", name, err)
 	}
@@ -576,24 +577,24 @@ func (e *Engine) DeleteTask(ctx context.Context, name string, force bool) (int64
 		return 0, problem.Usagef("task %s has %d active assignment(s): disposition them first, or delete with --force to drop them too", name, active)
 	}
 	// Children first: work rows reference requests, and all reference the task.
-	res, err := e.taskDeleteSQL().DeleteWork.Exec(ctx, tx, drivers.TaskParams{TaskID: task.ID})
+	res, err := e.taskDeleteSQL().DeleteWork.Exec(ctx, tx, engineio.TaskParams{TaskID: task.ID})
 	if err != nil {
 		return 0, fmt.Errorf("deleting the work of task %s: %w", name, err)
 	}
 	work, _ := res.RowsAffected()
-	if _, err := e.taskDeleteSQL().DeleteRequests.Exec(ctx, tx, drivers.TaskParams{TaskID: task.ID}); err != nil {
+	if _, err := e.taskDeleteSQL().DeleteRequests.Exec(ctx, tx, engineio.TaskParams{TaskID: task.ID}); err != nil {
 		return 0, fmt.Errorf("deleting the requests of task %s: %w", name, err)
 	}
-	if _, err := e.taskDeleteSQL().DeleteQueryRuns.Exec(ctx, tx, drivers.TaskParams{TaskID: task.ID}); err != nil {
+	if _, err := e.taskDeleteSQL().DeleteQueryRuns.Exec(ctx, tx, engineio.TaskParams{TaskID: task.ID}); err != nil {
 		return 0, fmt.Errorf("deleting the query runs of task %s: %w", name, err)
 	}
-	if _, err := e.taskDeleteSQL().DeleteTaskUsers.Exec(ctx, tx, drivers.TaskParams{TaskID: task.ID}); err != nil {
+	if _, err := e.taskDeleteSQL().DeleteTaskUsers.Exec(ctx, tx, engineio.TaskParams{TaskID: task.ID}); err != nil {
 		return 0, fmt.Errorf("deleting the per-user lock rows of task %s: %w", name, err)
 	}
-	if _, err := e.sql().PoolClear.Exec(ctx, tx, drivers.TaskParams{TaskID: task.ID}); err != nil {
+	if _, err := e.sql().PoolClear.Exec(ctx, tx, engineio.TaskParams{TaskID: task.ID}); err != nil {
 		return 0, fmt.Errorf("deleting the candidate pool of task %s: %w", name, err)
 	}
-	if _, err := e.taskDeleteSQL().DeleteTaskRow.Exec(ctx, tx, drivers.TaskParams{TaskID: task.ID}); err != nil {
+	if _, err := e.taskDeleteSQL().DeleteTaskRow.Exec(ctx, tx, engineio.TaskParams{TaskID: task.ID}); err != nil {
 		return 0, fmt.Errorf("deleting task %s: %w", name, err)
 	}
 	if err := tx.Commit(); err != nil {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/loanq/loanq/drivers"
+	"github.com/loanq/loanq/drivers/engineio"
 	"github.com/loanq/loanq/problem"
 )
 
@@ -166,7 +167,7 @@ func (e *Engine) UpdateTask(ctx context.Context, name string, c TaskChange) (*Ta
 		return nil, fmt.Errorf("updating task %s: %w", t.Name, err)
 	}
 	defer tx.Rollback()
-	_, err = e.sql().TaskUpdate.Exec(ctx, tx, drivers.TaskUpdateParams{ID: t.ID,
+	_, err = e.sql().TaskUpdate.Exec(ctx, tx, engineio.TaskUpdateParams{ID: t.ID,
 		Source: s.Source, Key: s.Key, Criteria: s.Where, Order: s.Order, MaxActive: positive(int64(s.MaxActive)),
 		LockStrategy: string(s.Lock), QueryDelayMS: s.QueryDelay.Milliseconds(), LeaseTTLMS: s.LeaseTTL.Milliseconds(),
 		HoldLimitMS: positive(s.HoldLimit.Milliseconds()), MaxHoldMS: positive(s.MaxHold.Milliseconds()),
@@ -175,10 +176,10 @@ func (e *Engine) UpdateTask(ctx context.Context, name string, c TaskChange) (*Ta
 		return nil, fmt.Errorf("updating task %s: %w", t.Name, err)
 	}
 	size, ttl, low := prefetchValues(s.Prefetch, s.PrefetchTTL, s.PrefetchLow)
-	if _, err := e.sql().TaskSetPrefetch.Exec(ctx, tx, drivers.TaskPrefetchParams{ID: t.ID, Prefetch: size, TTLMS: ttl, Low: low}); err != nil {
+	if _, err := e.sql().TaskSetPrefetch.Exec(ctx, tx, engineio.TaskPrefetchParams{ID: t.ID, Prefetch: size, TTLMS: ttl, Low: low}); err != nil {
 		return nil, fmt.Errorf("updating the candidate pool of task %s: %w", t.Name, err)
 	}
-	if _, err := e.sql().PoolClear.Exec(ctx, tx, drivers.TaskParams{TaskID: t.ID}); err != nil {
+	if _, err := e.sql().PoolClear.Exec(ctx, tx, engineio.TaskParams{TaskID: t.ID}); err != nil {
 		return nil, fmt.Errorf("emptying the candidate pool of task %s: %w", t.Name, err)
 	}
 	if err := tx.Commit(); err != nil {

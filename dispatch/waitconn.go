@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/loanq/loanq/drivers"
+	"github.com/loanq/loanq/drivers/engineio"
 )
 
 // The bounded wait (docs/algorithm.md, "Waiting"), written once for both
@@ -52,7 +53,7 @@ func (w *waitConn) close(ctx context.Context) {
 	if w.e.caps().WaitBound == drivers.BoundSessionSetting {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
-		if _, err := w.e.sql().WaitLockRestore.Exec(rctx, w.conn, drivers.SettingParams{Value: w.saved}); err != nil {
+		if _, err := w.e.sql().WaitLockRestore.Exec(rctx, w.conn, engineio.SettingParams{Value: w.saved}); err != nil {
 			// Never hand a connection with a changed lock wait limit back
 			// to the pool: make database/sql close it instead.
 			_ = w.conn.Raw(func(any) error { return driver.ErrBadConn })
@@ -67,7 +68,7 @@ func (w *waitConn) close(ctx context.Context) {
 // is gone.
 func (w *waitConn) queue(ctx context.Context, tx *sql.Tx, bound time.Duration, lock func(context.Context) error) (bool, error) {
 	if w.e.caps().WaitBound.IsSetting() {
-		if _, err := w.e.sql().WaitLockSet.Exec(ctx, tx, drivers.MillisParams{MS: bound.Milliseconds()}); err != nil {
+		if _, err := w.e.sql().WaitLockSet.Exec(ctx, tx, engineio.MillisParams{MS: bound.Milliseconds()}); err != nil {
 			return false, fmt.Errorf("bounding the lock wait: %w", err)
 		}
 	}
@@ -97,7 +98,7 @@ func (w *waitConn) unbound(ctx context.Context, tx *sql.Tx) error {
 	if !w.e.caps().WaitBound.IsSetting() {
 		return nil
 	}
-	if _, err := w.e.sql().WaitLockRestore.Exec(ctx, tx, drivers.SettingParams{Value: w.saved}); err != nil {
+	if _, err := w.e.sql().WaitLockRestore.Exec(ctx, tx, engineio.SettingParams{Value: w.saved}); err != nil {
 		return fmt.Errorf("restoring the session lock wait limit: %w", err)
 	}
 	return nil

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/loanq/loanq/drivers"
+	"github.com/loanq/loanq/drivers/engineio"
 	"github.com/loanq/loanq/internal/pause"
 	"github.com/loanq/loanq/internal/proc"
 )
@@ -117,9 +118,9 @@ func (e *Engine) waitShared(ctx context.Context, w *waitConn, task *Task, id int
 }
 
 // lockTaskRow is the locking read of a wait on the task row.
-func (e *Engine) lockTaskRow(tx *sql.Tx, task *Task, lock *drivers.Query[drivers.TaskParams, drivers.IDRow]) func(context.Context) error {
+func (e *Engine) lockTaskRow(tx *sql.Tx, task *Task, lock *drivers.Query[engineio.TaskParams, engineio.IDRow]) func(context.Context) error {
 	return func(ctx context.Context) error {
-		_, err := lock.One(ctx, tx, drivers.TaskParams{TaskID: task.ID})
+		_, err := lock.One(ctx, tx, engineio.TaskParams{TaskID: task.ID})
 		return err
 	}
 }
@@ -135,7 +136,7 @@ func (e *Engine) waitFailed(task *Task, err error) error {
 // readWake reads the request after a granted wait: true when it is no longer
 // pending.
 func (e *Engine) readWake(ctx context.Context, q drivers.Querier, id int64) (bool, error) {
-	w, err := e.sql().RequestWake.One(ctx, q, drivers.IDParams{ID: id})
+	w, err := e.sql().RequestWake.One(ctx, q, engineio.IDParams{ID: id})
 	if err != nil {
 		return false, fmt.Errorf("reading request %d: %w", id, err)
 	}
@@ -155,7 +156,7 @@ func (e *Engine) pollRequest(ctx context.Context, task *Task, id int64, bound ti
 		if err := pause.For(ctx, step); err != nil {
 			return false, err
 		}
-		w, err := e.sql().RequestWake.One(ctx, e.DB, drivers.IDParams{ID: id})
+		w, err := e.sql().RequestWake.One(ctx, e.DB, engineio.IDParams{ID: id})
 		if err != nil {
 			return false, fmt.Errorf("reading request %d: %w", id, err)
 		}
@@ -178,7 +179,7 @@ func (e *Engine) pollInterval(ctx context.Context, task *Task, bound time.Durati
 // recentQueryTime is the mean duration of the task's ten latest criteria-query
 // runs (loanq_query_run), or its --query-delay when none is logged yet.
 func (e *Engine) recentQueryTime(ctx context.Context, task *Task) time.Duration {
-	r, err := e.sql().RecentRuns.One(ctx, e.DB, drivers.TaskParams{TaskID: task.ID})
+	r, err := e.sql().RecentRuns.One(ctx, e.DB, engineio.TaskParams{TaskID: task.ID})
 	if err != nil || r.Runs == 0 {
 		return task.QueryDelay
 	}
@@ -188,7 +189,7 @@ func (e *Engine) recentQueryTime(ctx context.Context, task *Task) time.Duration 
 // saveLockWait reads the session's lock wait limit on conn into saved, to
 // be put back with WaitLockRestore.
 func (e *Engine) saveLockWait(ctx context.Context, conn *sql.Conn, saved *any) error {
-	r, err := e.sql().WaitLockSave.One(ctx, conn, drivers.NoParams{})
+	r, err := e.sql().WaitLockSave.One(ctx, conn, engineio.NoParams{})
 	*saved = r.Value
 	return err
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/loanq/loanq/dispatch"
 	"github.com/loanq/loanq/drivers"
+	"github.com/loanq/loanq/drivers/engineio"
 	"github.com/loanq/loanq/internal/testkit/testdb"
 	"github.com/loanq/loanq/problem"
 )
@@ -28,7 +29,7 @@ func TestWaitStrategyHonoursTimeout(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer tx.Rollback()
-		if _, err := f.d.Statements().LockWait.One(ctx, tx, drivers.TaskParams{TaskID: task.ID}); err != nil {
+		if _, err := f.d.Statements().LockWait.One(ctx, tx, engineio.TaskParams{TaskID: task.ID}); err != nil {
 			t.Fatal(err)
 		}
 		done := make(chan struct{})

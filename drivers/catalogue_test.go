@@ -1,6 +1,7 @@
 package drivers
 
 import (
+	"github.com/loanq/loanq/drivers/engineio"
 	"strings"
 	"testing"
 )
@@ -18,14 +19,14 @@ func (d catalogueDriver) Dialect() Dialect        { return dollar }
 func (d catalogueDriver) CatalogueSQL() Overrides { return d.overrides }
 
 type testCatalogue struct {
-	Count Query[TaskParams, Count] `purpose:"count"`
-	Touch Stmt[IDParams]           `purpose:"touch"`
+	Count Query[engineio.TaskParams, engineio.Count] `purpose:"count"`
+	Touch Stmt[engineio.IDParams]                    `purpose:"touch"`
 }
 
 func portableTestCatalogue() *testCatalogue {
 	return &testCatalogue{
-		Count: Query[TaskParams, Count]{SQL: `SELECT COUNT(*) AS n FROM loanq_work WHERE task_id = :task_id`},
-		Touch: Stmt[IDParams]{SQL: `UPDATE loanq_task SET name = name WHERE id = :id`},
+		Count: Query[engineio.TaskParams, engineio.Count]{SQL: `SELECT COUNT(*) AS n FROM loanq_work WHERE task_id = :task_id`},
+		Touch: Stmt[engineio.IDParams]{SQL: `UPDATE loanq_task SET name = name WHERE id = :id`},
 	}
 }
 

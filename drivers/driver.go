@@ -73,6 +73,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"github.com/loanq/loanq/drivers/engineio"
 	"io/fs"
 	"net"
 	"sort"
@@ -261,7 +262,7 @@ type RowLocker interface {
 // back and claims the statement-by-statement way, which replaces lost
 // rows.
 type FinishingClaimer interface {
-	FinishingClaim(src CriteriaSource) *Query[FinishingClaimParams, FinishingClaimRow]
+	FinishingClaim(src CriteriaSource) *Query[engineio.FinishingClaimParams, engineio.FinishingClaimRow]
 }
 
 // LockableChecker is optionally implemented by RowLocker drivers whose

@@ -1,6 +1,9 @@
 package drivers
 
-import "fmt"
+import (
+	"fmt"
+	"github.com/loanq/loanq/drivers/engineio"
+)
 
 // ShownStatement is one statement of a get as `loanq explain` shows it: its
 // purpose, its text as the database receives it, and its binds in order
@@ -26,7 +29,7 @@ func GetStatements(d Driver, strategy Strategy, src CriteriaSource, g GetShape) 
 	st := d.Statements()
 	crit := CriteriaQuery(d.Dialect(), src)
 	critStmt := ShownStatement{Purpose: "criteria query: the eligible loans in priority order, locking nothing (the task lock serialises its callers)",
-		SQL: crit.Text(), Binds: crit.Args(CriteriaParams{TaskID: g.TaskID, Limit: g.Count})}
+		SQL: crit.Text(), Binds: crit.Args(engineio.CriteriaParams{TaskID: g.TaskID, Limit: g.Count})}
 	switch strategy {
 	case Rows:
 		rl, ok := d.(RowLocker)
@@ -36,30 +39,30 @@ func GetStatements(d Driver, strategy Strategy, src CriteriaSource, g GetShape) 
 		var out []ShownStatement
 		if g.Capped {
 			out = append(out, ShownStatement{Purpose: "per-user cap: lock the caller's (task, user) row first",
-				SQL: st.UserLock.Text(), Binds: st.UserLock.Args(TaskUserParams{TaskID: g.TaskID, User: "USER"})})
+				SQL: st.UserLock.Text(), Binds: st.UserLock.Args(engineio.TaskUserParams{TaskID: g.TaskID, User: "USER"})})
 		}
 		out = append(out, ShownStatement{Purpose: fmt.Sprintf("claim: lock up to %d eligible rows of %s, skipping rows other claimers hold", g.Count, src.Source),
 			SQL: rl.RowsClaimSQL(src), Binds: []any{g.TaskID, g.Count}})
 		if fc, ok := d.(FinishingClaimer); ok {
 			claim := fc.FinishingClaim(src)
 			out = append(out, ShownStatement{Purpose: "assign and finish: insert the locked rows that are still eligible, finish the request, log the run and return the answer (one statement)",
-				SQL: claim.Text(), Binds: claim.Args(FinishingClaimParams{TaskID: g.TaskID, User: "USER", RequestID: 0, IDs: "[KEYS]",
+				SQL: claim.Text(), Binds: claim.Args(engineio.FinishingClaimParams{TaskID: g.TaskID, User: "USER", RequestID: 0, IDs: "[KEYS]",
 					Assigned: g.Count, Status: "assigned", Holder: "HOLDER"})})
 		} else {
 			claim := CriteriaClaim(d.Dialect(), src)
 			out = append(out, ShownStatement{Purpose: "assign: insert the locked rows that are still eligible",
-				SQL: claim.Text(), Binds: claim.Args(ClaimParams{TaskID: g.TaskID, User: "USER", RequestID: 0, IDs: "[KEYS]"})})
+				SQL: claim.Text(), Binds: claim.Args(engineio.ClaimParams{TaskID: g.TaskID, User: "USER", RequestID: 0, IDs: "[KEYS]"})})
 		}
 		return out, len(out) - 2
 	case Lease:
 		return []ShownStatement{{Purpose: "task lock: take the lease (an UPDATE of the task's lease row; no transaction is held while the query runs)",
-			SQL: st.LeaseAcquire.Text(), Binds: st.LeaseAcquire.Args(LeaseTakeParams{TaskID: g.TaskID, Owner: "HOLDER", TTLMS: g.LeaseTTLMS})}, critStmt}, 1
+			SQL: st.LeaseAcquire.Text(), Binds: st.LeaseAcquire.Args(engineio.LeaseTakeParams{TaskID: g.TaskID, Owner: "HOLDER", TTLMS: g.LeaseTTLMS})}, critStmt}, 1
 	default:
 		s := st.Lock(strategy)
 		if s == nil || !d.Capabilities().Supports(strategy) {
 			return []ShownStatement{critStmt}, 0
 		}
 		return []ShownStatement{{Purpose: "task lock: lock the task's row in loanq_task (" + string(strategy) + ")",
-			SQL: s.Text(), Binds: s.Args(TaskParams{TaskID: g.TaskID})}, critStmt}, 1
+			SQL: s.Text(), Binds: s.Args(engineio.TaskParams{TaskID: g.TaskID})}, critStmt}, 1
 	}
 }

@@ -3,6 +3,7 @@ package drivers
 import (
 	"context"
 	"fmt"
+	"github.com/loanq/loanq/drivers/engineio"
 	"time"
 )
 
@@ -30,7 +31,7 @@ func LimitHold(ctx context.Context, d Driver, q Querier, idle, stmt time.Duratio
 		return hl.LimitHold(ctx, q, idle, stmt)
 	}
 	set := &d.Statements().HoldLimitSet
-	if _, err := set.Exec(ctx, q, HoldLimitParams{IdleMS: idle.Milliseconds(), StatementMS: stmt.Milliseconds()}); err != nil {
+	if _, err := set.Exec(ctx, q, engineio.HoldLimitParams{IdleMS: idle.Milliseconds(), StatementMS: stmt.Milliseconds()}); err != nil {
 		return false, fmt.Errorf("setting the hold limit (%s idle, %s per statement) on the lock session: %w", idle, stmt, err)
 	}
 	return true, nil

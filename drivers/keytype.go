@@ -6,6 +6,7 @@ import (
 	"database/sql/driver"
 	"encoding/json"
 	"fmt"
+	"github.com/loanq/loanq/drivers/engineio"
 	"reflect"
 	"regexp"
 	"strconv"
@@ -138,8 +139,8 @@ func integerType(t reflect.Type) bool {
 // KeyProbe is a query that returns no row and the key column of src, so
 // that its type can be read (KeyKindOf) before the criteria query runs.
 // Written once: every dialect reads it alike.
-func KeyProbe(d Dialect, src CriteriaSource) *Stmt[NoParams] {
-	s, err := Compile[NoParams](d, "KeyProbe", "SELECT src."+src.Key+" FROM "+src.Source+" src WHERE 1 = 0")
+func KeyProbe(d Dialect, src CriteriaSource) *Stmt[engineio.NoParams] {
+	s, err := Compile[engineio.NoParams](d, "KeyProbe", "SELECT src."+src.Key+" FROM "+src.Source+" src WHERE 1 = 0")
 	if err != nil {
 		panic("drivers: " + err.Error()) // no binds to check
 	}

@@ -1,6 +1,9 @@
 package drivers
 
-import "fmt"
+import (
+	"fmt"
+	"github.com/loanq/loanq/drivers/engineio"
+)
 
 // LockSourceKeys locks the source rows of the given keys that no other
 // transaction holds, passing over the held ones, and returns the keys it
@@ -14,10 +17,10 @@ import "fmt"
 // disposed of, meanwhile (docs/algorithm.md, "What a round may hand out").
 // The task's criteria were checked lockable row by row when it was given
 // the rows strategy (checkLockable).
-func LockSourceKeys(d Dialect, src CriteriaSource) *Stmt[RecheckParams] {
+func LockSourceKeys(d Dialect, src CriteriaSource) *Stmt[engineio.RecheckParams] {
 	text := fmt.Sprintf("SELECT %s FROM %s src\nWHERE %s\nFOR UPDATE SKIP LOCKED",
 		selectedKey(d, src), src.Source, d.InKeys("src."+src.Key, d.Placeholder(1), src.Kind))
-	s, err := Compile[RecheckParams](d, "LockSourceKeys", text, "ids")
+	s, err := Compile[engineio.RecheckParams](d, "LockSourceKeys", text, "ids")
 	if err != nil {
 		panic("drivers: " + err.Error()) // RecheckParams has ids
 	}

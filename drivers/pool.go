@@ -3,6 +3,7 @@ package drivers
 import (
 	"context"
 	"fmt"
+	"github.com/loanq/loanq/drivers/engineio"
 )
 
 // PoolLocker is implemented by a driver whose database cannot lock the
@@ -30,7 +31,7 @@ func ClaimPool(ctx context.Context, d Driver, tx Querier, taskID, ttlMS int64, l
 		}
 		return p.LockPool(ctx, tx, taskID, ttlMS, limit)
 	}
-	ids, err := LoanIDs(d.Statements().PoolClaim.All(ctx, tx, PoolClaimParams{TaskID: taskID, TTLMS: ttlMS, Limit: limit}))
+	ids, err := engineio.LoanIDs(d.Statements().PoolClaim.All(ctx, tx, engineio.PoolClaimParams{TaskID: taskID, TTLMS: ttlMS, Limit: limit}))
 	if err != nil {
 		return nil, fmt.Errorf("claiming pool candidates: %w", err)
 	}

@@ -1,6 +1,7 @@
 package drivers
 
 import (
+	"github.com/loanq/loanq/drivers/engineio"
 	"reflect"
 	"strings"
 	"testing"
@@ -53,14 +54,14 @@ func TestSelectColumns(t *testing.T) {
 // the statement's name; so does a row type without col tags. A dialect's
 // rendering is what is checked.
 func TestQueryColumnsChecked(t *testing.T) {
-	ok := &Query[NoParams, pairRow]{SQL: `SELECT t.id, t.name FROM t`}
+	ok := &Query[engineio.NoParams, pairRow]{SQL: `SELECT t.id, t.name FROM t`}
 	if err := ok.compile(dollar, "Test"); err != nil {
 		t.Fatalf("matching columns: %v", err)
 	}
 	if ok.Text() != `SELECT t.id, t.name FROM t` || ok.Empty() {
 		t.Errorf("text %q", ok.Text())
 	}
-	empty := &Query[NoParams, pairRow]{}
+	empty := &Query[engineio.NoParams, pairRow]{}
 	if err := empty.compile(dollar, "Test"); err != nil || !empty.Empty() {
 		t.Errorf("an empty statement: %v", err)
 	}
@@ -69,27 +70,27 @@ func TestQueryColumnsChecked(t *testing.T) {
 		compile             func(string) error
 	}{
 		{"a column missing", `SELECT id FROM t`, "(id)",
-			func(w string) error { return (&Query[NoParams, pairRow]{SQL: w}).compile(dollar, "Test") }},
+			func(w string) error { return (&Query[engineio.NoParams, pairRow]{SQL: w}).compile(dollar, "Test") }},
 		{"a column more", `SELECT id, name, extra FROM t`, "extra",
-			func(w string) error { return (&Query[NoParams, pairRow]{SQL: w}).compile(dollar, "Test") }},
+			func(w string) error { return (&Query[engineio.NoParams, pairRow]{SQL: w}).compile(dollar, "Test") }},
 		{"columns out of order", `SELECT name, id FROM t`, "(name, id)",
-			func(w string) error { return (&Query[NoParams, pairRow]{SQL: w}).compile(dollar, "Test") }},
+			func(w string) error { return (&Query[engineio.NoParams, pairRow]{SQL: w}).compile(dollar, "Test") }},
 		{"a misnamed column", `SELECT id, nmae FROM t`, "nmae",
-			func(w string) error { return (&Query[NoParams, pairRow]{SQL: w}).compile(dollar, "Test") }},
+			func(w string) error { return (&Query[engineio.NoParams, pairRow]{SQL: w}).compile(dollar, "Test") }},
 		{"an unnamed column", `SELECT id, UPPER(name) FROM t`, "alias",
-			func(w string) error { return (&Query[NoParams, pairRow]{SQL: w}).compile(dollar, "Test") }},
+			func(w string) error { return (&Query[engineio.NoParams, pairRow]{SQL: w}).compile(dollar, "Test") }},
 		{"SELECT *", `SELECT * FROM t`, "alias",
-			func(w string) error { return (&Query[NoParams, pairRow]{SQL: w}).compile(dollar, "Test") }},
+			func(w string) error { return (&Query[engineio.NoParams, pairRow]{SQL: w}).compile(dollar, "Test") }},
 		{"a template that renders an unnamed column", `SELECT id, {{now}} FROM t`, "NOW",
-			func(w string) error { return (&Query[NoParams, pairRow]{SQL: w}).compile(dollar, "Test") }},
+			func(w string) error { return (&Query[engineio.NoParams, pairRow]{SQL: w}).compile(dollar, "Test") }},
 		{"a row type without col tags", `SELECT id FROM t`, "col tag",
 			func(w string) error {
-				return (&Query[NoParams, struct{ ID int64 }]{SQL: w}).compile(dollar, "Test")
+				return (&Query[engineio.NoParams, struct{ ID int64 }]{SQL: w}).compile(dollar, "Test")
 			}},
 		{"a row type that is no struct", `SELECT id FROM t`, "not a struct",
-			func(w string) error { return (&Query[NoParams, int64]{SQL: w}).compile(dollar, "Test") }},
+			func(w string) error { return (&Query[engineio.NoParams, int64]{SQL: w}).compile(dollar, "Test") }},
 		{"binds are still checked", `SELECT id, name FROM t WHERE x = :nope`, ":nope",
-			func(w string) error { return (&Query[NoParams, pairRow]{SQL: w}).compile(dollar, "Test") }},
+			func(w string) error { return (&Query[engineio.NoParams, pairRow]{SQL: w}).compile(dollar, "Test") }},
 	} {
 		err := c.compile(c.written)
 		if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "statement Test") {

@@ -3,6 +3,7 @@ package drivers
 import (
 	"context"
 	"errors"
+	"github.com/loanq/loanq/drivers/engineio"
 	"reflect"
 	"strconv"
 	"strings"
@@ -104,7 +105,7 @@ func TestArgsFollowTheNames(t *testing.T) {
 	if s.Empty() {
 		t.Error("a compiled statement reports Empty")
 	}
-	if got := compiled[NoParams](t, question, `SELECT 1`).Args(NoParams{}); len(got) != 0 {
+	if got := compiled[engineio.NoParams](t, question, `SELECT 1`).Args(engineio.NoParams{}); len(got) != 0 {
 		t.Errorf("NoParams binds %v", got)
 	}
 }
@@ -128,9 +129,9 @@ func TestCompileErrors(t *testing.T) {
 		{"parameters that are not a struct", `SELECT :x`, "not a struct",
 			func(w string) error { return (&Stmt[int]{SQL: w}).compile(dollar, "Test") }},
 		{"an unknown template function", `SELECT {{nope}}`, "nope",
-			func(w string) error { return (&Stmt[NoParams]{SQL: w}).compile(dollar, "Test") }},
+			func(w string) error { return (&Stmt[engineio.NoParams]{SQL: w}).compile(dollar, "Test") }},
 		{"a template syntax error", `SELECT {{now`, "Test",
-			func(w string) error { return (&Stmt[NoParams]{SQL: w}).compile(dollar, "Test") }},
+			func(w string) error { return (&Stmt[engineio.NoParams]{SQL: w}).compile(dollar, "Test") }},
 	} {
 		err := c.compile(c.written)
 		if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "Test") {
@@ -176,22 +177,22 @@ FROM t WHERE id IN IDS($2) LIMIT $3`
 // run, before anything reaches the database (q is never called).
 func TestUnavailableStatement(t *testing.T) {
 	ctx := context.Background()
-	empty := compiled[NoParams](t, dollar, " \n ")
+	empty := compiled[engineio.NoParams](t, dollar, " \n ")
 	if !empty.Empty() || empty.Text() != "" {
 		t.Fatalf("blank statement: Empty %v, text %q", empty.Empty(), empty.Text())
 	}
-	for what, s := range map[string]*Stmt[NoParams]{"not available": empty, "not compiled": {SQL: "SELECT 1"}} {
-		if _, err := s.Exec(ctx, nil, NoParams{}); err == nil || !strings.Contains(err.Error(), what) {
+	for what, s := range map[string]*Stmt[engineio.NoParams]{"not available": empty, "not compiled": {SQL: "SELECT 1"}} {
+		if _, err := s.Exec(ctx, nil, engineio.NoParams{}); err == nil || !strings.Contains(err.Error(), what) {
 			t.Errorf("Exec: %v, want %q", err, what)
 		}
-		if _, err := s.Query(ctx, nil, NoParams{}); err == nil || !strings.Contains(err.Error(), what) {
+		if _, err := s.Query(ctx, nil, engineio.NoParams{}); err == nil || !strings.Contains(err.Error(), what) {
 			t.Errorf("Query: %v, want %q", err, what)
 		}
 		var n int
-		if err := s.QueryRow(ctx, nil, NoParams{}).Scan(&n); err == nil || !strings.Contains(err.Error(), what) {
+		if err := s.QueryRow(ctx, nil, engineio.NoParams{}).Scan(&n); err == nil || !strings.Contains(err.Error(), what) {
 			t.Errorf("QueryRow: %v, want %q", err, what)
 		}
-		if _, err := s.InsertID(ctx, nil, NoParams{}); err == nil || !strings.Contains(err.Error(), what) {
+		if _, err := s.InsertID(ctx, nil, engineio.NoParams{}); err == nil || !strings.Contains(err.Error(), what) {
 			t.Errorf("InsertID: %v, want %q", err, what)
 		}
 	}
@@ -218,17 +219,17 @@ func TestMustStmt(t *testing.T) {
 // bind name, and the binds are the names given, in order.
 func TestCompileRunTimeText(t *testing.T) {
 	text := `SELECT id FROM loan WHERE note <> ':x' AND kind::text = '{{now}}' AND task = $2 LIMIT $1`
-	s, err := Compile[CriteriaParams](dollar, "Crit", text, "limit", "task_id")
+	s, err := Compile[engineio.CriteriaParams](dollar, "Crit", text, "limit", "task_id")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if s.Text() != text {
 		t.Errorf("text changed: %q", s.Text())
 	}
-	if got := s.Args(CriteriaParams{TaskID: 9, Limit: 4}); !reflect.DeepEqual(got, []any{4, int64(9)}) {
+	if got := s.Args(engineio.CriteriaParams{TaskID: 9, Limit: 4}); !reflect.DeepEqual(got, []any{4, int64(9)}) {
 		t.Errorf("args %v, want limit then task id", got)
 	}
-	if _, err := Compile[CriteriaParams](dollar, "Crit", text, "limit", "taskid"); err == nil || !strings.Contains(err.Error(), "taskid") {
+	if _, err := Compile[engineio.CriteriaParams](dollar, "Crit", text, "limit", "taskid"); err == nil || !strings.Contains(err.Error(), "taskid") {
 		t.Errorf("an unknown bind name: %v", err)
 	}
 
@@ -239,7 +240,7 @@ func TestCompileRunTimeText(t *testing.T) {
 		!strings.Contains(q.Text(), "a = 'x:y'") || !strings.Contains(q.Text(), "ORDER BY priority, src.id") {
 		t.Errorf("criteria query:\n%s", q.Text())
 	}
-	if got := q.Args(CriteriaParams{TaskID: 5, Limit: 3}); !reflect.DeepEqual(got, []any{int64(5), 3}) {
+	if got := q.Args(engineio.CriteriaParams{TaskID: 5, Limit: 3}); !reflect.DeepEqual(got, []any{int64(5), 3}) {
 		t.Errorf("criteria args %v, want task id then limit", got)
 	}
 }

@@ -13,7 +13,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	"github.com/loanq/loanq/drivers"
+	"github.com/loanq/loanq/drivers/engineio"
 	"github.com/loanq/loanq/internal/testkit/testdb"
 )
 
@@ -156,7 +156,7 @@ func TestDashboardInBrowser(t *testing.T) {
 	const evilTask = `<script>window.__pwned=1</script>`
 	const evilUser = `<img src=x onerror="window.__pwned=2">`
 	st := d.Statements()
-	if _, err := st.TaskInsert.InsertID(context.Background(), db, drivers.TaskInsertParams{
+	if _, err := st.TaskInsert.InsertID(context.Background(), db, engineio.TaskInsertParams{
 		Name: evilTask, Source: "loan", Key: "id", Criteria: "amount < 100000 AND borrower_contacted = 1", Order: "amount",
 		LockStrategy: "lease", LeaseTTLMS: int64(time.Minute / time.Millisecond), CreatedBy: "admin", KeyKind: "integer",
 	}); err != nil {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/loanq/loanq/dispatch"
 	"github.com/loanq/loanq/drivers"
+	"github.com/loanq/loanq/drivers/engineio"
 	"github.com/loanq/loanq/internal/testkit/testdb"
 )
 
@@ -26,16 +27,16 @@ func holdTaskLock(t *testing.T, d drivers.Driver, db *sql.DB, taskID int64, s dr
 	st := d.Statements()
 	if s == drivers.Lease {
 		const owner = "elsewhere.example:1"
-		if _, err := st.LeaseAcquire.Exec(ctx, db, drivers.LeaseTakeParams{TaskID: taskID, Owner: owner, TTLMS: int64(time.Hour / time.Millisecond)}); err != nil {
+		if _, err := st.LeaseAcquire.Exec(ctx, db, engineio.LeaseTakeParams{TaskID: taskID, Owner: owner, TTLMS: int64(time.Hour / time.Millisecond)}); err != nil {
 			t.Fatal(err)
 		}
-		lease, err := st.LeaseToken.One(ctx, db, drivers.LeaseOwnerParams{TaskID: taskID, Owner: owner})
+		lease, err := st.LeaseToken.One(ctx, db, engineio.LeaseOwnerParams{TaskID: taskID, Owner: owner})
 		if err != nil {
 			t.Fatal(err)
 		}
 		token := lease.Token
 		return func() {
-			if _, err := st.LeaseRelease.Exec(ctx, db, drivers.LeaseFenceParams{TaskID: taskID, Owner: owner, Token: token}); err != nil {
+			if _, err := st.LeaseRelease.Exec(ctx, db, engineio.LeaseFenceParams{TaskID: taskID, Owner: owner, Token: token}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -44,7 +45,7 @@ func holdTaskLock(t *testing.T, d drivers.Driver, db *sql.DB, taskID int64, s dr
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := st.LockWait.One(ctx, tx, drivers.TaskParams{TaskID: taskID}); err != nil {
+	if _, err := st.LockWait.One(ctx, tx, engineio.TaskParams{TaskID: taskID}); err != nil {
 		t.Fatal(err)
 	}
 	return func() { _ = tx.Rollback() }
@@ -63,7 +64,7 @@ func waitPending(t *testing.T, d drivers.Driver, db *sql.DB, taskID int64, user 
 	t.Helper()
 	deadline := time.Now().Add(time.Minute)
 	for time.Now().Before(deadline) {
-		r, err := d.Statements().RequestPendingFor.One(context.Background(), db, drivers.TaskUserParams{TaskID: taskID, User: user})
+		r, err := d.Statements().RequestPendingFor.One(context.Background(), db, engineio.TaskUserParams{TaskID: taskID, User: user})
 		if err == nil {
 			return r.ID
 		}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/loanq/loanq/dispatch"
 	"github.com/loanq/loanq/drivers"
+	"github.com/loanq/loanq/drivers/engineio"
 	"github.com/loanq/loanq/internal/testkit/testdb"
 )
 
@@ -238,7 +239,7 @@ func leaseTakeable(t *testing.T, d drivers.Driver, e *dispatch.Engine, taskID in
 		t.Fatal(err)
 	}
 	defer tx.Rollback()
-	res, err := d.Statements().LeaseAcquire.Exec(ctx, tx, drivers.LeaseTakeParams{TaskID: taskID, Owner: "lease-probe", TTLMS: 1000})
+	res, err := d.Statements().LeaseAcquire.Exec(ctx, tx, engineio.LeaseTakeParams{TaskID: taskID, Owner: "lease-probe", TTLMS: 1000})
 	if err != nil {
 		t.Fatalf("probing the lease of task %d: %v", taskID, err)
 	}

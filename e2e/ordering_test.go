@@ -9,6 +9,7 @@ import (
 
 	"github.com/loanq/loanq/dispatch"
 	"github.com/loanq/loanq/drivers"
+	"github.com/loanq/loanq/drivers/engineio"
 	"github.com/loanq/loanq/internal/testkit/testdb"
 )
 
@@ -41,7 +42,7 @@ func sameTime(t *testing.T, d drivers.Driver, db *sql.DB, table, column string, 
 
 func logRequest(t *testing.T, e *dispatch.Engine, taskID int64, user string) int64 {
 	t.Helper()
-	id, err := e.Driver.Statements().RequestInsert.InsertID(context.Background(), e.DB, drivers.RequestInsertParams{TaskID: taskID, User: user, Requested: 1})
+	id, err := e.Driver.Statements().RequestInsert.InsertID(context.Background(), e.DB, engineio.RequestInsertParams{TaskID: taskID, User: user, Requested: 1})
 	if err != nil {
 		t.Fatal(err)
 	}

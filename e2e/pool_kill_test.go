@@ -13,6 +13,7 @@ import (
 
 	"github.com/loanq/loanq/dispatch"
 	"github.com/loanq/loanq/drivers"
+	"github.com/loanq/loanq/drivers/engineio"
 	"github.com/loanq/loanq/internal/testkit/testdb"
 )
 
@@ -121,11 +122,11 @@ func killHeldPoolClaim(t *testing.T, dsn string, d drivers.Driver, e *dispatch.E
 	}
 	defer blocker.Rollback()
 	st := d.Statements()
-	req, err := st.RequestInsert.InsertID(ctx, blocker, drivers.RequestInsertParams{TaskID: taskID, User: "blocker", Requested: 1})
+	req, err := st.RequestInsert.InsertID(ctx, blocker, engineio.RequestInsertParams{TaskID: taskID, User: "blocker", Requested: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := st.WorkInsertMany.Exec(ctx, blocker, drivers.WorkInsertManyParams{TaskID: taskID,
+	if _, err := st.WorkInsertMany.Exec(ctx, blocker, engineio.WorkInsertManyParams{TaskID: taskID,
 		Assignments: fmt.Sprintf(`[[%s,%d,"blocker"]]`, pool[0], req)}); err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/loanq/loanq/drivers"
+	"github.com/loanq/loanq/drivers/engineio"
 	"github.com/loanq/loanq/internal/testkit/testdb"
 	"github.com/loanq/loanq/namedlock"
 )
@@ -56,7 +57,7 @@ func byHandSuite(t *testing.T, dialect string) {
 	// pending logs a pending request of ana's in tx and returns its id.
 	pending := func(t *testing.T, tx *sql.Tx, n int) int64 {
 		t.Helper()
-		id, err := d.Statements().RequestInsert.InsertID(ctx, tx, drivers.RequestInsertParams{TaskID: skipID, User: "ana", Requested: n})
+		id, err := d.Statements().RequestInsert.InsertID(ctx, tx, engineio.RequestInsertParams{TaskID: skipID, User: "ana", Requested: n})
 		if err != nil {
 			t.Fatalf("ana logging her own request by hand: %v", err)
 		}

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/loanq/loanq/drivers"
+	"github.com/loanq/loanq/drivers/engineio"
 	"github.com/loanq/loanq/internal/testkit/testdb"
 )
 
@@ -215,7 +216,7 @@ func rolesSuite(t *testing.T, dialect string) {
 	if err := testdb.AgeRequest(d, db, bobGone, 2*time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := d.Statements().RequestsExpire.Exec(context.Background(), procDB, drivers.TaskParams{TaskID: taskID}); err != nil {
+	if _, err := d.Statements().RequestsExpire.Exec(context.Background(), procDB, engineio.TaskParams{TaskID: taskID}); err != nil {
 		t.Errorf("a processor ending an abandoned request of someone else: %v", err)
 	}
 	if n := testdb.Int(t, d, db, "SELECT COUNT(*) FROM loanq_work_request WHERE id = ? AND status = 'expired'", bobGone); n != 1 {
@@ -469,7 +470,7 @@ func splitScript(s string) []string {
 // insertRequest logs a pending request by hand and returns its id (0 when refused).
 func insertRequest(t *testing.T, d drivers.Driver, db *sql.DB, taskID int64, user string) int64 {
 	t.Helper()
-	id, err := d.Statements().RequestInsert.InsertID(context.Background(), db, drivers.RequestInsertParams{TaskID: taskID, User: user, Requested: 1})
+	id, err := d.Statements().RequestInsert.InsertID(context.Background(), db, engineio.RequestInsertParams{TaskID: taskID, User: user, Requested: 1})
 	if err != nil {
 		t.Fatalf("logging a request for %s by hand: %v", user, err)
 	}

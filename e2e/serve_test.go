@@ -29,6 +29,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/loanq/loanq/drivers"
+	"github.com/loanq/loanq/drivers/engineio"
 	"github.com/loanq/loanq/internal/testkit/testdb"
 )
 
@@ -247,7 +248,7 @@ func TestServe(t *testing.T) {
 		if err := db.QueryRow(testdb.Rebind(d, "SELECT id FROM loanq_task WHERE name = ?"), "alpha").Scan(&alphaID); err != nil {
 			t.Fatal(err)
 		}
-		carl, err := d.Statements().RequestInsert.InsertID(context.Background(), db, drivers.RequestInsertParams{TaskID: alphaID, User: "carl", Requested: 2})
+		carl, err := d.Statements().RequestInsert.InsertID(context.Background(), db, engineio.RequestInsertParams{TaskID: alphaID, User: "carl", Requested: 2})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -938,7 +939,7 @@ func TestServeManyTasks(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := 0; i < tasks; i++ {
-		if _, err := d.Statements().TaskInsert.InsertID(ctx, tx, drivers.TaskInsertParams{
+		if _, err := d.Statements().TaskInsert.InsertID(ctx, tx, engineio.TaskInsertParams{
 			Name: fmt.Sprintf("task-%04d", i), Source: "loan", Key: "id", Criteria: "eligible = 1", Order: "priority",
 			LockStrategy: "lease", LeaseTTLMS: 60000, CreatedBy: "admin", KeyKind: "integer",
 		}); err != nil {

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/loanq/loanq/drivers"
+	"github.com/loanq/loanq/drivers/engineio"
 	"github.com/loanq/loanq/internal/testkit/testdb"
 )
 
@@ -72,7 +72,7 @@ func TestSupervisorView(t *testing.T) {
 		testdb.Exec(t, d, db, "UPDATE loanq_work SET assigned_at = '"+oldTime[d.Name()]+"' WHERE loan_id = ? AND disposition IS NULL AND user_name = 'ana'", fmt.Sprint(ana.Loans[2]))
 		// A pending request of carl (logged, never served).
 		task1 := testdb.Int(t, d, db, "SELECT id FROM loanq_task WHERE name = 't1'")
-		if _, err := d.Statements().RequestInsert.InsertID(ctx, db, drivers.RequestInsertParams{TaskID: task1, User: "carl", Requested: 2}); err != nil {
+		if _, err := d.Statements().RequestInsert.InsertID(ctx, db, engineio.RequestInsertParams{TaskID: task1, User: "carl", Requested: 2}); err != nil {
 			t.Fatal(err)
 		}
 

@@ -13,6 +13,7 @@ import (
 
 	"github.com/loanq/loanq/dispatch"
 	"github.com/loanq/loanq/drivers"
+	"github.com/loanq/loanq/drivers/engineio"
 	"github.com/loanq/loanq/internal/testkit/testdb"
 )
 
@@ -257,7 +258,7 @@ func rowLockHeld(t *testing.T, ctx context.Context, d drivers.Driver, e *dispatc
 		t.Fatal(err)
 	}
 	defer tx.Rollback()
-	_, err = d.Statements().LockNoWait.One(ctx, tx, drivers.TaskParams{TaskID: taskID})
+	_, err = d.Statements().LockNoWait.One(ctx, tx, engineio.TaskParams{TaskID: taskID})
 	switch {
 	case err == nil:
 		return false

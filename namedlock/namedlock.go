@@ -21,6 +21,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/loanq/loanq/drivers"
+	"github.com/loanq/loanq/drivers/engineio"
 	"github.com/loanq/loanq/problem"
 )
 
@@ -190,7 +191,7 @@ func (s *Store) read(ctx context.Context, q drivers.Querier, name string) (*Info
 
 // List returns every lock, by name.
 func (s *Store) List(ctx context.Context) ([]Info, error) {
-	rows, err := s.sql().NamedLockList.All(ctx, s.DB, drivers.NoParams{})
+	rows, err := s.sql().NamedLockList.All(ctx, s.DB, engineio.NoParams{})
 	if err != nil {
 		return nil, fmt.Errorf("list locks: %w", err)
 	}
@@ -204,7 +205,7 @@ func (s *Store) List(ctx context.Context) ([]Info, error) {
 }
 
 // fill sets the holder, times and state (by the database clock now).
-func (info *Info) fill(holder sql.NullString, taken, expires, now drivers.Time) {
+func (info *Info) fill(holder sql.NullString, taken, expires, now engineio.Time) {
 	info.Holder, info.TakenAt, info.ExpiresAt = holder.String, taken.T, expires.T
 	dbNow := now.T
 	switch {

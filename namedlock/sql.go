@@ -4,6 +4,7 @@ import (
 	"database/sql"
 
 	"github.com/loanq/loanq/drivers"
+	"github.com/loanq/loanq/drivers/engineio"
 )
 
 // The named locks' statements: leases in loanq_lock (the farm singleton),
@@ -30,8 +31,8 @@ type statements struct {
 	NamedLockRenew drivers.Stmt[renewParams] `purpose:"lock run: renew the lease (fenced by holder and token)"`
 	// NamedLockRelease frees the lock only if the caller is still its holder
 	// with its token.
-	NamedLockRelease drivers.Stmt[fenceParams]                    `purpose:"lock run: release the lock (fenced by holder and token)"`
-	NamedLockList    drivers.Query[drivers.NoParams, lockListRow] `purpose:"lock list: every named lock"`
+	NamedLockRelease drivers.Stmt[fenceParams]                     `purpose:"lock run: release the lock (fenced by holder and token)"`
+	NamedLockList    drivers.Query[engineio.NoParams, lockListRow] `purpose:"lock list: every named lock"`
 }
 
 // catalogue is compiled for a driver at its first use (Store.sql).
@@ -52,7 +53,7 @@ WHERE name = :name AND (holder IS NULL OR expires_at <= {{now}})`},
 WHERE name = :name AND holder = :holder AND token = :token AND expires_at > {{now}}`},
 		NamedLockRelease: drivers.Stmt[fenceParams]{SQL: `UPDATE loanq_lock SET holder = NULL, expires_at = NULL
 WHERE name = :name AND holder = :holder AND token = :token`},
-		NamedLockList: drivers.Query[drivers.NoParams, lockListRow]{SQL: `SELECT name, holder, token, taken_at, expires_at, {{now}} AS db_now FROM loanq_lock ORDER BY name`},
+		NamedLockList: drivers.Query[engineio.NoParams, lockListRow]{SQL: `SELECT name, holder, token, taken_at, expires_at, {{now}} AS db_now FROM loanq_lock ORDER BY name`},
 	}
 }
 
@@ -89,17 +90,17 @@ type (
 	lockRow struct {
 		Holder    sql.NullString `col:"holder"`
 		Token     int64          `col:"token"`
-		TakenAt   drivers.Time   `col:"taken_at"`
-		ExpiresAt drivers.Time   `col:"expires_at"`
-		Now       drivers.Time   `col:"db_now"`
+		TakenAt   engineio.Time  `col:"taken_at"`
+		ExpiresAt engineio.Time  `col:"expires_at"`
+		Now       engineio.Time  `col:"db_now"`
 	}
 	// lockListRow is lockRow with the lock's name.
 	lockListRow struct {
 		Name      string         `col:"name"`
 		Holder    sql.NullString `col:"holder"`
 		Token     int64          `col:"token"`
-		TakenAt   drivers.Time   `col:"taken_at"`
-		ExpiresAt drivers.Time   `col:"expires_at"`
-		Now       drivers.Time   `col:"db_now"`
+		TakenAt   engineio.Time  `col:"taken_at"`
+		ExpiresAt engineio.Time  `col:"expires_at"`
+		Now       engineio.Time  `col:"db_now"`
 	}
 )

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/loanq/loanq/drivers"
+	"github.com/loanq/loanq/drivers/engineio"
 	"github.com/loanq/loanq/schema"
 )
 
@@ -162,12 +163,12 @@ func migrations(t *testing.T, ctx context.Context, d drivers.Driver, db *sql.DB)
 func fixture(t *testing.T, ctx context.Context, d drivers.Driver, db *sql.DB, name string) (taskID, reqID int64) {
 	st := d.Statements()
 	var err error
-	taskID, err = st.TaskInsert.InsertID(ctx, db, drivers.TaskInsertParams{Name: name, Source: "loan", Key: "id",
+	taskID, err = st.TaskInsert.InsertID(ctx, db, engineio.TaskInsertParams{Name: name, Source: "loan", Key: "id",
 		Criteria: "1 = 1", LockStrategy: string(d.Capabilities().Strategies[0]), LeaseTTLMS: 60000, CreatedBy: "suite", KeyKind: "integer"})
 	if err != nil {
 		t.Fatalf("TaskInsert: %v", err)
 	}
-	reqID, err = st.RequestInsert.InsertID(ctx, db, drivers.RequestInsertParams{TaskID: taskID, User: "alice", Requested: 2})
+	reqID, err = st.RequestInsert.InsertID(ctx, db, engineio.RequestInsertParams{TaskID: taskID, User: "alice", Requested: 2})
 	if err != nil {
 		t.Fatalf("RequestInsert: %v", err)
 	}
@@ -179,10 +180,10 @@ func oneActive(t *testing.T, ctx context.Context, d drivers.Driver, db *sql.DB) 
 	taskID, reqID := fixture(t, ctx, d, db, "suite-active")
 	const loan = "1099511627776" // 1 << 40: loan ids are text (migration 00013)
 	assign := func(taskID, reqID int64, user string) error {
-		_, err := st.WorkInsertMany.Exec(ctx, db, drivers.WorkInsertManyParams{TaskID: taskID, Assignments: fmt.Sprintf(`[[%q,%d,%q]]`, loan, reqID, user)})
+		_, err := st.WorkInsertMany.Exec(ctx, db, engineio.WorkInsertManyParams{TaskID: taskID, Assignments: fmt.Sprintf(`[[%q,%d,%q]]`, loan, reqID, user)})
 		return err
 	}
-	bobReq, err := st.RequestInsert.InsertID(ctx, db, drivers.RequestInsertParams{TaskID: taskID, User: "bob", Requested: 1})
+	bobReq, err := st.RequestInsert.InsertID(ctx, db, engineio.RequestInsertParams{TaskID: taskID, User: "bob", Requested: 1})
 	if err != nil {
 		t.Fatalf("RequestInsert: %v", err)
 	}
@@ -198,14 +199,14 @@ func oneActive(t *testing.T, ctx context.Context, d drivers.Driver, db *sql.DB) 
 	}
 	// Only the assignee ends it, once; then the row is history and no
 	// longer collides.
-	if w, err := st.ActiveWork.One(ctx, db, drivers.TaskLoanParams{TaskID: taskID, LoanID: loan}); err != nil || w.User != "alice" {
+	if w, err := st.ActiveWork.One(ctx, db, engineio.TaskLoanParams{TaskID: taskID, LoanID: loan}); err != nil || w.User != "alice" {
 		t.Fatalf("ActiveWork: %v, %q", err, w.User)
 	}
 	for _, try := range []struct {
 		user string
 		want int64
 	}{{"bob", 0}, {"alice", 1}, {"alice", 0}} {
-		res, err := st.DisposeLoan.Exec(ctx, db, drivers.DisposeLoanParams{Disposition: "complete", TaskID: taskID, LoanID: loan, User: try.user})
+		res, err := st.DisposeLoan.Exec(ctx, db, engineio.DisposeLoanParams{Disposition: "complete", TaskID: taskID, LoanID: loan, User: try.user})
 		if err != nil {
 			t.Fatalf("DisposeLoan by %s: %v", try.user, err)
 		}
@@ -230,7 +231,7 @@ func workInsertMany(t *testing.T, ctx context.Context, d drivers.Driver, db *sql
 	st := d.Statements()
 	taskID, aliceReq := fixture(t, ctx, d, db, "suite-many")
 	bob := `Bob "the <builder>" Ünal`
-	bobReq, err := st.RequestInsert.InsertID(ctx, db, drivers.RequestInsertParams{TaskID: taskID, User: bob, Requested: 2})
+	bobReq, err := st.RequestInsert.InsertID(ctx, db, engineio.RequestInsertParams{TaskID: taskID, User: bob, Requested: 2})
 	if err != nil {
 		t.Fatalf("RequestInsert: %v", err)
 	}
@@ -244,7 +245,7 @@ func workInsertMany(t *testing.T, ctx context.Context, d drivers.Driver, db *sql
 		user, _ := json.Marshal(w.User)
 		list = append(list, fmt.Sprintf("[%d,%d,%s]", w.Loan, w.Req, user))
 	}
-	res, err := st.WorkInsertMany.Exec(ctx, db, drivers.WorkInsertManyParams{TaskID: taskID, Assignments: "[" + strings.Join(list, ",") + "]"})
+	res, err := st.WorkInsertMany.Exec(ctx, db, engineio.WorkInsertManyParams{TaskID: taskID, Assignments: "[" + strings.Join(list, ",") + "]"})
 	if err != nil {
 		t.Fatalf("WorkInsertMany: %v", err)
 	}
@@ -271,16 +272,16 @@ func workInsertMany(t *testing.T, ctx context.Context, d drivers.Driver, db *sql
 
 func clock(t *testing.T, ctx context.Context, d drivers.Driver, db *sql.DB) {
 	st := d.Statements()
-	before, err := st.Now.One(ctx, db, drivers.NoParams{})
+	before, err := st.Now.One(ctx, db, engineio.NoParams{})
 	if err != nil {
 		t.Fatalf("Now: %v", err)
 	}
 	_, reqID := fixture(t, ctx, d, db, "suite-clock")
-	after, err := st.Now.One(ctx, db, drivers.NoParams{})
+	after, err := st.Now.One(ctx, db, engineio.NoParams{})
 	if err != nil {
 		t.Fatalf("Now: %v", err)
 	}
-	r, err := st.RequestByID.One(ctx, db, drivers.IDParams{ID: reqID})
+	r, err := st.RequestByID.One(ctx, db, engineio.IDParams{ID: reqID})
 	if err != nil {
 		t.Fatalf("RequestByID: %v", err)
 	}
@@ -304,7 +305,7 @@ func rowLock(t *testing.T, ctx context.Context, d drivers.Driver, db *sql.DB, s 
 		t.Fatal(err)
 	}
 	defer holder.Rollback()
-	if got, err := st.Lock(s).One(ctx, holder, drivers.TaskParams{TaskID: taskID}); err != nil || got.ID != taskID {
+	if got, err := st.Lock(s).One(ctx, holder, engineio.TaskParams{TaskID: taskID}); err != nil || got.ID != taskID {
 		t.Fatalf("holder could not take a free lock: %v", err)
 	}
 	requestWhileLocked(t, ctx, d, db, taskID)
@@ -320,21 +321,21 @@ func rowLock(t *testing.T, ctx context.Context, d drivers.Driver, db *sql.DB, s 
 	defer other.Rollback()
 	switch s {
 	case drivers.Skip:
-		_, err := st.LockSkip.One(answerCtx, other, drivers.TaskParams{TaskID: taskID})
+		_, err := st.LockSkip.One(answerCtx, other, engineio.TaskParams{TaskID: taskID})
 		if !errors.Is(err, sql.ErrNoRows) {
 			t.Fatalf("SKIP LOCKED on a held lock: %v, want no row at once", err)
 		}
 	case drivers.NoWait:
-		_, err := st.LockNoWait.One(answerCtx, other, drivers.TaskParams{TaskID: taskID})
+		_, err := st.LockNoWait.One(answerCtx, other, engineio.TaskParams{TaskID: taskID})
 		if err == nil || !d.IsLockBusy(err) {
 			t.Fatalf("NOWAIT on a held lock: %v, want the driver's lock-busy error", err)
 		}
 	case drivers.Wait:
 		done := make(chan error, 1)
-		var got drivers.IDRow
+		var got engineio.IDRow
 		go func() {
 			var err error
-			got, err = st.LockWait.One(ctx, other, drivers.TaskParams{TaskID: taskID})
+			got, err = st.LockWait.One(ctx, other, engineio.TaskParams{TaskID: taskID})
 			done <- err
 		}()
 		select {
@@ -365,14 +366,14 @@ func lease(t *testing.T, ctx context.Context, d drivers.Driver, db *sql.DB) {
 			t.Fatal(err)
 		}
 		defer tx.Rollback()
-		res, err := st.LeaseAcquire.Exec(ctx, tx, drivers.LeaseTakeParams{Owner: owner, TTLMS: ttlMS, TaskID: taskID})
+		res, err := st.LeaseAcquire.Exec(ctx, tx, engineio.LeaseTakeParams{Owner: owner, TTLMS: ttlMS, TaskID: taskID})
 		if err != nil {
 			t.Fatalf("LeaseAcquire: %v", err)
 		}
 		if n, _ := res.RowsAffected(); n != 1 {
 			return 0, false
 		}
-		token, err := st.LeaseToken.One(ctx, tx, drivers.LeaseOwnerParams{TaskID: taskID, Owner: owner})
+		token, err := st.LeaseToken.One(ctx, tx, engineio.LeaseOwnerParams{TaskID: taskID, Owner: owner})
 		if err != nil {
 			t.Fatalf("LeaseToken: %v", err)
 		}
@@ -382,7 +383,7 @@ func lease(t *testing.T, ctx context.Context, d drivers.Driver, db *sql.DB) {
 		return token.Token, true
 	}
 	fence := func(owner string, token int64) bool {
-		res, err := st.LeaseFenceRelease.Exec(ctx, db, drivers.LeaseFenceParams{TaskID: taskID, Owner: owner, Token: token})
+		res, err := st.LeaseFenceRelease.Exec(ctx, db, engineio.LeaseFenceParams{TaskID: taskID, Owner: owner, Token: token})
 		if err != nil {
 			t.Fatalf("LeaseFenceRelease: %v", err)
 		}
@@ -464,7 +465,7 @@ func requestWhileLocked(t *testing.T, ctx context.Context, d drivers.Driver, db 
 	t.Helper()
 	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	if _, err := d.Statements().RequestInsert.InsertID(cctx, db, drivers.RequestInsertParams{TaskID: taskID, User: "while-locked", Requested: 1}); err != nil {
+	if _, err := d.Statements().RequestInsert.InsertID(cctx, db, engineio.RequestInsertParams{TaskID: taskID, User: "while-locked", Requested: 1}); err != nil {
 		t.Fatalf("a request could not be logged while the task lock was held: %v", err)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/loanq/loanq/drivers"
+	"github.com/loanq/loanq/drivers/engineio"
 )
 
 // MySQL 8 has no idle_transaction_timeout and no max_statement_time: its
@@ -15,9 +16,9 @@ import (
 // statement is refused as naming an unknown variable. No MySQL 8 server runs
 // on the project's machines: the text is checked by tests, not run.
 var (
-	holdLimitSetMySQL8 = drivers.MustStmt[drivers.HoldLimitParams](dialect{}, "HoldLimitSet (MySQL 8)",
+	holdLimitSetMySQL8 = drivers.MustStmt[engineio.HoldLimitParams](dialect{}, "HoldLimitSet (MySQL 8)",
 		`SET SESSION wait_timeout = CEIL(:idle_ms / 1000), max_execution_time = :statement_ms`)
-	holdLimitResetMySQL8 = drivers.MustStmt[drivers.NoParams](dialect{}, "HoldLimitReset (MySQL 8)",
+	holdLimitResetMySQL8 = drivers.MustStmt[engineio.NoParams](dialect{}, "HoldLimitReset (MySQL 8)",
 		`SET SESSION wait_timeout = DEFAULT, max_execution_time = DEFAULT`)
 )
 
@@ -30,7 +31,7 @@ var _ drivers.HoldLimiter = (*Driver)(nil)
 // know MariaDB's. A failed SET does not end an InnoDB transaction, so the
 // second try runs in the same lock transaction.
 func (*Driver) LimitHold(ctx context.Context, q drivers.Querier, idle, stmt time.Duration) (bool, error) {
-	limits := drivers.HoldLimitParams{IdleMS: idle.Milliseconds(), StatementMS: stmt.Milliseconds()}
+	limits := engineio.HoldLimitParams{IdleMS: idle.Milliseconds(), StatementMS: stmt.Milliseconds()}
 	_, err := statements().HoldLimitSet.Exec(ctx, q, limits)
 	if errNumber(err) == errUnknownSystemVariable {
 		_, err = holdLimitSetMySQL8.Exec(ctx, q, limits)

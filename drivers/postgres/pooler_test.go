@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/loanq/loanq/drivers"
+	"github.com/loanq/loanq/drivers/engineio"
 	"github.com/loanq/loanq/drivers/postgres"
 	"github.com/loanq/loanq/internal/testkit/testdb"
 	"github.com/loanq/loanq/problem"
@@ -235,7 +236,7 @@ func TestNothingLeaksToTheNextClient(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := d.Statements().WaitLockSet.Exec(ctx, tx, drivers.MillisParams{MS: 1500}); err != nil {
+		if _, err := d.Statements().WaitLockSet.Exec(ctx, tx, engineio.MillisParams{MS: 1500}); err != nil {
 			t.Fatal(err)
 		}
 		if set, err := drivers.LimitHold(ctx, d, tx, 2500*time.Millisecond, 7*time.Second); err != nil || !set {

@@ -16,6 +16,7 @@ import (
 	"github.com/pressly/goose/v3/database"
 
 	"github.com/loanq/loanq/drivers"
+	"github.com/loanq/loanq/drivers/engineio"
 	"github.com/loanq/loanq/dsn"
 	"github.com/loanq/loanq/migrations"
 	"github.com/loanq/loanq/problem"
@@ -57,8 +58,8 @@ var capabilities = drivers.Capabilities{
 var _ drivers.FinishingClaimer = (*Driver)(nil)
 
 // FinishingClaim: rows finish one-statement (finishingClaim, sql.go).
-func (*Driver) FinishingClaim(src drivers.CriteriaSource) *drivers.Query[drivers.FinishingClaimParams, drivers.FinishingClaimRow] {
-	q, err := drivers.CompileQuery[drivers.FinishingClaimParams, drivers.FinishingClaimRow](dialect{}, "FinishingClaim", finishingClaim(src),
+func (*Driver) FinishingClaim(src drivers.CriteriaSource) *drivers.Query[engineio.FinishingClaimParams, engineio.FinishingClaimRow] {
+	q, err := drivers.CompileQuery[engineio.FinishingClaimParams, engineio.FinishingClaimRow](dialect{}, "FinishingClaim", finishingClaim(src),
 		"task_id", "user", "request_id", "task_id", "ids", "assigned", "status", "holder", "started_ago_ms", "duration_ms", "rows_found")
 	if err != nil {
 		panic("postgres: " + err.Error()) // the text and the parameters are written together below

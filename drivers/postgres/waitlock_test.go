@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/loanq/loanq/drivers"
+	"github.com/loanq/loanq/drivers/engineio"
 	"github.com/loanq/loanq/drivers/postgres"
 	"github.com/loanq/loanq/internal/testkit/testdb"
 )
@@ -47,14 +48,14 @@ func TestWaitLockBoundIsTransactionLocal(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := st.WaitLockSet.Exec(ctx, tx, drivers.MillisParams{MS: 1500}); err != nil {
+		if _, err := st.WaitLockSet.Exec(ctx, tx, engineio.MillisParams{MS: 1500}); err != nil {
 			t.Fatal(err)
 		}
 		if got := show(tx); got != "1500ms" {
 			t.Fatalf("bounded wait: lock_timeout %q, want 1500ms", got)
 		}
 		if serve { // granted and still pending: the waiter serves
-			if _, err := st.WaitLockRestore.Exec(ctx, tx, drivers.SettingParams{}); err != nil {
+			if _, err := st.WaitLockRestore.Exec(ctx, tx, engineio.SettingParams{}); err != nil {
 				t.Fatal(err)
 			}
 			if got := show(tx); got != "7s" {

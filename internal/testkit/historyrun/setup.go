@@ -10,6 +10,7 @@ import (
 
 	"github.com/loanq/loanq/dispatch"
 	"github.com/loanq/loanq/drivers"
+	"github.com/loanq/loanq/drivers/engineio"
 	"github.com/loanq/loanq/internal/testkit/history"
 )
 
@@ -113,7 +114,7 @@ func setup(ctx context.Context, d drivers.Driver, db *sql.DB, task string, s Spe
 func dbNow(ctx context.Context, d drivers.Driver, db drivers.Querier) time.Time {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	r, err := d.Statements().Now.One(ctx, db, drivers.NoParams{})
+	r, err := d.Statements().Now.One(ctx, db, engineio.NoParams{})
 	if err != nil {
 		return time.Time{}
 	}
@@ -133,7 +134,7 @@ FROM loanq_work WHERE task_id = ? ORDER BY id`), taskID)
 	for rows.Next() {
 		var w history.Work
 		var disp sql.NullString
-		var a, dis, ret drivers.Time
+		var a, dis, ret engineio.Time
 		if err := rows.Scan(&w.ID, &w.Loan, &w.User, &w.RequestID, &a, &disp, &dis, &ret); err != nil {
 			rows.Close()
 			return st, fmt.Errorf("reading loanq_work: %w", err)
@@ -152,7 +153,7 @@ FROM loanq_work_request WHERE task_id = ? ORDER BY id`), taskID)
 	}
 	for rows.Next() {
 		var r history.Request
-		var c, s drivers.Time
+		var c, s engineio.Time
 		if err := rows.Scan(&r.ID, &r.User, &r.Status, &r.Requested, &r.Assigned, &c, &s); err != nil {
 			rows.Close()
 			return st, fmt.Errorf("reading loanq_work_request: %w", err)

@@ -1,4 +1,4 @@
-package drivers
+package engineio
 
 import "database/sql"
 
