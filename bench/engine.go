@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"github.com/loanq/loanq/loankey"
 	"math"
 	"slices"
 	"sync"
@@ -401,7 +402,7 @@ func (w *engineCaller) run(ctx context.Context, deadline time.Time) error {
 		}
 		w.rep.Requests++
 		w.rep.GetMicros = append(w.rep.GetMicros, took.Microseconds())
-		mark := Mark{Items: drivers.Int64s(req.Loans), StartMS: ms(t0.Sub(w.start)), ClaimedMS: ms(t0.Add(took).Sub(w.start))}
+		mark := Mark{Items: loankey.Int64s(req.Loans), StartMS: ms(t0.Sub(w.start)), ClaimedMS: ms(t0.Add(took).Sub(w.start))}
 		if len(req.Loans) == 0 {
 			w.addMark(mark)
 			return nil

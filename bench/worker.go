@@ -115,7 +115,7 @@ func (w *worker) run(ctx context.Context) error {
 			if err := pause.For(ctx, backoff()); err != nil {
 				return err
 			}
-		case err != nil && drivers.IsDeadlock(w.d, err):
+		case err != nil && w.d.IsDeadlock(err):
 			// A deadlock victim was rolled back, so nothing it claimed
 			// counts: retry like a lock error. (On InnoDB, the catalogue's Begin (READ
 			// COMMITTED avoids the gap locks that cause them.)

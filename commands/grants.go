@@ -2,6 +2,7 @@ package commands
 
 import (
 	"fmt"
+	"github.com/loanq/loanq/roles"
 	"io"
 	"strings"
 
@@ -70,21 +71,21 @@ func printGrants(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	role, err := drivers.ParseRole(c.String("role"))
+	role, err := roles.Parse(c.String("role"))
 	if err != nil {
 		return err
 	}
-	req := drivers.GrantRequest{Role: role, Account: strings.TrimSpace(c.String("to")), ActsAs: strings.TrimSpace(c.String("as"))}
+	req := roles.Request{Role: role, Account: strings.TrimSpace(c.String("to")), ActsAs: strings.TrimSpace(c.String("as"))}
 	for _, raw := range c.StringSlice("source") {
 		for _, part := range strings.Split(raw, ",") {
-			s, err := drivers.ParseSource(part)
+			s, err := roles.ParseSource(part)
 			if err != nil {
 				return err
 			}
 			req.Sources = append(req.Sources, s)
 		}
 	}
-	plan, err := drivers.PlanGrants(req)
+	plan, err := roles.PlanGrants(req)
 	if err != nil {
 		return err
 	}

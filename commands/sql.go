@@ -2,6 +2,7 @@ package commands
 
 import (
 	"fmt"
+	"github.com/loanq/loanq/loankey"
 	"io"
 	"io/fs"
 	"sort"
@@ -75,7 +76,7 @@ func printSQL(c *cli.Context) error {
 			list = append(list, stmt{n.Field, n.Purpose, n.SQL})
 		}
 	}
-	sample := drivers.CriteriaSource{Source: "loan", Key: "id", Where: "<--where>", Order: "<--order>", Kind: drivers.KeyInteger}
+	sample := drivers.CriteriaSource{Source: "loan", Key: "id", Where: "<--where>", Order: "<--order>", Kind: loankey.Integer}
 	list = append(list, stmt{"CriteriaQuery", "the heavy criteria query of a task (--where, --order, --source, --key filled in)",
 		drivers.CriteriaQuery(d.Dialect(), sample).Text()})
 	if rl, ok := d.(drivers.RowLocker); ok {

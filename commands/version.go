@@ -65,14 +65,14 @@ func buildInfo() versionInfo {
 	}
 	for _, name := range drivers.Names() {
 		d, _ := drivers.ByName(name)
-		if why := drivers.Unsupported(d); why != "" {
+		if why := d.Unsupported(); why != "" {
 			v.Missing = append(v.Missing, name+": "+why)
 			continue
 		}
 		v.Databases = append(v.Databases, name)
-		// "oracle" says whether the driver that depends on how loanq was
-		// built (drivers.BuildSupport: Oracle needs cgo) is compiled in.
-		if _, buildDependent := d.(drivers.BuildSupport); buildDependent {
+		// "oracle" says whether the one driver that depends on how loanq
+		// was built (Oracle needs cgo: Unsupported above) is compiled in.
+		if name == "oracle" {
 			v.Oracle = true
 		}
 	}

@@ -2,6 +2,7 @@ package commands
 
 import (
 	"fmt"
+	"github.com/loanq/loanq/loankey"
 	"io"
 	"strconv"
 	"strings"
@@ -266,7 +267,7 @@ func printRequest(c *cli.Context, req *dispatch.Request, err error) error {
 	return perr
 }
 
-func joinIDs(ids []drivers.Key) string {
+func joinIDs(ids []loankey.Key) string {
 	s := make([]string, len(ids))
 	for i, id := range ids {
 		s[i] = textsafe.Escape(id.String()) // a text key is the database's text

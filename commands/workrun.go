@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/loanq/loanq/loankey"
 	"io"
 	"log/slog"
 	"time"
@@ -12,7 +13,6 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/loanq/loanq/dispatch"
-	"github.com/loanq/loanq/drivers"
 	"github.com/loanq/loanq/internal/child"
 	"github.com/loanq/loanq/internal/flagvalue"
 	"github.com/loanq/loanq/problem"
@@ -177,7 +177,7 @@ type runQueue struct {
 	task string
 }
 
-func (q *runQueue) Get(ctx context.Context, n int) (int64, []drivers.Key, error) {
+func (q *runQueue) Get(ctx context.Context, n int) (int64, []loankey.Key, error) {
 	// OwnRequest: other `work run` processes of this user must not get
 	// the same answer (and loans); CancelAs: a signal while waiting
 	// cancels the request instead of leaving it to be served later.
@@ -189,7 +189,7 @@ func (q *runQueue) Get(ctx context.Context, n int) (int64, []drivers.Key, error)
 	return req.ID, req.Loans, nil
 }
 
-func (q *runQueue) Dispose(ctx context.Context, loan drivers.Key, action string, after time.Duration) error {
+func (q *runQueue) Dispose(ctx context.Context, loan loankey.Key, action string, after time.Duration) error {
 	_, err := q.e.Dispose(ctx, q.task, loan.String(), q.e.user, action, after, action == dispatch.Return)
 	return err
 }
@@ -211,7 +211,7 @@ type runView struct {
 // runResult is one processed loan, as printed.
 type runResult struct {
 	Task        string      `json:"task"`
-	LoanID      drivers.Key `json:"loan_id"`
+	LoanID      loankey.Key `json:"loan_id"`
 	ExitCode    int         `json:"exit_code"`
 	Disposition string      `json:"disposition"`
 	DurationMS  int64       `json:"duration_ms"`

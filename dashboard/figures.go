@@ -13,6 +13,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"github.com/loanq/loanq/loankey"
 	"sort"
 	"sync"
 	"time"
@@ -742,7 +743,7 @@ type TaskDetail struct {
 
 // Disposition is one ended assignment.
 type Disposition struct {
-	Loan   drivers.Key
+	Loan   loankey.Key
 	User   string
 	Kind   string
 	AgeMS  int64
@@ -773,7 +774,7 @@ func (s *Source) Task(ctx context.Context, name string) (*TaskDetail, error) {
 	}
 	q := &queryCounter{db: s.DB}
 	err = each(ctx, q, &s.sql().DashDispositions, taskLimitParams{TaskID: t.ID, Limit: 15}, func(r dispositionRow) error {
-		d.Dispositions = append(d.Dispositions, Disposition{Loan: drivers.NewKey(t.KeyKind, r.LoanID), User: r.User,
+		d.Dispositions = append(d.Dispositions, Disposition{Loan: loankey.New(t.KeyKind, r.LoanID), User: r.User,
 			Kind: r.Disposition, AgeMS: r.AgeS.Int64 * 1000, HeldMS: r.HeldS.Int64 * 1000})
 		return nil
 	})

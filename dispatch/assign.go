@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"github.com/loanq/loanq/loankey"
 	"slices"
 
 	"github.com/loanq/loanq/drivers"
@@ -96,7 +97,7 @@ func (e *Engine) assign(ctx context.Context, tx *sql.Tx, task *Task, found crite
 		if own != nil && o.request.id == own.id {
 			r := o.request
 			own.served = &Request{ID: r.id, TaskID: task.ID, Task: task.Name, User: r.user, Requested: r.requested,
-				Assigned: len(o.loans), Status: o.status, Loans: drivers.Keys(task.KeyKind, o.loans), CreatedAt: r.createdAt}
+				Assigned: len(o.loans), Status: o.status, Loans: loankey.List(task.KeyKind, o.loans), CreatedAt: r.createdAt}
 		}
 	}
 	return nil

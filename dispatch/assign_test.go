@@ -2,11 +2,10 @@ package dispatch
 
 import (
 	"encoding/json"
+	"github.com/loanq/loanq/loankey"
 	"strconv"
 	"strings"
 	"testing"
-
-	"github.com/loanq/loanq/drivers"
 )
 
 // The work rows of a round are sent as JSON lists under Oracle's 4,000-byte
@@ -64,9 +63,9 @@ func TestKeyChunks(t *testing.T) {
 	for i := range 300 {
 		keys = append(keys, strings.Repeat("Ü\"", 100)[:150]+strconv.Itoa(i))
 	}
-	for _, kind := range []drivers.KeyKind{drivers.KeyText, drivers.KeyInteger} {
+	for _, kind := range []loankey.Kind{loankey.Text, loankey.Integer} {
 		list := keys
-		if kind == drivers.KeyInteger {
+		if kind == loankey.Integer {
 			list = nil
 			for i := range 2000 {
 				list = append(list, strconv.FormatInt(int64(1)<<62+int64(i), 10))
@@ -74,7 +73,7 @@ func TestKeyChunks(t *testing.T) {
 		}
 		var got []string
 		for _, run := range keyChunks(kind, list) {
-			text := drivers.KeysJSON(kind, run)
+			text := loankey.JSON(kind, run)
 			if len(run) == 0 || len(text) > maxAssignmentsJSON {
 				t.Fatalf("%s: a run of %d keys in %d bytes; want at least one, at most %d", kind, len(run), len(text), maxAssignmentsJSON)
 			}
@@ -82,7 +81,7 @@ func TestKeyChunks(t *testing.T) {
 			if err := json.Unmarshal([]byte(text), &back); err != nil || len(back) != len(run) {
 				t.Fatalf("%s: %v decoding %s", kind, err, text)
 			}
-			if _, isNum := back[0].(float64); isNum != (kind == drivers.KeyInteger) {
+			if _, isNum := back[0].(float64); isNum != (kind == loankey.Integer) {
 				t.Fatalf("%s: keys sent as %T", kind, back[0])
 			}
 			got = append(got, run...)

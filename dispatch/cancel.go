@@ -61,7 +61,7 @@ func (e *Engine) logRequest(ctx context.Context, taskID int64, user string, coun
 		if err == nil {
 			return id, false, nil
 		}
-		if drivers.IsDeadlock(e.Driver, err) {
+		if e.Driver.IsDeadlock(err) {
 			// InnoDB may make the insert a deadlock victim against a
 			// holder finishing requests of the task (both change the
 			// request table's indexes: seen with 32 callers on MariaDB,
@@ -101,7 +101,7 @@ func (e *Engine) logRequest(ctx context.Context, taskID int64, user string, coun
 		// cancelled before it could be read, or nobody waits for it any
 		// more (RequestPendingFor reads only live ones): end it if so, and
 		// insert again.
-		if err := e.expireAbandoned(ctx, taskID); err != nil && !drivers.IsDeadlock(e.Driver, err) {
+		if err := e.expireAbandoned(ctx, taskID); err != nil && !e.Driver.IsDeadlock(err) {
 			return 0, false, err
 		}
 	}

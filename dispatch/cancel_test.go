@@ -3,6 +3,7 @@ package dispatch_test
 import (
 	"github.com/loanq/loanq/drivers"
 	"github.com/loanq/loanq/drivers/engineio"
+	"github.com/loanq/loanq/loankey"
 
 	"context"
 	"fmt"
@@ -211,7 +212,7 @@ func TestAttachToPendingRequest(t *testing.T) {
 					}()
 				}
 				wg.Wait()
-				loans := map[int64][]drivers.Key{}
+				loans := map[int64][]loankey.Key{}
 				for _, r := range answers {
 					if r == nil {
 						continue

@@ -3,6 +3,7 @@ package dispatch
 import (
 	"github.com/loanq/loanq/drivers"
 	"github.com/loanq/loanq/drivers/engineio"
+	"github.com/loanq/loanq/loankey"
 
 	"context"
 	"database/sql"
@@ -24,7 +25,7 @@ const (
 // Disposed is the outcome of a disposition.
 type Disposed struct {
 	Task        string        `json:"task"`
-	LoanID      drivers.Key   `json:"loan_id"`
+	LoanID      loankey.Key   `json:"loan_id"`
 	User        string        `json:"user"`
 	Disposition string        `json:"disposition"`
 	After       time.Duration `json:"-"`
@@ -61,7 +62,7 @@ func CheckDisposition(action string, after time.Duration, afterGiven bool) (stri
 // Dispose ends the user's active assignment of a loan in a task. Only the
 // assignee may do it; the row keeps who, when and what as history. loanArg
 // is the loan key as given (command line, API), parsed per the task's key
-// kind (drivers.ParseKey): an integer task refuses "abc".
+// kind (loankey.Parse): an integer task refuses "abc".
 func (e *Engine) Dispose(ctx context.Context, taskName string, loanArg string, user, action string, after time.Duration, afterGiven bool) (*Disposed, error) {
 	action, err := CheckDisposition(action, after, afterGiven)
 	if err != nil {
@@ -84,7 +85,7 @@ func (e *Engine) Dispose(ctx context.Context, taskName string, loanArg string, u
 		cached = taskRef{id: task.ID, kind: task.KeyKind}
 	}
 	taskID, kind := cached.(taskRef).id, cached.(taskRef).kind
-	loan, err := drivers.ParseKey(kind, taskName, loanArg)
+	loan, err := loankey.Parse(kind, taskName, loanArg)
 	if err != nil && task == nil {
 		// The kind came from an earlier read: the task may have another key
 		// column by now (task update). Read it and parse again.
@@ -92,7 +93,7 @@ func (e *Engine) Dispose(ctx context.Context, taskName string, loanArg string, u
 			return nil, err
 		}
 		taskID, kind = task.ID, task.KeyKind
-		loan, err = drivers.ParseKey(kind, taskName, loanArg)
+		loan, err = loankey.Parse(kind, taskName, loanArg)
 	}
 	if err != nil {
 		return nil, err
@@ -141,7 +142,7 @@ func (e *Engine) Dispose(ctx context.Context, taskName string, loanArg string, u
 		// Active and the user's now: assigned to them again right after
 		// the UPDATE looked. Try again.
 	}
-	d := &Disposed{Task: taskName, LoanID: drivers.NewKey(kind, loan), User: user, Disposition: action}
+	d := &Disposed{Task: taskName, LoanID: loankey.New(kind, loan), User: user, Disposition: action}
 	if action == Return {
 		d.After, d.AfterSecs, d.AfterMS = after, after.Seconds(), after.Milliseconds()
 	}
@@ -182,7 +183,7 @@ func (e *Engine) notActive(ctx context.Context, task *Task, loan string) error {
 // PipelineItem is one active assignment.
 type PipelineItem struct {
 	Task       string      `json:"task"`
-	LoanID     drivers.Key `json:"loan_id"`
+	LoanID     loankey.Key `json:"loan_id"`
 	AssignedAt time.Time   `json:"assigned_at"`
 	AgeSeconds int64       `json:"age_seconds"`
 	// AgeMS is the age in milliseconds (the JSON convention of
@@ -208,7 +209,7 @@ func (e *Engine) Pipeline(ctx context.Context, user, taskName string) ([]Pipelin
 	out := []PipelineItem{}
 	for _, r := range rows {
 		age := max(0, r.DBNow.T.Sub(r.AssignedAt.T))
-		out = append(out, PipelineItem{Task: r.Task, LoanID: drivers.NewKey(drivers.ParseKeyKind(r.KeyKind), r.LoanID),
+		out = append(out, PipelineItem{Task: r.Task, LoanID: loankey.New(loankey.ParseKind(r.KeyKind), r.LoanID),
 			AssignedAt: r.AssignedAt.T, AgeSeconds: int64(age / time.Second), AgeMS: age.Milliseconds()})
 	}
 	return out, nil

@@ -3,12 +3,11 @@ package dispatch
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/loanq/loanq/loankey"
 	"slices"
 	"unicode/utf8"
 
 	"github.com/loanq/loanq/problem"
-
-	"github.com/loanq/loanq/drivers"
 )
 
 // quoteKey is a loan key as a JSON string: loanq's own loan_id columns are
@@ -19,14 +18,14 @@ func quoteKey(k string) string {
 }
 
 // keyChunks splits keys into consecutive runs whose JSON list
-// (drivers.KeysJSON of kind) fits in maxAssignmentsJSON bytes, Oracle's
+// (loankey.JSON of kind) fits in maxAssignmentsJSON bytes, Oracle's
 // VARCHAR2 bind limit: a list of 200-character text keys is far longer than
 // one of integers. Each run holds at least one key; their order is kept.
-func keyChunks(kind drivers.KeyKind, keys []string) [][]string {
+func keyChunks(kind loankey.Kind, keys []string) [][]string {
 	var out [][]string
 	start, size := 0, 2 // the brackets
 	for i, k := range keys {
-		one := len(drivers.KeysJSON(kind, []string{k})) - 2 + 1 // the key and its comma
+		one := len(loankey.JSON(kind, []string{k})) - 2 + 1 // the key and its comma
 		if i > start && size+one > maxAssignmentsJSON {
 			out = append(out, keys[start:i])
 			start, size = i, 2
@@ -39,20 +38,20 @@ func keyChunks(kind drivers.KeyKind, keys []string) [][]string {
 	return out
 }
 
-// checkKeyLength refuses a key longer than loanq stores (drivers.MaxKeyLength
+// checkKeyLength refuses a key longer than loanq stores (loankey.MaxLength
 // characters): the task cannot hand it out, and says which task and how to
 // leave such rows out, instead of the database's "value too long".
 func checkKeyLength(task *Task, key string) error {
-	if n := utf8.RuneCountInString(key); n > drivers.MaxKeyLength {
+	if n := utf8.RuneCountInString(key); n > loankey.MaxLength {
 		return &problem.Error{Kind: problem.Usage,
-			Msg:  fmt.Sprintf("task %s found a loan key of %d characters in %s.%s: loan keys may have at most %d", task.Name, n, task.Source, task.Key, drivers.MaxKeyLength),
-			Hint: fmt.Sprintf("leave such rows out of the task: add AND LENGTH(%s) <= %d to its --where (task update)", task.Key, drivers.MaxKeyLength)}
+			Msg:  fmt.Sprintf("task %s found a loan key of %d characters in %s.%s: loan keys may have at most %d", task.Name, n, task.Source, task.Key, loankey.MaxLength),
+			Hint: fmt.Sprintf("leave such rows out of the task: add AND LENGTH(%s) <= %d to its --where (task update)", task.Key, loankey.MaxLength)}
 	}
 	return nil
 }
 
 // fitKeys splits keys read from a task's pool into those that are keys of
-// the task's kind as loanq writes them (drivers.KeyFits), in order, and the
+// the task's kind as loanq writes them (loankey.Fits), in order, and the
 // rest. Only the first may be bound against the source: a pool row is
 // written by rounds, but also by anyone allowed to write the table, and an
 // unfit key bound as the source column's type fails the whole claim
@@ -61,7 +60,7 @@ func checkKeyLength(task *Task, key string) error {
 // candidates, never handed out.
 func fitKeys(task *Task, keys []string) (fit, unfit []string) {
 	for i, k := range keys {
-		if drivers.KeyFits(task.KeyKind, k) {
+		if loankey.Fits(task.KeyKind, k) {
 			if unfit != nil {
 				fit = append(fit, k)
 			}

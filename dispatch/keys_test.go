@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/loanq/loanq/loankey"
 	"sort"
 	"strings"
 	"sync"
@@ -23,7 +24,7 @@ import (
 // MariaDB's UUID; SQLite has none: a column declared UUID holds text).
 type keyTable struct {
 	name string
-	kind drivers.KeyKind
+	kind loankey.Kind
 	keys []string // in priority order (prio ascending)
 }
 
@@ -41,12 +42,12 @@ func textKey(i int) string {
 
 func uuidKey(i int) string { return fmt.Sprintf("%08x-5c1d-4f2a-9e7b-%012x", 0xa0000000+i, i) }
 
-func makeKeyTable(t *testing.T, f *fixture, kind drivers.KeyKind, n int) keyTable {
+func makeKeyTable(t *testing.T, f *fixture, kind loankey.Kind, n int) keyTable {
 	t.Helper()
 	kt := keyTable{name: "kt_text", kind: kind}
 	col := "VARCHAR(40)"
 	key := textKey
-	if kind == drivers.KeyUUID {
+	if kind == loankey.UUID {
 		kt.name, col, key = "kt_uuid", "UUID", uuidKey
 	}
 	testdb.Exec(t, f.d, f.db, "CREATE TABLE "+kt.name+" (ref "+col+" NOT NULL PRIMARY KEY, prio INTEGER NOT NULL, eligible INTEGER NOT NULL)")
@@ -63,7 +64,7 @@ func (kt keyTable) spec(name string, lock drivers.Strategy) dispatch.TaskSpec {
 	return dispatch.TaskSpec{Name: name, Source: kt.name, Key: "ref", Where: "eligible = 1", Order: "prio", Lock: lock, CreatedBy: "admin"}
 }
 
-var keyKinds = []drivers.KeyKind{drivers.KeyText, drivers.KeyUUID}
+var keyKinds = []loankey.Kind{loankey.Text, loankey.UUID}
 
 // Many engines (separate pools, as separate nodes) and goroutines claim a
 // text- or UUID-keyed task under every strategy the database has: every
@@ -174,7 +175,7 @@ func TestKeysOfAnyTypeCapAndDispositions(t *testing.T) {
 					t.Errorf("%s: dispose %s by %s: %v; want exit 2 saying %q", name, bad.key, bad.user, err, bad.want)
 				}
 			}
-			if kind == drivers.KeyUUID {
+			if kind == loankey.UUID {
 				if _, err := f.e.Dispose(ctx, name, "LN-1", "ann", dispatch.Complete, 0, false); problem.ExitCode(err) != problem.ExitUsage || !strings.Contains(err.Error(), "UUID") {
 					t.Errorf("%s: a key that is no UUID: %v; want exit 2 naming UUIDs", name, err)
 				}
@@ -183,8 +184,8 @@ func TestKeysOfAnyTypeCapAndDispositions(t *testing.T) {
 					t.Fatalf("%s: dispose in upper case: %+v, %v", name, d, err)
 				}
 			} else {
-				if _, err := f.e.Dispose(ctx, name, strings.Repeat("x", drivers.MaxKeyLength+1), "ann", dispatch.Complete, 0, false); problem.ExitCode(err) != problem.ExitUsage {
-					t.Errorf("%s: a key over %d characters: %v; want exit 2", name, drivers.MaxKeyLength, err)
+				if _, err := f.e.Dispose(ctx, name, strings.Repeat("x", loankey.MaxLength+1), "ann", dispatch.Complete, 0, false); problem.ExitCode(err) != problem.ExitUsage {
+					t.Errorf("%s: a key over %d characters: %v; want exit 2", name, loankey.MaxLength, err)
 				}
 				d, err := f.e.Dispose(ctx, name, kt.keys[0], "ann", dispatch.Complete, 0, false)
 				if err != nil {
@@ -217,7 +218,7 @@ func TestKeysOfAnyTypeCapAndDispositions(t *testing.T) {
 		}
 		// An integer task: keys stay JSON numbers, and "abc" is refused.
 		f.task(t, dispatch.TaskSpec{Name: "ints"})
-		if task, err := f.e.Task(ctx, "ints"); err != nil || task.KeyKind != drivers.KeyInteger {
+		if task, err := f.e.Task(ctx, "ints"); err != nil || task.KeyKind != loankey.Integer {
 			t.Fatalf("integer task: %+v, %v", task, err)
 		}
 		r, err := f.e.Get(ctx, "ints", "ann", 2, fast)

@@ -3,6 +3,7 @@ package dispatch
 import (
 	"context"
 	"fmt"
+	"github.com/loanq/loanq/loankey"
 	"time"
 
 	"github.com/loanq/loanq/drivers"
@@ -61,7 +62,7 @@ func (e *Engine) expire(ctx context.Context, q drivers.Querier, task *Task) erro
 // --dry-run, would return).
 type ReclaimItem struct {
 	workID     int64
-	LoanID     drivers.Key `json:"loan_id"`
+	LoanID     loankey.Key `json:"loan_id"`
 	User       string      `json:"user"`
 	AssignedAt time.Time   `json:"assigned_at"`
 	AgeMS      int64       `json:"age_ms"`

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"github.com/loanq/loanq/loankey"
 	"strings"
 	"time"
 
@@ -125,7 +126,7 @@ func (e *Engine) servePool(ctx context.Context, task *Task, user string, count i
 		if err == nil && id == 0 && len(unfit) > 0 {
 			e.dropUnfit(ctx, task, unfit)
 		}
-		if drivers.IsDeadlock(e.Driver, err) {
+		if e.Driver.IsDeadlock(err) {
 			return nil, nil // chosen as a victim again and again: the usual path serves it
 		}
 		if err != nil {
@@ -244,8 +245,8 @@ func (e *Engine) claimPool(ctx context.Context, task *Task, user string, count i
 }
 
 func (e *Engine) dropPooled(ctx context.Context, q drivers.Querier, task *Task, ids []string) error {
-	for _, run := range keyChunks(drivers.KeyText, ids) {
-		if _, err := e.sql().PoolDrop.Exec(ctx, q, engineio.PoolIDsParams{TaskID: task.ID, IDs: drivers.LoanIDsJSON(run)}); err != nil {
+	for _, run := range keyChunks(loankey.Text, ids) {
+		if _, err := e.sql().PoolDrop.Exec(ctx, q, engineio.PoolIDsParams{TaskID: task.ID, IDs: loankey.TextJSON(run)}); err != nil {
 			return fmt.Errorf("removing claimed candidates from the pool of task %s: %w", task.Name, err)
 		}
 	}
@@ -315,8 +316,8 @@ func (e *Engine) takePool(ctx context.Context, tx *sql.Tx, task *Task, found []s
 		}
 	}
 	gone := map[string]bool{}
-	for _, run := range keyChunks(drivers.KeyText, found) {
-		taken, err := engineio.LoanIDs(e.sql().ActiveAmong.All(ctx, e.DB, engineio.PoolIDsParams{TaskID: task.ID, IDs: drivers.LoanIDsJSON(run)}))
+	for _, run := range keyChunks(loankey.Text, found) {
+		taken, err := engineio.LoanIDs(e.sql().ActiveAmong.All(ctx, e.DB, engineio.PoolIDsParams{TaskID: task.ID, IDs: loankey.TextJSON(run)}))
 		if err != nil {
 			return nil, fmt.Errorf("reading the loans assigned from the pool of task %s meanwhile: %w", task.Name, err)
 		}

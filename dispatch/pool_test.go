@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/loanq/loanq/loankey"
 	"sync"
 	"testing"
 	"time"
@@ -143,7 +144,7 @@ func TestPoolConcurrentClaimsAndRefills(t *testing.T) {
 		const callers, gets = 10, 12
 		var wg sync.WaitGroup
 		var mu sync.Mutex
-		handed := map[drivers.Key]string{}
+		handed := map[loankey.Key]string{}
 		for c := 0; c < callers; c++ {
 			wg.Add(1)
 			go func(c int) {

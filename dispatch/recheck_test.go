@@ -3,11 +3,11 @@ package dispatch_test
 import (
 	"context"
 	"fmt"
+	"github.com/loanq/loanq/loankey"
 	"testing"
 	"time"
 
 	"github.com/loanq/loanq/dispatch"
-	"github.com/loanq/loanq/drivers"
 	"github.com/loanq/loanq/internal/testkit/testdb"
 )
 
@@ -27,7 +27,7 @@ func TestRoundHandsOutNothingClaimedAndDisposedMeanwhile(t *testing.T) {
 			t.Fatalf("first get: %+v, %v; want loan 1 (and loans 2..6 pooled)", r, err)
 		}
 		other := f.engine(t) // carl works on another node
-		var claimed []drivers.Key
+		var claimed []loankey.Key
 		var hookErr error
 		f.e.SetAfterQuery(func() {
 			f.e.SetAfterQuery(nil) // once: the round's first query

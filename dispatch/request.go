@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/loanq/loanq/loankey"
 	"time"
 
 	"github.com/loanq/loanq/drivers"
@@ -36,7 +37,7 @@ type Request struct {
 	Requested int           `json:"requested"`
 	Assigned  int           `json:"assigned"`
 	Status    string        `json:"status"`
-	Loans     []drivers.Key `json:"loans"`
+	Loans     []loankey.Key `json:"loans"`
 	CreatedAt time.Time     `json:"created_at"`
 	// Attached is set when `work get` found the user's pending request of
 	// the task and attached to it instead of logging another.
@@ -339,10 +340,10 @@ func (e *Engine) Request(ctx context.Context, id int64) (*Request, error) {
 	for _, x := range rows {
 		if r == nil {
 			r = &Request{ID: x.ID, TaskID: x.TaskID, Task: x.Task, User: x.User, Requested: x.Requested,
-				Assigned: x.Assigned, Status: x.Status, CreatedAt: x.CreatedAt.T, Loans: []drivers.Key{}}
+				Assigned: x.Assigned, Status: x.Status, CreatedAt: x.CreatedAt.T, Loans: []loankey.Key{}}
 		}
 		if x.LoanID.Valid {
-			r.Loans = append(r.Loans, drivers.NewKey(drivers.ParseKeyKind(x.KeyKind.String), x.LoanID.String))
+			r.Loans = append(r.Loans, loankey.New(loankey.ParseKind(x.KeyKind.String), x.LoanID.String))
 		}
 	}
 	if r == nil {

@@ -3,6 +3,7 @@ package dispatch_test
 import (
 	"context"
 	"fmt"
+	"github.com/loanq/loanq/loankey"
 	"sort"
 	"sync"
 	"testing"
@@ -123,7 +124,7 @@ func TestConcurrentGetsNeverShareALoan(t *testing.T) {
 								return
 							}
 							mu.Lock()
-							got = append(got, drivers.Int64s(r.Loans)...)
+							got = append(got, loankey.Int64s(r.Loans)...)
 							mu.Unlock()
 						}
 					}(i)

@@ -30,7 +30,7 @@ func (e *Engine) serveRounds(ctx context.Context, task *Task, round func() error
 		if errors.Is(err, errRoundRaced) || errors.Is(err, errLoanTakenMeanwhile) {
 			continue // rolled back: serve the requests still pending afresh
 		}
-		if drivers.IsDeadlock(e.Driver, err) {
+		if e.Driver.IsDeadlock(err) {
 			// Chosen as a deadlock victim (InnoDB, with pool claims or
 			// requests being logged beside the round): rolled back whole,
 			// so the next round serves the same requests afresh.

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"github.com/loanq/loanq/loankey"
 	"time"
 
 	"github.com/loanq/loanq/drivers"
@@ -73,7 +74,7 @@ func (e *Engine) serveRowsFresh(ctx context.Context, task *Task, user string, co
 		}
 		return e.claimRows(ctx, rl, task, req, true)
 	})
-	if errors.Is(err, errRowsLogFirst) || drivers.IsDeadlock(e.Driver, err) {
+	if errors.Is(err, errRowsLogFirst) || e.Driver.IsDeadlock(err) {
 		return nil, nil
 	}
 	if err != nil {
@@ -126,7 +127,7 @@ func (e *Engine) claimRowsFinishing(ctx context.Context, rl drivers.RowLocker, f
 	take := len(locked) // what the statement assigns, or it finishes nothing
 	status := requestStatus(req.Requested, take)
 	rows, err := fc.FinishingClaim(task.criteria()).All(ctx, tx, engineio.FinishingClaimParams{
-		TaskID: task.ID, User: req.User, RequestID: req.ID, IDs: drivers.KeysJSON(task.KeyKind, locked),
+		TaskID: task.ID, User: req.User, RequestID: req.ID, IDs: loankey.JSON(task.KeyKind, locked),
 		Assigned: take, Status: status, Holder: truncate(e.Holder, 100),
 		StartedAgoMS: time.Since(started).Milliseconds(), DurationMS: time.Since(started).Milliseconds(), RowsFound: take})
 	if err != nil {
@@ -149,9 +150,9 @@ func (e *Engine) claimRowsFinishing(ctx context.Context, rl drivers.RowLocker, f
 		return nil, err
 	}
 	answer := &Request{ID: req.ID, TaskID: task.ID, Task: task.Name, User: req.User, Requested: req.Requested,
-		Assigned: take, Status: status, CreatedAt: rows[0].CreatedAt.T, Loans: make([]drivers.Key, take)}
+		Assigned: take, Status: status, CreatedAt: rows[0].CreatedAt.T, Loans: make([]loankey.Key, take)}
 	for i, r := range rows {
-		answer.Loans[i] = drivers.NewKey(task.KeyKind, r.LoanID)
+		answer.Loans[i] = loankey.New(task.KeyKind, r.LoanID)
 	}
 	return answer, nil
 }
@@ -364,7 +365,7 @@ func (e *Engine) assignLocked(ctx context.Context, tx *sql.Tx, task *Task, locke
 func (e *Engine) assignLockedRun(ctx context.Context, tx *sql.Tx, task *Task, locked []string, req *Request) (int, error) {
 	// The keys in the source column's own type (numbers for an integer
 	// task): the claim looks the rows up by the key's index.
-	ids := drivers.KeysJSON(task.KeyKind, locked)
+	ids := loankey.JSON(task.KeyKind, locked)
 	res, err := drivers.CriteriaClaim(e.Driver.Dialect(), task.criteria()).Exec(ctx, tx,
 		engineio.ClaimParams{TaskID: task.ID, User: req.User, RequestID: req.ID, IDs: ids})
 	if err == nil {

@@ -3,6 +3,7 @@ package dispatch_test
 import (
 	"context"
 	"fmt"
+	"github.com/loanq/loanq/loankey"
 	"sync"
 	"testing"
 	"time"
@@ -137,7 +138,7 @@ func TestRowsManyCallersOneRequestPerGet(t *testing.T) {
 		const callers, gets = 16, 8
 		var wg sync.WaitGroup
 		var mu sync.Mutex
-		seen := map[drivers.Key]string{}
+		seen := map[loankey.Key]string{}
 		for i := 0; i < callers; i++ {
 			e := f.engine(t)
 			wg.Add(1)

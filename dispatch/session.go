@@ -7,9 +7,9 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"github.com/loanq/loanq/loankey"
 	"time"
 
-	"github.com/loanq/loanq/drivers"
 	"github.com/loanq/loanq/drivers/engineio"
 )
 
@@ -88,7 +88,7 @@ func (e *Engine) EndSession(ctx context.Context, id string) error {
 // HistoryItem is one disposition of the user's day.
 type HistoryItem struct {
 	Task        string      `json:"task"`
-	LoanID      drivers.Key `json:"loan_id"` // a number for integer-keyed tasks, a string otherwise
+	LoanID      loankey.Key `json:"loan_id"` // a number for integer-keyed tasks, a string otherwise
 	Disposition string      `json:"disposition"`
 	DisposedAt  time.Time   `json:"disposed_at"`
 	ReturnAt    *time.Time  `json:"return_at"`
@@ -106,7 +106,7 @@ func (e *Engine) History(ctx context.Context, user string, since time.Duration) 
 	}
 	out := []HistoryItem{}
 	for _, r := range rows {
-		it := HistoryItem{Task: r.Task, LoanID: drivers.NewKey(drivers.ParseKeyKind(r.KeyKind), r.LoanID),
+		it := HistoryItem{Task: r.Task, LoanID: loankey.New(loankey.ParseKind(r.KeyKind), r.LoanID),
 			Disposition: r.Disposition, DisposedAt: r.DisposedAt.T}
 		if !r.ReturnAt.T.IsZero() {
 			it.ReturnAt = &r.ReturnAt.T

@@ -24,7 +24,7 @@ type sessionStatements struct {
 	// SessionPrune deletes expired sessions.
 	SessionPrune drivers.Stmt[engineio.NoParams] `purpose:"page: delete expired sessions"`
 	// History: the user's dispositions in the last age ms, newest first, at
-	// most 200, with the task's key kind (loan ids are text: drivers.NewKey).
+	// most 200, with the task's key kind (loan ids are text: loankey.New).
 	History drivers.Query[historyParams, historyRow] `purpose:"page: a user's dispositions of the day"`
 }
 

@@ -3,10 +3,10 @@ package dispatch
 import (
 	"context"
 	"fmt"
+	"github.com/loanq/loanq/loankey"
 	"sort"
 	"time"
 
-	"github.com/loanq/loanq/drivers"
 	"github.com/loanq/loanq/drivers/engineio"
 )
 
@@ -20,7 +20,7 @@ const StatsWindow = 24 * time.Hour
 // ActiveItem is one active assignment of anyone.
 type ActiveItem struct {
 	Task       string      `json:"task"`
-	LoanID     drivers.Key `json:"loan_id"`
+	LoanID     loankey.Key `json:"loan_id"`
 	User       string      `json:"user"`
 	AssignedAt time.Time   `json:"assigned_at"`
 	AgeMS      int64       `json:"age_ms"`
@@ -64,7 +64,7 @@ func (e *Engine) WorkList(ctx context.Context, f WorkFilter) ([]ActiveItem, erro
 	for _, r := range rows {
 		if (f.Task == "" || r.Task == f.Task) && (f.User == "" || r.User == f.User) {
 			out = append(out, ActiveItem{Task: r.Task, User: r.User, AssignedAt: r.AssignedAt.T,
-				LoanID: drivers.NewKey(drivers.ParseKeyKind(r.KeyKind), r.LoanID)})
+				LoanID: loankey.New(loankey.ParseKind(r.KeyKind), r.LoanID)})
 		}
 	}
 	// The clock is read after the rows, so no age is negative.

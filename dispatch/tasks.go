@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"github.com/loanq/loanq/loankey"
 	"regexp"
 	"strconv"
 	"strings"
@@ -53,7 +54,7 @@ type Task struct {
 	// KeyKind is the kind of the key column (integer, text or uuid),
 	// detected at task create (keyKind) and kept in loanq_task.key_kind:
 	// how keys are parsed, bound and shown.
-	KeyKind drivers.KeyKind
+	KeyKind loankey.Kind
 }
 
 func (t *Task) criteria() drivers.CriteriaSource {
@@ -63,12 +64,12 @@ func (t *Task) criteria() drivers.CriteriaSource {
 // taskRef is what the engine remembers of a task by name (Engine.taskIDs).
 type taskRef struct {
 	id   int64
-	kind drivers.KeyKind
+	kind loankey.Kind
 }
 
 // key is a loan key of the task as shown (a JSON number for an integer
 // task, a string otherwise).
-func (t *Task) key(text string) drivers.Key { return drivers.NewKey(t.KeyKind, text) }
+func (t *Task) key(text string) loankey.Key { return loankey.New(t.KeyKind, text) }
 
 // sameDefinition is what --if-not-exists compares.
 func (t *Task) sameDefinition(o *Task) bool {
@@ -290,7 +291,7 @@ func (e *Engine) CreateTask(ctx context.Context, s TaskSpec) (*Task, bool, error
 }
 
 // insertTask stores the task and its --max-hold in one transaction.
-func (e *Engine) insertTask(ctx context.Context, s TaskSpec, kind drivers.KeyKind) (int64, error) {
+func (e *Engine) insertTask(ctx context.Context, s TaskSpec, kind loankey.Kind) (int64, error) {
 	tx, err := e.DB.BeginTx(ctx, nil)
 	if err != nil {
 		return 0, err
@@ -341,10 +342,10 @@ func (e *Engine) checkCriteria(ctx context.Context, t *Task) error {
 	}
 	// Unknown until the rows say: the criteria read as text in any case.
 	t.KeyKind = kind
-	if kind == drivers.KeyUnknown {
-		t.KeyKind = drivers.KeyText
+	if kind == loankey.Unknown {
+		t.KeyKind = loankey.Text
 	}
-	tx, err := e.DB.BeginTx(ctx, drivers.ReadTxOptions(e.Driver))
+	tx, err := e.DB.BeginTx(ctx, e.Driver.ReadTxOptions())
 	if err != nil {
 		return fmt.Errorf("checking the criteria: %w", err)
 	}
@@ -360,7 +361,7 @@ func (e *Engine) checkCriteria(ctx context.Context, t *Task) error {
 		var key string
 		if err := rows.Scan(&key); err != nil {
 			return &problem.Error{Kind: problem.Usage, Msg: fmt.Sprintf("the key column %s of %s cannot be read as a loan key", t.Key, t.Source), Err: err,
-				Hint: "give --key " + drivers.SupportedKeyTypes}
+				Hint: "give --key " + loankey.SupportedTypes}
 		}
 		if err := checkKeyLength(t, key); err != nil {
 			return err
@@ -372,14 +373,14 @@ func (e *Engine) checkCriteria(ctx context.Context, t *Task) error {
 	if err := rows.Err(); err != nil {
 		return &problem.Error{Kind: problem.Usage, Msg: fmt.Sprintf("the criteria of task %q fail on %s", t.Name, e.Driver.Name()), Err: err}
 	}
-	if kind == drivers.KeyUnknown {
+	if kind == loankey.Unknown {
 		// A column whose type does not tell (a computed view column, an
 		// SQLite column without a declared type, an Oracle NUMBER without a
 		// scale): integer keys when its first rows are all 64-bit integers
 		// (an empty source too: what such a column usually holds), else text.
-		t.KeyKind = drivers.KeyText
+		t.KeyKind = loankey.Text
 		if integers {
-			t.KeyKind = drivers.KeyInteger
+			t.KeyKind = loankey.Integer
 		}
 	}
 	return nil
@@ -397,27 +398,27 @@ const keySample = 100
 // fails (no such table or column) is left to the criteria query, whose
 // message names the problem. Outside the criteria check's transaction: a
 // failed statement would abort it on PostgreSQL.
-func (e *Engine) keyKind(ctx context.Context, t *Task) (drivers.KeyKind, error) {
+func (e *Engine) keyKind(ctx context.Context, t *Task) (loankey.Kind, error) {
 	rows, err := drivers.KeyProbe(e.Driver.Dialect(), t.criteria()).Query(ctx, e.DB, engineio.NoParams{})
 	if err != nil {
-		return drivers.KeyUnknown, nil
+		return loankey.Unknown, nil
 	}
 	cts, err := rows.ColumnTypes()
 	rows.Close()
 	if err != nil || len(cts) != 1 {
-		return drivers.KeyUnknown, nil
+		return loankey.Unknown, nil
 	}
 	kind := drivers.KeyKindOf(e.Driver, cts[0])
-	if kd, ok := e.Driver.(drivers.KeyDescriber); ok && kind != drivers.KeyOther {
-		if k, err := kd.DescribeKey(ctx, e.DB, t.criteria()); err == nil && k != drivers.KeyUnknown {
+	if kd, ok := e.Driver.(drivers.KeyDescriber); ok && kind != loankey.Other {
+		if k, err := kd.DescribeKey(ctx, e.DB, t.criteria()); err == nil && k != loankey.Unknown {
 			kind = k
 		}
 	}
-	if kind != drivers.KeyOther {
+	if kind != loankey.Other {
 		return kind, nil
 	}
 	return kind, &problem.Error{Kind: problem.Usage,
-		Msg:  fmt.Sprintf("the key column %s of %s is of type %s: a loan key must be %s", t.Key, t.Source, typeName(cts[0]), drivers.SupportedKeyTypes),
+		Msg:  fmt.Sprintf("the key column %s of %s is of type %s: a loan key must be %s", t.Key, t.Source, typeName(cts[0]), loankey.SupportedTypes),
 		Hint: "give --key such a column, or a view over the table that maps each row to one"}
 }
 
@@ -449,7 +450,7 @@ func (e *Engine) scanTask(r engineio.TaskRow, err error) (*Task, error) {
 		QueryDelay: ms(r.DelayMS), LeaseTTL: ms(r.LeaseMS), CreatedBy: r.CreatedBy, CreatedAt: r.CreatedAt.T,
 		HoldLimit: ms(r.HoldMS.Int64), MaxHold: ms(r.MaxHoldMS.Int64),
 		Prefetch: int(r.Prefetch.Int64), PrefetchTTL: ms(r.PrefetchTTLMS.Int64), PrefetchLow: int(r.PrefetchLow.Int64),
-		KeyKind: drivers.ParseKeyKind(r.KeyKind.String)}, nil
+		KeyKind: loankey.ParseKind(r.KeyKind.String)}, nil
 }
 
 // Task returns a task by name; an unknown name is bad input.

@@ -414,7 +414,7 @@ func checkInterfaces(d Driver) error {
 	_, poolLocker := d.(PoolLocker)
 	_, finishing := d.(FinishingClaimer)
 	_, holdLimiter := d.(HoldLimiter)
-	_, permissions := d.(PermissionChecker)
+	_, grants := d.(GrantWriter)
 	implements(rowLocker, "RowLocker", c.Supports(Rows), fmt.Sprintf("strategies %v", c.Strategies))
 	implements(rowWaiter, "RowWaiter", c.Supports(Rows), fmt.Sprintf("strategies %v", c.Strategies))
 	implements(poolLocker, "PoolLocker", c.PoolClaim == PoolClaimProcedure, "pool claim "+string(c.PoolClaim))
@@ -422,7 +422,7 @@ func checkInterfaces(d Driver) error {
 	if holdLimiter && !c.HoldLimit.IsSetting() {
 		errs = append(errs, fmt.Sprintf("the driver is a drivers.HoldLimiter, which hold limit %s never uses", c.HoldLimit))
 	}
-	implements(permissions, "PermissionChecker", c.Accounts == AccountsDatabase, "accounts "+string(c.Accounts))
+	implements(grants, "GrantWriter", c.Accounts == AccountsDatabase, "accounts "+string(c.Accounts))
 	if len(errs) > 0 {
 		return fmt.Errorf("driver %s: capabilities disagree with the driver: %s", d.Name(), strings.Join(errs, "; "))
 	}

@@ -22,7 +22,7 @@ import (
 func RetryDeadlock(ctx context.Context, d Driver, tries int, op func() error) error {
 	for n := 1; ; n++ {
 		err := op()
-		if n >= tries || !IsDeadlock(d, err) {
+		if n >= tries || !d.IsDeadlock(err) {
 			return err
 		}
 		if pause.For(ctx, DeadlockPause(n)) != nil {

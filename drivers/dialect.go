@@ -2,6 +2,7 @@ package drivers
 
 import (
 	"context"
+	"github.com/loanq/loanq/loankey"
 	"strings"
 )
 
@@ -50,7 +51,7 @@ type Dialect interface {
 	// array text (KeysJSON: numbers for integer keys, strings otherwise),
 	// read with the key column's own type so that its index serves the
 	// lookup.
-	InKeys(expr, keys string, kind KeyKind) string
+	InKeys(expr, keys string, kind loankey.Kind) string
 	// InLoanIDs is the condition "loanq's loan_id column expr is one of
 	// ids", a JSON array of strings (LoanIDsJSON).
 	InLoanIDs(expr, ids string) string

@@ -36,17 +36,18 @@
 //     the //go:embed line of migrations/migrations.go (a folder not named
 //     there is silently empty). Implement schema.MigrationStorer (goose's
 //     version-table store) and, if the server can list tables, schema.TableLister.
-//  5. The optional interfaces that apply, each asserted in the driver: in
-//     this package RowLocker and RowWaiter (strategy rows), PoolLocker
+//  5. The optional interfaces its capabilities call for, each asserted in
+//     the driver: RowLocker and RowWaiter (strategy rows), PoolLocker
 //     (pool claim procedure), FinishingClaimer (rows finish one-statement),
-//     HoldLimiter (a hold limit with more than one
-//     way to set it), PermissionChecker (accounts database) — Register
-//     refuses a driver whose capabilities and these disagree
-//     (CheckDriver) — and LockableChecker, DeadlockDetector,
-//     SelfMigrating, PlainPathDriver, BuildSupport, ReadTxOptioner,
-//     DataLocker, ClaimPlanner, GrantWriter, KeyTyper. Tables and Explain
-//     are part of Driver: every database has them. A client that reads the
-//     password from the environment names the variables in
+//     HoldLimiter (a hold limit with more than one way to set it),
+//     GrantWriter (accounts database) — Register refuses a driver whose
+//     capabilities and these disagree (CheckDriver) — and the ones a
+//     database needs for one feature only: LockableChecker, DataLocker,
+//     ClaimPlanner, KeyTyper, KeyDescriber. Everything every database
+//     answers (IsDeadlock, IsPermissionDenied, Unsupported, MigratesOnOpen,
+//     ReadTxOptions, AcceptsPlainPath, Tables, Explain) is a method of
+//     Driver itself, with a one-line answer where the database has nothing
+//     to say. A client that reads the password from the environment names the variables in
 //     Capabilities.PasswordEnv (lock run and work run keep them from
 //     their commands);
 //     sqllex.Syntaxer (internal/sqllex/syntaxes.go:
@@ -74,6 +75,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/loanq/loanq/drivers/engineio"
+	"github.com/loanq/loanq/loankey"
 	"io/fs"
 	"net"
 	"sort"
@@ -153,7 +155,7 @@ type CriteriaSource struct {
 	Order  string
 	// Kind is the key column's kind (the task's key_kind): how the keys
 	// of the source are bound and listed (InKeys).
-	Kind KeyKind
+	Kind loankey.Kind
 }
 
 // Driver is one database family. The algorithm lives in package dispatch and is
@@ -187,6 +189,32 @@ type Driver interface {
 	IsLockBusy(err error) bool
 	// IsUniqueViolation reports whether err is a unique-constraint violation.
 	IsUniqueViolation(err error) bool
+	// IsDeadlock reports whether err means "chosen as a deadlock victim;
+	// the transaction was rolled back" (InnoDB, PostgreSQL, Oracle; never
+	// on SQLite, which has one writer). The engine's task lock is one row
+	// and cannot deadlock, but a caller locking several rows with plain FOR
+	// UPDATE can (InnoDB's next-key locks make that likely), and retries.
+	IsDeadlock(err error) bool
+	// IsPermissionDenied reports whether err is the database refusing a
+	// statement to this account: a missing privilege, a row-level security
+	// policy, or one of loanq's identity triggers (docs/security.md).
+	// Never on SQLite: it has no accounts; the file's permissions are the
+	// boundary.
+	IsPermissionDenied(err error) bool
+	// Unsupported says why this build of loanq cannot connect with the
+	// driver (Oracle without cgo), or "" when it can. Every driver
+	// registers in every build and says so when opened.
+	Unsupported() string
+	// MigratesOnOpen reports whether commands bring the database's schema
+	// up to date when they open it (the embedded SQLite: nobody else
+	// administers the file, so a newcomer needs no `migrate up`).
+	MigratesOnOpen() bool
+	// ReadTxOptions are the options of a transaction that only reads:
+	// read-only, unless the database should not be asked for one (SQLite).
+	ReadTxOptions() *sql.TxOptions
+	// AcceptsPlainPath reports whether raw, a DSN without a scheme, is
+	// this driver's (SQLite: a file path such as work.db).
+	AcceptsPlainPath(raw string) bool
 	// Capabilities are what the database can do where databases differ in
 	// how the engine works (capabilities.go): the engine switches on them.
 	// Register refuses a driver whose optional interfaces disagree with
@@ -202,33 +230,6 @@ type Driver interface {
 	// Explainer: every database can show how it runs a statement
 	// (`loanq explain`, explain.go).
 	Explainer
-}
-
-// ReadTxOptioner is implemented by a driver whose database should not be
-// asked for a read-only transaction (SQLite: see its ReadTxOptions).
-type ReadTxOptioner interface {
-	// ReadTxOptions are the options of a transaction that only reads.
-	ReadTxOptions() *sql.TxOptions
-}
-
-// ReadTxOptions are the options of a transaction that only reads on d's
-// database: read-only, unless the driver says otherwise.
-func ReadTxOptions(d Driver) *sql.TxOptions {
-	if r, ok := d.(ReadTxOptioner); ok {
-		return r.ReadTxOptions()
-	}
-	return &sql.TxOptions{ReadOnly: true}
-}
-
-// DeadlockDetector is implemented by the drivers of databases that break a
-// lock cycle by rolling one transaction back (InnoDB, PostgreSQL, Oracle). It
-// is optional: the dispatch engine's lock is one row and cannot deadlock, but
-// a caller locking several rows with plain FOR UPDATE can (InnoDB's next-key
-// locks make that likely), and should retry the victim's transaction.
-type DeadlockDetector interface {
-	// IsDeadlock reports whether err means "chosen as a deadlock victim; the
-	// transaction was rolled back".
-	IsDeadlock(err error) bool
 }
 
 // RowLocker is implemented by the drivers of databases with row locks that
@@ -272,40 +273,6 @@ type FinishingClaimer interface {
 // source cannot be locked, "" when it can.
 type LockableChecker interface {
 	CheckLockable(ctx context.Context, q Querier, source string) (string, error)
-}
-
-// IsDeadlock reports whether err is a deadlock error of d's database.
-func IsDeadlock(d Driver, err error) bool {
-	dd, ok := d.(DeadlockDetector)
-	return ok && err != nil && dd.IsDeadlock(err)
-}
-
-// BuildSupport is implemented by a driver that may be registered in a build
-// that cannot connect (Oracle without cgo).
-type BuildSupport interface {
-	// Unsupported says why this build cannot connect, or "" when it can.
-	Unsupported() string
-}
-
-// Unsupported says why this build of loanq cannot connect with d, or "".
-func Unsupported(d Driver) string {
-	if b, ok := d.(BuildSupport); ok {
-		return b.Unsupported()
-	}
-	return ""
-}
-
-// SelfMigrating is implemented by the driver of an embedded database that
-// brings loanq's schema up to date when a command opens it (SQLite: nobody
-// else administers the file, so a newcomer needs no `migrate up`).
-type SelfMigrating interface {
-	MigratesOnOpen() bool
-}
-
-// MigratesOnOpen reports whether commands should migrate d's database on open.
-func MigratesOnOpen(d Driver) bool {
-	m, ok := d.(SelfMigrating)
-	return ok && m.MigratesOnOpen()
 }
 
 // Supports reports whether d supports strategy s.

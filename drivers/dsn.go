@@ -8,12 +8,6 @@ import (
 	"github.com/loanq/loanq/problem"
 )
 
-// PlainPathDriver is implemented by the driver that accepts a DSN without a
-// scheme (SQLite: a plain file path such as work.db).
-type PlainPathDriver interface {
-	AcceptsPlainPath(raw string) bool
-}
-
 // ParseDSN picks the driver registered for the DSN's scheme and lets it
 // parse the DSN: each driver knows its own forms and aliases (docs of the
 // forms: README.md, "Connecting"). It returns the driver with the DSN it
@@ -31,7 +25,7 @@ func ParseDSN(raw string) (Driver, dsn.DSN, error) {
 	}
 	if !strings.Contains(raw, "://") {
 		for _, d := range all() {
-			if p, ok := d.(PlainPathDriver); ok && p.AcceptsPlainPath(raw) {
+			if d.AcceptsPlainPath(raw) {
 				return parseWith(d, raw)
 			}
 		}

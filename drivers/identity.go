@@ -2,16 +2,6 @@ package drivers
 
 import "errors"
 
-// PermissionChecker is implemented by the drivers of databases with accounts
-// and privileges (PostgreSQL, MySQL/MariaDB, Oracle). SQLite has none: the
-// file's permissions are the boundary.
-type PermissionChecker interface {
-	// IsPermissionDenied reports whether err is the database refusing a
-	// statement to this account: a missing privilege, a row-level security
-	// policy, or one of loanq's identity triggers (docs/security.md).
-	IsPermissionDenied(err error) bool
-}
-
 // IsPermissionDenied reports whether any registered driver recognises err
 // as its database refusing a statement to the connected account. The
 // command line turns such an error into bad input (exit 2): nothing was
@@ -23,7 +13,7 @@ func IsPermissionDenied(err error) bool {
 	mu.RLock()
 	defer mu.RUnlock()
 	for _, d := range registry {
-		if p, ok := d.(PermissionChecker); ok && p.IsPermissionDenied(err) {
+		if d.IsPermissionDenied(err) {
 			return true
 		}
 	}

@@ -2,6 +2,7 @@ package drivers
 
 import (
 	"context"
+	"github.com/loanq/loanq/loankey"
 	"strconv"
 	"strings"
 )
@@ -40,5 +41,5 @@ func WaitForRow(ctx context.Context, d Driver, q Querier, src CriteriaSource, ke
 		return nil
 	}
 	var got any
-	return q.QueryRowContext(ctx, text, KeyArg(src.Kind, key)).Scan(&got)
+	return q.QueryRowContext(ctx, text, loankey.Arg(src.Kind, key)).Scan(&got)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"github.com/loanq/loanq/drivers/engineio"
+	"github.com/loanq/loanq/loankey"
 	"reflect"
 	"strconv"
 	"strings"
@@ -21,21 +22,21 @@ func (f fakeDialect) Placeholder(n int) string {
 	}
 	return "$" + strconv.Itoa(n)
 }
-func (fakeDialect) Now() string                            { return "NOW()" }
-func (fakeDialect) NowPlusMillis(ms string) string         { return "PLUS(" + ms + ")" }
-func (fakeDialect) NowMinusMillis(ms string) string        { return "MINUS(" + ms + ")" }
-func (fakeDialect) SecondsSince(ts string) string          { return "AGE(" + ts + ")" }
-func (fakeDialect) SecondsBetween(a, b string) string      { return "BETWEEN(" + a + "," + b + ")" }
-func (fakeDialect) StartOfToday() string                   { return "TODAY()" }
-func (fakeDialect) Limit(n string) string                  { return "LIMIT " + n }
-func (fakeDialect) Integer(expr string) string             { return "INT(" + expr + ")" }
-func (fakeDialect) InIDs(e, ids string) string             { return e + " IN IDS(" + ids + ")" }
-func (fakeDialect) KeyAsText(e string) string              { return "TEXT(" + e + ")" }
-func (fakeDialect) InKeys(e, ids string, _ KeyKind) string { return e + " IN KEYS(" + ids + ")" }
-func (fakeDialect) InLoanIDs(e, ids string) string         { return e + " IN LOANIDS(" + ids + ")" }
-func (fakeDialect) AssignmentsFromJSON(l string) string    { return "ASSIGNMENTS(" + l + ")" }
-func (fakeDialect) SkipActiveConflict() string             { return "" }
-func (fakeDialect) ReturningID() string                    { return " RETURNING id INTO :returned_id" }
+func (fakeDialect) Now() string                                 { return "NOW()" }
+func (fakeDialect) NowPlusMillis(ms string) string              { return "PLUS(" + ms + ")" }
+func (fakeDialect) NowMinusMillis(ms string) string             { return "MINUS(" + ms + ")" }
+func (fakeDialect) SecondsSince(ts string) string               { return "AGE(" + ts + ")" }
+func (fakeDialect) SecondsBetween(a, b string) string           { return "BETWEEN(" + a + "," + b + ")" }
+func (fakeDialect) StartOfToday() string                        { return "TODAY()" }
+func (fakeDialect) Limit(n string) string                       { return "LIMIT " + n }
+func (fakeDialect) Integer(expr string) string                  { return "INT(" + expr + ")" }
+func (fakeDialect) InIDs(e, ids string) string                  { return e + " IN IDS(" + ids + ")" }
+func (fakeDialect) KeyAsText(e string) string                   { return "TEXT(" + e + ")" }
+func (fakeDialect) InKeys(e, ids string, _ loankey.Kind) string { return e + " IN KEYS(" + ids + ")" }
+func (fakeDialect) InLoanIDs(e, ids string) string              { return e + " IN LOANIDS(" + ids + ")" }
+func (fakeDialect) AssignmentsFromJSON(l string) string         { return "ASSIGNMENTS(" + l + ")" }
+func (fakeDialect) SkipActiveConflict() string                  { return "" }
+func (fakeDialect) ReturningID() string                         { return " RETURNING id INTO :returned_id" }
 func (fakeDialect) InsertID(context.Context, Querier, string, []any) (int64, error) {
 	return 0, errors.New("fakeDialect runs nothing")
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/loanq/loanq/loankey"
 	"math/rand/v2"
 	"os"
 	"slices"
@@ -315,7 +316,7 @@ type keyedRequest struct {
 	Requested int           `json:"requested"`
 	Assigned  int           `json:"assigned"`
 	Status    string        `json:"status"`
-	Loans     []drivers.Key `json:"loans"`
+	Loans     []loankey.Key `json:"loans"`
 }
 
 func decodeKeys(t *testing.T, r result) keyedRequest {
@@ -335,7 +336,7 @@ func pipelineKeys(t *testing.T, dsn, user, task string) []string {
 	var p struct {
 		Work []struct {
 			Task   string      `json:"task"`
-			LoanID drivers.Key `json:"loan_id"`
+			LoanID loankey.Key `json:"loan_id"`
 		} `json:"work"`
 	}
 	if err := json.Unmarshal([]byte(r.stdout), &p); err != nil {

@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"github.com/loanq/loanq/roles"
 	"net/url"
 	"os"
 	"os/exec"
@@ -524,17 +525,17 @@ func TestSecurityDocShowsGrantsOutput(t *testing.T) {
 		t.Fatal(err)
 	}
 	doc := string(raw)
-	accounts := map[drivers.Role][]string{
-		drivers.RoleAdmin:      {"--to", "loanq_admin"},
-		drivers.RoleProcessor:  {"--to", "proc_ana", "--as", "ana"},
-		drivers.RoleSupervisor: {"--to", "team_lead"},
-		drivers.RoleDashboard:  {"--to", "loanq_dash"},
-		drivers.RoleRefresher:  {"--to", "loanq_refill"},
-		drivers.RoleServe:      {"--to", "loanq_serve"},
+	accounts := map[roles.Role][]string{
+		roles.Admin:      {"--to", "loanq_admin"},
+		roles.Processor:  {"--to", "proc_ana", "--as", "ana"},
+		roles.Supervisor: {"--to", "team_lead"},
+		roles.Dashboard:  {"--to", "loanq_dash"},
+		roles.Refresher:  {"--to", "loanq_refill"},
+		roles.Serve:      {"--to", "loanq_serve"},
 	}
 	dsn := "sqlite:" + t.TempDir() + "/x.db"
 	blocks := 0
-	for _, role := range drivers.Roles {
+	for _, role := range roles.All {
 		for _, dialect := range []string{"postgres", "mysql"} {
 			args := append(append([]string{"grants", "--role", string(role)}, accounts[role]...), "--source", "loan", "--dialect", dialect)
 			line := "loanq " + strings.Join(args, " ")

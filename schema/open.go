@@ -26,7 +26,7 @@ const (
 	// checked).
 	Never MigrateWhen = iota
 	// IfSelfMigrating migrates only a database whose driver says so
-	// (drivers.SelfMigrating: the embedded SQLite, which nobody else
+	// (Driver.MigratesOnOpen: the embedded SQLite, which nobody else
 	// administers, so a newcomer needs no `migrate up`), and only when the
 	// database is loanq's already or holds no table at all: an SQLite file
 	// of some other application is refused, not given loanq's tables.
@@ -98,10 +98,10 @@ func Open(ctx context.Context, raw string, opts Options) (*Database, error) {
 		db.SetMaxIdleConns(opts.Conns)
 	}
 	out := &Database{DB: db, Driver: d, DSN: target}
-	if opts.Migrate == IfSelfMigrating && drivers.MigratesOnOpen(d) {
+	if opts.Migrate == IfSelfMigrating && d.MigratesOnOpen() {
 		err = loanqsOrEmpty(ctx, d, db, target)
 	}
-	if err == nil && (opts.Migrate == Always || (opts.Migrate == IfSelfMigrating && drivers.MigratesOnOpen(d))) {
+	if err == nil && (opts.Migrate == Always || (opts.Migrate == IfSelfMigrating && d.MigratesOnOpen())) {
 		out.Migrated, err = ensureCurrent(ctx, d, db)
 	}
 	if err == nil && opts.Check {

@@ -46,7 +46,7 @@ func TestOpenMigrateAndCheck(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		selfMigrating := drivers.MigratesOnOpen(d)
+		selfMigrating := d.MigratesOnOpen()
 		db, err := schema.Open(ctx, dsn, schema.Options{Migrate: schema.IfSelfMigrating, Check: true})
 		switch {
 		case selfMigrating && (err != nil || !db.Migrated):

@@ -1,6 +1,8 @@
 package workrun
 
-import "github.com/loanq/loanq/drivers"
+import (
+	"github.com/loanq/loanq/loankey"
+)
 
 // RepeatMemory bounds the loans a run remembers having completed: one that
 // comes back after this many other completions did not come back "at once".
@@ -12,7 +14,7 @@ const RepeatMemory = 4096
 // without end. "At once" is: before the task has answered empty, and within
 // the last RepeatMemory completions. Called with Runner.mu held.
 type repeats struct {
-	back   map[drivers.Key]repeat // completed loans: how often each came back in a row
+	back   map[loankey.Key]repeat // completed loans: how often each came back in a row
 	order  []repeat               // the same, oldest completion first, to forget the oldest
 	seq    uint64
 	warned bool
@@ -21,14 +23,14 @@ type repeats struct {
 }
 
 type repeat struct {
-	loan  drivers.Key
+	loan  loankey.Key
 	times int // times it came back in a row
 	seq   uint64
 }
 
 // taken records a loan a request returned and says how many times in a row
 // it has now come back after this run completed it (0: it did not).
-func (rp *repeats) taken(loan drivers.Key) int {
+func (rp *repeats) taken(loan loankey.Key) int {
 	if c, ok := rp.back[loan]; ok {
 		return c.times + 1
 	}
@@ -37,13 +39,13 @@ func (rp *repeats) taken(loan drivers.Key) int {
 
 // disposed records how a taken loan ended: completed, it is remembered with
 // times (how often it had come back when taken); otherwise its streak ends.
-func (rp *repeats) disposed(loan drivers.Key, completed bool, times int) {
+func (rp *repeats) disposed(loan loankey.Key, completed bool, times int) {
 	if !completed {
 		delete(rp.back, loan)
 		return
 	}
 	if rp.back == nil {
-		rp.back = map[drivers.Key]repeat{}
+		rp.back = map[loankey.Key]repeat{}
 	}
 	rp.seq++
 	c := repeat{loan: loan, times: times, seq: rp.seq}

@@ -1,15 +1,14 @@
 package workrun
 
 import (
+	"github.com/loanq/loanq/loankey"
 	"strconv"
 	"testing"
-
-	"github.com/loanq/loanq/drivers"
 )
 
 // k is loan n of an integer task.
-func k[N int | int64](n N) drivers.Key {
-	return drivers.NewKey(drivers.KeyInteger, strconv.FormatInt(int64(n), 10))
+func k[N int | int64](n N) loankey.Key {
+	return loankey.New(loankey.Integer, strconv.FormatInt(int64(n), 10))
 }
 
 // The streak of a loan: it grows while the loan is completed and taken

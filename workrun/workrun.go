@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/loanq/loanq/loankey"
 	"io"
 	"os"
 	"strconv"
@@ -19,7 +20,6 @@ import (
 	"time"
 
 	"github.com/loanq/loanq/dispatch"
-	"github.com/loanq/loanq/drivers"
 	"github.com/loanq/loanq/internal/child"
 	"github.com/loanq/loanq/internal/pause"
 )
@@ -50,10 +50,10 @@ type Queue interface {
 	// Get asks for up to n loans and returns the request's id and its
 	// loans, none when the task answered empty. When ctx ends while the
 	// request waits, the request must be cancelled, not left to be served.
-	Get(ctx context.Context, n int) (request int64, loans []drivers.Key, err error)
+	Get(ctx context.Context, n int) (request int64, loans []loankey.Key, err error)
 	// Dispose records how a loan ended: action is dispatch.Complete,
 	// dispatch.Return (back after after) or dispatch.Never.
-	Dispose(ctx context.Context, loan drivers.Key, action string, after time.Duration) error
+	Dispose(ctx context.Context, loan loankey.Key, action string, after time.Duration) error
 }
 
 // Observer is told what happens, to show it. Started, CameBack and Done are
@@ -103,7 +103,7 @@ type Options struct {
 // Loan is one loan of a request.
 type Loan struct {
 	Request int64
-	Key     drivers.Key
+	Key     loankey.Key
 }
 
 // Progress is what the run counts.
@@ -138,7 +138,7 @@ func (e *MaxFailuresError) Error() string {
 // RepeatsError is a run stopped by MaxRepeats: Loan came back Times times in
 // a row after the run completed it.
 type RepeatsError struct {
-	Loan       drivers.Key
+	Loan       loankey.Key
 	Times, Max int
 }
 
@@ -297,7 +297,7 @@ func Environ(base []string, o Options, l Loan) []string {
 // Args is the command's argv for a loan: {} in the arguments (not in the
 // program's name) replaced by the key as text: an integer's digits, a UUID,
 // or a text key passed as one argument (no shell is involved).
-func Args(argv []string, loan drivers.Key) []string {
+func Args(argv []string, loan loankey.Key) []string {
 	id := loan.String()
 	out := make([]string, len(argv))
 	for i, a := range argv {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/loanq/loanq/loankey"
 	"io"
 	"slices"
 	"sync"
@@ -12,7 +13,6 @@ import (
 	"time"
 
 	"github.com/loanq/loanq/dispatch"
-	"github.com/loanq/loanq/drivers"
 	"github.com/loanq/loanq/workrun"
 )
 
@@ -21,11 +21,11 @@ import (
 // records the dispositions: it tests nothing of the database (the engine's
 // Get and Dispose are tested in dispatch/, work run as a whole in e2e/).
 
-func key(n int) drivers.Key { return drivers.NewKey(drivers.KeyInteger, fmt.Sprint(n)) }
+func key(n int) loankey.Key { return loankey.New(loankey.Integer, fmt.Sprint(n)) }
 
 // queue answers Get with answer(call, n) (call counts from 0; nil: empty).
 type queue struct {
-	answer     func(call, n int) []drivers.Key
+	answer     func(call, n int) []loankey.Key
 	disposeErr error
 	getErr     error
 
@@ -36,12 +36,12 @@ type queue struct {
 }
 
 type disposal struct {
-	loan   drivers.Key
+	loan   loankey.Key
 	action string
 	after  time.Duration
 }
 
-func (q *queue) Get(ctx context.Context, n int) (int64, []drivers.Key, error) {
+func (q *queue) Get(ctx context.Context, n int) (int64, []loankey.Key, error) {
 	q.mu.Lock()
 	call := q.calls
 	q.calls++
@@ -50,14 +50,14 @@ func (q *queue) Get(ctx context.Context, n int) (int64, []drivers.Key, error) {
 	if q.getErr != nil {
 		return 0, nil, q.getErr
 	}
-	var loans []drivers.Key
+	var loans []loankey.Key
 	if q.answer != nil {
 		loans = q.answer(call, n)
 	}
 	return int64(call + 1), loans, nil
 }
 
-func (q *queue) Dispose(_ context.Context, loan drivers.Key, action string, after time.Duration) error {
+func (q *queue) Dispose(_ context.Context, loan loankey.Key, action string, after time.Duration) error {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	q.disposed = append(q.disposed, disposal{loan, action, after})
@@ -65,13 +65,13 @@ func (q *queue) Dispose(_ context.Context, loan drivers.Key, action string, afte
 }
 
 // loans hands out first..last, at most n at a time, then answers empty.
-func loans(first, last int) func(call, n int) []drivers.Key {
+func loans(first, last int) func(call, n int) []loankey.Key {
 	next := first
 	var mu sync.Mutex
-	return func(_, n int) []drivers.Key {
+	return func(_, n int) []loankey.Key {
 		mu.Lock()
 		defer mu.Unlock()
-		var out []drivers.Key
+		var out []loankey.Key
 		for ; n > 0 && next <= last; n-- {
 			out = append(out, key(next))
 			next++
@@ -225,7 +225,7 @@ func TestDisposition(t *testing.T) {
 }
 
 func TestArgs(t *testing.T) {
-	got := workrun.Args([]string{"./{}.sh", "{}", "--id={}", "x"}, drivers.NewKey(drivers.KeyText, "a b"))
+	got := workrun.Args([]string{"./{}.sh", "{}", "--id={}", "x"}, loankey.New(loankey.Text, "a b"))
 	if want := []string{"./{}.sh", "a b", "--id=a b", "x"}; !slices.Equal(got, want) {
 		t.Fatalf("Args: %q, want %q", got, want)
 	}
@@ -281,10 +281,10 @@ func TestCommandEnvironment(t *testing.T) {
 // told once; MaxRepeats stops the run once it came back that many times in
 // a row (that last time still processed); an empty answer ends a streak.
 func TestRepeats(t *testing.T) {
-	always7 := func(call, n int) []drivers.Key { return []drivers.Key{key(7)} }
+	always7 := func(call, n int) []loankey.Key { return []loankey.Key{key(7)} }
 	cases := []struct {
 		name       string
-		answer     func(call, n int) []drivers.Key
+		answer     func(call, n int) []loankey.Key
 		script     string
 		maxRepeats int
 		maxLoans   int
@@ -296,11 +296,11 @@ func TestRepeats(t *testing.T) {
 		{"stops at 1", always7, "exit 0", 1, 0, 2, []string{"7×1"}, &workrun.RepeatsError{Loan: key(7), Times: 1, Max: 1}},
 		{"no limit", always7, "exit 0", 0, 5, 5, []string{"7×1"}, nil},
 		{"not completed", always7, "exit 75", 1, 4, 4, nil, nil},
-		{"empty in between", func(call, n int) []drivers.Key {
+		{"empty in between", func(call, n int) []loankey.Key {
 			if call%2 == 1 {
 				return nil
 			}
-			return []drivers.Key{key(7)}
+			return []loankey.Key{key(7)}
 		}, "exit 0", 1, 4, 4, nil, nil},
 		{"other loans in between", loans(1, 5), "exit 0", 1, 0, 5, nil, nil},
 	}

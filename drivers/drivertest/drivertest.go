@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/loanq/loanq/loankey"
 	"strings"
 	"testing"
 	"time"
@@ -487,7 +488,7 @@ func rows(t *testing.T, ctx context.Context, d drivers.Driver, db *sql.DB) {
 			t.Fatal(err)
 		}
 	}
-	src := drivers.CriteriaSource{Source: "suite_rows", Key: "id", Where: "prio > 0", Order: "prio", Kind: drivers.KeyInteger}
+	src := drivers.CriteriaSource{Source: "suite_rows", Key: "id", Where: "prio > 0", Order: "prio", Kind: loankey.Integer}
 	taskID, _ := fixture(t, ctx, d, db, "suite-rows")
 	claim := func(n int) (*sql.Tx, []string) {
 		tx, err := db.BeginTx(ctx, rl.RowsTxOptions())

@@ -1,6 +1,8 @@
 package engineio
 
-import "database/sql"
+import (
+	"database/sql"
+)
 
 // The parameters of the engine's statements (Statements), one type per
 // shape of input; a feature's catalogue keeps its own beside it, and uses
@@ -267,7 +269,7 @@ type FinishingClaimParams struct {
 }
 
 // RecheckParams binds the criteria query over given keys: the task id and
-// the keys as a JSON array text (drivers.KeysJSON: "[3,7,9]", "["a","b"]").
+// the keys as a JSON array text (loankey.JSON: "[3,7,9]", "["a","b"]").
 type RecheckParams struct {
 	TaskID int64  `bind:"task_id"`
 	IDs    string `bind:"ids"`

@@ -3,6 +3,7 @@ package mysql
 import (
 	"context"
 	"database/sql"
+	"github.com/loanq/loanq/loankey"
 	"strings"
 
 	"github.com/loanq/loanq/drivers"
@@ -25,7 +26,7 @@ WHERE TABLE_SCHEMA = COALESCE(?, DATABASE()) AND TABLE_NAME = ? AND COLUMN_NAME 
 // DescribeKey: MariaDB's UUID type (10.7) reaches the client as CHAR, which
 // KeyKindOf takes as text; the catalogue names it. A view's column is
 // listed with the type of what it selects.
-func (*Driver) DescribeKey(ctx context.Context, q drivers.Querier, src drivers.CriteriaSource) (drivers.KeyKind, error) {
+func (*Driver) DescribeKey(ctx context.Context, q drivers.Querier, src drivers.CriteriaSource) (loankey.Kind, error) {
 	var schema sql.NullString
 	table := src.Source
 	if i := strings.IndexByte(table, '.'); i >= 0 {
@@ -34,10 +35,10 @@ func (*Driver) DescribeKey(ctx context.Context, q drivers.Querier, src drivers.C
 	var typ string
 	err := q.QueryRowContext(ctx, keyDataType, schema, table, src.Key).Scan(&typ)
 	if err != nil {
-		return drivers.KeyUnknown, err
+		return loankey.Unknown, err
 	}
 	if strings.EqualFold(typ, "uuid") {
-		return drivers.KeyUUID, nil
+		return loankey.UUID, nil
 	}
-	return drivers.KeyUnknown, nil
+	return loankey.Unknown, nil
 }

@@ -142,6 +142,18 @@ func (*Driver) IsDeadlock(err error) bool {
 // IsUniqueViolation: 1062 ER_DUP_ENTRY.
 func (*Driver) IsUniqueViolation(err error) bool { return errNumber(err) == 1062 }
 
+// Unsupported: every build reaches MySQL/MariaDB.
+func (*Driver) Unsupported() string { return "" }
+
+// MigratesOnOpen: a server's schema is its DBA's: `loanq migrate up`.
+func (*Driver) MigratesOnOpen() bool { return false }
+
+// ReadTxOptions: a read-only transaction.
+func (*Driver) ReadTxOptions() *sql.TxOptions { return &sql.TxOptions{ReadOnly: true} }
+
+// AcceptsPlainPath: a MySQL/MariaDB DSN always has its scheme.
+func (*Driver) AcceptsPlainPath(string) bool { return false }
+
 // IsPermissionDenied: 1142 ER_TABLEACCESS_DENIED_ERROR, 1143
 // ER_COLUMNACCESS_DENIED_ERROR, 1370 ER_PROCACCESS_DENIED_ERROR, and 1644
 // ER_SIGNAL_EXCEPTION raised by loanq's identity triggers (their message

@@ -2,6 +2,7 @@ package mysql
 
 import (
 	"context"
+	"github.com/loanq/loanq/loankey"
 
 	"github.com/loanq/loanq/drivers"
 )
@@ -51,8 +52,8 @@ func (dialect) KeyAsText(expr string) string {
 // UUID column as a UUID and with a character column in that column's
 // collation (the JSON_TABLE column takes utf8mb4's default collation, of
 // lower precedence than a column's), so the key's index serves the lookup.
-func (dialect) InKeys(expr, keys string, kind drivers.KeyKind) string {
-	if kind == drivers.KeyInteger {
+func (dialect) InKeys(expr, keys string, kind loankey.Kind) string {
+	if kind == loankey.Integer {
 		return expr + ` IN (SELECT j.id FROM JSON_TABLE(` + keys + `, '$[*]' COLUMNS (id BIGINT PATH '$')) AS j)`
 	}
 	return expr + ` IN (SELECT j.id FROM JSON_TABLE(` + keys + `, '$[*]' COLUMNS (id VARCHAR(200) CHARACTER SET utf8mb4 PATH '$')) AS j)`

@@ -4,6 +4,8 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"github.com/loanq/loanq/loankey"
+	"github.com/loanq/loanq/roles"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -54,10 +56,10 @@ const scriptNote = `-- Each statement is exactly what is sent, without a trailin
 `
 
 // sampleCriteria is the task the golden criteria query is built from.
-var sampleCriteria = drivers.CriteriaSource{Source: "loan", Key: "id", Where: "eligible = 1", Order: "priority DESC", Kind: drivers.KeyInteger}
+var sampleCriteria = drivers.CriteriaSource{Source: "loan", Key: "id", Where: "eligible = 1", Order: "priority DESC", Kind: loankey.Integer}
 
 // sampleTextCriteria is a task whose key is a text column (VARCHAR2).
-var sampleTextCriteria = drivers.CriteriaSource{Source: "application", Key: "ref", Where: "status = 'OPEN'", Order: "received", Kind: drivers.KeyText}
+var sampleTextCriteria = drivers.CriteriaSource{Source: "application", Key: "ref", Where: "status = 'OPEN'", Order: "received", Kind: loankey.Text}
 
 func TestGoldenStatements(t *testing.T) {
 	var b strings.Builder
@@ -400,12 +402,12 @@ func TestMigrationIdentifierLength(t *testing.T) {
 func TestGoldenGrants(t *testing.T) {
 	var b strings.Builder
 	b.WriteString("-- loanq grants for Oracle, every role (go test ./drivers/oracle -run Golden -update).\n")
-	for _, role := range drivers.Roles {
-		req := drivers.GrantRequest{Role: role, Account: "loanq_" + string(role), Sources: []drivers.Source{{Table: "acc_loan", Key: "loan_no"}}}
-		if role == drivers.RoleProcessor {
+	for _, role := range roles.All {
+		req := roles.Request{Role: role, Account: "loanq_" + string(role), Sources: []roles.Source{{Table: "acc_loan", Key: "loan_no"}}}
+		if role == roles.Processor {
 			req.ActsAs = "ana"
 		}
-		p, err := drivers.PlanGrants(req)
+		p, err := roles.PlanGrants(req)
 		if err != nil {
 			t.Fatal(err)
 		}

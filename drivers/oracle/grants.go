@@ -2,9 +2,8 @@ package oracle
 
 import (
 	"fmt"
+	"github.com/loanq/loanq/roles"
 	"strings"
-
-	"github.com/loanq/loanq/drivers"
 )
 
 // GrantSQL renders a role's plan for Oracle. Run it as the owner of loanq's
@@ -13,23 +12,23 @@ import (
 // Names are upper case, as Oracle stores unquoted names. Statements carry
 // no trailing ';' (each line is sent as it is; '/' runs it in SQL*Plus).
 // Only the exact text is tested: no Oracle server runs loanq's tests.
-func (*Driver) GrantSQL(p *drivers.Plan) []string {
+func (*Driver) GrantSQL(p *roles.Plan) []string {
 	acct := strings.ToUpper(p.Account)
 	out := []string{
-		drivers.Comment("loanq grants: role %s for account %s (Oracle); run as the owner of loanq's tables", p.Role, acct),
+		roles.Comment("loanq grants: role %s for account %s (Oracle); run as the owner of loanq's tables", p.Role, acct),
 	}
-	out = append(out, drivers.Comment("revoke first: the account keeps nothing an earlier role gave it on loanq's objects or on the"),
-		drivers.Comment("source tables named here (also what was granted there for other uses: grant that again after);"),
-		drivers.Comment("Oracle refuses to REVOKE what was never granted, so the block revokes what ALL_TAB_PRIVS and"),
-		drivers.Comment("ALL_COL_PRIVS list as granted by this account (REVOKE ALL also removes column privileges)"),
+	out = append(out, roles.Comment("revoke first: the account keeps nothing an earlier role gave it on loanq's objects or on the"),
+		roles.Comment("source tables named here (also what was granted there for other uses: grant that again after);"),
+		roles.Comment("Oracle refuses to REVOKE what was never granted, so the block revokes what ALL_TAB_PRIVS and"),
+		roles.Comment("ALL_COL_PRIVS list as granted by this account (REVOKE ALL also removes column privileges)"),
 		revokeBlock(p, acct))
 	for _, t := range p.Tables {
-		out = append(out, drivers.Comment("%s", t.Why))
+		out = append(out, roles.Comment("%s", t.Why))
 		out = append(out, fmt.Sprintf("GRANT %s ON %s TO %s", t.PrivilegeList(), t.Table, acct))
 	}
-	out = append(out, drivers.Comment("who the account may act as (docs/security.md)"),
+	out = append(out, roles.Comment("who the account may act as (docs/security.md)"),
 		fmt.Sprintf("GRANT EXECUTE ON loanq_may_act_as TO %s", acct))
-	if p.Role == drivers.RoleDashboard || p.Role == drivers.RoleRefresher {
+	if p.Role == roles.Dashboard || p.Role == roles.Refresher {
 		out = append(out, fmt.Sprintf("DELETE FROM loanq_account WHERE account = %s", quote(acct)))
 	} else {
 		trusted := 0
@@ -45,17 +44,17 @@ WHEN NOT MATCHED THEN INSERT (account, user_name, trusted, granted_by, granted_a
 			quote(acct), literalOrNull(p.ActsAs), trusted))
 	}
 	if p.LockSources {
-		out = append(out, drivers.Comment("strategy rows: the claim calls the owner's cursor procedure and reads the keys it locked"),
+		out = append(out, roles.Comment("strategy rows: the claim calls the owner's cursor procedure and reads the keys it locked"),
 			fmt.Sprintf("GRANT EXECUTE ON loanq_lock_rows TO %s", acct),
 			fmt.Sprintf("GRANT SELECT ON loanq_rows_locked TO %s", acct))
 	}
 	for _, s := range p.Sources {
 		if !p.LockSources {
-			out = append(out, drivers.Comment("source %s: serve's backlog count reads it (--backlog-every); READ, unlike SELECT, locks no row", s.Table),
+			out = append(out, roles.Comment("source %s: serve's backlog count reads it (--backlog-every); READ, unlike SELECT, locks no row", s.Table),
 				fmt.Sprintf("GRANT READ ON %s TO %s", s.Table, acct))
 			continue
 		}
-		out = append(out, drivers.Comment("source %s (key %s): SELECT lets Oracle lock rows (FOR UPDATE SKIP LOCKED); READ would not", s.Table, s.Key),
+		out = append(out, roles.Comment("source %s (key %s): SELECT lets Oracle lock rows (FOR UPDATE SKIP LOCKED); READ would not", s.Table, s.Key),
 			fmt.Sprintf("GRANT SELECT ON %s TO %s", s.Table, acct))
 	}
 	return out
@@ -64,7 +63,7 @@ WHEN NOT MATCHED THEN INSERT (account, user_name, trusted, granted_by, granted_a
 // revokeTables are the tables a script revokes on first: all of loanq's,
 // and the temporary table of the rows strategy's claim.
 func revokeTables() []string {
-	return append(drivers.LoanqTables[:len(drivers.LoanqTables):len(drivers.LoanqTables)], "loanq_rows_locked")
+	return append(roles.LoanqTables[:len(roles.LoanqTables):len(roles.LoanqTables)], "loanq_rows_locked")
 }
 
 // revokeRoutines are the routines a role may be granted EXECUTE on.
@@ -72,7 +71,7 @@ var revokeRoutines = []string{"loanq_may_act_as", "loanq_lock_rows"}
 
 // revokeBlock is the PL/SQL block that revokes what this account (the
 // owner) granted acct on loanq's objects and on the plan's sources.
-func revokeBlock(p *drivers.Plan, acct string) string {
+func revokeBlock(p *roles.Plan, acct string) string {
 	var objs []string
 	for _, t := range append(revokeTables(), revokeRoutines...) {
 		objs = append(objs, fmt.Sprintf("(USER, %s)", quote(strings.ToUpper(t))))

@@ -113,6 +113,15 @@ func (*Driver) IsDeadlock(err error) bool { return OraCode(err) == oraDeadlock }
 // IsUniqueViolation: ORA-00001.
 func (*Driver) IsUniqueViolation(err error) bool { return isUniqueCode(OraCode(err)) }
 
+// MigratesOnOpen: a server's schema is its DBA's: `loanq migrate up`.
+func (*Driver) MigratesOnOpen() bool { return false }
+
+// ReadTxOptions: a read-only transaction.
+func (*Driver) ReadTxOptions() *sql.TxOptions { return &sql.TxOptions{ReadOnly: true} }
+
+// AcceptsPlainPath: an Oracle DSN always has its scheme.
+func (*Driver) AcceptsPlainPath(string) bool { return false }
+
 // IsPermissionDenied: ORA-01031 insufficient privileges and ORA-20401
 // raised by loanq's identity triggers (migration 00008). (A table the
 // account may not read answers ORA-00942 "does not exist", which is left a

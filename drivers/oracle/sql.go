@@ -3,6 +3,7 @@ package oracle
 import (
 	"context"
 	"database/sql"
+	"github.com/loanq/loanq/loankey"
 	"strconv"
 
 	"github.com/loanq/loanq/drivers"
@@ -63,8 +64,8 @@ func (dialect) KeyAsText(expr string) string { return `TO_CHAR(` + expr + `)` }
 
 // InKeys: as InIDs, the elements read as the key column's kind (integers as
 // NUMBER(19), text as VARCHAR2(200 CHAR)).
-func (dialect) InKeys(expr, keys string, kind drivers.KeyKind) string {
-	if kind == drivers.KeyInteger {
+func (dialect) InKeys(expr, keys string, kind loankey.Kind) string {
+	if kind == loankey.Integer {
 		return expr + ` IN (SELECT j.id FROM JSON_TABLE(` + keys + `, '$[*]' COLUMNS (id NUMBER(19) PATH '$')) j)`
 	}
 	return expr + ` IN (SELECT j.id FROM JSON_TABLE(` + keys + `, '$[*]' COLUMNS (id VARCHAR2(200 CHAR) PATH '$')) j)`

@@ -108,6 +108,18 @@ func (*Driver) IsDeadlock(err error) bool { return sqlState(err) == "40P01" }
 // IsUniqueViolation: 23505 unique_violation.
 func (*Driver) IsUniqueViolation(err error) bool { return sqlState(err) == "23505" }
 
+// Unsupported: every build reaches PostgreSQL.
+func (*Driver) Unsupported() string { return "" }
+
+// MigratesOnOpen: a server's schema is its DBA's: `loanq migrate up`.
+func (*Driver) MigratesOnOpen() bool { return false }
+
+// ReadTxOptions: a read-only transaction.
+func (*Driver) ReadTxOptions() *sql.TxOptions { return &sql.TxOptions{ReadOnly: true} }
+
+// AcceptsPlainPath: a PostgreSQL DSN always has its scheme.
+func (*Driver) AcceptsPlainPath(string) bool { return false }
+
 // IsPermissionDenied: 42501 insufficient_privilege, which is also what a
 // row-level security policy raises for a row it refuses.
 func (*Driver) IsPermissionDenied(err error) bool { return sqlState(err) == "42501" }

@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"github.com/loanq/loanq/loankey"
 	"strconv"
 
 	"github.com/loanq/loanq/drivers"
@@ -58,11 +59,11 @@ func (dialect) KeyAsText(expr string) string { return `(` + expr + `)::text` }
 // InKeys: as InIDs, the array's elements cast to the key column's type,
 // so that = ANY is an index condition on it (text: the elements as they
 // are; a varchar column compares as text, with its index).
-func (dialect) InKeys(expr, keys string, kind drivers.KeyKind) string {
+func (dialect) InKeys(expr, keys string, kind loankey.Kind) string {
 	switch kind {
-	case drivers.KeyText:
+	case loankey.Text:
 		return expr + ` = ANY (ARRAY(SELECT jsonb_array_elements_text(` + keys + `::jsonb)))`
-	case drivers.KeyUUID:
+	case loankey.UUID:
 		return expr + ` = ANY (ARRAY(SELECT jsonb_array_elements_text(` + keys + `::jsonb)::uuid))`
 	}
 	return expr + ` = ANY (ARRAY(SELECT jsonb_array_elements_text(` + keys + `::jsonb)::bigint))`

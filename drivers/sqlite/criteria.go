@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"github.com/loanq/loanq/loankey"
 	"strings"
 
 	"github.com/loanq/loanq/drivers"
@@ -26,22 +27,22 @@ func (*Driver) CriteriaSyntax() sqllex.Syntax { return sqllex.SQLite }
 // for a column without a declared type (a computed view column). SQLite has
 // no UUID type: a column declared UUID (NUMERIC affinity) holds UUIDs as
 // text, and is taken as a UUID key.
-func (*Driver) KeyKind(ct *sql.ColumnType) drivers.KeyKind {
+func (*Driver) KeyKind(ct *sql.ColumnType) loankey.Kind {
 	t := strings.ToUpper(ct.DatabaseTypeName())
 	switch {
 	case t == "":
-		return drivers.KeyUnknown
+		return loankey.Unknown
 	case strings.Contains(t, "INT"):
-		return drivers.KeyInteger
+		return loankey.Integer
 	case strings.Contains(t, "UUID"):
-		return drivers.KeyUUID
+		return loankey.UUID
 	case strings.Contains(t, "CHAR"), strings.Contains(t, "CLOB"), strings.Contains(t, "TEXT"):
-		return drivers.KeyText
+		return loankey.Text
 	case strings.Contains(t, "BLOB"), strings.Contains(t, "DATE"), strings.Contains(t, "TIME"),
 		strings.Contains(t, "REAL"), strings.Contains(t, "FLOA"), strings.Contains(t, "DOUB"):
-		return drivers.KeyOther
+		return loankey.Other
 	}
-	return drivers.KeyUnknown // NUMERIC affinity: integers stay integers
+	return loankey.Unknown // NUMERIC affinity: integers stay integers
 }
 
 // SomeTables names up to n tables and views of the database, loanq's or

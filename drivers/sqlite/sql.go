@@ -2,6 +2,7 @@ package sqlite
 
 import (
 	"context"
+	"github.com/loanq/loanq/loankey"
 
 	"github.com/loanq/loanq/drivers"
 )
@@ -46,7 +47,7 @@ func (dialect) KeyAsText(expr string) string { return `CAST(` + expr + ` AS TEXT
 
 // InKeys: json_each's values are integers for an integer task's list and
 // text otherwise, each compared with the key column in its own affinity.
-func (dialect) InKeys(expr, keys string, _ drivers.KeyKind) string {
+func (dialect) InKeys(expr, keys string, _ loankey.Kind) string {
 	return expr + ` IN (SELECT value FROM json_each(` + keys + `))`
 }
 

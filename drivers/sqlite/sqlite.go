@@ -59,10 +59,11 @@ var capabilities = drivers.Capabilities{
 	Accounts:    drivers.AccountsNone,
 }
 
-// MigratesOnOpen: the embedded default migrates itself (see drivers.SelfMigrating).
+// MigratesOnOpen: the embedded default migrates itself (nobody else
+// administers the file).
 func (*Driver) MigratesOnOpen() bool { return true }
 
-// ReadTxOptions: none (see drivers.ReadTxOptioner). Asked for a read-only
+// ReadTxOptions: none. Asked for a read-only
 // transaction, the modernc driver enforces nothing and only replaces loanq's
 // BEGIN IMMEDIATE with a deferred BEGIN; loanq keeps one kind of transaction
 // on SQLite.
@@ -132,6 +133,17 @@ func (*Driver) IsUniqueViolation(err error) bool {
 	c := code(err)
 	return c == 2067 || c == 1555
 }
+
+// IsDeadlock: never; SQLite has one writer at a time, and a writer that
+// would wait past busy_timeout gets SQLITE_BUSY (IsLockBusy).
+func (*Driver) IsDeadlock(error) bool { return false }
+
+// IsPermissionDenied: never; SQLite has no accounts (the file's
+// permissions are the boundary).
+func (*Driver) IsPermissionDenied(error) bool { return false }
+
+// Unsupported: every build has SQLite (a pure-Go driver).
+func (*Driver) Unsupported() string { return "" }
 
 // SQLite's primary result codes (the low byte of an extended code).
 const (

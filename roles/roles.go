@@ -1,4 +1,4 @@
-package drivers
+package roles
 
 import (
 	"fmt"
@@ -14,27 +14,27 @@ import (
 type Role string
 
 const (
-	// RoleAdmin defines tasks (task create, update, delete) and may act for
+	// Admin defines tasks (task create, update, delete) and may act for
 	// anyone. It does not run migrations: the tables' owner does.
-	RoleAdmin Role = "admin"
-	// RoleProcessor gets, waits for, cancels, disposes of and lists its own
+	Admin Role = "admin"
+	// Processor gets, waits for, cancels, disposes of and lists its own
 	// work, on every strategy, and runs `lock run`. It acts only as itself.
-	RoleProcessor Role = "processor"
-	// RoleSupervisor is a processor that may also act for others: work
+	Processor Role = "processor"
+	// Supervisor is a processor that may also act for others: work
 	// reclaim, and a processor's work on someone's behalf.
-	RoleSupervisor Role = "supervisor"
-	// RoleDashboard only reads: loanq's own tables (`loanq serve` without
+	Supervisor Role = "supervisor"
+	// Dashboard only reads: loanq's own tables (`loanq serve` without
 	// the API; task list, show and stats; work list; lock list), and the
 	// --source tables named, for serve's backlog counts.
-	RoleDashboard Role = "dashboard"
-	// RoleRefresher refills candidate pools (task refill, serve --refill):
+	Dashboard Role = "dashboard"
+	// Refresher refills candidate pools (task refill, serve --refill):
 	// criteria queries under the task lock or lease, which serve the
 	// requests pending at that moment as any round does.
-	RoleRefresher Role = "refresher"
-	// RoleServe is the account of `loanq serve` when it serves processors
+	Refresher Role = "refresher"
+	// Serve is the account of `loanq serve` when it serves processors
 	// who have no database account: a supervisor's rights, trusted to act
 	// as the users it authenticates.
-	RoleServe Role = "serve"
+	Serve Role = "serve"
 )
 
 // LoanqTables are all of loanq's tables, its version table included. A role is
@@ -46,25 +46,25 @@ const (
 var LoanqTables = []string{"loanq_schema_version", "loanq_account", "loanq_task", "loanq_work_request", "loanq_work",
 	"loanq_query_run", "loanq_task_user", "loanq_pool", "loanq_lock", "loanq_api_token", "loanq_session"}
 
-// Roles lists the roles in the order `loanq grants --help` gives them.
-var Roles = []Role{RoleAdmin, RoleProcessor, RoleSupervisor, RoleDashboard, RoleRefresher, RoleServe}
+// All lists the roles in the order `loanq grants --help` gives them.
+var All = []Role{Admin, Processor, Supervisor, Dashboard, Refresher, Serve}
 
-// ParseRole checks a --role value.
-func ParseRole(s string) (Role, error) {
-	for _, r := range Roles {
+// Parse checks a --role value.
+func Parse(s string) (Role, error) {
+	for _, r := range All {
 		if string(r) == strings.ToLower(strings.TrimSpace(s)) {
 			return r, nil
 		}
 	}
-	names := make([]string, len(Roles))
-	for i, r := range Roles {
+	names := make([]string, len(All))
+	for i, r := range All {
 		names[i] = string(r)
 	}
 	return "", problem.Usagef("unknown role %q: use one of %s", s, strings.Join(names, ", "))
 }
 
 // Trusted reports whether accounts of the role may act as any user.
-func (r Role) Trusted() bool { return r == RoleAdmin || r == RoleSupervisor || r == RoleServe }
+func (r Role) Trusted() bool { return r == Admin || r == Supervisor || r == Serve }
 
 // Source is a table or view of loans a role reads, with the task's key
 // column (the one PostgreSQL's row locks need an UPDATE privilege on).
@@ -73,8 +73,8 @@ type Source struct {
 	Key   string
 }
 
-// GrantRequest is what `loanq grants` was asked for.
-type GrantRequest struct {
+// Request is what `loanq grants` was asked for.
+type Request struct {
 	Role    Role
 	Account string   // the database account (MySQL: user or user@host)
 	ActsAs  string   // a user name the account acts as, mapped by an admin ("": its own name)
@@ -106,7 +106,7 @@ func (t TableGrant) PrivilegeList() string {
 // Plan is what a role needs, said once for every dialect; each driver's
 // GrantWriter renders it in its own SQL.
 type Plan struct {
-	GrantRequest
+	Request
 	Tables   []TableGrant
 	Function bool // may call loanq_may_act_as (the identity check)
 	// LockSources: the role locks source rows (strategy rows) and must not
@@ -137,7 +137,7 @@ func ParseSource(s string) (Source, error) {
 }
 
 // PlanGrants checks a request and lists what its role needs.
-func PlanGrants(req GrantRequest) (*Plan, error) {
+func PlanGrants(req Request) (*Plan, error) {
 	if !accountRe().MatchString(req.Account) {
 		return nil, problem.Usagef("invalid --to %q: give the database account's name (letters, digits, _ $ . -; MySQL may add @HOST)", req.Account)
 	}
@@ -147,7 +147,7 @@ func PlanGrants(req GrantRequest) (*Plan, error) {
 	if req.ActsAs != "" && req.Role.Trusted() {
 		return nil, problem.Usagef("--as is for accounts that act as one user: a %s account may act as anyone", req.Role)
 	}
-	p := &Plan{GrantRequest: req, Function: true}
+	p := &Plan{Request: req, Function: true}
 	version := TableGrant{Table: "loanq_schema_version", Privs: []string{"SELECT"}, Why: "every command checks the schema version first"}
 	account := TableGrant{Table: "loanq_account", Privs: []string{"SELECT"}, Why: "who may act as whom (read by the identity check)"}
 	read := func(t, why string) TableGrant { return TableGrant{Table: t, Privs: []string{"SELECT"}, Why: why} }
@@ -172,19 +172,19 @@ func PlanGrants(req GrantRequest) (*Plan, error) {
 	lockRun := TableGrant{Table: "loanq_lock", Privs: []string{"SELECT", "INSERT", "UPDATE"}, Columns: []string{"name", "holder", "token", "taken_at", "expires_at"},
 		Why: "lock run: named leases (MySQL names the key column in its insert-or-keep)"}
 	switch req.Role {
-	case RoleProcessor:
+	case Processor:
 		p.Tables = processor
 		p.LockSources = true
-	case RoleSupervisor:
+	case Supervisor:
 		p.Tables = append(processor[:len(processor)-1:len(processor)-1], lockRun)
 		p.LockSources = true
-	case RoleServe:
+	case Serve:
 		// Also reads the API tokens (serve --api --auth token): only their
 		// hashes, never a way to issue or revoke one.
 		p.Tables = append(processor[:len(processor):len(processor)], read("loanq_api_token", "authenticate API calls by token hash"),
 			TableGrant{Table: "loanq_session", Privs: []string{"SELECT", "INSERT", "DELETE"}, Why: "sessions of the processor's page (/work): sign in, check, sign out"})
 		p.LockSources = true
-	case RoleAdmin:
+	case Admin:
 		p.Tables = []TableGrant{version, account,
 			{Table: "loanq_task", Privs: []string{"SELECT", "INSERT", "UPDATE", "DELETE"}, Why: "define, change and delete tasks"},
 			{Table: "loanq_work_request", Privs: []string{"SELECT", "INSERT", "UPDATE", "DELETE"}, Why: "task delete and prune remove history"},
@@ -196,7 +196,7 @@ func PlanGrants(req GrantRequest) (*Plan, error) {
 			{Table: "loanq_api_token", Privs: []string{"SELECT", "INSERT", "UPDATE"}, Why: "token create, list and revoke (serve --api)"},
 		}
 		p.LockSources = true
-	case RoleDashboard:
+	case Dashboard:
 		p.Tables = []TableGrant{version, account,
 			read("loanq_task", "tasks"), read("loanq_work_request", "pending requests"), read("loanq_work", "active work and dispositions"),
 			read("loanq_query_run", "criteria-query runs"), read("loanq_lock", "lock list"), read("loanq_pool", "candidate pools"),
@@ -206,7 +206,7 @@ func PlanGrants(req GrantRequest) (*Plan, error) {
 		// the --source tables named (never locking a row). Without
 		// --source it reads loanq's tables only, and serve runs with
 		// --backlog-every 0s (docs/security.md).
-	case RoleRefresher:
+	case Refresher:
 		// A refill is a serving round: it serves the requests pending at
 		// that moment, as any round does, so it writes what a processor's
 		// round writes (for nobody in particular: it never logs requests).
@@ -221,22 +221,6 @@ func PlanGrants(req GrantRequest) (*Plan, error) {
 		}
 	}
 	return p, nil
-}
-
-// GrantWriter is implemented by the drivers of databases with accounts: it
-// renders a Plan as the statements an admin runs (GRANTs, the
-// loanq_account row, and what the dialect needs besides).
-type GrantWriter interface {
-	GrantSQL(p *Plan) []string
-}
-
-// GrantSQL renders p for d, or says why d has no accounts.
-func GrantSQL(d Driver, p *Plan) ([]string, error) {
-	w, ok := d.(GrantWriter)
-	if !ok {
-		return nil, problem.Usagef("%s has no database accounts: whoever can write the file can do anything loanq does; protect it with the file's permissions (docs/security.md)", d.Name())
-	}
-	return w.GrantSQL(p), nil
 }
 
 // Comment is a one-line SQL comment for a grant script.

@@ -1,4 +1,4 @@
-package drivers
+package roles
 
 import (
 	"slices"
@@ -8,8 +8,8 @@ import (
 // What a role is granted is one of LoanqTables, the list every grant script
 // revokes on first: a table granted but not revoked would outlive a re-grant.
 func TestGrantedTablesAreRevokedFirst(t *testing.T) {
-	for _, role := range Roles {
-		p, err := PlanGrants(GrantRequest{Role: role, Account: "acct"})
+	for _, role := range All {
+		p, err := PlanGrants(Request{Role: role, Account: "acct"})
 		if err != nil {
 			t.Fatal(err)
 		}
