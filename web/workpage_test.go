@@ -69,6 +69,9 @@ func (b *browser) do(base, method, path, body string, hdr map[string]string) pag
 	if _, ok := hdr["Origin"]; !ok && method != "GET" {
 		req.Header.Set("Origin", base)
 	}
+	if strings.HasPrefix(body, "{") {
+		req.Header.Set("Content-Type", "application/json") // as work.js sends it
+	}
 	for k, v := range hdr {
 		if v != "" {
 			req.Header.Set(k, v)
@@ -81,7 +84,11 @@ func (b *browser) do(base, method, path, body string, hdr map[string]string) pag
 	defer res.Body.Close()
 	raw, _ := io.ReadAll(res.Body)
 	if strings.HasPrefix(path, "/api/v1/") {
-		checkSpec(b.t, method, path, res, raw)
+		var sent []byte
+		if body != "" {
+			sent = []byte(body)
+		}
+		checkSpec(b.t, req, sent, res, raw)
 	}
 	for _, c := range res.Cookies() {
 		if c.MaxAge < 0 {

@@ -22,6 +22,8 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
+	"regexp"
 	"slices"
 	"sort"
 	"strconv"
@@ -130,15 +132,21 @@ var generalHeaders = []string{
 }
 
 // Check checks one answer to method urlPath (urlPath may carry a query):
-// as CheckCall without the request's body.
+// as CheckCall, but for the request's body, which is not known.
 func (d *Doc) Check(method, urlPath string, status int, header http.Header, body []byte) error {
 	return d.CheckCall(httptest.NewRequest(method, urlPath, nil), nil, status, header, body)
 }
 
-// CheckCall checks one call: the request req with body reqBody (nil: none)
-// answered with status, header and body. A request the document refuses
-// (a body or parameter outside its schema) must be answered with a 4xx.
+// CheckCall checks one call: the request req with body reqBody (nil: not
+// known, not checked) answered with status, header and body. A request the
+// document refuses (a body or parameter outside its schema) must be
+// answered with a 4xx. An error's problem document must speak the API's
+// words (cliWords).
 func (d *Doc) CheckCall(req *http.Request, reqBody []byte, status int, header http.Header, body []byte) error {
+	// The document's server is "/": the path and query are matched, not
+	// the host a client called.
+	req = req.Clone(context.Background())
+	req.URL = &url.URL{Path: req.URL.Path, RawPath: req.URL.RawPath, RawQuery: req.URL.RawQuery}
 	what := req.Method + " " + req.URL.RequestURI()
 	route, params, err := d.router.FindRoute(req)
 	if err != nil {
@@ -166,6 +174,7 @@ func (d *Doc) CheckCall(req *http.Request, reqBody []byte, status int, header ht
 		Options: &openapi3filter.Options{
 			AuthenticationFunc: openapi3filter.NoopAuthenticationFunc,
 			MultiError:         true,
+			ExcludeRequestBody: reqBody == nil,
 		},
 	}
 	if reqBody != nil {
@@ -232,5 +241,15 @@ func problemBody(what string, status int, header http.Header, body []byte) error
 	if p.Status.String() != strconv.Itoa(status) {
 		return fmt.Errorf("%s: problem status %s in a %d answer", what, p.Status, status)
 	}
+	if w := cliWords.FindString(*p.Detail); w != "" {
+		return fmt.Errorf("%s: the problem speaks the command line (%q), not the API's fields and endpoints: %s", what, w, *p.Detail)
+	}
 	return nil
 }
+
+// cliWords are the command line's names in an API answer: a flag of the
+// commands the API stands for (the API's field is count, not --count), or
+// one of those commands to run, which the API has an endpoint for. (An
+// administrator's command, such as `loanq token create`, which no endpoint
+// stands for, may be named.)
+var cliWords = regexp.MustCompile("--(count|after|of|older-than|user|wait|task|action|reason|note)\\b|`loanq (work|disposition|pipeline|task list|history)")
