@@ -99,6 +99,9 @@ func Handler(cfg Config) (http.Handler, error) {
 		mux.HandleFunc("POST /work/logout", a.logout)
 		mux.Handle("GET /work/assets/", wp.static())
 		wp.methods = newMethodSet("GET /work", "POST /work/login", "POST /work/logout", "GET /work/assets/")
+		// Any other method of /work too: else net/http redirects a POST
+		// /work to /work/ (the catch-all has the path with a slash).
+		mux.HandleFunc("/work", wp.notFound)
 		mux.HandleFunc("/work/", wp.notFound)
 	}
 	return secureHeaders(site{allowedHosts: cfg.AllowedHosts}.sameSite(mux)), nil

@@ -138,6 +138,20 @@ func TestWorkPageSessions(t *testing.T) {
 		if a := ana.do(n1, "GET", "/work", "", nil); a.status != 200 || ana.cookies[loginCookie] == nil {
 			t.Fatalf("GET /work: %d, cookies %v", a.status, ana.cookies)
 		}
+		// A wrong method on one of the page's routes: 405 with Allow.
+		for _, c := range []struct{ method, path, allow string }{
+			{"GET", "/work/login", "POST"},
+			{"DELETE", "/work/logout", "POST"},
+			{"POST", "/work/assets/work.js", "GET, HEAD"},
+			{"POST", "/work", "GET, HEAD"},
+		} {
+			if a := ana.do(n1, c.method, c.path, "", nil); a.status != 405 || a.header.Get("Allow") != c.allow {
+				t.Errorf("%s %s: %d, Allow %q; want 405, Allow %q", c.method, c.path, a.status, a.header.Get("Allow"), c.allow)
+			}
+		}
+		if a := ana.do(n1, "GET", "/work/nope", "", nil); a.status != 404 {
+			t.Errorf("GET /work/nope: %d, want 404", a.status)
+		}
 		login := fmt.Sprintf(`{"token": %q}`, f.tokens["ana"].Token)
 		for name, hdr := range map[string]map[string]string{
 			"no CSRF token":    {},
