@@ -134,7 +134,9 @@ func (e *Engine) awaitOther(ctx context.Context, task *Task, id int64, opt GetOp
 		if opt.NoWait || wait <= 0 {
 			return &problem.Error{Kind: problem.Busy,
 				Msg:  fmt.Sprintf("your request %d of task %s is pending for another call of yours: this caller asks for its own loans once it is answered (or expired, %s after its last sign of life)", id, task.Name, drivers.RequestAlive),
-				Hint: fmt.Sprintf("`loanq work status %d` shows it; `loanq work cancel %d` cancels it if nobody waits for it", id, id)}
+				Hint: fmt.Sprintf("`loanq work status %d` shows it; `loanq work cancel %d` cancels it if nobody waits for it", id, id),
+				API: fmt.Sprintf("your request %d of task %s is pending for another call of yours: this caller asks for its own loans once it is answered (or expired, %s after its last sign of life) (GET /api/v1/requests/%d shows it; DELETE /api/v1/requests/%d cancels it if nobody waits for it)",
+					id, task.Name, drivers.RequestAlive, id, id)}
 		}
 		if err := pause.For(ctx, wait); err != nil {
 			break

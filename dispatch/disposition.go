@@ -39,7 +39,8 @@ func ParseAction(s string) (string, error) {
 	case Complete, Return, Never:
 		return strings.ToLower(s), nil
 	}
-	return "", problem.Usagef("unknown disposition %q: use complete, return or never", s)
+	return "", problem.UsageAPI(fmt.Sprintf("unknown disposition %q: use complete, return or never", s),
+		fmt.Sprintf("invalid action %q: use complete, return or never", s))
 }
 
 // CheckDisposition checks a disposition's action and its --after without a
@@ -51,10 +52,10 @@ func CheckDisposition(action string, after time.Duration, afterGiven bool) (stri
 		return "", err
 	}
 	if afterGiven && action != Return {
-		return "", problem.Usagef("--after only goes with return (a %s disposition has no return time)", action)
+		return "", problem.Paramf("--after", "after", "%s only goes with return (a %s disposition has no return time)", action)
 	}
 	if after < 0 || after > MaxReturnWait {
-		return "", problem.Usagef("invalid --after %s: give a duration from 0s to 72h (e.g. 0s, 90m, 4h)", after)
+		return "", problem.Paramf("--after", "after", "invalid %s %s: give a duration from 0s to 72h (e.g. 0s, 90m, 4h)", after)
 	}
 	return action, nil
 }
@@ -172,7 +173,8 @@ func (e *Engine) notDisposed(ctx context.Context, task *Task, loan string, user 
 func (e *Engine) notActive(ctx context.Context, task *Task, loan string) error {
 	last, err := e.sql().LastWork.One(ctx, e.DB, engineio.TaskLoanParams{TaskID: task.ID, LoanID: loan})
 	if errors.Is(err, sql.ErrNoRows) {
-		return problem.Usagef("loan %s has never been assigned in task %s: `loanq pipeline` lists your active loans", loan, task.Name)
+		return problem.UsageAPI(fmt.Sprintf("loan %s has never been assigned in task %s: `loanq pipeline` lists your active loans", loan, task.Name),
+			fmt.Sprintf("loan %s has never been assigned in task %s: GET /api/v1/pipeline lists your active loans", loan, task.Name))
 	}
 	if err != nil {
 		return fmt.Errorf("reading the history of loan %s: %w", loan, err)

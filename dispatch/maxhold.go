@@ -79,11 +79,11 @@ func (e *Engine) Reclaim(ctx context.Context, taskName, supervisor, user string,
 	}
 	if user != "" {
 		if err := validateUser(user); err != nil {
-			return nil, problem.Usagef("invalid --user %q: give the name of the user whose work to return", user)
+			return nil, problem.Paramf("--of", "of", "invalid %s %q: give the name of the user whose work to return", user)
 		}
 	}
 	if olderThan < 0 {
-		return nil, problem.Usagef("invalid --older-than %s: give 0s or a positive duration", olderThan)
+		return nil, problem.Paramf("--older-than", "older_than", "invalid %s %s: give 0s or a positive duration", olderThan)
 	}
 	task, err := e.Task(ctx, taskName)
 	if err != nil {

@@ -82,7 +82,7 @@ type GetOptions struct {
 // naming its id.
 func (e *Engine) Get(ctx context.Context, taskName, user string, count int, opt GetOptions) (*Request, error) {
 	if count < 1 || count > MaxCount {
-		return nil, problem.Usagef("invalid --count %d: ask for between 1 and %d loans", count, MaxCount)
+		return nil, problem.Paramf("--count", "count", "invalid %s %d: ask for between 1 and %d loans", count, MaxCount)
 	}
 	if err := validateUser(user); err != nil {
 		return nil, err
@@ -330,7 +330,8 @@ func (e *Engine) pending(ctx context.Context, q drivers.Querier, taskID int64) (
 // row with no loan when it has none); an unknown id is bad input.
 func (e *Engine) Request(ctx context.Context, id int64) (*Request, error) {
 	if id <= 0 {
-		return nil, problem.Usagef("invalid request id %d: give the request_id that `loanq work get` printed", id)
+		return nil, problem.UsageAPI(fmt.Sprintf("invalid request id %d: give the request_id that `loanq work get` printed", id),
+			fmt.Sprintf("invalid request id %d: give the request_id that POST /api/v1/tasks/{task}/requests answered", id))
 	}
 	rows, err := e.sql().RequestWithLoans.All(ctx, e.DB, engineio.IDParams{ID: id})
 	if err != nil {
@@ -347,7 +348,8 @@ func (e *Engine) Request(ctx context.Context, id int64) (*Request, error) {
 		}
 	}
 	if r == nil {
-		return nil, problem.Usagef("unknown request id %d: give the request_id that `loanq work get` printed", id)
+		return nil, problem.UsageAPI(fmt.Sprintf("unknown request id %d: give the request_id that `loanq work get` printed", id),
+			fmt.Sprintf("unknown request id %d: give the request_id that POST /api/v1/tasks/{task}/requests answered", id))
 	}
 	return r, nil
 }

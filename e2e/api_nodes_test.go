@@ -50,13 +50,17 @@ type apiAnswer struct {
 // nil otherwise).
 func (c apiClient) call(ctx context.Context, method, path string, body any) (apiAnswer, error) {
 	var rd io.Reader
+	var sent []byte
 	if body != nil {
-		b, _ := json.Marshal(body)
-		rd = bytes.NewReader(b)
+		sent, _ = json.Marshal(body)
+		rd = bytes.NewReader(sent)
 	}
 	req, err := http.NewRequestWithContext(ctx, method, c.url+path, rd)
 	if err != nil {
 		return apiAnswer{}, err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
 	}
 	if c.token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.token)
@@ -83,7 +87,7 @@ func (c apiClient) call(ctx context.Context, method, path string, body any) (api
 		return apiAnswer{}, fmt.Errorf("%s %s: reading the answer: %w", method, path, err)
 	}
 	a := apiAnswer{status: res.StatusCode, header: res.Header, body: raw, took: time.Since(began)}
-	a.specErr = checkSpec(method, path, res.StatusCode, res.Header, raw)
+	a.specErr = checkCall(req, sent, res.StatusCode, res.Header, raw)
 	_ = json.Unmarshal(raw, &a.doc)
 	return a, nil
 }

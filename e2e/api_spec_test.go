@@ -26,13 +26,25 @@ var apiSpec = sync.OnceValues(func() (*apispec.Doc, error) {
 
 // checkSpec says how an answer to method path is not one the OpenAPI
 // document allows (an undocumented status, another Content-Type, a body
-// outside the schema); nil when it is.
+// outside the schema, an undeclared header); nil when it is. It is checked
+// with kin-openapi (internal/testkit/apispec).
 func checkSpec(method, path string, status int, header http.Header, body []byte) error {
 	doc, err := apiSpec()
 	if err != nil {
 		return err
 	}
 	return doc.Check(method, path, status, header, body)
+}
+
+// checkCall is checkSpec for a call whose request is known: the request
+// and its body (nil: none sent) are checked too, and a request the
+// document refuses must have been answered with a 4xx.
+func checkCall(req *http.Request, body []byte, status int, header http.Header, answer []byte) error {
+	doc, err := apiSpec()
+	if err != nil {
+		return err
+	}
+	return doc.CheckCall(req, body, status, header, answer)
 }
 
 // specSweep calls a real serve --api and records, per documented
@@ -117,7 +129,16 @@ func TestAPIAnswersMatchOpenAPI(t *testing.T) {
 			t.Errorf("/api/v1/openapi.json is not web/openapi.json")
 		}
 		s.want("", "GET", "/api/v1/nope", nil, 404)
-		s.want("ana", "PUT", "/api/v1/tasks", nil, 404)
+		// A wrong method: 405 with Allow, on a path with and without
+		// parameters.
+		a = s.want("ana", "PUT", "/api/v1/tasks", nil, 405)
+		if a.header.Get("Allow") != "GET, HEAD" {
+			t.Errorf("PUT /api/v1/tasks: Allow %q", a.header.Get("Allow"))
+		}
+		a = s.want("ana", "PATCH", "/api/v1/requests/1", nil, 405)
+		if a.header.Get("Allow") != "DELETE, GET, HEAD" {
+			t.Errorf("PATCH /api/v1/requests/1: Allow %q", a.header.Get("Allow"))
+		}
 
 		// Tasks; no token.
 		s.want("", "GET", "/api/v1/tasks", nil, 401)

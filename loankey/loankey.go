@@ -81,7 +81,8 @@ func Parse(k Kind, task, s string) (string, error) {
 	case Text:
 		switch n := utf8.RuneCountInString(s); {
 		case strings.TrimSpace(s) == "":
-			return "", problem.Usagef("invalid loan key %q for task %s: give the key as `loanq work list` or `work get` printed it", s, task)
+			return "", problem.UsageAPI(fmt.Sprintf("invalid loan key %q for task %s: give the key as `loanq work list` or `work get` printed it", s, task),
+				fmt.Sprintf("invalid loan key %q for task %s: give the key as a request's loans or GET /api/v1/pipeline show it", s, task))
 		case n > MaxLength || !utf8.ValidString(s):
 			return "", problem.Usagef("invalid loan key for task %s: %d characters, more than the %d a loan key may have", task, n, MaxLength)
 		}
@@ -94,7 +95,8 @@ func Parse(k Kind, task, s string) (string, error) {
 	}
 	n, err := strconv.ParseInt(s, 10, 64)
 	if err != nil {
-		return "", problem.Usagef("invalid loan id %q for task %s: give the integer loan id that `loanq work get` printed", s, task)
+		return "", problem.UsageAPI(fmt.Sprintf("invalid loan id %q for task %s: give the integer loan id that `loanq work get` printed", s, task),
+			fmt.Sprintf("invalid loan id %q for task %s: give the integer loan id a request's loans or GET /api/v1/pipeline show", s, task))
 	}
 	return strconv.FormatInt(n, 10), nil
 }

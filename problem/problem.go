@@ -62,6 +62,11 @@ type Error struct {
 	Msg  string
 	Hint string
 	Err  error // the cause, if any; its text is not shown when Msg is set
+	// API, when set, is the whole error as the HTTP API says it (web/):
+	// Msg names what the command line has (--count, `loanq work get`),
+	// API the request's fields and the endpoints. The business rule that
+	// refuses the input is written once, in dispatch, with both texts.
+	API string
 }
 
 func (e *Error) Error() string {
@@ -87,6 +92,32 @@ func (e *Error) Unwrap() error { return e.Err }
 // Usagef returns a bad-input error.
 func Usagef(format string, args ...any) error {
 	return &Error{Kind: Usage, Msg: fmt.Sprintf(format, args...)}
+}
+
+// Paramf is bad input in one parameter, which the command line names flag
+// (--count) and the API field (count): format's first verb is the name, and
+// args follow it.
+func Paramf(flag, field, format string, args ...any) error {
+	return &Error{Kind: Usage,
+		Msg: fmt.Sprintf(format, append([]any{flag}, args...)...),
+		API: fmt.Sprintf(format, append([]any{field}, args...)...)}
+}
+
+// UsageAPI is bad input whose advice differs on the command line (msg) and
+// in the API (api): a command to run there, an endpoint to call here.
+func UsageAPI(msg, api string) error {
+	return &Error{Kind: Usage, Msg: msg, API: api}
+}
+
+// APIText is err as the HTTP API says it: the API text of the error when
+// err is a problem.Error that carries one (and nothing wraps it with more
+// words), else err's own text.
+func APIText(err error) string {
+	var pe *Error
+	if errors.As(err, &pe) && pe.API != "" && pe.Error() == err.Error() {
+		return pe.API
+	}
+	return err.Error()
 }
 
 // WithHint adds advice to an error, keeping its kind.

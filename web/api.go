@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"sort"
+	"strings"
 	"time"
 
 	"github.com/loanq/loanq/dispatch"
@@ -54,6 +56,8 @@ type api struct {
 	proxy *ProxyAuth
 	// sessionTTL is how long a session of the processor's page lasts.
 	sessionTTL time.Duration
+	// methods are the routes' methods by path, for a 405's Allow.
+	methods *methodSet
 }
 
 // apiRoute is one endpoint; supervisor: only supervisors may call it;
@@ -81,9 +85,59 @@ func (a *api) routes() []apiRoute {
 	}
 }
 
-// notFound answers anything else under /api/v1/.
+// notFound answers anything else under /api/v1/: a path of the API with
+// another method is 405 with Allow (RFC 9110, section 15.5.6), any other
+// path 404.
 func (a *api) notFound(w http.ResponseWriter, r *http.Request) {
+	if allow := a.methods.allow(r); allow != "" {
+		w.Header().Set("Allow", allow)
+		writeProblem(w, http.StatusMethodNotAllowed, fmt.Sprintf("%s %s: this path answers %s", r.Method, r.URL.Path, allow))
+		return
+	}
 	writeProblem(w, http.StatusNotFound, fmt.Sprintf("no endpoint %s %s: GET /api/v1/openapi.json lists them", r.Method, r.URL.Path))
+}
+
+// methodSet says which methods a set of "METHOD /path" patterns has for a
+// request's path. A catch-all ("/api/v1/", "/work/") takes every method
+// the routes do not, so net/http's own 405 never answers there: the
+// catch-all asks this instead.
+type methodSet struct {
+	mux     *http.ServeMux // the patterns alone
+	methods []string       // every method of the patterns, sorted
+}
+
+func newMethodSet(patterns ...string) *methodSet {
+	m := &methodSet{mux: http.NewServeMux()}
+	seen := map[string]bool{}
+	for _, p := range patterns {
+		m.mux.HandleFunc(p, func(http.ResponseWriter, *http.Request) {})
+		method, _, _ := strings.Cut(p, " ")
+		if !seen[method] {
+			seen[method] = true
+			m.methods = append(m.methods, method)
+			if method == http.MethodGet {
+				// net/http serves HEAD with a GET pattern.
+				seen[http.MethodHead] = true
+				m.methods = append(m.methods, http.MethodHead)
+			}
+		}
+	}
+	sort.Strings(m.methods)
+	return m
+}
+
+// allow is the Allow header for r's path: the methods a pattern has for
+// it, sorted and comma-separated; "" when no pattern has the path.
+func (m *methodSet) allow(r *http.Request) string {
+	var ok []string
+	for _, method := range m.methods {
+		probe := r.Clone(r.Context())
+		probe.Method = method
+		if _, pattern := m.mux.Handler(probe); pattern != "" {
+			ok = append(ok, method)
+		}
+	}
+	return strings.Join(ok, ", ")
 }
 
 func (a *api) openapi(w http.ResponseWriter, r *http.Request, _ *dispatch.Principal) {

@@ -71,13 +71,17 @@ type apiAnswer struct {
 func (f *apiFixture) call(t *testing.T, user, method, path string, body any) apiAnswer {
 	t.Helper()
 	var rd io.Reader
+	var sent []byte
 	if body != nil {
-		b, _ := json.Marshal(body)
-		rd = bytes.NewReader(b)
+		sent, _ = json.Marshal(body)
+		rd = bytes.NewReader(sent)
 	}
 	req, err := http.NewRequest(method, f.url+path, rd)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
 	}
 	switch {
 	case strings.HasPrefix(user, "raw:"):
@@ -91,7 +95,7 @@ func (f *apiFixture) call(t *testing.T, user, method, path string, body any) api
 	}
 	defer res.Body.Close()
 	raw, _ := io.ReadAll(res.Body)
-	checkSpec(t, method, path, res, raw)
+	checkSpec(t, req, sent, res, raw)
 	a := apiAnswer{status: res.StatusCode, header: res.Header}
 	if err := json.Unmarshal(raw, &a.doc); err != nil {
 		t.Fatalf("%s %s: %d, not a JSON object: %s", method, path, res.StatusCode, raw)
@@ -139,6 +143,30 @@ func TestAPIEndpoints(t *testing.T) {
 		f.want(t, f.call(t, "", "GET", "/api/v1/openapi.json", nil), 200, "openapi without token")
 		f.want(t, f.call(t, "ana", "GET", "/api/v1/nope", nil), 404, "unknown endpoint")
 
+		// A wrong method on a path of the API is 405 with Allow naming the
+		// path's methods (HEAD with GET), on every route.
+		allow := map[string][]string{}
+		for _, rt := range (&api{}).routes() {
+			allow[rt.path] = append(allow[rt.path], rt.method)
+			if rt.method == "GET" {
+				allow[rt.path] = append(allow[rt.path], "HEAD")
+			}
+		}
+		concrete := strings.NewReplacer("{task}", "t", "{id}", "1", "{loan}", "1")
+		for path, methods := range allow {
+			slices.Sort(methods)
+			for _, m := range []string{"GET", "POST", "DELETE", "PUT", "PATCH"} {
+				if slices.Contains(methods, m) {
+					continue
+				}
+				a := f.call(t, "ana", m, concrete.Replace(path), nil)
+				f.want(t, a, 405, m+" "+path)
+				if got := a.header.Get("Allow"); got != strings.Join(methods, ", ") {
+					t.Errorf("%s %s: Allow %q, want %q", m, path, got, strings.Join(methods, ", "))
+				}
+			}
+		}
+
 		a := f.call(t, "ana", "GET", "/api/v1/tasks", nil)
 		f.want(t, a, 200, "tasks")
 		if tasks := a.doc["tasks"].([]any); len(tasks) != 1 || tasks[0].(map[string]any)["name"] != "t" {
@@ -151,6 +179,37 @@ func TestAPIEndpoints(t *testing.T) {
 			f.want(t, f.call(t, "ana", "POST", "/api/v1/tasks/t/requests", body), 400, fmt.Sprintf("body %v", body))
 		}
 		f.want(t, f.call(t, "ana", "POST", "/api/v1/tasks/nope/requests", map[string]any{"count": 1}), 404, "unknown task")
+		// The API's words: its fields and endpoints, not the command
+		// line's flags and commands (checkSpec refuses those in any
+		// problem).
+		for _, c := range []struct {
+			method, path string
+			body         any
+			status       int
+			detail       string
+		}{
+			{"POST", "/api/v1/tasks/t/requests", map[string]any{"count": 0}, 400, "invalid count 0: ask for between 1 and 1000 loans"},
+			{"POST", "/api/v1/tasks/t/requests", map[string]any{"count": 1001}, 400, "invalid count 1001"},
+			{"POST", "/api/v1/tasks/nope/requests", map[string]any{"count": 1}, 404, "GET /api/v1/tasks lists the tasks"},
+			{"GET", "/api/v1/requests/999999", nil, 404, "unknown request id 999999: give the request_id that POST /api/v1/tasks/{task}/requests answered"},
+			{"POST", "/api/v1/tasks/t/loans/1/disposition", map[string]any{"action": "return", "after": "100h"}, 400, "invalid after 100h: give a duration from 0s to 72h"},
+			{"POST", "/api/v1/tasks/t/loans/1/disposition", map[string]any{"action": "return", "after": "soon"}, 400, `invalid after "soon"`},
+			{"POST", "/api/v1/tasks/t/loans/1/disposition", map[string]any{"action": "complete", "after": "1h"}, 400, "after only goes with return"},
+			{"POST", "/api/v1/tasks/t/loans/1/disposition", map[string]any{"action": "finish"}, 400, `invalid action "finish"`},
+			{"POST", "/api/v1/tasks/t/loans/x/disposition", map[string]any{"action": "complete"}, 400, "a request's loans or GET /api/v1/pipeline show"},
+			{"POST", "/api/v1/tasks/t/loans/987654/disposition", map[string]any{"action": "complete"}, 400, "GET /api/v1/pipeline lists your active loans"},
+			{"POST", "/api/v1/tasks/t/reclaim", map[string]any{"of": " bob"}, 400, `invalid of " bob"`},
+		} {
+			user := "ana"
+			if strings.HasSuffix(c.path, "/reclaim") {
+				user = "sam"
+			}
+			a := f.call(t, user, c.method, c.path, c.body)
+			f.want(t, a, c.status, fmt.Sprintf("%s %s %v", c.method, c.path, c.body))
+			if d, _ := a.doc["detail"].(string); !strings.Contains(d, c.detail) {
+				t.Errorf("%s %s %v: detail %q, want it to say %q", c.method, c.path, c.body, d, c.detail)
+			}
+		}
 		a = f.call(t, "ana", "POST", "/api/v1/tasks/t/requests", map[string]any{"count": 2, "wait_ms": 5000})
 		f.want(t, a, 200, "get")
 		if a.doc["status"] != "assigned" || a.doc["user"] != "ana" || len(loansOf(a.doc)) != 2 {

@@ -18,16 +18,51 @@ import (
 // receive is checked against it (internal/testkit/apispec).
 var apiSpec = sync.OnceValues(func() (*apispec.Doc, error) { return apispec.Load(openAPIDoc) })
 
-// checkSpec fails the test when an answer is not what the OpenAPI document
-// says method path answers with that status.
-func checkSpec(t *testing.T, method, path string, res *http.Response, body []byte) {
+// checkSpec fails the test when a call is not one the OpenAPI document
+// allows: the request req with its body reqBody (nil: not checked), and the
+// answer res with its body (apispec.CheckCall, with kin-openapi).
+func checkSpec(t *testing.T, req *http.Request, reqBody []byte, res *http.Response, body []byte) {
 	t.Helper()
 	doc, err := apiSpec()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := doc.Check(method, path, res.StatusCode, res.Header, body); err != nil {
+	if err := doc.CheckCall(req, reqBody, res.StatusCode, res.Header, body); err != nil {
 		t.Errorf("against web/openapi.json: %v", err)
+	}
+}
+
+// The document served is valid by kin-openapi's strictest checks
+// (apispec.Load: examples and defaults against their schemas, unknown
+// formats refused), and a generated client can type every value of it:
+// every list item and object has properties, every required name is among
+// them (Redocly's no-required-schema-properties-undefined), every array
+// has items (apispec.Lint).
+func TestAPIOpenAPIDocumentIsValid(t *testing.T) {
+	doc, err := apiSpec()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if problems := doc.Lint(); len(problems) > 0 {
+		t.Errorf("web/openapi.json:\n%s", strings.Join(problems, "\n"))
+	}
+	// What every answer may carry is declared: a wrong method's 405 with
+	// Allow on every operation, a 401's WWW-Authenticate on every one that
+	// needs a caller, Retry-After on every 503.
+	for _, rt := range (&api{}).routes() {
+		op := doc.T.Paths.Find(rt.path).GetOperation(rt.method)
+		if op == nil {
+			continue // TestAPIOpenAPIMatchesRoutes says so
+		}
+		for code, header := range map[int]string{405: "Allow", 401: "WWW-Authenticate", 503: "Retry-After"} {
+			if code == 401 && rt.public || code == 503 && rt.public {
+				continue
+			}
+			r := op.Responses.Status(code)
+			if r == nil || r.Value.Headers[header] == nil {
+				t.Errorf("%s %s: its %d declares no %s", rt.method, rt.path, code, header)
+			}
+		}
 	}
 }
 

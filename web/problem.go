@@ -33,6 +33,19 @@ func writeProblem(w http.ResponseWriter, status int, detail string) {
 	_, _ = w.Write(b.Bytes())
 }
 
+// cliAdvice is advice of the engine's errors that names a command, and
+// what the API says instead, for errors that carry no API text of their
+// own (problem.Error.API).
+var cliAdvice = strings.NewReplacer(
+	"`loanq task list` shows the tasks", "GET /api/v1/tasks lists the tasks",
+)
+
+// apiWords is err as the API says it: the request's fields and the
+// endpoints, not the command line's flags and commands.
+func apiWords(err error) string {
+	return cliAdvice.Replace(problem.APIText(err))
+}
+
 // fail maps an engine error to its problem: bad input 400 (an unknown task
 // or request 404), busy 503 with Retry-After, anything else 503 with the
 // cause logged, never shown: a driver's text names hosts, ports and
@@ -47,12 +60,12 @@ func (a *api) fail(w http.ResponseWriter, err error) {
 		if errors.As(err, &pe) && (strings.HasPrefix(pe.Msg, "unknown task ") || strings.HasPrefix(pe.Msg, "unknown request id ")) {
 			status = http.StatusNotFound
 		}
-		writeProblem(w, status, err.Error())
+		writeProblem(w, status, apiWords(err))
 	case problem.Busy:
 		// Not a request's pending state (answer gives that 202): the task
 		// is busy for this operation. Retrying later is right.
 		w.Header().Set("Retry-After", "1")
-		writeProblem(w, http.StatusServiceUnavailable, err.Error())
+		writeProblem(w, http.StatusServiceUnavailable, apiWords(err))
 	default:
 		if a.log != nil {
 			a.log("api: " + err.Error())

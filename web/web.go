@@ -83,9 +83,12 @@ func Handler(cfg Config) (http.Handler, error) {
 		// The API authenticates its callers itself (auth.go); anything
 		// else under /api/v1/ is a problem document, under /work/ a 404.
 		a := &api{e: cfg.Engine, log: cfg.Log, proxy: cfg.Proxy, sessionTTL: cfg.SessionTTL}
+		var patterns []string
 		for _, rt := range a.routes() {
 			mux.Handle(rt.method+" "+rt.path, a.authed(rt))
+			patterns = append(patterns, rt.method+" "+rt.path)
 		}
+		a.methods = newMethodSet(patterns...)
 		mux.HandleFunc("/api/v1/", a.notFound)
 		wp, err := newWorkPage(a)
 		if err != nil {
@@ -95,6 +98,10 @@ func Handler(cfg Config) (http.Handler, error) {
 		mux.HandleFunc("POST /work/login", a.login)
 		mux.HandleFunc("POST /work/logout", a.logout)
 		mux.Handle("GET /work/assets/", wp.static())
+		wp.methods = newMethodSet("GET /work", "POST /work/login", "POST /work/logout", "GET /work/assets/")
+		// Any other method of /work too: else net/http redirects a POST
+		// /work to /work/ (the catch-all has the path with a slash).
+		mux.HandleFunc("/work", wp.notFound)
 		mux.HandleFunc("/work/", wp.notFound)
 	}
 	return secureHeaders(site{allowedHosts: cfg.AllowedHosts}.sameSite(mux)), nil

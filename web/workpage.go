@@ -16,6 +16,8 @@ import (
 type workPage struct {
 	a     *api
 	pages *template.Template
+	// methods are the page's routes, for a 405's Allow.
+	methods *methodSet
 }
 
 func newWorkPage(a *api) (*workPage, error) {
@@ -79,7 +81,13 @@ func (wp *workPage) static() http.Handler {
 	})
 }
 
-// notFound answers anything else under /work/.
+// notFound answers anything else under /work/: a route of the page with
+// another method is 405 with Allow, any other path 404.
 func (wp *workPage) notFound(w http.ResponseWriter, r *http.Request) {
+	if allow := wp.methods.allow(r); allow != "" {
+		w.Header().Set("Allow", allow)
+		http.Error(w, "405 method not allowed: "+r.URL.Path+" answers "+allow, http.StatusMethodNotAllowed)
+		return
+	}
 	http.Error(w, "404 not found: the processor's page is /work", http.StatusNotFound)
 }

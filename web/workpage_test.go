@@ -69,6 +69,9 @@ func (b *browser) do(base, method, path, body string, hdr map[string]string) pag
 	if _, ok := hdr["Origin"]; !ok && method != "GET" {
 		req.Header.Set("Origin", base)
 	}
+	if strings.HasPrefix(body, "{") {
+		req.Header.Set("Content-Type", "application/json") // as work.js sends it
+	}
 	for k, v := range hdr {
 		if v != "" {
 			req.Header.Set(k, v)
@@ -81,7 +84,11 @@ func (b *browser) do(base, method, path, body string, hdr map[string]string) pag
 	defer res.Body.Close()
 	raw, _ := io.ReadAll(res.Body)
 	if strings.HasPrefix(path, "/api/v1/") {
-		checkSpec(b.t, method, path, res, raw)
+		var sent []byte
+		if body != "" {
+			sent = []byte(body)
+		}
+		checkSpec(b.t, req, sent, res, raw)
 	}
 	for _, c := range res.Cookies() {
 		if c.MaxAge < 0 {
@@ -130,6 +137,20 @@ func TestWorkPageSessions(t *testing.T) {
 		ana := newBrowser(t)
 		if a := ana.do(n1, "GET", "/work", "", nil); a.status != 200 || ana.cookies[loginCookie] == nil {
 			t.Fatalf("GET /work: %d, cookies %v", a.status, ana.cookies)
+		}
+		// A wrong method on one of the page's routes: 405 with Allow.
+		for _, c := range []struct{ method, path, allow string }{
+			{"GET", "/work/login", "POST"},
+			{"DELETE", "/work/logout", "POST"},
+			{"POST", "/work/assets/work.js", "GET, HEAD"},
+			{"POST", "/work", "GET, HEAD"},
+		} {
+			if a := ana.do(n1, c.method, c.path, "", nil); a.status != 405 || a.header.Get("Allow") != c.allow {
+				t.Errorf("%s %s: %d, Allow %q; want 405, Allow %q", c.method, c.path, a.status, a.header.Get("Allow"), c.allow)
+			}
+		}
+		if a := ana.do(n1, "GET", "/work/nope", "", nil); a.status != 404 {
+			t.Errorf("GET /work/nope: %d, want 404", a.status)
 		}
 		login := fmt.Sprintf(`{"token": %q}`, f.tokens["ana"].Token)
 		for name, hdr := range map[string]map[string]string{

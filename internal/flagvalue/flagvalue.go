@@ -18,7 +18,7 @@ import (
 func Duration(flag, s string) (time.Duration, error) {
 	d, err := time.ParseDuration(strings.TrimSpace(s))
 	if err != nil {
-		return 0, problem.Usagef("invalid --%s %q: give a duration such as 0s, 90m, 4h or 1h30m", flag, s)
+		return 0, problem.Paramf("--"+flag, strings.ReplaceAll(flag, "-", "_"), "invalid %s %q: give a duration such as 0s, 90m, 4h or 1h30m", s)
 	}
 	return d, nil
 }
@@ -48,7 +48,7 @@ func ReturnAfter(s string, max time.Duration) (time.Duration, error) {
 		return 0, err
 	}
 	if d < 0 || d > max {
-		return 0, problem.Usagef("invalid --after %s: give a duration from 0s to %s (e.g. 0s, 90m, 4h)", s, hours(max))
+		return 0, problem.Paramf("--after", "after", "invalid %s %s: give a duration from 0s to %s (e.g. 0s, 90m, 4h)", s, hours(max))
 	}
 	return d, nil
 }

@@ -1,139 +1,85 @@
-// Package apispec checks an HTTP answer of loanq's JSON API against its
-// OpenAPI 3.1 document (web/openapi.json): the status is one the
-// operation (method and path template) documents, the Content-Type is the
-// documented media type, the headers the response marks required are there,
-// and the body validates against the documented schema.
+// Package apispec checks loanq's JSON API against its OpenAPI 3.1 document
+// (web/openapi.json) with github.com/getkin/kin-openapi, a maintained
+// OpenAPI library: Load parses the document and validates it with the
+// library's strictest options; Check and CheckCall validate one answer
+// (status documented for the operation, Content-Type, headers, body against
+// the schema; with CheckCall the request too) as openapi3filter does for a
+// server's middleware. Lint adds the rules the library leaves to linters
+// (Redocly's no-required-schema-properties-undefined, typed list items).
 //
-// The validator knows the part of JSON Schema the document uses: type (one
-// or a list), properties, required, additionalProperties, items, enum,
-// const, oneOf, anyOf, allOf, $ref to the document's components, minimum,
-// maximum and format date-time. Load refuses a document whose schemas use
-// any other keyword, so a keyword added to the document cannot be silently
-// ignored by the check.
+// What the library does not say, Check adds: a header the server sends must
+// be declared for that answer (but for the few every answer carries:
+// generalHeaders); a problem document's status is the HTTP status; a path
+// the document does not have answers a 404 problem; a method the path does
+// not have answers 405 with Allow naming the path's methods.
 package apispec
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
-	"time"
+
+	"github.com/getkin/kin-openapi/openapi3"
+	"github.com/getkin/kin-openapi/openapi3filter"
+	"github.com/getkin/kin-openapi/routers"
+	"github.com/getkin/kin-openapi/routers/legacy"
 )
 
-// Doc is a loaded OpenAPI document.
+// Doc is a loaded, validated OpenAPI document.
 type Doc struct {
-	root  map[string]any
-	paths []pathItem
+	T      *openapi3.T
+	router routers.Router
 }
 
-type pathItem struct {
-	template string
-	segs     []string
-	ops      map[string]any // lower-case method → operation
+// StrictOptions are the document checks Load runs: every check of the
+// library on, examples and defaults validated against their schemas,
+// unknown formats refused, every error reported at once.
+func StrictOptions() []openapi3.ValidationOption {
+	return []openapi3.ValidationOption{
+		openapi3.EnableSchemaFormatValidation(),
+		openapi3.EnableSchemaPatternValidation(),
+		openapi3.EnableSchemaDefaultsValidation(),
+		openapi3.EnableExamplesValidation(),
+		openapi3.ProhibitExtensionsWithRef(),
+		openapi3.EnableMultiError(),
+	}
 }
 
-// schemaWords are the schema keywords Check understands or may ignore
-// (annotations).
-var schemaWords = map[string]bool{
-	"type": true, "properties": true, "required": true, "additionalProperties": true, "items": true,
-	"enum": true, "const": true, "oneOf": true, "anyOf": true, "allOf": true, "$ref": true,
-	"minimum": true, "maximum": true, "format": true,
-	// annotations: no effect on validity
-	"description": true, "default": true, "example": true, "examples": true, "title": true,
-}
-
-// Load reads an OpenAPI document and checks that its schemas use only the
-// keywords this package validates.
+// Load parses an OpenAPI document (no external references) and validates
+// it with StrictOptions.
 func Load(b []byte) (*Doc, error) {
-	var root map[string]any
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.UseNumber()
-	if err := dec.Decode(&root); err != nil {
-		return nil, fmt.Errorf("the OpenAPI document is not JSON: %w", err)
+	loader := openapi3.NewLoader()
+	loader.IsExternalRefsAllowed = false
+	t, err := loader.LoadFromData(b)
+	if err != nil {
+		return nil, fmt.Errorf("loading the OpenAPI document: %w", err)
 	}
-	d := &Doc{root: root}
-	paths, _ := root["paths"].(map[string]any)
-	for tpl, v := range paths {
-		ops, _ := v.(map[string]any)
-		d.paths = append(d.paths, pathItem{template: tpl, segs: strings.Split(tpl, "/"), ops: ops})
+	if err := t.Validate(loader.Context, StrictOptions()...); err != nil {
+		return nil, fmt.Errorf("the OpenAPI document is not valid: %w", err)
 	}
-	// Literal segments before templated ones: /a/b wins over /a/{x}.
-	sort.Slice(d.paths, func(i, j int) bool {
-		return strings.Count(d.paths[i].template, "{") < strings.Count(d.paths[j].template, "{")
-	})
-	var errs []string
-	walkSchemas(root, "#", false, func(where string, s map[string]any) {
-		for k := range s {
-			if !schemaWords[k] {
-				errs = append(errs, fmt.Sprintf("%s: schema keyword %q is not checked by apispec (add it there)", where, k))
-			}
-		}
-	})
-	if len(errs) > 0 {
-		sort.Strings(errs)
-		return nil, fmt.Errorf("%s", strings.Join(errs, "\n"))
+	r, err := legacy.NewRouter(t, StrictOptions()...)
+	if err != nil {
+		return nil, err
 	}
-	return d, nil
-}
-
-// walkSchemas calls f on every schema object under v: the values of
-// "schema" keys, components.schemas, and the subschemas of those.
-func walkSchemas(v any, where string, isSchema bool, f func(string, map[string]any)) {
-	switch x := v.(type) {
-	case map[string]any:
-		if isSchema {
-			f(where, x)
-			for _, k := range []string{"items", "additionalProperties"} {
-				if sub, ok := x[k].(map[string]any); ok {
-					walkSchemas(sub, where+"/"+k, true, f)
-				}
-			}
-			if props, ok := x["properties"].(map[string]any); ok {
-				for name, sub := range props {
-					walkSchemas(sub, where+"/properties/"+name, true, f)
-				}
-			}
-			for _, k := range []string{"oneOf", "anyOf", "allOf"} {
-				if list, ok := x[k].([]any); ok {
-					for i, sub := range list {
-						walkSchemas(sub, fmt.Sprintf("%s/%s/%d", where, k, i), true, f)
-					}
-				}
-			}
-			return
-		}
-		for k, sub := range x {
-			switch {
-			case k == "schema":
-				walkSchemas(sub, where+"/"+k, true, f)
-			case k == "schemas" && where == "#/components":
-				for name, s := range sub.(map[string]any) {
-					walkSchemas(s, where+"/schemas/"+name, true, f)
-				}
-			case k == "example" || k == "examples":
-			default:
-				walkSchemas(sub, where+"/"+k, false, f)
-			}
-		}
-	case []any:
-		for i, sub := range x {
-			walkSchemas(sub, fmt.Sprintf("%s/%d", where, i), false, f)
-		}
-	}
+	return &Doc{T: t, router: r}, nil
 }
 
 // Operations lists the document's operations as "METHOD /path/{template}".
 func (d *Doc) Operations() []string {
 	var out []string
-	for _, p := range d.paths {
-		for m := range p.ops {
-			switch m {
-			case "get", "put", "post", "delete", "patch", "head", "options", "trace":
-				out = append(out, strings.ToUpper(m)+" "+p.template)
-			}
+	for path, item := range d.T.Paths.Map() {
+		for m := range item.Operations() {
+			out = append(out, m+" "+path)
 		}
 	}
 	sort.Strings(out)
@@ -141,353 +87,169 @@ func (d *Doc) Operations() []string {
 }
 
 // Operation finds the documented path template and operation of method on
-// urlPath (a query is ignored); ok false when the document has none.
-func (d *Doc) Operation(method, urlPath string) (template string, op map[string]any, ok bool) {
-	urlPath, _, _ = strings.Cut(urlPath, "?")
-	segs := strings.Split(urlPath, "/")
-	for _, p := range d.paths {
-		if !matches(p.segs, segs) {
-			continue
-		}
-		if op, ok := p.ops[strings.ToLower(method)].(map[string]any); ok {
-			return p.template, op, true
-		}
+// urlPath (with or without a query); ok false when the document has none.
+func (d *Doc) Operation(method, urlPath string) (template string, op *openapi3.Operation, ok bool) {
+	route, _, err := d.route(method, urlPath)
+	if err != nil {
+		return "", nil, false
 	}
-	return "", nil, false
+	return route.Path, route.Operation, true
 }
 
-func matches(tpl, segs []string) bool {
-	if len(tpl) != len(segs) {
-		return false
-	}
-	for i, t := range tpl {
-		if strings.HasPrefix(t, "{") && strings.HasSuffix(t, "}") {
-			if segs[i] == "" {
-				return false
-			}
-			continue
-		}
-		if t != segs[i] {
-			return false
-		}
-	}
-	return true
+func (d *Doc) route(method, urlPath string) (*routers.Route, map[string]string, error) {
+	return d.router.FindRoute(httptest.NewRequest(method, urlPath, nil))
 }
 
-// Check checks one answer to method urlPath. A call the document has no
-// operation for must be a 404 problem (the API's answer to an unknown
-// endpoint).
-func (d *Doc) Check(method, urlPath string, status int, header http.Header, body []byte) error {
-	template, op, ok := d.Operation(method, urlPath)
-	what := method + " " + urlPath
-	var resp map[string]any
-	if ok {
-		what = fmt.Sprintf("%s %s (%s %s)", method, urlPath, method, template)
-		responses, _ := op["responses"].(map[string]any)
-		r := responses[strconv.Itoa(status)]
-		if r == nil {
-			r = responses[fmt.Sprintf("%dXX", status/100)]
-		}
-		if r == nil {
-			r = responses["default"]
-		}
-		if r == nil {
-			return fmt.Errorf("%s: status %d is not documented (documented: %s)", what, status, strings.Join(keys(responses), ", "))
-		}
-		var err error
-		if resp, err = d.deref(r); err != nil {
-			return fmt.Errorf("%s: %w", what, err)
-		}
-	} else {
-		if status != http.StatusNotFound {
-			return fmt.Errorf("%s: not an operation of the document, yet answered %d (want a 404 problem)", what, status)
-		}
-		resp = map[string]any{"content": map[string]any{"application/problem+json": map[string]any{
-			"schema": map[string]any{"$ref": "#/components/schemas/Problem"}}}}
-	}
-	for name, h := range mapOf(resp["headers"]) {
-		hv, err := d.deref(h)
+// Allow is what the Allow header of a 405 on urlPath must say: the methods
+// the document has for its path, and HEAD with GET (net/http answers HEAD
+// with the GET handler).
+func (d *Doc) Allow(urlPath string) (string, bool) {
+	for _, m := range []string{"GET", "POST", "DELETE", "PUT", "PATCH"} {
+		route, _, err := d.route(m, urlPath)
 		if err != nil {
-			return fmt.Errorf("%s: header %s: %w", what, name, err)
+			continue
 		}
-		if hv["required"] == true && header.Get(name) == "" {
-			return fmt.Errorf("%s: %d without its documented header %s", what, status, name)
+		var ms []string
+		for m := range route.PathItem.Operations() {
+			ms = append(ms, m)
+			if m == "GET" {
+				ms = append(ms, "HEAD")
+			}
+		}
+		sort.Strings(ms)
+		return strings.Join(ms, ", "), true
+	}
+	return "", false
+}
+
+// generalHeaders are the headers of every answer (HTTP's own, and the
+// security headers of every route of loanq serve, web/site.go), which the
+// document does not repeat on each response. Any other header must be
+// declared by the response it comes with.
+var generalHeaders = []string{
+	"Content-Type", "Content-Length", "Content-Encoding", "Transfer-Encoding", "Date", "Vary", "Connection", "Keep-Alive",
+	"Content-Security-Policy", "X-Content-Type-Options", "Referrer-Policy", "Cache-Control",
+}
+
+// Check checks one answer to method urlPath (urlPath may carry a query):
+// as CheckCall, but for the request's body, which is not known.
+func (d *Doc) Check(method, urlPath string, status int, header http.Header, body []byte) error {
+	return d.CheckCall(httptest.NewRequest(method, urlPath, nil), nil, status, header, body)
+}
+
+// CheckCall checks one call: the request req with body reqBody (nil: not
+// known, not checked) answered with status, header and body. A request the
+// document refuses (a body or parameter outside its schema) must be
+// answered with a 4xx. An error's problem document must speak the API's
+// words (cliWords).
+func (d *Doc) CheckCall(req *http.Request, reqBody []byte, status int, header http.Header, body []byte) error {
+	// The document's server is "/": the path and query are matched, not
+	// the host a client called.
+	req = req.Clone(context.Background())
+	req.URL = &url.URL{Path: req.URL.Path, RawPath: req.URL.RawPath, RawQuery: req.URL.RawQuery}
+	what := req.Method + " " + req.URL.RequestURI()
+	route, params, err := d.router.FindRoute(req)
+	if err != nil {
+		// The library's router says "method not allowed" only for paths
+		// without parameters: ask it for the path's other methods.
+		allow, pathKnown := d.Allow(req.URL.Path)
+		if !pathKnown {
+			if status != http.StatusNotFound {
+				return fmt.Errorf("%s: not an operation of the document, yet answered %d (want a 404 problem)", what, status)
+			}
+			return problemBody(what, status, header, body)
+		}
+		if status != http.StatusMethodNotAllowed || header.Get("Allow") != allow {
+			return fmt.Errorf("%s: the path has no such method, yet answered %d with Allow %q (want 405 with Allow %q)", what, status, header.Get("Allow"), allow)
+		}
+		// The answer is the 405 the path's operations document.
+		m, _, _ := strings.Cut(allow, ", ")
+		return d.CheckCall(httptest.NewRequest(m, req.URL.RequestURI(), nil), nil, status, header, body)
+	}
+	what = fmt.Sprintf("%s (%s %s)", what, route.Method, route.Path)
+	in := &openapi3filter.RequestValidationInput{
+		Request:    req,
+		PathParams: params,
+		Route:      route,
+		Options: &openapi3filter.Options{
+			AuthenticationFunc: openapi3filter.NoopAuthenticationFunc,
+			MultiError:         true,
+			ExcludeRequestBody: reqBody == nil,
+		},
+	}
+	if reqBody != nil {
+		req.Body = io.NopCloser(bytes.NewReader(reqBody))
+	}
+	if reqErr := openapi3filter.ValidateRequest(context.Background(), in); reqErr != nil && (status < 400 || status >= 500) {
+		return fmt.Errorf("%s: the document refuses this request (%v), yet it was answered %d", what, reqErr, status)
+	}
+	out := &openapi3filter.ResponseValidationInput{
+		RequestValidationInput: in,
+		Status:                 status,
+		Header:                 header,
+		Options:                &openapi3filter.Options{IncludeResponseStatus: true, MultiError: true},
+	}
+	out.SetBodyBytes(body)
+	if err := openapi3filter.ValidateResponse(context.Background(), out); err != nil {
+		return fmt.Errorf("%s: answered %d against the document: %v\n%s", what, status, err, body)
+	}
+	resp := route.Operation.Responses.Status(status)
+	if resp == nil {
+		resp = route.Operation.Responses.Default()
+	}
+	for name := range header {
+		if slices.ContainsFunc(generalHeaders, func(g string) bool { return strings.EqualFold(g, name) }) {
+			continue
+		}
+		if _, ok := declared(resp.Value.Headers, name); !ok {
+			return fmt.Errorf("%s: %d sends the header %s, which its response does not declare", what, status, name)
 		}
 	}
-	content := mapOf(resp["content"])
-	ct := header.Get("Content-Type")
-	mt, _, _ := strings.Cut(ct, ";")
-	mt = strings.TrimSpace(strings.ToLower(mt))
-	if len(content) == 0 {
-		if len(bytes.TrimSpace(body)) != 0 {
-			return fmt.Errorf("%s: %d documents no body, got %q", what, status, body)
-		}
-		return nil
-	}
-	media, ok := content[mt].(map[string]any)
-	if !ok {
-		return fmt.Errorf("%s: %d with Content-Type %q, documented %s", what, status, ct, strings.Join(keys(content), " or "))
-	}
-	var v any
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.UseNumber()
-	if err := dec.Decode(&v); err != nil {
-		return fmt.Errorf("%s: %d body is not JSON: %v: %q", what, status, err, body)
-	}
-	if dec.More() {
-		return fmt.Errorf("%s: %d body holds more than one JSON value: %q", what, status, body)
-	}
-	if schema, ok := media["schema"]; ok {
-		if err := d.validate(schema, v, "body"); err != nil {
-			return fmt.Errorf("%s: %d body does not match the documented schema: %v\n%s", what, status, err, body)
-		}
-	}
-	if mt == "application/problem+json" {
-		if s, _ := v.(map[string]any)["status"].(json.Number); s.String() != strconv.Itoa(status) {
-			return fmt.Errorf("%s: problem status %v in a %d answer", what, s, status)
-		}
+	if status >= 400 {
+		return problemBody(what, status, header, body)
 	}
 	return nil
 }
 
-// deref follows a "$ref" (to this document only) until an object.
-func (d *Doc) deref(v any) (map[string]any, error) {
-	for range 20 {
-		m, ok := v.(map[string]any)
-		if !ok {
-			return nil, fmt.Errorf("not an object: %v", v)
-		}
-		ref, ok := m["$ref"].(string)
-		if !ok {
-			return m, nil
-		}
-		if v, ok = d.resolve(ref); !ok {
-			return nil, fmt.Errorf("$ref %q names nothing in the document", ref)
+func declared(hs openapi3.Headers, name string) (*openapi3.HeaderRef, bool) {
+	for k, h := range hs {
+		if strings.EqualFold(k, name) {
+			return h, true
 		}
 	}
-	return nil, fmt.Errorf("$ref chain too long")
+	return nil, false
 }
 
-func (d *Doc) resolve(ref string) (any, bool) {
-	rest, ok := strings.CutPrefix(ref, "#/")
-	if !ok {
-		return nil, false
+// problemBody checks an error answer is an RFC 9457 problem document whose
+// status is the HTTP status.
+func problemBody(what string, status int, header http.Header, body []byte) error {
+	if ct := header.Get("Content-Type"); ct != "application/problem+json" {
+		return fmt.Errorf("%s: %d with Content-Type %q, want application/problem+json", what, status, ct)
 	}
-	var cur any = d.root
-	for _, p := range strings.Split(rest, "/") {
-		p = strings.ReplaceAll(strings.ReplaceAll(p, "~1", "/"), "~0", "~")
-		m, ok := cur.(map[string]any)
-		if !ok {
-			return nil, false
-		}
-		if cur, ok = m[p]; !ok {
-			return nil, false
-		}
+	var p struct {
+		Type   *string      `json:"type"`
+		Title  *string      `json:"title"`
+		Status *json.Number `json:"status"`
+		Detail *string      `json:"detail"`
 	}
-	return cur, true
-}
-
-// validate checks v (decoded with UseNumber) against schema; at names the
-// place in the body for the error.
-func (d *Doc) validate(schema any, v any, at string) error {
-	if b, ok := schema.(bool); ok {
-		if !b {
-			return fmt.Errorf("%s: no value is allowed here", at)
-		}
-		return nil
+	if err := json.Unmarshal(body, &p); err != nil {
+		return fmt.Errorf("%s: %d body is not a problem document: %v: %q", what, status, err, body)
 	}
-	s, ok := schema.(map[string]any)
-	if !ok {
-		return fmt.Errorf("%s: the schema is not an object: %v", at, schema)
+	if p.Type == nil || p.Title == nil || p.Detail == nil || p.Status == nil {
+		return fmt.Errorf("%s: %d problem lacks type, title, status or detail: %s", what, status, body)
 	}
-	if ref, ok := s["$ref"].(string); ok {
-		target, ok := d.resolve(ref)
-		if !ok {
-			return fmt.Errorf("%s: $ref %q names nothing in the document", at, ref)
-		}
-		if err := d.validate(target, v, at); err != nil {
-			return err
-		}
+	if p.Status.String() != strconv.Itoa(status) {
+		return fmt.Errorf("%s: problem status %s in a %d answer", what, p.Status, status)
 	}
-	if t, ok := s["type"]; ok {
-		var types []string
-		switch tv := t.(type) {
-		case string:
-			types = []string{tv}
-		case []any:
-			for _, x := range tv {
-				types = append(types, fmt.Sprint(x))
-			}
-		}
-		matched := false
-		for _, ty := range types {
-			if isType(ty, v) {
-				matched = true
-			}
-		}
-		if !matched {
-			return fmt.Errorf("%s: %s, want type %s", at, show(v), strings.Join(types, " or "))
-		}
-	}
-	if enum, ok := s["enum"].([]any); ok {
-		found := false
-		for _, e := range enum {
-			if same(e, v) {
-				found = true
-			}
-		}
-		if !found {
-			return fmt.Errorf("%s: %s is not one of %v", at, show(v), enum)
-		}
-	}
-	if c, ok := s["const"]; ok && !same(c, v) {
-		return fmt.Errorf("%s: %s, want %v", at, show(v), c)
-	}
-	if n, ok := v.(json.Number); ok {
-		f, _ := n.Float64()
-		if m, ok := s["minimum"].(json.Number); ok {
-			if lo, _ := m.Float64(); f < lo {
-				return fmt.Errorf("%s: %s is below the minimum %s", at, n, m)
-			}
-		}
-		if m, ok := s["maximum"].(json.Number); ok {
-			if hi, _ := m.Float64(); f > hi {
-				return fmt.Errorf("%s: %s is above the maximum %s", at, n, m)
-			}
-		}
-	}
-	if str, ok := v.(string); ok && s["format"] == "date-time" {
-		if _, err := time.Parse(time.RFC3339Nano, str); err != nil {
-			return fmt.Errorf("%s: %q is not an RFC 3339 date-time", at, str)
-		}
-	}
-	if obj, ok := v.(map[string]any); ok {
-		for _, r := range listOf(s["required"]) {
-			if _, ok := obj[fmt.Sprint(r)]; !ok {
-				return fmt.Errorf("%s: the required key %q is missing", at, r)
-			}
-		}
-		props := mapOf(s["properties"])
-		for _, k := range keys(obj) {
-			if sub, ok := props[k]; ok {
-				if err := d.validate(sub, obj[k], at+"."+k); err != nil {
-					return err
-				}
-			} else if extra, ok := s["additionalProperties"]; ok {
-				if err := d.validate(extra, obj[k], at+"."+k); err != nil {
-					return fmt.Errorf("%s: key %q is not documented: %w", at, k, err)
-				}
-			}
-		}
-	}
-	if arr, ok := v.([]any); ok {
-		if items, ok := s["items"]; ok {
-			for i, x := range arr {
-				if err := d.validate(items, x, fmt.Sprintf("%s[%d]", at, i)); err != nil {
-					return err
-				}
-			}
-		}
-	}
-	if all := listOf(s["allOf"]); all != nil {
-		for _, sub := range all {
-			if err := d.validate(sub, v, at); err != nil {
-				return err
-			}
-		}
-	}
-	if alts := listOf(s["anyOf"]); alts != nil {
-		var errs []string
-		for _, sub := range alts {
-			err := d.validate(sub, v, at)
-			if err == nil {
-				errs = nil
-				break
-			}
-			errs = append(errs, err.Error())
-		}
-		if errs != nil {
-			return fmt.Errorf("%s: matches none of anyOf: %s", at, strings.Join(errs, "; "))
-		}
-	}
-	if one := listOf(s["oneOf"]); one != nil {
-		n := 0
-		var errs []string
-		for _, sub := range one {
-			if err := d.validate(sub, v, at); err == nil {
-				n++
-			} else {
-				errs = append(errs, err.Error())
-			}
-		}
-		if n != 1 {
-			return fmt.Errorf("%s: matches %d of oneOf, want exactly 1 (%s)", at, n, strings.Join(errs, "; "))
-		}
+	if w := cliWords.FindString(*p.Detail); w != "" {
+		return fmt.Errorf("%s: the problem speaks the command line (%q), not the API's fields and endpoints: %s", what, w, *p.Detail)
 	}
 	return nil
 }
 
-func isType(ty string, v any) bool {
-	switch x := v.(type) {
-	case nil:
-		return ty == "null"
-	case bool:
-		return ty == "boolean"
-	case string:
-		return ty == "string"
-	case []any:
-		return ty == "array"
-	case map[string]any:
-		return ty == "object"
-	case json.Number:
-		if ty == "number" {
-			return true
-		}
-		if ty == "integer" {
-			_, err := strconv.ParseInt(x.String(), 10, 64)
-			return err == nil
-		}
-	}
-	return false
-}
-
-// same compares two decoded JSON values (numbers by their value).
-func same(a, b any) bool {
-	an, aok := a.(json.Number)
-	bn, bok := b.(json.Number)
-	if aok && bok {
-		af, _ := an.Float64()
-		bf, _ := bn.Float64()
-		return af == bf
-	}
-	ja, _ := json.Marshal(a)
-	jb, _ := json.Marshal(b)
-	return bytes.Equal(ja, jb)
-}
-
-func show(v any) string {
-	b, _ := json.Marshal(v)
-	if len(b) > 80 {
-		b = append(b[:77], "..."...)
-	}
-	return string(b)
-}
-
-func mapOf(v any) map[string]any {
-	m, _ := v.(map[string]any)
-	return m
-}
-
-func listOf(v any) []any {
-	l, _ := v.([]any)
-	return l
-}
-
-func keys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
-}
+// cliWords are the command line's names in an API answer: a flag of the
+// commands the API stands for (the API's field is count, not --count), or
+// one of those commands to run, which the API has an endpoint for. (An
+// administrator's command, such as `loanq token create`, which no endpoint
+// stands for, may be named.)
+var cliWords = regexp.MustCompile("--(count|after|of|older-than|user|wait|task|action|reason|note)\\b|`loanq (work|disposition|pipeline|task list|history)")
