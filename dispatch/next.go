@@ -115,7 +115,9 @@ func nextOrder(c []nextCandidate, order string) {
 	sort.SliceStable(c, func(i, j int) bool {
 		a, b := c[i], c[j]
 		byPriority := func() (bool, bool) { return a.priority > b.priority, a.priority != b.priority }
-		byAge := func() (bool, bool) { return a.waitingSince.Before(b.waitingSince), !a.waitingSince.Equal(b.waitingSince) }
+		byAge := func() (bool, bool) {
+			return a.waitingSince.Before(b.waitingSince), !a.waitingSince.Equal(b.waitingSince)
+		}
 		first, second := byPriority, byAge
 		if order == OrderOldest {
 			first, second = byAge, byPriority
