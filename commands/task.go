@@ -359,8 +359,12 @@ func taskShow(c *cli.Context) error {
 		}
 		fmt.Fprintf(tw, "pool:\t%s\n", poolText(t, pool))
 		fmt.Fprintf(tw, "priority:\t%d (work next: higher first)\n", t.Priority)
-		fmt.Fprintf(tw, "show:\t%s\n", textsafe.Escape(orDash(strings.Join(t.Show, ","))))
-		fmt.Fprintf(tw, "link:\t%s\n", textsafe.Escape(orDash(t.Link)))
+		if len(t.Show) > 0 {
+			fmt.Fprintf(tw, "show:\t%s\n", textsafe.Escape(strings.Join(t.Show, ",")))
+		}
+		if t.Link != "" {
+			fmt.Fprintf(tw, "link:\t%s\n", textsafe.Escape(t.Link))
+		}
 		fmt.Fprintf(tw, "backlog:\t%s\n", backlogText(backlog, failed))
 		fmt.Fprintf(tw, "created:\t%s by %s\n", t.CreatedAt.Format(time.RFC3339), textsafe.Escape(t.CreatedBy))
 		tw.Flush()

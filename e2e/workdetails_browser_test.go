@@ -106,10 +106,10 @@ func workPageDetails(t *testing.T, browser, dialect string) {
 			Cols: Array.from(tr.querySelectorAll('.loan-card dt, .loan-card dd')).map(x => x.textContent)};
 	})`)
 	want := map[string]card{
-		"1": {Task: "big-loans", Link: "https://los.example/loans/1?b=Ann%20Lee", Cols: []string{"borrower", "Ann Lee", "amount", "125000.50"}},
+		"1": {Task: "big-loans", Link: "https://los.example/loans/1?b=Ann%20Lee", Cols: []string{"borrower", "Ann Lee", "amount", "125000.5"}},
 		"2": {Task: "big-loans", Link: "https://los.example/loans/2?b=%3Cimg%20src%3Dx%20onerror%3D%22window.__xss%3D1%22%3EBo%20%26%20Co",
-			Cols: []string{"borrower", markupBorrower, "amount", "250000.50"}},
-		"3": {Task: "big-loans", Link: "https://los.example/loans/3?b=C%C3%A9%20%2F%20D%C3%BC%3F", Cols: []string{"borrower", "Cé / Dü?", "amount", "375000.50"}},
+			Cols: []string{"borrower", markupBorrower, "amount", "250000.5"}},
+		"3": {Task: "big-loans", Link: "https://los.example/loans/3?b=C%C3%A9%20%2F%20D%C3%BC%3F", Cols: []string{"borrower", "Cé / Dü?", "amount", "375000.5"}},
 		"4": {Task: "verify-bank", Link: "https://los.example/verify/4", Cols: []string{"borrower", "—"}},
 	}
 	for _, c := range cards {
@@ -117,6 +117,11 @@ func workPageDetails(t *testing.T, browser, dialect string) {
 		if !ok {
 			t.Errorf("unexpected card %+v", c)
 			continue
+		}
+		if len(c.Cols) == 4 {
+			// An amount as the database writes a DECIMAL: 125000.50, or
+			// 125000.5 on SQLite (NUMERIC affinity).
+			c.Cols[3] = strings.TrimSuffix(c.Cols[3], "0")
 		}
 		if c.Task != w.Task || c.Link != w.Link || strings.Join(c.Cols, "|") != strings.Join(w.Cols, "|") {
 			t.Errorf("loan %s card: %+v, want %+v", c.Key, c, w)
@@ -131,8 +136,9 @@ func workPageDetails(t *testing.T, browser, dialect string) {
 	if order := eval[string](t, ctx, `Array.from(document.querySelector('#pipeline tbody tr .actions').children).map(e => e.className).join(' ')`); order != "complete after return never" {
 		t.Errorf("a loan's controls in order: %s; want the duration before its Return after… button", order)
 	}
-	if fav := eval[string](t, ctx, `fetch('/favicon.ico').then(r => r.status + ' ' + r.headers.get('Content-Type') + ' ' + (r.headers.get('Content-Length') || ''))`); !strings.HasPrefix(fav, "200 image/x-icon") {
-		t.Errorf("/favicon.ico: %s", fav)
+	fav, err := chromedp.Run(ctx, chromedp.Evaluate[string](`fetch('/favicon.ico').then(r => r.status + ' ' + r.headers.get('Content-Type'))`, chromedp.EvalAwaitPromise))
+	if err != nil || fav != "200 image/x-icon" {
+		t.Errorf("/favicon.ico: %q %v, want 200 image/x-icon", fav, err)
 	}
 	shots := os.Getenv("LOANQ_WORK_SCREENSHOT")
 	if shots != "" && dialect == "postgres" {

@@ -1,5 +1,5 @@
--- Loan details, a link and a priority per task (docs/commands.md, "task
--- create"; docs/work.md): show_columns lists the columns of the task's source
+-- Loan details, a link and a priority per task (docs/commands.md, "Loan
+-- details and a link" and "loanq work next"): show_columns lists the columns of the task's source
 -- shown with each loan (comma-separated, checked against the source when the
 -- task is created or changed), link_template a URL template into the lending
 -- system ({key}, {COLUMN}), priority orders the tasks of `work next` (higher
