@@ -208,9 +208,13 @@
       complete.addEventListener('click', function () { dispose(item, 'complete', null, buttons); });
       ret.addEventListener('click', function () { dispose(item, 'return', after.value, buttons); });
       never.addEventListener('click', function () { dispose(item, 'never', null, buttons); });
+      // The duration first, then its button, kept together on one line.
+      var retBox = document.createElement('span');
+      retBox.className = 'return-after';
+      retBox.appendChild(after);
+      retBox.appendChild(ret);
       box.appendChild(complete);
-      box.appendChild(after); // the duration first, then its button
-      box.appendChild(ret);
+      box.appendChild(retBox);
       box.appendChild(never);
       tr.appendChild(td);
       pipeBody.appendChild(tr);
