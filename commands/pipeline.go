@@ -44,10 +44,22 @@ func pipeline(c *cli.Context) error {
 			fmt.Fprintf(w, "%s has no active work\n", textsafe.Escape(e.user))
 			return
 		}
-		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "TASK\tLOAN\tASSIGNED AT\tFOR")
+		shows := false
 		for _, it := range items {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", textsafe.Escape(it.Task), textsafe.Escape(it.LoanID.String()), it.AssignedAt.Format(time.RFC3339), time.Duration(it.AgeSeconds)*time.Second)
+			shows = shows || len(it.Details) > 0 || it.Link != nil
+		}
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		head := "TASK\tLOAN\tASSIGNED AT\tFOR"
+		if shows {
+			head += "\tDETAILS\tLINK"
+		}
+		fmt.Fprintln(tw, head)
+		for _, it := range items {
+			line := fmt.Sprintf("%s\t%s\t%s\t%s", textsafe.Escape(it.Task), textsafe.Escape(it.LoanID.String()), it.AssignedAt.Format(time.RFC3339), time.Duration(it.AgeSeconds)*time.Second)
+			if shows {
+				line += "\t" + detailsText(it.Details) + "\t" + linkText(it.Link) // worknext.go
+			}
+			fmt.Fprintln(tw, line)
 		}
 		tw.Flush()
 	})

@@ -3,6 +3,7 @@ package commands
 import (
 	"fmt"
 	"io"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -78,7 +79,16 @@ short transaction (each candidate rechecked by key before it is assigned)
 instead of waiting for a query. Run "loanq task refill --all --every 30s"
 (or "loanq serve --refill") to keep pools above their low mark.
 
-   loanq task create heavy --where "statements_submitted = 1 AND statements_verified = 0" --order "submitted_at" --prefetch 200`,
+   loanq task create heavy --where "statements_submitted = 1 AND statements_verified = 0" --order "submitted_at" --prefetch 200
+
+--show and --link say what a processor sees of each loan (work get, work
+status, work next, pipeline, the API and the /work page): columns of the
+source (each must exist in it: checked like --where), and a link into the
+lending system whose {key} and {COLUMN} placeholders are filled with the
+loan's key and shown values, URL-escaped. --priority orders the tasks of
+"loanq work next": higher first.
+
+   loanq task create verify-bank --where "statements_submitted = 1" --show borrower,amount --link 'https://los.example/loans/{key}' --priority 10`,
 				Flags: []cli.Flag{
 					&cli.StringFlag{Name: "where", Usage: "SQL condition selecting the task's loans (required)"},
 					&cli.StringFlag{Name: "order", Usage: "SQL ORDER BY list: highest priority first (the key breaks ties)"},
@@ -95,6 +105,9 @@ instead of waiting for a query. Run "loanq task refill --all --every 30s"
 					&cli.IntFlag{Name: "prefetch-low", Usage: "pool size under which task refill and serve --refill refill it (default N/4)"},
 					&cli.BoolFlag{Name: "if-not-exists", Usage: "succeed without change when an identical task exists (for scripts)"},
 					&cli.BoolFlag{Name: "allow-wide-locks", Usage: "with --lock rows: keep the task even when one claim locks more than twice the rows it returns (see loanq explain --help)"},
+					&cli.IntFlag{Name: "priority", Usage: "order of the task in work next: higher first (default 0)"},
+					&cli.StringFlag{Name: "show", Usage: "columns of --source shown with each loan, comma-separated (e.g. borrower,amount)"},
+					&cli.StringFlag{Name: "link", Usage: "link to each loan: an http(s) URL template with {key} and {COLUMN} of --show columns, URL-escaped (e.g. 'https://los.example/loans/{key}')"},
 				},
 				Action: taskCreate,
 			},
@@ -167,6 +180,10 @@ func taskCreate(c *cli.Context) error {
 		MaxActive: c.Int("max-active"), Lock: lock, QueryDelay: delay, LeaseTTL: ttl, HoldLimit: hold, MaxHold: maxHold,
 		Prefetch: c.Int("prefetch"), PrefetchTTL: prefetchTTL, PrefetchLow: c.Int("prefetch-low"),
 		IfNotExists: c.Bool("if-not-exists"), AllowWideLocks: c.Bool("allow-wide-locks"),
+		Priority: c.Int("priority"), Link: c.String("link"),
+	}
+	if spec.Show, err = dispatch.ParseShow(c.String("show")); err != nil {
+		return err
 	}
 	if err := spec.Check(); err != nil { // before connecting: bad input is refused with the database down too
 		return err
@@ -341,6 +358,13 @@ func taskShow(c *cli.Context) error {
 			fmt.Fprintf(tw, "max hold:\t- (active work never expires)\n")
 		}
 		fmt.Fprintf(tw, "pool:\t%s\n", poolText(t, pool))
+		fmt.Fprintf(tw, "priority:\t%d (work next: higher first)\n", t.Priority)
+		if len(t.Show) > 0 {
+			fmt.Fprintf(tw, "show:\t%s\n", textsafe.Escape(strings.Join(t.Show, ",")))
+		}
+		if t.Link != "" {
+			fmt.Fprintf(tw, "link:\t%s\n", textsafe.Escape(t.Link))
+		}
 		fmt.Fprintf(tw, "backlog:\t%s\n", backlogText(backlog, failed))
 		fmt.Fprintf(tw, "created:\t%s by %s\n", t.CreatedAt.Format(time.RFC3339), textsafe.Escape(t.CreatedBy))
 		tw.Flush()

@@ -35,7 +35,8 @@ with the strategy they started with.
 Examples:
    loanq task update verify-bank --where "statements_submitted = 1 AND statements_verified = 0 AND amount > 0"
    loanq task update verify-bank --max-hold 8h --max-active 10
-   loanq task update verify-bank --hold-limit default --max-hold off`,
+   loanq task update verify-bank --hold-limit default --max-hold off
+   loanq task update verify-bank --show borrower,amount --link 'https://los.example/loans/{key}?b={borrower}' --priority 5`,
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "where", Usage: "SQL condition selecting the task's loans"},
 			&cli.StringFlag{Name: "order", Usage: "SQL ORDER BY list: highest priority first"},
@@ -51,6 +52,9 @@ Examples:
 			&cli.StringFlag{Name: "prefetch-ttl", Usage: "how long a pooled candidate stays claimable (\"default\": 10m)"},
 			&cli.IntFlag{Name: "prefetch-low", Usage: "pool size under which refreshers refill it (0: N/4)"},
 			&cli.BoolFlag{Name: "allow-wide-locks", Usage: "with --lock rows: keep the task even when one claim locks more than twice the rows it returns (see loanq explain --help)"},
+			&cli.IntFlag{Name: "priority", Usage: "order of the task in work next: higher first"},
+			&cli.StringFlag{Name: "show", Usage: "columns of --source shown with each loan, comma-separated (\"\": none)"},
+			&cli.StringFlag{Name: "link", Usage: "link to each loan: an http(s) URL template with {key} and {COLUMN} of --show columns, URL-escaped (\"\": none)"},
 		},
 		Action: taskUpdate,
 	}
@@ -129,6 +133,9 @@ func taskUpdate(c *cli.Context) error {
 			v := c.Int(f.name)
 			*f.dst = &v
 		}
+	}
+	if err := displayChange(c, &ch); err != nil { // task_details.go
+		return err
 	}
 	if err := ch.Check(); err != nil { // before connecting: bad input is refused with the database down too
 		return err

@@ -33,10 +33,12 @@ func workCommand() *cli.Command {
 Examples:
    loanq --user oliver work get verify-bank --count 3
    loanq --user tracy work get verify-bank --count 3 --no-wait
-   loanq --user tracy work status 17 --wait`,
+   loanq --user tracy work status 17 --wait
+   loanq --user oliver work next --count 3`,
 		Subcommands: []*cli.Command{
 			workListCommand(),
 			workRunCommand(),
+			workNextCommand(),
 			{
 				Name:      "get",
 				Usage:     "get the highest-priority loans of a task that nobody else has",
@@ -259,6 +261,7 @@ func printRequest(c *cli.Context, req *dispatch.Request, err error) error {
 		default:
 			fmt.Fprintf(w, "request %d (task %s, %s): %s, %d of %d loan(s): %s\n", req.ID, task, user,
 				req.Status, req.Assigned, req.Requested, joinIDs(req.Loans))
+			printLoanItems(w, req.Work, false) // worknext.go
 		}
 	})
 	if err != nil {

@@ -192,6 +192,9 @@ type PipelineItem struct {
 	// docs/json.md); both ages are by the database clock read with the
 	// pipeline, AgeSeconds in whole seconds (cut).
 	AgeMS int64 `json:"age_ms"`
+	// Details and Link: what the task shows of the loan (details.go).
+	Details Details `json:"details"`
+	Link    *string `json:"link"`
 }
 
 // Pipeline is the user's active work, oldest first; taskName "" means all tasks.
@@ -212,7 +215,7 @@ func (e *Engine) Pipeline(ctx context.Context, user, taskName string) ([]Pipelin
 	for _, r := range rows {
 		age := max(0, r.DBNow.T.Sub(r.AssignedAt.T))
 		out = append(out, PipelineItem{Task: r.Task, LoanID: loankey.New(loankey.ParseKind(r.KeyKind), r.LoanID),
-			AssignedAt: r.AssignedAt.T, AgeSeconds: int64(age / time.Second), AgeMS: age.Milliseconds()})
+			AssignedAt: r.AssignedAt.T, AgeSeconds: int64(age / time.Second), AgeMS: age.Milliseconds(), Details: Details{}})
 	}
-	return out, nil
+	return out, e.pipelineDetails(ctx, out)
 }

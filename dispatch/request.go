@@ -48,6 +48,9 @@ type Request struct {
 	// CappedAt is the task's per-user cap (--max-active) when that cap is
 	// why the request got fewer loans than it asked for; otherwise absent.
 	CappedAt int `json:"capped_at,omitempty"`
+	// Work is Loans with what their task shows of each (details.go): set
+	// by Get and Status.
+	Work []LoanItem `json:"work,omitempty"`
 }
 
 // GetOptions tune one `work get` or `work status --wait`.
@@ -100,7 +103,7 @@ func (e *Engine) Get(ctx context.Context, taskName, user string, count int, opt 
 	// (rows.go, serveRowsFresh), one commit per get, unless the request
 	// must wait. Otherwise nothing was written, and the usual way below.
 	if req, err := srv.fresh(ctx, task, user, count); err != nil || req != nil {
-		return e.noteCap(ctx, task, req), err
+		return e.withWork(ctx, task, e.noteCap(ctx, task, req)), err
 	}
 	// Step 1: the request is committed on its own, before any lock is tried,
 	// so that whoever holds the lock can see and serve it.
@@ -130,7 +133,7 @@ func (e *Engine) Get(ctx context.Context, taskName, user string, count int, opt 
 	if req != nil {
 		req.Attached = attached
 	}
-	return e.noteCap(ctx, task, req), err
+	return e.withWork(ctx, task, e.noteCap(ctx, task, req)), err
 }
 
 // claimFailed says what a claim that logs its own request (a pool claim, a
@@ -217,7 +220,7 @@ func (e *Engine) Status(ctx context.Context, id int64, wait bool, opt GetOptions
 	}
 	if req.Status != StatusPending {
 		e.settleExpired(ctx, req)
-		return req, nil
+		return e.withWork(ctx, nil, req), nil
 	}
 	task, err := e.taskByID(ctx, req.TaskID)
 	if err != nil {
@@ -228,7 +231,8 @@ func (e *Engine) Status(ctx context.Context, id int64, wait bool, opt GetOptions
 		return nil, err
 	}
 	opt.NoWait = !wait
-	return e.serveOrCancel(ctx, task, srv, &ownRequest{id: id, user: req.User, requested: req.Requested, alive: alive}, opt)
+	req, err = e.serveOrCancel(ctx, task, srv, &ownRequest{id: id, user: req.User, requested: req.Requested, alive: alive}, opt)
+	return e.withWork(ctx, task, req), err
 }
 
 // serveUntilDone tries to serve, then waits to be woken (docs/algorithm.md,

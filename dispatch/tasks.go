@@ -55,6 +55,11 @@ type Task struct {
 	// detected at task create (keyKind) and kept in loanq_task.key_kind:
 	// how keys are parsed, bound and shown.
 	KeyKind loankey.Kind
+	// Priority, Show, Link: work next's order (higher first), the source
+	// columns shown with each loan and the link to it (details.go).
+	Priority int
+	Show     []string
+	Link     string
 }
 
 func (t *Task) criteria() drivers.CriteriaSource {
@@ -76,7 +81,8 @@ func (t *Task) sameDefinition(o *Task) bool {
 	return t.Source == o.Source && t.Key == o.Key && t.Where == o.Where && t.Order == o.Order &&
 		t.MaxActive == o.MaxActive && t.Lock == o.Lock && t.QueryDelay == o.QueryDelay && t.LeaseTTL == o.LeaseTTL &&
 		t.HoldLimit == o.HoldLimit && t.MaxHold == o.MaxHold &&
-		t.Prefetch == o.Prefetch && t.PrefetchTTL == o.PrefetchTTL && t.PrefetchLow == o.PrefetchLow
+		t.Prefetch == o.Prefetch && t.PrefetchTTL == o.PrefetchTTL && t.PrefetchLow == o.PrefetchLow &&
+		t.Priority == o.Priority && strings.Join(t.Show, ",") == strings.Join(o.Show, ",") && t.Link == o.Link
 }
 
 var (
@@ -128,6 +134,10 @@ type TaskSpec struct {
 	// AllowWideLocks keeps a rows task whose claim locks more than
 	// WideLocks times the rows it returns (rows.go, checkLockable).
 	AllowWideLocks bool
+	// Priority, Show, Link: as Task's (details.go).
+	Priority int
+	Show     []string
+	Link     string
 }
 
 // Check checks what can be checked of a task's definition without a
@@ -173,6 +183,9 @@ func (s *TaskSpec) Check() error {
 		return err
 	}
 	if err := validatePrefetch(&s.Prefetch, &s.PrefetchTTL, &s.PrefetchLow); err != nil {
+		return err
+	}
+	if err := s.checkDisplay(); err != nil { // details.go
 		return err
 	}
 	return validateMaxHold(s.MaxHold)
@@ -257,7 +270,8 @@ func (e *Engine) CreateTask(ctx context.Context, s TaskSpec) (*Task, bool, error
 	}
 	want := &Task{Name: s.Name, Source: s.Source, Key: s.Key, Where: s.Where, Order: s.Order,
 		MaxActive: s.MaxActive, Lock: s.Lock, QueryDelay: s.QueryDelay, LeaseTTL: s.LeaseTTL, HoldLimit: s.HoldLimit, MaxHold: s.MaxHold,
-		Prefetch: s.Prefetch, PrefetchTTL: s.PrefetchTTL, PrefetchLow: s.PrefetchLow}
+		Prefetch: s.Prefetch, PrefetchTTL: s.PrefetchTTL, PrefetchLow: s.PrefetchLow,
+		Priority: s.Priority, Show: s.Show, Link: s.Link}
 	existing, err := e.taskByName(ctx, s.Name)
 	if err != nil && problem.KindOf(err) != problem.Usage {
 		return nil, false, err
@@ -266,6 +280,9 @@ func (e *Engine) CreateTask(ctx context.Context, s TaskSpec) (*Task, bool, error
 		return e.existingTask(existing, want, s.IfNotExists)
 	}
 	if err := e.checkCriteria(ctx, want); err != nil {
+		return nil, false, err
+	}
+	if err := e.checkDetails(ctx, want); err != nil { // details.go
 		return nil, false, err
 	}
 	verdict := ""
@@ -314,6 +331,9 @@ func (e *Engine) insertTask(ctx context.Context, s TaskSpec, kind loankey.Kind) 
 		if _, err := e.sql().TaskSetPrefetch.Exec(ctx, tx, engineio.TaskPrefetchParams{ID: id, Prefetch: size, TTLMS: ttl, Low: low}); err != nil {
 			return 0, err
 		}
+	}
+	if err := e.storeDisplay(ctx, tx, id, s.Priority, s.Show, s.Link); err != nil { // details.go
+		return 0, err
 	}
 	return id, tx.Commit()
 }
@@ -450,7 +470,8 @@ func (e *Engine) scanTask(r engineio.TaskRow, err error) (*Task, error) {
 		QueryDelay: ms(r.DelayMS), LeaseTTL: ms(r.LeaseMS), CreatedBy: r.CreatedBy, CreatedAt: r.CreatedAt.T,
 		HoldLimit: ms(r.HoldMS.Int64), MaxHold: ms(r.MaxHoldMS.Int64),
 		Prefetch: int(r.Prefetch.Int64), PrefetchTTL: ms(r.PrefetchTTLMS.Int64), PrefetchLow: int(r.PrefetchLow.Int64),
-		KeyKind: loankey.ParseKind(r.KeyKind.String)}, nil
+		KeyKind:  loankey.ParseKind(r.KeyKind.String),
+		Priority: int(r.Priority), Show: splitShow(r.ShowColumns.String), Link: r.LinkTemplate.String}, nil
 }
 
 // Task returns a task by name; an unknown name is bad input.

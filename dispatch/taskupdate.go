@@ -28,12 +28,17 @@ type TaskChange struct {
 	UpdatedBy string
 	// AllowWideLocks: as TaskSpec's (not a change by itself).
 	AllowWideLocks bool
+	// Priority, Show, Link: as TaskSpec's; an empty Show or Link clears it.
+	Priority *int
+	Show     *[]string
+	Link     *string
 }
 
 func (c TaskChange) empty() bool {
 	return c.Source == nil && c.Key == nil && c.Where == nil && c.Order == nil && c.MaxActive == nil &&
 		c.Lock == nil && c.QueryDelay == nil && c.LeaseTTL == nil && c.HoldLimit == nil && c.MaxHold == nil &&
-		c.Prefetch == nil && c.PrefetchLow == nil && c.PrefetchTTL == nil
+		c.Prefetch == nil && c.PrefetchLow == nil && c.PrefetchTTL == nil &&
+		c.Priority == nil && c.Show == nil && c.Link == nil
 }
 
 // Check checks each change on its own, without a database (commands call it
@@ -79,6 +84,9 @@ func (c TaskChange) Check() error {
 	if c.PrefetchTTL != nil && *c.PrefetchTTL != 0 {
 		checks = append(checks, checkPrefetchTTL(*c.PrefetchTTL))
 	}
+	if c.Priority != nil {
+		checks = append(checks, checkPriority(*c.Priority)) // --link against --show: UpdateTask
+	}
 	for _, err := range checks {
 		if err != nil {
 			return err // the first, in the order of task create's flags
@@ -102,7 +110,9 @@ func (e *Engine) UpdateTask(ctx context.Context, name string, c TaskChange) (*Ta
 	}
 	s := TaskSpec{Name: t.Name, Source: t.Source, Key: t.Key, Where: t.Where, Order: t.Order, MaxActive: t.MaxActive,
 		Lock: t.Lock, QueryDelay: t.QueryDelay, LeaseTTL: t.LeaseTTL, HoldLimit: t.HoldLimit, MaxHold: t.MaxHold, CreatedBy: t.CreatedBy,
-		Prefetch: t.Prefetch, PrefetchTTL: t.PrefetchTTL, PrefetchLow: t.PrefetchLow}
+		Prefetch: t.Prefetch, PrefetchTTL: t.PrefetchTTL, PrefetchLow: t.PrefetchLow,
+		Priority: t.Priority, Show: t.Show, Link: t.Link}
+	c.applyDisplay(&s) // details.go
 	if c.Prefetch != nil {
 		s.Prefetch = *c.Prefetch
 		if s.Prefetch != t.Prefetch && c.PrefetchLow == nil {
@@ -146,8 +156,12 @@ func (e *Engine) UpdateTask(ctx context.Context, name string, c TaskChange) (*Ta
 	}
 	want := &Task{ID: t.ID, Name: s.Name, Source: s.Source, Key: s.Key, Where: s.Where, Order: s.Order,
 		MaxActive: s.MaxActive, Lock: s.Lock, QueryDelay: s.QueryDelay, LeaseTTL: s.LeaseTTL, HoldLimit: s.HoldLimit, MaxHold: s.MaxHold,
-		Prefetch: s.Prefetch, PrefetchTTL: s.PrefetchTTL, PrefetchLow: s.PrefetchLow}
+		Prefetch: s.Prefetch, PrefetchTTL: s.PrefetchTTL, PrefetchLow: s.PrefetchLow,
+		Priority: s.Priority, Show: s.Show, Link: s.Link}
 	if err := e.checkCriteria(ctx, want); err != nil {
+		return nil, err
+	}
+	if err := e.checkDetails(ctx, want); err != nil { // details.go
 		return nil, err
 	}
 	verdict := ""
@@ -181,6 +195,9 @@ func (e *Engine) UpdateTask(ctx context.Context, name string, c TaskChange) (*Ta
 	}
 	if _, err := e.sql().PoolClear.Exec(ctx, tx, engineio.TaskParams{TaskID: t.ID}); err != nil {
 		return nil, fmt.Errorf("emptying the candidate pool of task %s: %w", t.Name, err)
+	}
+	if err := e.storeDisplay(ctx, tx, t.ID, s.Priority, s.Show, s.Link); err != nil { // details.go
+		return nil, fmt.Errorf("updating task %s: %w", t.Name, err)
 	}
 	if err := tx.Commit(); err != nil {
 		return nil, fmt.Errorf("updating task %s: %w", t.Name, err)

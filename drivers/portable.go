@@ -10,7 +10,8 @@ import (
 // engine scans them.
 const taskColumns = `id, name, source_table, key_column, criteria, order_by, max_active,
        lock_strategy, query_delay_ms, lease_ttl_ms, created_by, created_at, hold_limit_ms, max_hold_ms,
-       prefetch, prefetch_ttl_ms, prefetch_low, key_kind`
+       prefetch, prefetch_ttl_ms, prefetch_low, key_kind,
+       priority, show_columns, link_template`
 
 // requestStatus is a request's status as every read of one request says
 // it: a pending request without a sign of life within RequestAlive is

@@ -255,6 +255,17 @@ func TestAPIAnswersMatchOpenAPI(t *testing.T) {
 		s.want("sam", "POST", "/api/v1/tasks/t/reclaim", map[string]any{"of": "bob", "dry_run": true}, 200)
 		s.want("sam", "POST", "/api/v1/tasks/t/reclaim", map[string]any{"of": "bob"}, 200)
 
+		// Next work across the tasks: each loan says its task.
+		a = s.want("ana", "POST", "/api/v1/next", map[string]any{"count": 2, "wait_ms": 0, "task_order": "oldest"}, 200)
+		if w, _ := a.doc["work"].([]any); len(w) == 0 {
+			t.Errorf("next: %s, want loans", a.body)
+		} else if item, _ := w[0].(map[string]any); item["task"] == nil || item["details"] == nil {
+			t.Errorf("next: %s, want each loan's task and details", a.body)
+		}
+		s.want("ana", "POST", "/api/v1/next", map[string]any{"count": 0}, 400)
+		s.want("ana", "POST", "/api/v1/next", map[string]any{"task_order": "newest"}, 400)
+		s.want("", "POST", "/api/v1/next", map[string]any{}, 401)
+
 		// Every operation answered a success and (unless public) an error.
 		doc, _ := apiSpec()
 		for _, op := range doc.Operations() {

@@ -150,6 +150,7 @@ func TestJSONDocuments(t *testing.T) {
 		}
 		check("work status", "work", "status", itoa64(req.RequestID))
 		check("work cancel", "work", "cancel", itoa64(req.RequestID)) // served first: printed as served
+		check("work next", "work", "next", "--count", "1")
 		check("pipeline", "pipeline")
 		check("work reclaim", "work", "reclaim", "big", "--dry-run")
 		check("disposition", "disposition", "big", itoa64(req.Loans[0]), "return", "--after", "90m")

@@ -24,6 +24,14 @@ func Task(t *dispatch.Task) map[string]any {
 		m["prefetch_ttl_ms"] = t.PrefetchTTL.Milliseconds()
 		m["prefetch_low"] = t.PrefetchLow
 	}
+	// Priority orders work next; show and link: what each loan shows
+	// (docs/json.md). null link: none.
+	m["priority"] = t.Priority
+	m["show"] = append([]string{}, t.Show...)
+	m["link"] = nil
+	if t.Link != "" {
+		m["link"] = t.Link
+	}
 	return m
 }
 

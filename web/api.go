@@ -79,6 +79,7 @@ func (a *api) routes() []apiRoute {
 		{method: "DELETE", path: "/api/v1/requests/{id}", h: a.cancel},
 		{method: "POST", path: "/api/v1/tasks/{task}/loans/{loan}/disposition", h: a.dispose},
 		{method: "GET", path: "/api/v1/pipeline", h: a.pipeline},
+		{method: "POST", path: "/api/v1/next", h: a.next},
 		{method: "GET", path: "/api/v1/history", h: a.history},
 		{method: "GET", path: "/api/v1/work", supervisor: true, h: a.work},
 		{method: "POST", path: "/api/v1/tasks/{task}/reclaim", supervisor: true, h: a.reclaim},

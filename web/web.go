@@ -74,6 +74,7 @@ func Handler(cfg Config) (http.Handler, error) {
 
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", d.healthz)
+	mux.HandleFunc("GET /favicon.ico", favicon)
 	mux.Handle("GET /metrics", token(metrics))
 	mux.Handle("GET /api/dashboard", token(http.HandlerFunc(d.figuresJSON)))
 	mux.Handle("GET /tasks/{name...}", token(gzipped(http.HandlerFunc(d.taskPage))))

@@ -58,6 +58,11 @@ type TaskRow struct {
 	PrefetchTTLMS sql.NullInt64  `col:"prefetch_ttl_ms"`
 	PrefetchLow   sql.NullInt64  `col:"prefetch_low"`
 	KeyKind       sql.NullString `col:"key_kind"`
+	// Priority, ShowColumns, LinkTemplate: what work next orders by and
+	// what is shown with each loan (dispatch/details.go).
+	Priority     int64          `col:"priority"`
+	ShowColumns  sql.NullString `col:"show_columns"`
+	LinkTemplate sql.NullString `col:"link_template"`
 }
 
 // RunRow is one criteria-query run of the log (TaskRuns).

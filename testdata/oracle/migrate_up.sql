@@ -1095,7 +1095,19 @@ INSERT INTO loanq_schema_version (version_id, is_applied) VALUES (:1, 1)
 
 -- (commit)
 
--- 109, autocommit
+-- (begin)
+
+-- 109, in transaction
+ALTER TABLE loanq_task ADD (priority NUMBER(10) DEFAULT 0 NOT NULL, show_columns VARCHAR2(1000 CHAR), link_template VARCHAR2(2000 CHAR))
+/
+
+-- 110, in transaction; binds :1 = 20
+INSERT INTO loanq_schema_version (version_id, is_applied) VALUES (:1, 1)
+/
+
+-- (commit)
+
+-- 111, autocommit
 SELECT MAX(version_id) FROM loanq_schema_version
 /
 

@@ -19,19 +19,22 @@ RETURNING id INTO :13
 -- TaskByName: read a task by name
 SELECT id, name, source_table, key_column, criteria, order_by, max_active,
        lock_strategy, query_delay_ms, lease_ttl_ms, created_by, created_at, hold_limit_ms, max_hold_ms,
-       prefetch, prefetch_ttl_ms, prefetch_low, key_kind FROM loanq_task WHERE name = :1
+       prefetch, prefetch_ttl_ms, prefetch_low, key_kind,
+       priority, show_columns, link_template FROM loanq_task WHERE name = :1
 /
 
 -- TaskByID: read a task by id
 SELECT id, name, source_table, key_column, criteria, order_by, max_active,
        lock_strategy, query_delay_ms, lease_ttl_ms, created_by, created_at, hold_limit_ms, max_hold_ms,
-       prefetch, prefetch_ttl_ms, prefetch_low, key_kind FROM loanq_task WHERE id = :1
+       prefetch, prefetch_ttl_ms, prefetch_low, key_kind,
+       priority, show_columns, link_template FROM loanq_task WHERE id = :1
 /
 
 -- TaskList: list tasks
 SELECT id, name, source_table, key_column, criteria, order_by, max_active,
        lock_strategy, query_delay_ms, lease_ttl_ms, created_by, created_at, hold_limit_ms, max_hold_ms,
-       prefetch, prefetch_ttl_ms, prefetch_low, key_kind FROM loanq_task ORDER BY name
+       prefetch, prefetch_ttl_ms, prefetch_low, key_kind,
+       priority, show_columns, link_template FROM loanq_task ORDER BY name
 /
 
 -- TaskRuns: recent criteria-query runs of a task
@@ -484,6 +487,19 @@ GROUP BY task_id, CASE WHEN duration_ms <= 10 THEN 0 WHEN duration_ms <= 50 THEN
 
 -- DashRunMaxID: dashboard: the highest criteria-run id (the floor)
 SELECT MAX(id) AS max_id FROM loanq_query_run
+/
+
+-- catalogue details
+
+-- TaskSetDisplay: task: set priority, shown columns and link
+UPDATE loanq_task SET priority = :1, show_columns = :2, link_template = :3 WHERE id = :4
+/
+
+-- NextCandidates: work next: the tasks, their priority and last request
+SELECT t.id, t.name, t.priority, t.created_at,
+  (SELECT MAX(r.created_at) FROM loanq_work_request r WHERE r.task_id = t.id) AS last_asked_at
+FROM loanq_task t
+ORDER BY t.name
 /
 
 -- catalogue namedlock

@@ -51,9 +51,58 @@
     return h + 'h ' + Math.floor((seconds % 3600) / 60) + 'm';
   }
 
+  // clock is a time of day, with its date when it is not today ("27 Nov
+  // 08:51"), and the year when it is not this year.
   function clock(iso) {
     var d = new Date(iso);
-    return isNaN(d) ? '' : d.toLocaleTimeString([], { hour: '2-digit', minute: '2-digit' });
+    if (isNaN(d)) { return ''; }
+    var time = d.toLocaleTimeString([], { hour: '2-digit', minute: '2-digit' });
+    var now = new Date();
+    if (d.toDateString() === now.toDateString()) { return time; }
+    var date = { day: 'numeric', month: 'short' };
+    if (d.getFullYear() !== now.getFullYear()) { date.year = 'numeric'; }
+    return d.toLocaleDateString([], date) + ' ' + time;
+  }
+
+  // loanCard fills td with a loan: its key, and when its task shows
+  // anything, a card with the shown columns and the link into the lending
+  // system (a new tab, without access to this page: rel=noopener). Every
+  // value is text; only an http(s) link becomes one.
+  function loanCard(td, item) {
+    var details = item.details || {};
+    var cols = Object.keys(details);
+    if (!cols.length && !item.link) {
+      td.textContent = String(item.loan_id);
+      return;
+    }
+    var card = document.createElement('div');
+    card.className = 'loan-card';
+    var key = document.createElement('div');
+    key.className = 'loan-key';
+    key.textContent = String(item.loan_id);
+    card.appendChild(key);
+    if (cols.length) {
+      var dl = document.createElement('dl');
+      cols.forEach(function (c) {
+        var dt = document.createElement('dt');
+        dt.textContent = c;
+        var dd = document.createElement('dd');
+        dd.textContent = details[c] === null ? '—' : details[c];
+        dl.appendChild(dt);
+        dl.appendChild(dd);
+      });
+      card.appendChild(dl);
+    }
+    if (item.link && /^https?:\/\//i.test(item.link)) {
+      var a = document.createElement('a');
+      a.href = item.link;
+      a.target = '_blank';
+      a.rel = 'noopener noreferrer';
+      a.textContent = 'Open loan ' + item.loan_id;
+      a.setAttribute('aria-label', 'Open loan ' + item.loan_id + ' in the lending system (new tab)');
+      card.appendChild(a);
+    }
+    td.appendChild(card);
   }
 
   // ---- sign-in page ----
@@ -76,6 +125,7 @@
   var countIn = document.getElementById('count');
   var getBtn = document.getElementById('get');
   var cancelBtn = document.getElementById('cancel');
+  var nextBtn = document.getElementById('next');
   var pipeBody = document.querySelector('#pipeline tbody');
   var histBody = document.querySelector('#history tbody');
   var pending = null; // the request id being looked for
@@ -124,7 +174,7 @@
       tr.dataset.task = item.task;
       if (fresh && !shown[item.task + '/' + item.loan_id]) { tr.className = 'new'; }
       cell(tr, item.task);
-      cell(tr, String(item.loan_id), 'num');
+      loanCard(cell(tr, '', 'num loan'), item);
       var ageTd = cell(tr, age(item.age_seconds), 'num age');
       ages.push([ageTd, item.age_seconds, now]);
       var td = document.createElement('td');
@@ -158,9 +208,13 @@
       complete.addEventListener('click', function () { dispose(item, 'complete', null, buttons); });
       ret.addEventListener('click', function () { dispose(item, 'return', after.value, buttons); });
       never.addEventListener('click', function () { dispose(item, 'never', null, buttons); });
+      // The duration first, then its button, kept together on one line.
+      var retBox = document.createElement('span');
+      retBox.className = 'return-after';
+      retBox.appendChild(after);
+      retBox.appendChild(ret);
       box.appendChild(complete);
-      box.appendChild(ret);
-      box.appendChild(after);
+      box.appendChild(retBox);
       box.appendChild(never);
       tr.appendChild(td);
       pipeBody.appendChild(tr);
@@ -197,6 +251,7 @@
 
   function looking(on) {
     getBtn.disabled = on;
+    nextBtn.disabled = on;
     cancelBtn.hidden = !on;
     if (on) { say('looking… for ' + countIn.value + ' loan(s) in ' + taskSel.value, 'looking'); }
   }
@@ -240,6 +295,33 @@
     var n = parseInt(countIn.value, 10) || 1;
     call('POST', '/api/v1/tasks/' + encodeURIComponent(taskSel.value) + '/requests', { count: n, wait_ms: 1000 })
       .then(answered, retry);
+  });
+
+  // Get next work: the most urgent work across every task the user may
+  // work (POST /api/v1/next); each loan says its task.
+  nextBtn.addEventListener('click', function () {
+    if (pending) { return; }
+    var n = parseInt(countIn.value, 10) || 1;
+    getBtn.disabled = true;
+    nextBtn.disabled = true;
+    say('looking… for the next ' + n + ' loan(s) across your tasks', 'looking');
+    call('POST', '/api/v1/next', { count: n, wait_ms: 10000 }).then(function (r) {
+      getBtn.disabled = false;
+      nextBtn.disabled = false;
+      if (r.status !== 200) { say(problem(r), 'error'); return; }
+      var d = r.doc;
+      if (d.assigned > 0) {
+        say('Next work: ' + d.work.map(function (w) { return 'loan ' + w.loan_id + ' (' + w.task + ')'; }).join(', ') +
+          (d.status === 'partial' ? '; no more work right now.' : '.'), 'ok');
+      } else {
+        say('No work in any of your tasks right now.', '');
+      }
+      return refresh(true);
+    }, function () {
+      getBtn.disabled = false;
+      nextBtn.disabled = false;
+      say('The server cannot be reached; try again.', 'error');
+    });
   });
 
   cancelBtn.addEventListener('click', function () {
