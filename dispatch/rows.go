@@ -109,7 +109,7 @@ func (e *Engine) claimRowsFinishing(ctx context.Context, rl drivers.RowLocker, f
 		return nil, err
 	}
 	started := time.Now()
-	locked, err := rl.LockRows(ctx, tx, task.criteria(), task.ID, allow)
+	locked, err := rl.LockRows(ctx, tx, e.criteriaFor(task, req.User), task.ID, allow)
 	if err != nil {
 		return nil, fmt.Errorf("claiming rows of task %s: %w", task.Name, err)
 	}
@@ -124,7 +124,7 @@ func (e *Engine) claimRowsFinishing(ctx context.Context, rl drivers.RowLocker, f
 	}
 	take := len(locked) // what the statement assigns, or it finishes nothing
 	status := requestStatus(req.Requested, take)
-	rows, err := fc.FinishingClaim(task.criteria()).All(ctx, tx, drivers.FinishingClaimParams{
+	rows, err := fc.FinishingClaim(e.criteriaFor(task, req.User)).All(ctx, tx, drivers.FinishingClaimParams{
 		TaskID: task.ID, User: req.User, RequestID: req.ID, IDs: drivers.KeysJSON(task.KeyKind, locked),
 		Assigned: take, Status: status, Holder: truncate(e.Holder, 100),
 		StartedAgoMS: time.Since(started).Milliseconds(), DurationMS: time.Since(started).Milliseconds(), RowsFound: take})
@@ -137,7 +137,7 @@ func (e *Engine) claimRowsFinishing(ctx context.Context, rl drivers.RowLocker, f
 	if take < allow {
 		// As in claimRows: are the loans this claim did not get held by
 		// other claimers? Then the request must wait for them.
-		if _, held, err := e.heldEligible(ctx, tx, task); err != nil || held {
+		if _, held, err := e.heldEligible(ctx, tx, task, req.User); err != nil || held {
 			if err == nil {
 				err = errRowsLogFirst
 			}
@@ -214,7 +214,7 @@ func (e *Engine) claimRows(ctx context.Context, rl drivers.RowLocker, task *Task
 	take := 0
 	for round := 0; take < allow && round < maxClaimRounds; round++ {
 		want := allow - take
-		locked, err := rl.LockRows(ctx, tx, task.criteria(), task.ID, want)
+		locked, err := rl.LockRows(ctx, tx, e.criteriaFor(task, req.User), task.ID, want)
 		if err != nil {
 			return fmt.Errorf("claiming rows of task %s: %w", task.Name, err)
 		}
@@ -247,7 +247,7 @@ func (e *Engine) claimRows(ctx context.Context, rl drivers.RowLocker, task *Task
 		// Fewer than this caller may take: are the rest held by other
 		// claimers (rowswait.go)? Then this answer would be false: roll
 		// back, leave the request pending, and wait for them.
-		_, held, err := e.heldEligible(ctx, tx, task)
+		_, held, err := e.heldEligible(ctx, tx, task, req.User)
 		if err != nil {
 			return err
 		}
@@ -364,7 +364,7 @@ func (e *Engine) assignLockedRun(ctx context.Context, tx *sql.Tx, task *Task, lo
 	// The keys in the source column's own type (numbers for an integer
 	// task): the claim looks the rows up by the key's index.
 	ids := drivers.KeysJSON(task.KeyKind, locked)
-	res, err := drivers.CriteriaClaim(e.Driver.Dialect(), task.criteria()).Exec(ctx, tx,
+	res, err := drivers.CriteriaClaim(e.Driver.Dialect(), e.criteriaFor(task, req.User)).Exec(ctx, tx,
 		drivers.ClaimParams{TaskID: task.ID, User: req.User, RequestID: req.ID, IDs: ids})
 	if err == nil {
 		n, err := res.RowsAffected()
@@ -376,7 +376,7 @@ func (e *Engine) assignLockedRun(ctx context.Context, tx *sql.Tx, task *Task, lo
 	if !e.Driver.IsUniqueViolation(err) {
 		return 0, fmt.Errorf("assigning the claimed rows of task %s to %s: %w", task.Name, req.User, err)
 	}
-	keys, err := drivers.ScanKeys(drivers.CriteriaRecheck(e.Driver.Dialect(), task.criteria()).Query(ctx, tx,
+	keys, err := drivers.ScanKeys(drivers.CriteriaRecheck(e.Driver.Dialect(), e.criteriaFor(task, req.User)).Query(ctx, tx,
 		drivers.RecheckParams{TaskID: task.ID, IDs: ids}))
 	if err != nil {
 		return 0, fmt.Errorf("checking the claimed rows of task %s again: %w", task.Name, err)
@@ -451,7 +451,7 @@ func (e *Engine) checkLockable(ctx context.Context, t *Task, allowWide bool) (st
 		return "", cannot("the database refuses the locking query", err)
 	}
 	_ = tx.Rollback()
-	x, err := e.explainTask(ctx, t, rowsServer{e}, ProbeCount)
+	x, err := e.explainTask(ctx, t, rowsServer{e}, ProbeCount, "")
 	if err != nil {
 		return "", err
 	}

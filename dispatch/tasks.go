@@ -53,6 +53,10 @@ type Task struct {
 	// detected at task create (keyKind) and kept in loanq_task.key_kind:
 	// how keys are parsed, bound and shown.
 	KeyKind drivers.KeyKind
+	// Restricted: the task has an allow list (--allow); FourEyes: it names
+	// tasks with --not-worked-in (docs/governance.md, governance.go).
+	Restricted bool
+	FourEyes   bool
 }
 
 func (t *Task) criteria() drivers.CriteriaSource {
@@ -126,6 +130,8 @@ type TaskSpec struct {
 	// AllowWideLocks keeps a rows task whose claim locks more than
 	// WideLocks times the rows it returns (rows.go, checkLockable).
 	AllowWideLocks bool
+	// Governance: who may work the task, its four-eyes rule (governance.go).
+	Governance GovernanceChange
 }
 
 // Check checks what can be checked of a task's definition without a
@@ -171,6 +177,9 @@ func (s *TaskSpec) Check() error {
 		return err
 	}
 	if err := validatePrefetch(&s.Prefetch, &s.PrefetchTTL, &s.PrefetchLow); err != nil {
+		return err
+	}
+	if err := s.Governance.Check(); err != nil {
 		return err
 	}
 	return validateMaxHold(s.MaxHold)
@@ -313,6 +322,9 @@ func (e *Engine) insertTask(ctx context.Context, s TaskSpec, kind drivers.KeyKin
 			return 0, err
 		}
 	}
+	if err := e.applyGovernance(ctx, tx, id, s.Name, s.Governance); err != nil { // governance.go
+		return 0, err
+	}
 	return id, tx.Commit()
 }
 
@@ -448,7 +460,8 @@ func (e *Engine) scanTask(r drivers.TaskRow, err error) (*Task, error) {
 		QueryDelay: ms(r.DelayMS), LeaseTTL: ms(r.LeaseMS), CreatedBy: r.CreatedBy, CreatedAt: r.CreatedAt.T,
 		HoldLimit: ms(r.HoldMS.Int64), MaxHold: ms(r.MaxHoldMS.Int64),
 		Prefetch: int(r.Prefetch.Int64), PrefetchTTL: ms(r.PrefetchTTLMS.Int64), PrefetchLow: int(r.PrefetchLow.Int64),
-		KeyKind: drivers.ParseKeyKind(r.KeyKind.String)}, nil
+		KeyKind:    drivers.ParseKeyKind(r.KeyKind.String),
+		Restricted: r.AllowN > 0, FourEyes: r.FourEyesN > 0}, nil
 }
 
 // Task returns a task by name; an unknown name is bad input.
@@ -574,6 +587,9 @@ func (e *Engine) DeleteTask(ctx context.Context, name string, force bool) (int64
 	active := count.N
 	if active > 0 && !force {
 		return 0, problem.Usagef("task %s has %d active assignment(s): disposition them first, or delete with --force to drop them too", name, active)
+	}
+	if err := e.deleteGovernance(ctx, tx, task); err != nil { // governance.go
+		return 0, err
 	}
 	// Children first: work rows reference requests, and all reference the task.
 	res, err := e.taskDeleteSQL().DeleteWork.Exec(ctx, tx, drivers.TaskParams{TaskID: task.ID})

@@ -27,12 +27,14 @@ type TaskChange struct {
 	UpdatedBy string
 	// AllowWideLocks: as TaskSpec's (not a change by itself).
 	AllowWideLocks bool
+	// Governance: who may work the task, its four-eyes rule (governance.go).
+	Governance GovernanceChange
 }
 
 func (c TaskChange) empty() bool {
 	return c.Source == nil && c.Key == nil && c.Where == nil && c.Order == nil && c.MaxActive == nil &&
 		c.Lock == nil && c.QueryDelay == nil && c.LeaseTTL == nil && c.HoldLimit == nil && c.MaxHold == nil &&
-		c.Prefetch == nil && c.PrefetchLow == nil && c.PrefetchTTL == nil
+		c.Prefetch == nil && c.PrefetchLow == nil && c.PrefetchTTL == nil && c.Governance.empty()
 }
 
 // Check checks each change on its own, without a database (commands call it
@@ -78,6 +80,7 @@ func (c TaskChange) Check() error {
 	if c.PrefetchTTL != nil && *c.PrefetchTTL != 0 {
 		checks = append(checks, checkPrefetchTTL(*c.PrefetchTTL))
 	}
+	checks = append(checks, c.Governance.Check())
 	for _, err := range checks {
 		if err != nil {
 			return err // the first, in the order of task create's flags
@@ -180,6 +183,9 @@ func (e *Engine) UpdateTask(ctx context.Context, name string, c TaskChange) (*Ta
 	}
 	if _, err := e.sql().PoolClear.Exec(ctx, tx, drivers.TaskParams{TaskID: t.ID}); err != nil {
 		return nil, fmt.Errorf("emptying the candidate pool of task %s: %w", t.Name, err)
+	}
+	if err := e.applyGovernance(ctx, tx, t.ID, t.Name, c.Governance); err != nil { // governance.go
+		return nil, err
 	}
 	if err := tx.Commit(); err != nil {
 		return nil, fmt.Errorf("updating task %s: %w", t.Name, err)

@@ -58,6 +58,8 @@ type TaskRow struct {
 	PrefetchTTLMS sql.NullInt64  `col:"prefetch_ttl_ms"`
 	PrefetchLow   sql.NullInt64  `col:"prefetch_low"`
 	KeyKind       sql.NullString `col:"key_kind"`
+	AllowN        int64          `col:"allow_n"`     // --allow entries (0: everyone may work it)
+	FourEyesN     int64          `col:"four_eyes_n"` // --not-worked-in tasks
 }
 
 // RunRow is one criteria-query run of the log (TaskRuns).
