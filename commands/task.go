@@ -78,8 +78,16 @@ short transaction (each candidate rechecked by key before it is assigned)
 instead of waiting for a query. Run "loanq task refill --all --every 30s"
 (or "loanq serve --refill") to keep pools above their low mark.
 
-   loanq task create heavy --where "statements_submitted = 1 AND statements_verified = 0" --order "submitted_at" --prefetch 200`,
-				Flags: []cli.Flag{
+   loanq task create heavy --where "statements_submitted = 1 AND statements_verified = 0" --order "submitted_at" --prefetch 200
+
+--allow USER or --allow @GROUP (repeat) limits who may work the task: anyone
+else gets exit 2 from work get, 403 from the API, and does not see the task
+on /work (groups: loanq group add). --not-worked-in TASK (repeat) is four
+eyes: a loan is never handed out here to a user who held it in TASK, active
+or disposed, as long as that history is kept (docs/governance.md).
+
+   loanq task create second-look --where "verified = 1 AND second_look = 0" --allow @senior-review --not-worked-in verify-bank`,
+				Flags: append([]cli.Flag{
 					&cli.StringFlag{Name: "where", Usage: "SQL condition selecting the task's loans (required)"},
 					&cli.StringFlag{Name: "order", Usage: "SQL ORDER BY list: highest priority first (the key breaks ties)"},
 					&cli.StringFlag{Name: "source", Value: "loan", Usage: "table or view holding the loans"},
@@ -95,7 +103,7 @@ instead of waiting for a query. Run "loanq task refill --all --every 30s"
 					&cli.IntFlag{Name: "prefetch-low", Usage: "pool size under which task refill and serve --refill refill it (default N/4)"},
 					&cli.BoolFlag{Name: "if-not-exists", Usage: "succeed without change when an identical task exists (for scripts)"},
 					&cli.BoolFlag{Name: "allow-wide-locks", Usage: "with --lock rows: keep the task even when one claim locks more than twice the rows it returns (see loanq explain --help)"},
-				},
+				}, governanceFlags(false)...),
 				Action: taskCreate,
 			},
 			taskUpdateCommand(),
@@ -167,6 +175,7 @@ func taskCreate(c *cli.Context) error {
 		MaxActive: c.Int("max-active"), Lock: lock, QueryDelay: delay, LeaseTTL: ttl, HoldLimit: hold, MaxHold: maxHold,
 		Prefetch: c.Int("prefetch"), PrefetchTTL: prefetchTTL, PrefetchLow: c.Int("prefetch-low"),
 		IfNotExists: c.Bool("if-not-exists"), AllowWideLocks: c.Bool("allow-wide-locks"),
+		Governance: governanceChange(c),
 	}
 	if err := spec.Check(); err != nil { // before connecting: bad input is refused with the database down too
 		return err
@@ -315,6 +324,11 @@ func taskShow(c *cli.Context) error {
 	if verdict != "" {
 		tj["lock_verdict"] = verdict
 	}
+	gov, err := e.TaskGovernance(c.Context, t)
+	if err != nil {
+		return err
+	}
+	governanceJSON(tj, gov)
 	return emit(c, map[string]any{"task": tj, "runs": runs}, func(w io.Writer) {
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 		fmt.Fprintf(tw, "task:\t%s\n", textsafe.Escape(t.Name))
@@ -340,6 +354,7 @@ func taskShow(c *cli.Context) error {
 		} else {
 			fmt.Fprintf(tw, "max hold:\t- (active work never expires)\n")
 		}
+		governanceLines(tw, gov)
 		fmt.Fprintf(tw, "pool:\t%s\n", poolText(t, pool))
 		fmt.Fprintf(tw, "backlog:\t%s\n", backlogText(backlog, failed))
 		fmt.Fprintf(tw, "created:\t%s by %s\n", t.CreatedAt.Format(time.RFC3339), textsafe.Escape(t.CreatedBy))

@@ -35,8 +35,14 @@ with the strategy they started with.
 Examples:
    loanq task update verify-bank --where "statements_submitted = 1 AND statements_verified = 0 AND amount > 0"
    loanq task update verify-bank --max-hold 8h --max-active 10
-   loanq task update verify-bank --hold-limit default --max-hold off`,
-		Flags: []cli.Flag{
+   loanq task update verify-bank --hold-limit default --max-hold off
+   loanq task update big-loans --allow @senior-review --allow ana
+   loanq task update big-loans --allow-clear
+   loanq task update second-look --not-worked-in verify-bank
+
+--allow and --not-worked-in add to the task's lists; --allow-clear and
+--not-worked-in-clear empty them first (docs/governance.md).`,
+		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "where", Usage: "SQL condition selecting the task's loans"},
 			&cli.StringFlag{Name: "order", Usage: "SQL ORDER BY list: highest priority first"},
 			&cli.StringFlag{Name: "source", Usage: "table or view holding the loans"},
@@ -51,7 +57,7 @@ Examples:
 			&cli.StringFlag{Name: "prefetch-ttl", Usage: "how long a pooled candidate stays claimable (\"default\": 10m)"},
 			&cli.IntFlag{Name: "prefetch-low", Usage: "pool size under which refreshers refill it (0: N/4)"},
 			&cli.BoolFlag{Name: "allow-wide-locks", Usage: "with --lock rows: keep the task even when one claim locks more than twice the rows it returns (see loanq explain --help)"},
-		},
+		}, governanceFlags(true)...),
 		Action: taskUpdate,
 	}
 }
@@ -66,6 +72,7 @@ func taskUpdate(c *cli.Context) error {
 	}
 	var ch dispatch.TaskChange
 	ch.AllowWideLocks = c.Bool("allow-wide-locks")
+	ch.Governance = governanceChange(c)
 	str := func(name string) *string {
 		if !c.IsSet(name) {
 			return nil

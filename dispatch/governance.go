@@ -47,8 +47,8 @@ func (e *NotAllowedError) Unwrap() error { return e.problem() }
 
 func (e *NotAllowedError) problem() *problem.Error {
 	return &problem.Error{Kind: problem.Usage,
-		Msg:  fmt.Sprintf("%s is not allowed to work task %s", quote(e.User), e.Task),
-		Hint: fmt.Sprintf("ask an admin: loanq task update %s --allow %s (or --allow @GROUP for a group of yours; loanq task show %s lists who may)", e.Task, e.User, e.Task)}
+		Msg: fmt.Sprintf("user %s is not allowed to work task %s; ask an admin: loanq task update %s --allow %s (or to add you to a group the task allows: loanq task show %s lists them)",
+			e.User, e.Task, e.Task, e.User, e.Task)}
 }
 
 // IsNotAllowed reports whether err says a user may not work a task.
