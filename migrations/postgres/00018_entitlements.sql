@@ -76,12 +76,16 @@ BEGIN
             NEW.user_name, (SELECT t.name FROM %1$I.loanq_task t WHERE t.id = NEW.task_id)
             USING ERRCODE = '42501';
     END IF;
-    IF TG_TABLE_NAME = 'loanq_work' AND EXISTS (
-        SELECT 1 FROM %1$I.loanq_task_not_worked_in f JOIN %1$I.loanq_work w ON w.task_id = f.other_task_id
-        WHERE f.task_id = NEW.task_id AND w.loan_id = NEW.loan_id AND w.user_name = NEW.user_name) THEN
-        RAISE EXCEPTION 'loanq: four eyes: user %% worked loan %% in a task that task %% names with --not-worked-in (docs/governance.md)',
-            NEW.user_name, NEW.loan_id, (SELECT t.name FROM %1$I.loanq_task t WHERE t.id = NEW.task_id)
-            USING ERRCODE = '42501';
+    -- Nested: a request's row has no loan_id, and PL/pgSQL reads every
+    -- field an expression names.
+    IF TG_TABLE_NAME = 'loanq_work' THEN
+        IF EXISTS (
+            SELECT 1 FROM %1$I.loanq_task_not_worked_in f JOIN %1$I.loanq_work w ON w.task_id = f.other_task_id
+            WHERE f.task_id = NEW.task_id AND w.loan_id = NEW.loan_id AND w.user_name = NEW.user_name) THEN
+            RAISE EXCEPTION 'loanq: four eyes: user %% worked loan %% in a task that task %% names with --not-worked-in (docs/governance.md)',
+                NEW.user_name, NEW.loan_id, (SELECT t.name FROM %1$I.loanq_task t WHERE t.id = NEW.task_id)
+                USING ERRCODE = '42501';
+        END IF;
     END IF;
     RETURN NEW;
 END
