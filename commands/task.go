@@ -236,7 +236,7 @@ func taskList(c *cli.Context) error {
 		return err
 	}
 	defer e.Close()
-	ts, err := e.Tasks(c.Context)
+	ts, err := listableTasks(c, e)
 	if err != nil {
 		return err
 	}

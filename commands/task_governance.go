@@ -2,7 +2,6 @@ package commands
 
 import (
 	"fmt"
-	"io"
 	"strings"
 	"text/tabwriter"
 
@@ -76,4 +75,19 @@ func orEmpty(s []string) []string {
 	return s
 }
 
-var _ io.Writer = (*tabwriter.Writer)(nil)
+// listableTasks is task list's tasks: every task, or, for a processor's
+// database account, the tasks the user it acts as may work.
+func listableTasks(c *cli.Context, e *env) ([]*dispatch.Task, error) {
+	requested := ""
+	if c.IsSet("user") {
+		requested = c.String("user")
+	}
+	who, err := e.UntrustedUser(c.Context, requested, e.user)
+	if err != nil {
+		return nil, err
+	}
+	if who == "" {
+		return e.Tasks(c.Context)
+	}
+	return e.WorkableTasks(c.Context, who)
+}

@@ -479,3 +479,24 @@ func (e *Engine) deleteGovernance(ctx context.Context, tx drivers.Querier, task 
 	}
 	return nil
 }
+
+// UntrustedUser is, for a command that lists what its caller may work
+// (task list), the user an untrusted database account (a processor) acts
+// as, and "" for a trusted account or a database without accounts
+// (SQLite), which see every task. requested and fallback are as for
+// ActingUser.
+func (e *Engine) UntrustedUser(ctx context.Context, requested, fallback string) (string, error) {
+	if e.caps().Accounts == drivers.AccountsNone {
+		return "", nil
+	}
+	// No user name is "" (validateUser): only a trusted account may act as
+	// it.
+	id, err := e.Identity(ctx, "")
+	if err != nil {
+		return "", err
+	}
+	if id.MayActAs {
+		return "", nil
+	}
+	return e.ActingUser(ctx, requested, fallback)
+}

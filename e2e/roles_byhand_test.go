@@ -56,6 +56,13 @@ func byHandSuite(t *testing.T, dialect string) {
 	mustOK(t, owner, "admin0", "task", "create", "checker", "--where", "eligible = 1", "--not-worked-in", "maker", "--allow", "@seniors")
 	mustOK(t, owner, "admin0", "task", "create", "closed", "--where", "eligible = 1", "--allow", "carl")
 	mustOK(t, owner, "admin0", "group", "add", "seniors", "ana")
+	// task list, through ana's processor account: what she may work.
+	if out := runAs(t, proc, "", 0, "task", "list").stdout; !strings.Contains(out, "checker") || strings.Contains(out, "closed") {
+		t.Errorf("task list through ana's account lists closed (carl only) or not checker (@seniors):\n%s", out)
+	}
+	if out := runAs(t, adm, "", 0, "task", "list").stdout; !strings.Contains(out, "closed") {
+		t.Errorf("task list through an admin's account does not list every task:\n%s", out)
+	}
 	makerGot := decode(t, runAs(t, proc, "", 0, "-o", "json", "work", "get", "maker", "--count", "1"))
 	runAs(t, proc, "", 0, "disposition", "maker", itoa64(makerGot.Loans[0]), "complete")
 	makerLoan := itoa64(makerGot.Loans[0])
