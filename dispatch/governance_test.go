@@ -77,20 +77,30 @@ func TestEntitlements(t *testing.T) {
 		}
 		notAllowed("ana")
 
-		// A pending request of a user who lost the right meanwhile: a
-		// recheck (work status) says so instead of serving it.
+		// A pending request of a user who lost the right after asking: a
+		// recheck (work status) says so instead of serving it, and the
+		// next round answers it empty (the database would refuse its work
+		// rows) while it serves the others.
 		if _, err := f.e.GroupAdd(ctx, "seniors", []string{"dora"}, "admin"); err != nil {
 			t.Fatal(err)
 		}
-		g, err := f.e.Get(ctx, "big", "dora", 1, fast)
+		big, err := f.e.Task(ctx, "big")
+		if err != nil {
+			t.Fatal(err)
+		}
+		doraID, err := f.d.Statements().RequestInsert.InsertID(ctx, f.db, drivers.RequestInsertParams{TaskID: big.ID, User: "dora", Requested: 1})
 		if err != nil {
 			t.Fatal(err)
 		}
 		if _, err := f.e.GroupRemove(ctx, "seniors", []string{"dora"}); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := f.e.Status(ctx, g.ID, true, fast); err != nil {
-			t.Fatalf("reading dora's served request: %v", err) // served: nothing to refuse
+		if _, err := f.e.Status(ctx, doraID, true, fast); !dispatch.IsNotAllowed(err) {
+			t.Errorf("work status of dora's pending request after she left seniors: %v, want not allowed", err)
+		}
+		allowed("carl")
+		if r, err := f.e.Request(ctx, doraID); err != nil || r.Status != dispatch.StatusEmpty || r.Assigned != 0 {
+			t.Errorf("dora's request after carl's round: %+v %v, want empty", r, err)
 		}
 
 		if _, err := f.e.UpdateTask(ctx, "big", dispatch.TaskChange{UpdatedBy: "admin", Governance: dispatch.GovernanceChange{AllowClear: true}}); err != nil {
@@ -98,8 +108,7 @@ func TestEntitlements(t *testing.T) {
 		}
 		allowed("ana") // --allow-clear: everyone
 		workable("ana", "big", "open")
-		big, err := f.e.Task(ctx, "big")
-		if err != nil {
+		if big, err = f.e.Task(ctx, "big"); err != nil {
 			t.Fatal(err)
 		}
 		if gov, err := f.e.TaskGovernance(ctx, big); err != nil || len(gov.Allow) != 0 {
