@@ -86,7 +86,7 @@ on /work (groups: loanq group add). --not-worked-in TASK (repeat) is four
 eyes: a loan is never handed out here to a user who held it in TASK, active
 or disposed, as long as that history is kept (docs/governance.md).
 
-   loanq task create second-look --where "verified = 1 AND second_look = 0" --allow @senior-review --not-worked-in verify-bank`,
+   loanq task create second-look --where "statements_verified = 1 AND senior_reviewed = 0" --allow @senior-review --not-worked-in verify-bank`,
 				Flags: append([]cli.Flag{
 					&cli.StringFlag{Name: "where", Usage: "SQL condition selecting the task's loans (required)"},
 					&cli.StringFlag{Name: "order", Usage: "SQL ORDER BY list: highest priority first (the key breaks ties)"},

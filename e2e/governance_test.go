@@ -176,3 +176,45 @@ func TestFourEyesCLI(t *testing.T) {
 		}
 	})
 }
+
+// serve --auth proxy --proxy-groups-header: the groups a trusted proxy
+// names become the user's memberships (source proxy), so a task that
+// allows one of them is listed and served; once the header no longer
+// names it, the membership is gone and the API answers 403.
+func TestProxyGroupsHeader(t *testing.T) {
+	t.Parallel()
+	testdb.Each(t, func(t *testing.T, dsn string) {
+		_, _ = prepare(t, dsn, 10)
+		mustOK(t, dsn, "admin", "task", "create", "big", "--where", "eligible = 1", "--order", "priority", "--allow", "@seniors")
+		url := startServe(t, dsn, "--api", "--auth", "proxy", "--trusted-proxy", "127.0.0.1",
+			"--groups-header", "X-Groups", "--proxy-groups-header", "X-Groups").url
+		call := func(groups, method, path, body string) (int, map[string]any) {
+			t.Helper()
+			req, _ := http.NewRequest(method, url+path, strings.NewReader(body))
+			req.Header.Set("X-Forwarded-User", "ana")
+			if groups != "" {
+				req.Header.Set("X-Groups", groups)
+			}
+			res, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer res.Body.Close()
+			var doc map[string]any
+			_ = json.NewDecoder(res.Body).Decode(&doc)
+			return res.StatusCode, doc
+		}
+		if code, doc := call("staff, seniors", "POST", "/api/v1/tasks/big/requests", `{"count": 1}`); code != 200 || doc["status"] != "assigned" {
+			t.Errorf("ana through the proxy, in seniors: %d %v", code, doc)
+		}
+		if out := mustOK(t, dsn, "admin", "group", "list").stdout; !strings.Contains(out, "seniors  ana   proxy") {
+			t.Errorf("group list does not show ana in seniors from the proxy:\n%s", out)
+		}
+		if code, doc := call("staff", "POST", "/api/v1/tasks/big/requests", `{"count": 1}`); code != 403 {
+			t.Errorf("ana through the proxy, no longer in seniors: %d %v, want 403", code, doc)
+		}
+		if out := mustOK(t, dsn, "admin", "group", "list").stdout; strings.Contains(out, "seniors") {
+			t.Errorf("ana's proxy membership of seniors outlived the header:\n%s", out)
+		}
+	})
+}
