@@ -39,8 +39,10 @@ CREATE TABLE loanq_task_not_worked_in (
 CREATE TRIGGER loanq_work_request_governance BEFORE INSERT ON loanq_work_request FOR EACH ROW FOLLOWS loanq_work_request_log
 BEGIN
     DECLARE msg VARCHAR(255);
-    IF NOT loanq_is_trusted()
-       AND EXISTS (SELECT 1 FROM loanq_task_allow a WHERE a.task_id = NEW.task_id)
+    -- The task's rules first: a task without any (most, and the bench's)
+    -- pays two index probes and no stored-function call.
+    IF EXISTS (SELECT 1 FROM loanq_task_allow a WHERE a.task_id = NEW.task_id)
+       AND NOT loanq_is_trusted()
        AND NOT EXISTS (SELECT 1 FROM loanq_task_allow a WHERE a.task_id = NEW.task_id AND a.is_group = 0 AND a.principal = NEW.user_name)
        AND NOT EXISTS (SELECT 1 FROM loanq_task_allow a JOIN loanq_group g ON g.group_name = a.principal
                        WHERE a.task_id = NEW.task_id AND a.is_group = 1 AND g.user_name = NEW.user_name) THEN
@@ -55,7 +57,9 @@ END
 CREATE TRIGGER loanq_work_governance BEFORE INSERT ON loanq_work FOR EACH ROW FOLLOWS loanq_work_assign
 BEGIN
     DECLARE msg VARCHAR(255);
-    IF NOT loanq_is_trusted() THEN
+    IF (EXISTS (SELECT 1 FROM loanq_task_allow a WHERE a.task_id = NEW.task_id)
+        OR EXISTS (SELECT 1 FROM loanq_task_not_worked_in f WHERE f.task_id = NEW.task_id))
+       AND NOT loanq_is_trusted() THEN
         IF EXISTS (SELECT 1 FROM loanq_task_allow a WHERE a.task_id = NEW.task_id)
            AND NOT EXISTS (SELECT 1 FROM loanq_task_allow a WHERE a.task_id = NEW.task_id AND a.is_group = 0 AND a.principal = NEW.user_name)
            AND NOT EXISTS (SELECT 1 FROM loanq_task_allow a JOIN loanq_group g ON g.group_name = a.principal
