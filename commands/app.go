@@ -146,6 +146,7 @@ Examples:
 			serveCommand(),
 			pruneCommand(),
 			tokenCommand(),
+			groupCommand(),
 			versionCommand(),
 			completionCommand(),
 		},

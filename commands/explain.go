@@ -62,7 +62,7 @@ func explainAction(c *cli.Context) error {
 		return err
 	}
 	defer e.Close()
-	x, err := e.Explain(c.Context, a[0], c.Int("count"))
+	x, err := e.ExplainFor(c.Context, a[0], c.Int("count"), e.user) // a four-eyes rule as this user's get applies it
 	if err != nil {
 		return err
 	}

@@ -84,7 +84,8 @@ the database, so any serve node accepts it. With --api,
 --max-conns defaults to 16: a caller waiting for its request may hold a
 connection while it queues on the task's lock. /api/v1/openapi.json describes it.
    loanq serve --api --auth token --listen 0.0.0.0:8080 --token-file /etc/loanq/serve-token
-   loanq serve --api --auth proxy --trusted-proxy 10.0.0.5 --groups-header X-Forwarded-Groups`,
+   loanq serve --api --auth proxy --trusted-proxy 10.0.0.5 --groups-header X-Forwarded-Groups
+   loanq serve --api --auth proxy --trusted-proxy 10.0.0.5 --groups-header X-Forwarded-Groups --supervisor-group leads --proxy-groups-header X-Forwarded-Groups`,
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "listen", Value: "127.0.0.1:8080", Usage: "`HOST:PORT` to listen on (port 0: any free port, printed at start)"},
 			&cli.StringFlag{Name: "token-file", EnvVars: []string{"LOANQ_SERVE_TOKEN_FILE"}, Usage: "require the bearer token read from the file at `PATH` (its first line), or from LOANQ_SERVE_TOKEN in the environment; never on the command line, where ps shows it"},
@@ -109,6 +110,7 @@ connection while it queues on the task's lock. /api/v1/openapi.json describes it
 			&cli.StringSliceFlag{Name: "trusted-proxy", Usage: "with --auth proxy: the reverse proxy's address or network (`CIDR`; comma-separated or repeated); the user header is honoured only from these"},
 			&cli.StringFlag{Name: "user-header", Value: "X-Forwarded-User", Usage: "with --auth proxy: the header the proxy names the user in"},
 			&cli.StringFlag{Name: "groups-header", Usage: "with --auth proxy: the header listing the user's groups, comma-separated (default: none, every user a processor)"},
+			&cli.StringFlag{Name: "proxy-groups-header", Usage: "with --auth proxy: the header listing the user's loanq groups, comma-separated, kept as the user's memberships for tasks' --allow @GROUP (may be the --groups-header; default: none, groups only from loanq group add)"},
 			&cli.StringFlag{Name: "supervisor-group", Value: "loanq-supervisors", Usage: "with --groups-header: the group whose members are supervisors"},
 		},
 		Action: serve,
@@ -210,7 +212,7 @@ func serveFlags(c *cli.Context) (*serveConfig, error) {
 // serveAPIFlags checks --api and the flags that go with it.
 func serveAPIFlags(c *cli.Context, cfg *serveConfig) error {
 	cfg.api, cfg.auth = c.Bool("api"), c.String("auth")
-	for _, f := range []string{"auth", "trusted-proxy", "user-header", "groups-header", "supervisor-group"} {
+	for _, f := range []string{"auth", "trusted-proxy", "user-header", "groups-header", "supervisor-group", "proxy-groups-header"} {
 		if c.IsSet(f) && !cfg.api {
 			return problem.Usagef("--%s is for the API: give --api too", f)
 		}
@@ -220,7 +222,7 @@ func serveAPIFlags(c *cli.Context, cfg *serveConfig) error {
 	}
 	switch cfg.auth {
 	case "token":
-		for _, f := range []string{"trusted-proxy", "user-header", "groups-header", "supervisor-group"} {
+		for _, f := range []string{"trusted-proxy", "user-header", "groups-header", "supervisor-group", "proxy-groups-header"} {
 			if c.IsSet(f) {
 				return problem.Usagef("--%s is for --auth proxy", f)
 			}
@@ -230,6 +232,7 @@ func serveAPIFlags(c *cli.Context, cfg *serveConfig) error {
 		if cfg.proxy, err = parseProxyAuth(c.StringSlice("trusted-proxy"), c.String("user-header"), c.String("groups-header"), c.String("supervisor-group")); err != nil {
 			return err
 		}
+		cfg.proxy.MembershipHeader = http.CanonicalHeaderKey(strings.TrimSpace(c.String("proxy-groups-header"))) // docs/governance.md
 	default:
 		return problem.Usagef("invalid --auth %q: give token or proxy", cfg.auth)
 	}

@@ -88,8 +88,16 @@ lending system whose {key} and {COLUMN} placeholders are filled with the
 loan's key and shown values, URL-escaped. --priority orders the tasks of
 "loanq work next": higher first.
 
-   loanq task create verify-bank --where "statements_submitted = 1" --show borrower,amount --link 'https://los.example/loans/{key}' --priority 10`,
-				Flags: []cli.Flag{
+   loanq task create verify-bank --where "statements_submitted = 1" --show borrower,amount --link 'https://los.example/loans/{key}' --priority 10
+
+--allow USER or --allow @GROUP (repeat) limits who may work the task: anyone
+else gets exit 2 from work get, 403 from the API, and does not see the task
+on /work (groups: loanq group add). --not-worked-in TASK (repeat) is four
+eyes: a loan is never handed out here to a user who held it in TASK, active
+or disposed, as long as that history is kept (docs/governance.md).
+
+   loanq task create second-look --where "statements_verified = 1 AND senior_reviewed = 0" --allow @senior-review --not-worked-in verify-bank`,
+				Flags: append([]cli.Flag{
 					&cli.StringFlag{Name: "where", Usage: "SQL condition selecting the task's loans (required)"},
 					&cli.StringFlag{Name: "order", Usage: "SQL ORDER BY list: highest priority first (the key breaks ties)"},
 					&cli.StringFlag{Name: "source", Value: "loan", Usage: "table or view holding the loans"},
@@ -108,7 +116,7 @@ loan's key and shown values, URL-escaped. --priority orders the tasks of
 					&cli.IntFlag{Name: "priority", Usage: "order of the task in work next: higher first (default 0)"},
 					&cli.StringFlag{Name: "show", Usage: "columns of --source shown with each loan, comma-separated (e.g. borrower,amount)"},
 					&cli.StringFlag{Name: "link", Usage: "link to each loan: an http(s) URL template with {key} and {COLUMN} of --show columns, URL-escaped (e.g. 'https://los.example/loans/{key}')"},
-				},
+				}, governanceFlags(false)...),
 				Action: taskCreate,
 			},
 			taskUpdateCommand(),
@@ -181,6 +189,7 @@ func taskCreate(c *cli.Context) error {
 		Prefetch: c.Int("prefetch"), PrefetchTTL: prefetchTTL, PrefetchLow: c.Int("prefetch-low"),
 		IfNotExists: c.Bool("if-not-exists"), AllowWideLocks: c.Bool("allow-wide-locks"),
 		Priority: c.Int("priority"), Link: c.String("link"),
+		Governance: governanceChange(c),
 	}
 	if spec.Show, err = dispatch.ParseShow(c.String("show")); err != nil {
 		return err
@@ -244,7 +253,7 @@ func taskList(c *cli.Context) error {
 		return err
 	}
 	defer e.Close()
-	ts, err := e.Tasks(c.Context)
+	ts, err := listableTasks(c, e)
 	if err != nil {
 		return err
 	}
@@ -332,6 +341,11 @@ func taskShow(c *cli.Context) error {
 	if verdict != "" {
 		tj["lock_verdict"] = verdict
 	}
+	gov, err := e.TaskGovernance(c.Context, t)
+	if err != nil {
+		return err
+	}
+	governanceJSON(tj, gov)
 	return emit(c, map[string]any{"task": tj, "runs": runs}, func(w io.Writer) {
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 		fmt.Fprintf(tw, "task:\t%s\n", textsafe.Escape(t.Name))
@@ -357,6 +371,7 @@ func taskShow(c *cli.Context) error {
 		} else {
 			fmt.Fprintf(tw, "max hold:\t- (active work never expires)\n")
 		}
+		governanceLines(tw, gov)
 		fmt.Fprintf(tw, "pool:\t%s\n", poolText(t, pool))
 		fmt.Fprintf(tw, "priority:\t%d (work next: higher first)\n", t.Priority)
 		if len(t.Show) > 0 {

@@ -36,8 +36,14 @@ Examples:
    loanq task update verify-bank --where "statements_submitted = 1 AND statements_verified = 0 AND amount > 0"
    loanq task update verify-bank --max-hold 8h --max-active 10
    loanq task update verify-bank --hold-limit default --max-hold off
-   loanq task update verify-bank --show borrower,amount --link 'https://los.example/loans/{key}?b={borrower}' --priority 5`,
-		Flags: []cli.Flag{
+   loanq task update verify-bank --show borrower,amount --link 'https://los.example/loans/{key}?b={borrower}' --priority 5
+   loanq task update big-loans --allow @senior-review --allow ana
+   loanq task update big-loans --allow-clear
+   loanq task update second-look --not-worked-in verify-bank
+
+--allow and --not-worked-in add to the task's lists; --allow-clear and
+--not-worked-in-clear empty them first (docs/governance.md).`,
+		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "where", Usage: "SQL condition selecting the task's loans"},
 			&cli.StringFlag{Name: "order", Usage: "SQL ORDER BY list: highest priority first"},
 			&cli.StringFlag{Name: "source", Usage: "table or view holding the loans"},
@@ -55,7 +61,7 @@ Examples:
 			&cli.IntFlag{Name: "priority", Usage: "order of the task in work next: higher first"},
 			&cli.StringFlag{Name: "show", Usage: "columns of --source shown with each loan, comma-separated (\"\": none)"},
 			&cli.StringFlag{Name: "link", Usage: "link to each loan: an http(s) URL template with {key} and {COLUMN} of --show columns, URL-escaped (\"\": none)"},
-		},
+		}, governanceFlags(true)...),
 		Action: taskUpdate,
 	}
 }
@@ -70,6 +76,7 @@ func taskUpdate(c *cli.Context) error {
 	}
 	var ch dispatch.TaskChange
 	ch.AllowWideLocks = c.Bool("allow-wide-locks")
+	ch.Governance = governanceChange(c)
 	str := func(name string) *string {
 		if !c.IsSet(name) {
 			return nil

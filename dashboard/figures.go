@@ -149,12 +149,16 @@ type Cost struct {
 
 // TaskFigure is one task's line of the dashboard.
 type TaskFigure struct {
-	ID              int64  `json:"-"`
-	Name            string `json:"name"`
-	Lock            string `json:"lock"`
-	MaxActive       int    `json:"max_active"`
-	EligibleLastRun *int   `json:"eligible_at_last_run"` // rows_found of the latest run; null before any
-	LastRunAgeMS    *int64 `json:"last_run_age_ms"`
+	ID        int64  `json:"-"`
+	Name      string `json:"name"`
+	Lock      string `json:"lock"`
+	MaxActive int    `json:"max_active"`
+	// Allow: who may work the task (user names, @groups; empty: everyone);
+	// NotWorkedIn: the tasks its four-eyes rule names (docs/governance.md).
+	Allow           []string `json:"allow"`
+	NotWorkedIn     []string `json:"not_worked_in"`
+	EligibleLastRun *int     `json:"eligible_at_last_run"` // rows_found of the latest run; null before any
+	LastRunAgeMS    *int64   `json:"last_run_age_ms"`
 	// BacklogLoans is the loans waiting (serve's periodic count,
 	// --backlog-every), BacklogAgeMS its age; null before a count or after
 	// a failed one.
@@ -458,8 +462,21 @@ func (r *refreshing) tasks(ctx context.Context) error {
 	}
 	for _, t := range tasks {
 		f := &TaskFigure{ID: t.ID, Name: t.Name, Lock: string(t.Lock), MaxActive: t.MaxActive,
+			Allow: []string{}, NotWorkedIn: []string{},
 			DoneToday: zeroKinds(), DoneTotal: zeroKinds(),
 			DurationBuckets: make([]int64, len(runDurationBucketsMS)+1), RecentRuns: []Run{}}
+		if t.Restricted || t.FourEyes { // one read more, only for such a task
+			g, err := r.s.Engine.TaskGovernance(ctx, t)
+			if err != nil {
+				return err
+			}
+			if g.Allow != nil {
+				f.Allow = g.Allow
+			}
+			if g.NotWorkedIn != nil {
+				f.NotWorkedIn = g.NotWorkedIn
+			}
+		}
 		r.snap.Tasks = append(r.snap.Tasks, f)
 		r.snap.byID[t.ID] = f
 	}

@@ -18,6 +18,14 @@ type allocation struct {
 	// skip: requests left out, their loans going to the next ones (a
 	// request cancelled after the round read it).
 	skip map[int64]bool
+	// blocked: four eyes (governance.go): user → the candidates that user
+	// worked in a task the task's --not-worked-in names. A request takes
+	// the first candidates left that its user may have; the ones it passes
+	// over stay for the next requests.
+	blocked map[string]map[string]bool
+	// refused: users who may no longer work the task (their allow entry
+	// removed after they asked): their requests are answered empty.
+	refused map[string]bool
 }
 
 // outcome is the answer of one request a round serves.
@@ -64,18 +72,57 @@ func planAllocation(a allocation) allocationPlan {
 		if a.skip[r.id] {
 			continue
 		}
+		if a.refused[r.user] {
+			p.served = append(p.served, outcome{request: r, status: requestStatus(r.requested, 0)})
+			continue
+		}
 		allow := underCap(r.requested, a.maxActive, a.active[r.user]+given[r.user])
-		take := min(allow, len(loans))
+		mine, rest := pick(loans, allow, a.blocked[r.user])
+		take := len(mine)
 		if take < allow && !a.exhausted {
 			break // more loans may exist: serve this one fully in the next round
 		}
-		p.served = append(p.served, outcome{request: r, status: requestStatus(r.requested, take), loans: loans[:take:take]})
-		for _, loan := range loans[:take] {
+		p.served = append(p.served, outcome{request: r, status: requestStatus(r.requested, take), loans: mine})
+		for _, loan := range mine {
 			p.work = append(p.work, assignment{loan: loan, request: r.id, user: r.user})
 		}
-		loans = loans[take:]
+		loans = rest
 		given[r.user] += take
 	}
 	p.left = loans
 	return p
+}
+
+// pick takes up to n of loans from the front, passing over those in
+// blocked (four eyes), and returns them and the loans left, both in order.
+func pick(loans []string, n int, blocked map[string]bool) (mine, rest []string) {
+	if len(blocked) == 0 {
+		take := min(n, len(loans))
+		return loans[:take:take], loans[take:]
+	}
+	rest = make([]string, 0, len(loans))
+	for i, loan := range loans {
+		if len(mine) == n {
+			rest = append(rest, loans[i:]...)
+			break
+		}
+		if blocked[loan] {
+			rest = append(rest, loan)
+			continue
+		}
+		mine = append(mine, loan)
+	}
+	return mine, rest
+}
+
+// fourEyesShort reports whether the candidates leave a request short only
+// because of four eyes: planned as if more loans might exist, a request
+// is not reached. The round then fetches more candidates (assign) instead
+// of leaving it for a round that would find the same ones.
+func fourEyesShort(pending []pendingRequest, loans []string, blocked map[string]map[string]bool) bool {
+	if len(blocked) == 0 {
+		return false
+	}
+	p := planAllocation(allocation{pending: pending, loans: loans, blocked: blocked})
+	return len(p.served) < len(pending)
 }

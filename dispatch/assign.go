@@ -37,6 +37,12 @@ func (e *Engine) assign(ctx context.Context, tx *sql.Tx, task *Task, found crite
 		return err
 	}
 	hook(e.hooks.afterPending)
+	// Four eyes (governance.go): candidates a waiting user worked in a
+	// named task go to the others; when that leaves a request short and the
+	// criteria may hold more, fetch more before planning.
+	if found, err = e.fourEyesTopUp(ctx, tx, task, pending, found, &run); err != nil {
+		return err
+	}
 	in := allocation{pending: pending, loans: found.loans, exhausted: found.exhausted, maxActive: task.MaxActive}
 	var pool *roundPool
 	if task.Prefetch > 0 {
@@ -58,7 +64,11 @@ func (e *Engine) assign(ctx context.Context, tx *sql.Tx, task *Task, found crite
 	// the round hands out only what matches and is eligible now.
 	var unchecked []string
 	var dropped bool
-	if in.loans, unchecked, dropped, err = e.recheckCandidates(ctx, tx, task, in.loans, requestedTotal(pending)); err != nil {
+	need := requestedTotal(pending)
+	if task.FourEyes {
+		need = len(in.loans) // a request may pass over candidates: check them all
+	}
+	if in.loans, unchecked, dropped, err = e.recheckCandidates(ctx, tx, task, in.loans, need); err != nil {
 		return err
 	}
 	if dropped {
@@ -73,6 +83,12 @@ func (e *Engine) assign(ctx context.Context, tx *sql.Tx, task *Task, found crite
 		if in.active, err = e.activeCounts(ctx, tx, task); err != nil {
 			return err
 		}
+	}
+	if in.blocked, err = e.fourEyesBlocked(ctx, tx, task, in.loans); err != nil {
+		return err
+	}
+	if in.refused, err = e.notAllowedPending(ctx, tx, task); err != nil {
+		return err
 	}
 	plan, err := e.finishServed(ctx, tx, task, in)
 	if err != nil {
@@ -174,4 +190,31 @@ func (e *Engine) assignCommit(ctx context.Context, tx *sql.Tx, task *Task, found
 	}
 	own.committed()
 	return nil
+}
+
+// fourEyesTopUp runs the criteria query again with a larger limit, in the
+// round's transaction, while four eyes leaves a pending request short of
+// candidates the query did not exhaust (fourEyesShort): a round's one
+// query serves every requester, and the loans one of them may not have
+// would otherwise fill its limit round after round.
+func (e *Engine) fourEyesTopUp(ctx context.Context, tx *sql.Tx, task *Task, pending []pendingRequest, found criteriaResult, run *QueryRun) (criteriaResult, error) {
+	if !task.FourEyes {
+		return found, nil
+	}
+	for !found.exhausted {
+		blocked, err := e.fourEyesBlocked(ctx, tx, task, found.loans)
+		if err != nil {
+			return found, err
+		}
+		if !fourEyesShort(pending, found.loans, blocked) {
+			return found, nil
+		}
+		more, _, err := e.runCriteria(ctx, tx, task, max(2*len(found.loans), len(found.loans)+requestedTotal(pending)))
+		if err != nil {
+			return found, err
+		}
+		found = more
+		run.RowsFound = len(found.loans)
+	}
+	return found, nil
 }

@@ -86,6 +86,14 @@ const WideLocks = 2
 
 // Explain explains task name with a probe of count rows.
 func (e *Engine) Explain(ctx context.Context, name string, count int) (*Explanation, error) {
+	return e.ExplainFor(ctx, name, count, "")
+}
+
+// ExplainFor is Explain as user's get would send it: on a task with a
+// four-eyes rule, a claim's criteria carry the rule for that user, and a
+// round's allocation reads the rule's history (governance.go). "": the
+// statements with USER standing for the caller.
+func (e *Engine) ExplainFor(ctx context.Context, name string, count int, user string) (*Explanation, error) {
 	if count < 1 || count > MaxCount {
 		return nil, problem.Usagef("invalid --count %d: give between 1 and %d", count, MaxCount)
 	}
@@ -97,13 +105,13 @@ func (e *Engine) Explain(ctx context.Context, name string, count int) (*Explanat
 	if err != nil {
 		return nil, err
 	}
-	return e.explainTask(ctx, task, srv, count)
+	return e.explainTask(ctx, task, srv, count, user)
 }
 
-func (e *Engine) explainTask(ctx context.Context, task *Task, srv server, count int) (*Explanation, error) {
+func (e *Engine) explainTask(ctx context.Context, task *Task, srv server, count int, user string) (*Explanation, error) {
 	strategy := srv.strategy()
 	x := &Explanation{Task: task.Name, Database: e.Driver.Name(), Strategy: string(strategy), Count: count}
-	stmts, planned := e.getStatements(task, strategy, count)
+	stmts, planned := e.getStatements(task, strategy, count, user)
 	x.Statements = stmts
 	var plan drivers.QueryPlan
 	if planned >= 0 {
@@ -132,12 +140,28 @@ func (e *Engine) explainTask(ctx context.Context, task *Task, srv server, count 
 
 // getStatements lists what one get of count sends that matters for its
 // locks (drivers.GetStatements), and the index of the one to plan.
-func (e *Engine) getStatements(task *Task, strategy drivers.Strategy, count int) ([]ExplainedStatement, int) {
-	shown, planned := drivers.GetStatements(e.Driver, strategy, task.criteria(), drivers.GetShape{
+func (e *Engine) getStatements(task *Task, strategy drivers.Strategy, count int, user string) ([]ExplainedStatement, int) {
+	src := task.criteria()
+	if strategy == drivers.Rows {
+		// A claim serves one user: the four-eyes rule is in its criteria.
+		if user == "" {
+			user = "USER"
+		}
+		src = e.criteriaFor(task, user)
+	}
+	shown, planned := drivers.GetStatements(e.Driver, strategy, src, drivers.GetShape{
 		TaskID: task.ID, Count: count, Capped: task.MaxActive > 0, LeaseTTLMS: task.LeaseTTL.Milliseconds()})
 	out := make([]ExplainedStatement, len(shown))
 	for i, s := range shown {
 		out[i] = ExplainedStatement{Purpose: s.Purpose, SQL: s.SQL, Binds: s.Binds}
+	}
+	if task.FourEyes && strategy != drivers.Rows {
+		// A round's one criteria query serves every requester; the rule is
+		// per user, applied when the round shares its candidates out.
+		q := &e.governanceSQL().FourEyesBlocked
+		out = append(out, ExplainedStatement{
+			Purpose: "four eyes (--not-worked-in): which candidates each waiting user worked in a named task; the round gives those to the other requesters",
+			SQL:     q.Text(), Binds: q.Args(engineio.PoolIDsParams{TaskID: task.ID, IDs: "[candidates]"})})
 	}
 	return out, planned
 }

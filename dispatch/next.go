@@ -90,16 +90,30 @@ type nextCandidate struct {
 }
 
 // nextTaskCandidates returns the tasks user may take work from, in no
-// particular order (nextOrder sorts them). Today every task: the
-// entitlement filter (task create --allow, docs/security.md) goes here, so
-// that work next never asks a task the user may not work.
+// particular order (nextOrder sorts them): those whose allow list lets
+// user in (task create --allow, docs/governance.md), so that work next
+// never asks a task the user may not work.
 func (e *Engine) nextTaskCandidates(ctx context.Context, user string) ([]nextCandidate, error) {
 	rows, err := e.detailsSQL().NextCandidates.All(ctx, e.DB, engineio.NoParams{})
 	if err != nil {
 		return nil, fmt.Errorf("reading the tasks for work next: %w", err)
 	}
+	// Only the tasks user may work (governance.go): a task whose allow
+	// list leaves user out is never asked, so it neither refuses the whole
+	// call nor logs a request the database would refuse.
+	workable, err := e.WorkableTasks(ctx, user)
+	if err != nil {
+		return nil, err
+	}
+	may := make(map[string]bool, len(workable))
+	for _, t := range workable {
+		may[t.Name] = true
+	}
 	out := make([]nextCandidate, 0, len(rows))
 	for _, r := range rows {
+		if !may[r.Name] {
+			continue
+		}
 		since := r.LastAskedAt.T
 		if since.IsZero() {
 			since = r.CreatedAt.T

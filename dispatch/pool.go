@@ -225,6 +225,13 @@ func (e *Engine) claimPool(ctx context.Context, task *Task, user string, count i
 		if err != nil {
 			return 0, false, nil, err
 		}
+		if task.FourEyes && n < len(locked) {
+			// Maybe a candidate this user worked in a task the four-eyes
+			// rule names (governance.go): it must stay in the pool, in its
+			// place, for the others. Roll back; the usual path's round
+			// passes over it and serves this request.
+			return 0, true, unfit, nil
+		}
 		if err := e.dropPooled(ctx, tx, task, ids); err != nil {
 			return 0, false, nil, err
 		}

@@ -94,6 +94,9 @@ func (e *Engine) Get(ctx context.Context, taskName, user string, count int, opt 
 	if err != nil {
 		return nil, err
 	}
+	if err := e.mayWorkTask(ctx, task, user); err != nil { // governance.go
+		return nil, err
+	}
 	srv, err := e.serverFor(task, opt.Lock)
 	if err != nil {
 		return nil, err
@@ -224,6 +227,9 @@ func (e *Engine) Status(ctx context.Context, id int64, wait bool, opt GetOptions
 	}
 	task, err := e.taskByID(ctx, req.TaskID)
 	if err != nil {
+		return nil, err
+	}
+	if err := e.mayWorkTask(ctx, task, req.User); err != nil { // governance.go
 		return nil, err
 	}
 	srv, err := e.serverFor(task, opt.Lock)

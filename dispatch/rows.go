@@ -111,7 +111,7 @@ func (e *Engine) claimRowsFinishing(ctx context.Context, rl drivers.RowLocker, f
 		return nil, err
 	}
 	started := time.Now()
-	locked, err := rl.LockRows(ctx, tx, task.criteria(), task.ID, allow)
+	locked, err := rl.LockRows(ctx, tx, e.criteriaFor(task, req.User), task.ID, allow)
 	if err != nil {
 		return nil, fmt.Errorf("claiming rows of task %s: %w", task.Name, err)
 	}
@@ -126,7 +126,7 @@ func (e *Engine) claimRowsFinishing(ctx context.Context, rl drivers.RowLocker, f
 	}
 	take := len(locked) // what the statement assigns, or it finishes nothing
 	status := requestStatus(req.Requested, take)
-	rows, err := fc.FinishingClaim(task.criteria()).All(ctx, tx, engineio.FinishingClaimParams{
+	rows, err := fc.FinishingClaim(e.criteriaFor(task, req.User)).All(ctx, tx, engineio.FinishingClaimParams{
 		TaskID: task.ID, User: req.User, RequestID: req.ID, IDs: loankey.JSON(task.KeyKind, locked),
 		Assigned: take, Status: status, Holder: truncate(e.Holder, 100),
 		StartedAgoMS: time.Since(started).Milliseconds(), DurationMS: time.Since(started).Milliseconds(), RowsFound: take})
@@ -139,7 +139,7 @@ func (e *Engine) claimRowsFinishing(ctx context.Context, rl drivers.RowLocker, f
 	if take < allow {
 		// As in claimRows: are the loans this claim did not get held by
 		// other claimers? Then the request must wait for them.
-		if _, held, err := e.heldEligible(ctx, tx, task); err != nil || held {
+		if _, held, err := e.heldEligible(ctx, tx, task, req.User); err != nil || held {
 			if err == nil {
 				err = errRowsLogFirst
 			}
@@ -216,7 +216,7 @@ func (e *Engine) claimRows(ctx context.Context, rl drivers.RowLocker, task *Task
 	take := 0
 	for round := 0; take < allow && round < maxClaimRounds; round++ {
 		want := allow - take
-		locked, err := rl.LockRows(ctx, tx, task.criteria(), task.ID, want)
+		locked, err := rl.LockRows(ctx, tx, e.criteriaFor(task, req.User), task.ID, want)
 		if err != nil {
 			return fmt.Errorf("claiming rows of task %s: %w", task.Name, err)
 		}
@@ -249,7 +249,7 @@ func (e *Engine) claimRows(ctx context.Context, rl drivers.RowLocker, task *Task
 		// Fewer than this caller may take: are the rest held by other
 		// claimers (rowswait.go)? Then this answer would be false: roll
 		// back, leave the request pending, and wait for them.
-		_, held, err := e.heldEligible(ctx, tx, task)
+		_, held, err := e.heldEligible(ctx, tx, task, req.User)
 		if err != nil {
 			return err
 		}
@@ -366,7 +366,7 @@ func (e *Engine) assignLockedRun(ctx context.Context, tx *sql.Tx, task *Task, lo
 	// The keys in the source column's own type (numbers for an integer
 	// task): the claim looks the rows up by the key's index.
 	ids := loankey.JSON(task.KeyKind, locked)
-	res, err := drivers.CriteriaClaim(e.Driver.Dialect(), task.criteria()).Exec(ctx, tx,
+	res, err := drivers.CriteriaClaim(e.Driver.Dialect(), e.criteriaFor(task, req.User)).Exec(ctx, tx,
 		engineio.ClaimParams{TaskID: task.ID, User: req.User, RequestID: req.ID, IDs: ids})
 	if err == nil {
 		n, err := res.RowsAffected()
@@ -378,7 +378,7 @@ func (e *Engine) assignLockedRun(ctx context.Context, tx *sql.Tx, task *Task, lo
 	if !e.Driver.IsUniqueViolation(err) {
 		return 0, fmt.Errorf("assigning the claimed rows of task %s to %s: %w", task.Name, req.User, err)
 	}
-	keys, err := drivers.ScanKeys(drivers.CriteriaRecheck(e.Driver.Dialect(), task.criteria()).Query(ctx, tx,
+	keys, err := drivers.ScanKeys(drivers.CriteriaRecheck(e.Driver.Dialect(), e.criteriaFor(task, req.User)).Query(ctx, tx,
 		engineio.RecheckParams{TaskID: task.ID, IDs: ids}))
 	if err != nil {
 		return 0, fmt.Errorf("checking the claimed rows of task %s again: %w", task.Name, err)
@@ -453,7 +453,7 @@ func (e *Engine) checkLockable(ctx context.Context, t *Task, allowWide bool) (st
 		return "", cannot("the database refuses the locking query", err)
 	}
 	_ = tx.Rollback()
-	x, err := e.explainTask(ctx, t, rowsServer{e}, ProbeCount)
+	x, err := e.explainTask(ctx, t, rowsServer{e}, ProbeCount, "")
 	if err != nil {
 		return "", err
 	}

@@ -26,8 +26,10 @@ import (
 // eligible loan: inside a claim transaction, the loans this claim assigned
 // are no longer eligible (its own inserts), so any key found is one another
 // transaction holds (or one that became eligible since the claim's read).
-func (e *Engine) heldEligible(ctx context.Context, q drivers.Querier, task *Task) (string, bool, error) {
-	rows, err := drivers.CriteriaQuery(e.Driver.Dialect(), task.criteria()).Query(ctx, q, engineio.CriteriaParams{TaskID: task.ID, Limit: 1})
+func (e *Engine) heldEligible(ctx context.Context, q drivers.Querier, task *Task, user string) (string, bool, error) {
+	// The criteria as user's claim runs them: with four eyes, a loan user
+	// may not have is no loan held from them (governance.go).
+	rows, err := drivers.CriteriaQuery(e.Driver.Dialect(), e.criteriaFor(task, user)).Query(ctx, q, engineio.CriteriaParams{TaskID: task.ID, Limit: 1})
 	if err != nil {
 		return "", false, fmt.Errorf("looking for loans other claimers of task %s hold: %w", task.Name, err)
 	}
@@ -50,7 +52,7 @@ func (e *Engine) heldEligible(ctx context.Context, q drivers.Querier, task *Task
 // the database grants the moment the holder commits or rolls back, and
 // rolls back at once. It never reports the request served: the caller
 // claims again and reads its request then.
-func (e *Engine) awaitRows(ctx context.Context, task *Task, bound time.Duration) (bool, error) {
+func (e *Engine) awaitRows(ctx context.Context, task *Task, user string, bound time.Duration) (bool, error) {
 	start := time.Now()
 	defer func() {
 		// A row nobody holds (it became eligible after the claim's read, or
@@ -60,7 +62,7 @@ func (e *Engine) awaitRows(ctx context.Context, task *Task, bound time.Duration)
 			_ = pause.For(ctx, rest)
 		}
 	}()
-	key, held, err := e.heldEligible(ctx, e.DB, task)
+	key, held, err := e.heldEligible(ctx, e.DB, task, user)
 	if err != nil || !held {
 		return false, err // nothing held any more: claim again at once
 	}
@@ -79,7 +81,7 @@ func (e *Engine) awaitRows(ctx context.Context, task *Task, bound time.Duration)
 	defer tx.Rollback() // a lock taken only to learn of the holder's end
 	// Granted, gone, or the bound passed: either way the caller claims again.
 	_, err = w.queue(ctx, tx, bound, func(lockCtx context.Context) error {
-		return drivers.WaitForRow(lockCtx, e.Driver, tx, task.criteria(), key, boundSeconds(bound))
+		return drivers.WaitForRow(lockCtx, e.Driver, tx, e.criteriaFor(task, user), key, boundSeconds(bound))
 	})
 	if err != nil && ctx.Err() == nil {
 		return false, fmt.Errorf("waiting for loan %s of task %s: %w", key, task.Name, err)

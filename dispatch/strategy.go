@@ -159,8 +159,8 @@ func (s rowsServer) serve(ctx context.Context, task *Task, own *ownRequest, _ ti
 	return s.e.serveRows(ctx, task, own)
 }
 
-func (s rowsServer) await(ctx context.Context, task *Task, _ *ownRequest, bound time.Duration) (bool, error) {
-	return s.e.awaitRows(ctx, task, bound)
+func (s rowsServer) await(ctx context.Context, task *Task, own *ownRequest, bound time.Duration) (bool, error) {
+	return s.e.awaitRows(ctx, task, own.user, bound)
 }
 
 func (rowsServer) pendingWhy() string {

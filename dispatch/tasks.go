@@ -60,6 +60,10 @@ type Task struct {
 	Priority int
 	Show     []string
 	Link     string
+	// Restricted: the task has an allow list (--allow); FourEyes: it names
+	// tasks with --not-worked-in (docs/governance.md, governance.go).
+	Restricted bool
+	FourEyes   bool
 }
 
 func (t *Task) criteria() drivers.CriteriaSource {
@@ -138,6 +142,8 @@ type TaskSpec struct {
 	Priority int
 	Show     []string
 	Link     string
+	// Governance: who may work the task, its four-eyes rule (governance.go).
+	Governance GovernanceChange
 }
 
 // Check checks what can be checked of a task's definition without a
@@ -186,6 +192,9 @@ func (s *TaskSpec) Check() error {
 		return err
 	}
 	if err := s.checkDisplay(); err != nil { // details.go
+		return err
+	}
+	if err := s.Governance.Check(); err != nil {
 		return err
 	}
 	return validateMaxHold(s.MaxHold)
@@ -335,6 +344,9 @@ func (e *Engine) insertTask(ctx context.Context, s TaskSpec, kind loankey.Kind) 
 	if err := e.storeDisplay(ctx, tx, id, s.Priority, s.Show, s.Link); err != nil { // details.go
 		return 0, err
 	}
+	if err := e.applyGovernance(ctx, tx, id, s.Name, s.Governance); err != nil { // governance.go
+		return 0, err
+	}
 	return id, tx.Commit()
 }
 
@@ -471,7 +483,8 @@ func (e *Engine) scanTask(r engineio.TaskRow, err error) (*Task, error) {
 		HoldLimit: ms(r.HoldMS.Int64), MaxHold: ms(r.MaxHoldMS.Int64),
 		Prefetch: int(r.Prefetch.Int64), PrefetchTTL: ms(r.PrefetchTTLMS.Int64), PrefetchLow: int(r.PrefetchLow.Int64),
 		KeyKind:  loankey.ParseKind(r.KeyKind.String),
-		Priority: int(r.Priority), Show: splitShow(r.ShowColumns.String), Link: r.LinkTemplate.String}, nil
+		Priority: int(r.Priority), Show: splitShow(r.ShowColumns.String), Link: r.LinkTemplate.String,
+		Restricted: r.AllowN > 0, FourEyes: r.FourEyesN > 0}, nil
 }
 
 // Task returns a task by name; an unknown name is bad input.
@@ -597,6 +610,9 @@ func (e *Engine) DeleteTask(ctx context.Context, name string, force bool) (int64
 	active := count.N
 	if active > 0 && !force {
 		return 0, problem.Usagef("task %s has %d active assignment(s): disposition them first, or delete with --force to drop them too", name, active)
+	}
+	if err := e.deleteGovernance(ctx, tx, task); err != nil { // governance.go
+		return 0, err
 	}
 	// Children first: work rows reference requests, and all reference the task.
 	res, err := e.taskDeleteSQL().DeleteWork.Exec(ctx, tx, engineio.TaskParams{TaskID: task.ID})

@@ -32,13 +32,16 @@ type TaskChange struct {
 	Priority *int
 	Show     *[]string
 	Link     *string
+	// Governance: who may work the task, its four-eyes rule (governance.go).
+	Governance GovernanceChange
 }
 
 func (c TaskChange) empty() bool {
 	return c.Source == nil && c.Key == nil && c.Where == nil && c.Order == nil && c.MaxActive == nil &&
 		c.Lock == nil && c.QueryDelay == nil && c.LeaseTTL == nil && c.HoldLimit == nil && c.MaxHold == nil &&
 		c.Prefetch == nil && c.PrefetchLow == nil && c.PrefetchTTL == nil &&
-		c.Priority == nil && c.Show == nil && c.Link == nil
+		c.Priority == nil && c.Show == nil && c.Link == nil &&
+		c.Governance.empty()
 }
 
 // Check checks each change on its own, without a database (commands call it
@@ -87,6 +90,7 @@ func (c TaskChange) Check() error {
 	if c.Priority != nil {
 		checks = append(checks, checkPriority(*c.Priority)) // --link against --show: UpdateTask
 	}
+	checks = append(checks, c.Governance.Check())
 	for _, err := range checks {
 		if err != nil {
 			return err // the first, in the order of task create's flags
@@ -198,6 +202,9 @@ func (e *Engine) UpdateTask(ctx context.Context, name string, c TaskChange) (*Ta
 	}
 	if err := e.storeDisplay(ctx, tx, t.ID, s.Priority, s.Show, s.Link); err != nil { // details.go
 		return nil, fmt.Errorf("updating task %s: %w", t.Name, err)
+	}
+	if err := e.applyGovernance(ctx, tx, t.ID, t.Name, c.Governance); err != nil { // governance.go
+		return nil, err
 	}
 	if err := tx.Commit(); err != nil {
 		return nil, fmt.Errorf("updating task %s: %w", t.Name, err)

@@ -97,3 +97,22 @@ func Rebind(d Dialect, query string) string {
 	}
 	return b.String()
 }
+
+// TextLiteraler is a dialect whose string literal is not the standard's
+// (quotes doubled, nothing else special): one where a backslash may escape.
+type TextLiteraler interface {
+	TextLiteral(s string) string
+}
+
+// TextLiteral is s as a string literal of d, for the rare statement that
+// must carry a value in its text (a claim's four-eyes condition goes into
+// criteria that some drivers hand to a procedure as text:
+// dispatch/governance.go). Only that dialect's rules decide: a standard
+// literal doubles its quotes; a dialect where a backslash escapes says it
+// its own way (TextLiteraler).
+func TextLiteral(d Dialect, s string) string {
+	if tl, ok := d.(TextLiteraler); ok {
+		return tl.TextLiteral(s)
+	}
+	return "'" + strings.ReplaceAll(s, "'", "''") + "'"
+}

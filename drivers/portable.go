@@ -7,11 +7,15 @@ import (
 )
 
 // taskColumns are the columns every task read selects, in the order the
-// engine scans them.
+// engine scans them. allow_n and four_eyes_n say whether the task has
+// entitlements or four-eyes rules (docs/governance.md): a get of a task
+// without them pays no further statement.
 const taskColumns = `id, name, source_table, key_column, criteria, order_by, max_active,
        lock_strategy, query_delay_ms, lease_ttl_ms, created_by, created_at, hold_limit_ms, max_hold_ms,
        prefetch, prefetch_ttl_ms, prefetch_low, key_kind,
-       priority, show_columns, link_template`
+       priority, show_columns, link_template,
+       (SELECT COUNT(*) FROM loanq_task_allow a WHERE a.task_id = loanq_task.id) AS allow_n,
+       (SELECT COUNT(*) FROM loanq_task_not_worked_in f WHERE f.task_id = loanq_task.id) AS four_eyes_n`
 
 // requestStatus is a request's status as every read of one request says
 // it: a pending request without a sign of life within RequestAlive is

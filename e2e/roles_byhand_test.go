@@ -49,6 +49,45 @@ func byHandSuite(t *testing.T, dialect string) {
 	pfID := testdb.Int(t, d, db, "SELECT id FROM loanq_task WHERE name = 'pf'")
 	anaDone := testdb.Int(t, d, db, "SELECT id FROM loanq_work WHERE request_id = ?", anaGot.RequestID)
 
+	// Entitlements and four eyes (docs/governance.md): ana worked a loan in
+	// maker; checker names maker with --not-worked-in and allows @seniors,
+	// ana among them; closed allows carl only. Her pending request in
+	// closed was logged by the owner (trusted) before carl was the only one.
+	mustOK(t, owner, "admin0", "task", "create", "maker", "--where", "eligible = 1")
+	mustOK(t, owner, "admin0", "task", "create", "checker", "--where", "eligible = 1", "--not-worked-in", "maker", "--allow", "@seniors")
+	mustOK(t, owner, "admin0", "task", "create", "closed", "--where", "eligible = 1", "--allow", "carl")
+	mustOK(t, owner, "admin0", "group", "add", "seniors", "ana")
+	// task list, through ana's processor account: what she may work.
+	if out := runAs(t, proc, "", 0, "task", "list").stdout; !strings.Contains(out, "checker") || strings.Contains(out, "closed") {
+		t.Errorf("task list through ana's account lists closed (carl only) or not checker (@seniors):\n%s", out)
+	}
+	if out := runAs(t, adm, "", 0, "task", "list").stdout; !strings.Contains(out, "closed") {
+		t.Errorf("task list through an admin's account does not list every task:\n%s", out)
+	}
+	makerGot := decode(t, runAs(t, proc, "", 0, "-o", "json", "work", "get", "maker", "--count", "1"))
+	runAs(t, proc, "", 0, "disposition", "maker", itoa64(makerGot.Loans[0]), "complete")
+	makerLoan := itoa64(makerGot.Loans[0])
+	checkerID := testdb.Int(t, d, db, "SELECT id FROM loanq_task WHERE name = 'checker'")
+	closedID := testdb.Int(t, d, db, "SELECT id FROM loanq_task WHERE name = 'closed'")
+	closedReq, err := d.Statements().RequestInsert.InsertID(ctx, db, engineio.RequestInsertParams{TaskID: closedID, User: "ana", Requested: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// pendingIn logs a pending request of ana's in a task she may work.
+	pendingIn := func(t *testing.T, tx *sql.Tx, task int64) int64 {
+		t.Helper()
+		id, err := d.Statements().RequestInsert.InsertID(ctx, tx, engineio.RequestInsertParams{TaskID: task, User: "ana", Requested: 2})
+		if err != nil {
+			t.Fatalf("ana logging a request by hand in a task she may work (through @seniors): %v", err)
+		}
+		return id
+	}
+	workIn := func(tx *sql.Tx, task int64, loan string, req int64) error {
+		_, err := tx.ExecContext(ctx, testdb.Rebind(d, "INSERT INTO loanq_work (task_id, loan_id, user_name, request_id, assigned_at) VALUES (?, ?, 'ana', ?, "+d.Dialect().Now()+")"),
+			task, loan, req)
+		return err
+	}
+
 	now := d.Dialect().Now()
 	longAgo := d.Dialect().NowMinusMillis("2592000000") // 30 days
 	tenYears := d.Dialect().NowPlusMillis("315360000000")
@@ -163,6 +202,20 @@ func byHandSuite(t *testing.T, dialect string) {
 		{"5", "cancel its own served request", procDB, func(t *testing.T, tx *sql.Tx) error {
 			return exec(tx, "UPDATE loanq_work_request SET status = 'cancelled', served_at = "+now+" WHERE id = ?", anaGot.RequestID)
 		}},
+		{"8", "log a request in a task whose allow list leaves one out", procDB, func(t *testing.T, tx *sql.Tx) error {
+			_, err := d.Statements().RequestInsert.InsertID(ctx, tx, engineio.RequestInsertParams{TaskID: closedID, User: "ana", Requested: 1})
+			return err
+		}},
+		{"8", "assign itself a loan in a task whose allow list leaves one out", procDB, func(t *testing.T, tx *sql.Tx) error {
+			return workIn(tx, closedID, "50", closedReq)
+		}},
+		{"8", "(four eyes) assign itself a loan it worked in the task the rule names", procDB, func(t *testing.T, tx *sql.Tx) error {
+			req := pendingIn(t, tx, checkerID)
+			if err := workIn(tx, checkerID, "51", req); err != nil {
+				t.Fatalf("a loan ana never worked, in a task she may work: %v", err)
+			}
+			return workIn(tx, checkerID, makerLoan, req)
+		}},
 		{"5", "finish a request with more than it asked for", procDB, func(t *testing.T, tx *sql.Tx) error {
 			req := pending(t, tx, 1)
 			return exec(tx, "UPDATE loanq_work_request SET status = 'assigned', assigned = 155, served_at = "+now+" WHERE id = ?", req)
@@ -262,6 +315,13 @@ func byHandSuite(t *testing.T, dialect string) {
 				}
 			})
 		}
+	}
+
+	if _, err := db.ExecContext(ctx, testdb.Rebind(d, "DELETE FROM loanq_work_request WHERE id = ?"), closedReq); err != nil {
+		t.Fatal(err)
+	}
+	if n := testdb.Int(t, d, db, "SELECT COUNT(*) FROM loanq_work WHERE user_name = 'ana' AND task_id IN (?, ?)", checkerID, closedID); n != 0 {
+		t.Errorf("%d work rows of ana's in checker or closed written by hand", n)
 	}
 
 	// The final state: bob's request has its 2 rows, ana's completed work

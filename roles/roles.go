@@ -44,7 +44,8 @@ const (
 // each driver's grants test compares its revoke list with the tables its
 // migrations create.
 var LoanqTables = []string{"loanq_schema_version", "loanq_account", "loanq_task", "loanq_work_request", "loanq_work",
-	"loanq_query_run", "loanq_task_user", "loanq_pool", "loanq_lock", "loanq_api_token", "loanq_session"}
+	"loanq_query_run", "loanq_task_user", "loanq_pool", "loanq_lock", "loanq_api_token", "loanq_session",
+	"loanq_group", "loanq_task_allow", "loanq_task_not_worked_in"}
 
 // All lists the roles in the order `loanq grants --help` gives them.
 var All = []Role{Admin, Processor, Supervisor, Dashboard, Refresher, Serve}
@@ -164,6 +165,12 @@ func PlanGrants(req Request) (*Plan, error) {
 			Why: "the per-user cap's lock rows (strategy rows); UPDATE only to lock them"},
 		{Table: "loanq_pool", Privs: []string{"SELECT", "INSERT", "UPDATE", "DELETE"},
 			Why: "candidate pools: claim, drop and refill candidates (nothing in a pool is trusted: each is rechecked by key)"},
+		// Who may work which task, and four eyes (docs/governance.md):
+		// read by every serving round and claim, and by the database's
+		// own checks of this account's writes; changed by admins only.
+		read("loanq_group", "who is in which group (allow lists name groups)"),
+		read("loanq_task_allow", "who may work which task"),
+		read("loanq_task_not_worked_in", "four eyes: the tasks whose workers of a loan may not work it in another"),
 		// Named locks coordinate farm jobs (prune, export, refill), not a
 		// person's work: any lock an account may take is one it can hold
 		// hostage, so processors only read them (docs/security.md).
@@ -183,6 +190,12 @@ func PlanGrants(req Request) (*Plan, error) {
 		// hashes, never a way to issue or revoke one.
 		p.Tables = append(processor[:len(processor):len(processor)], read("loanq_api_token", "authenticate API calls by token hash"),
 			TableGrant{Table: "loanq_session", Privs: []string{"SELECT", "INSERT", "DELETE"}, Why: "sessions of the processor's page (/work): sign in, check, sign out"})
+		// --proxy-groups-header: the groups a trusted proxy names.
+		for i, t := range p.Tables {
+			if t.Table == "loanq_group" {
+				p.Tables[i] = TableGrant{Table: "loanq_group", Privs: []string{"SELECT", "INSERT", "DELETE"}, Why: "who is in which group; serve --proxy-groups-header keeps the groups a trusted proxy names"}
+			}
+		}
 		p.LockSources = true
 	case Admin:
 		p.Tables = []TableGrant{version, account,
@@ -194,12 +207,17 @@ func PlanGrants(req Request) (*Plan, error) {
 			{Table: "loanq_pool", Privs: []string{"SELECT", "INSERT", "UPDATE", "DELETE"}, Why: "candidate pools"},
 			{Table: "loanq_lock", Privs: []string{"SELECT", "INSERT", "UPDATE"}, Why: "lock run: named leases"},
 			{Table: "loanq_api_token", Privs: []string{"SELECT", "INSERT", "UPDATE"}, Why: "token create, list and revoke (serve --api)"},
+			{Table: "loanq_group", Privs: []string{"SELECT", "INSERT", "DELETE"}, Why: "group add, remove and list"},
+			{Table: "loanq_task_allow", Privs: []string{"SELECT", "INSERT", "DELETE"}, Why: "task create|update --allow, --allow-clear; task delete"},
+			{Table: "loanq_task_not_worked_in", Privs: []string{"SELECT", "INSERT", "DELETE"}, Why: "task create|update --not-worked-in; task delete"},
 		}
 		p.LockSources = true
 	case Dashboard:
 		p.Tables = []TableGrant{version, account,
 			read("loanq_task", "tasks"), read("loanq_work_request", "pending requests"), read("loanq_work", "active work and dispositions"),
 			read("loanq_query_run", "criteria-query runs"), read("loanq_lock", "lock list"), read("loanq_pool", "candidate pools"),
+			read("loanq_task_allow", "who may work each task"), read("loanq_group", "who is in which group"),
+			read("loanq_task_not_worked_in", "each task's four-eyes rule"),
 		}
 		// serve counts each task's backlog every --backlog-every with the
 		// task's criteria, a COUNT over its source: the dashboard reads

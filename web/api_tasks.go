@@ -1,6 +1,7 @@
 package web
 
 import (
+	"context"
 	"net/http"
 	"time"
 
@@ -14,7 +15,13 @@ import (
 // the work list and reclaim.
 
 func (a *api) tasks(w http.ResponseWriter, r *http.Request, p *dispatch.Principal) {
-	ts, err := a.e.Tasks(r.Context())
+	// A processor sees the tasks it may work (their allow lists,
+	// docs/governance.md), as /work lists them; a supervisor every task.
+	read := a.e.Tasks
+	if !p.Supervisor() {
+		read = func(ctx context.Context) ([]*dispatch.Task, error) { return a.e.WorkableTasks(ctx, p.User) }
+	}
+	ts, err := read(r.Context())
 	if err != nil {
 		a.fail(w, err)
 		return

@@ -1,10 +1,12 @@
 package web
 
 import (
+	"context"
 	"net"
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/loanq/loanq/dispatch"
 )
@@ -24,6 +26,43 @@ type ProxyAuth struct {
 	// SupervisorGroup is the group whose members are supervisors
 	// (--supervisor-group).
 	SupervisorGroup string
+	// MembershipHeader lists the user's loanq groups, comma-separated
+	// (--proxy-groups-header; "": off): the groups tasks' allow lists name
+	// (--allow @GROUP, docs/governance.md). serve keeps them in the
+	// database as the user's memberships of source proxy, so that every
+	// node, the engine's check and the database's see the same.
+	MembershipHeader string
+
+	syncGroups func(ctx context.Context, user string, groups []string) error // the engine's SyncProxyGroups
+	synced     sync.Map                                                      // user → the groups last kept, joined
+}
+
+// keepGroups writes the groups the proxy's MembershipHeader names for user
+// into the database when they differ from what this process last wrote
+// for that user (one statement or none per call on the usual path).
+func (pa *ProxyAuth) keepGroups(r *http.Request, user string) error {
+	if pa.MembershipHeader == "" || pa.syncGroups == nil {
+		return nil
+	}
+	var groups []string
+	for _, v := range r.Header.Values(pa.MembershipHeader) {
+		for _, g := range strings.Split(v, ",") {
+			if g = strings.TrimSpace(g); g != "" {
+				groups = append(groups, g)
+			}
+		}
+	}
+	slices.Sort(groups)
+	groups = slices.Compact(groups)
+	key := strings.Join(groups, ",")
+	if last, ok := pa.synced.Load(user); ok && last.(string) == key {
+		return nil
+	}
+	if err := pa.syncGroups(r.Context(), user, groups); err != nil {
+		return err
+	}
+	pa.synced.Store(user, key)
+	return nil
 }
 
 // caller is the scheme's entry for /api/v1/: the user the proxy names, or
@@ -32,6 +71,9 @@ func (pa *ProxyAuth) caller(r *http.Request) (*dispatch.Principal, *refusal, err
 	p, why := pa.principal(r)
 	if p == nil {
 		return nil, &refusal{status: http.StatusUnauthorized, detail: why}, nil
+	}
+	if err := pa.keepGroups(r, p.User); err != nil {
+		return nil, nil, err
 	}
 	return p, nil, nil
 }

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/loanq/loanq/dispatch"
 	"github.com/loanq/loanq/jsondoc"
 	"github.com/loanq/loanq/problem"
 )
@@ -47,7 +48,7 @@ func apiWords(err error) string {
 }
 
 // fail maps an engine error to its problem: bad input 400 (an unknown task
-// or request 404), busy 503 with Retry-After, anything else 503 with the
+// or request 404, a task the caller may not work 403), busy 503 with Retry-After, anything else 503 with the
 // cause logged, never shown: a driver's text names hosts, ports and
 // accounts.
 func (a *api) fail(w http.ResponseWriter, err error) {
@@ -59,6 +60,9 @@ func (a *api) fail(w http.ResponseWriter, err error) {
 		// (dispatch: Task, Request); an unknown disposition stays 400.
 		if errors.As(err, &pe) && (strings.HasPrefix(pe.Msg, "unknown task ") || strings.HasPrefix(pe.Msg, "unknown request id ")) {
 			status = http.StatusNotFound
+		}
+		if dispatch.IsNotAllowed(err) { // the task's allow list leaves the caller out (docs/governance.md)
+			status = http.StatusForbidden
 		}
 		writeProblem(w, status, apiWords(err))
 	case problem.Busy:

@@ -44,6 +44,10 @@ func (wp *workPage) page(w http.ResponseWriter, r *http.Request) {
 			wp.render(w, "login.html", map[string]any{"Proxy": true, "Why": why})
 			return
 		}
+		if err := wp.a.proxy.keepGroups(r, p.User); err != nil { // --proxy-groups-header
+			wp.a.fail(w, err)
+			return
+		}
 		if s, err = wp.a.openSession(w, r, p); err != nil {
 			wp.a.fail(w, err)
 			return

@@ -63,6 +63,8 @@ type TaskRow struct {
 	Priority     int64          `col:"priority"`
 	ShowColumns  sql.NullString `col:"show_columns"`
 	LinkTemplate sql.NullString `col:"link_template"`
+	AllowN       int64          `col:"allow_n"`     // --allow entries (0: everyone may work it)
+	FourEyesN    int64          `col:"four_eyes_n"` // --not-worked-in tasks
 }
 
 // RunRow is one criteria-query run of the log (TaskRuns).

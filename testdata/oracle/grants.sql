@@ -13,7 +13,8 @@ BEGIN
     WHERE (table_schema, table_name) IN ((USER, 'LOANQ_SCHEMA_VERSION'), (USER, 'LOANQ_ACCOUNT'), (USER, 'LOANQ_TASK'),
     (USER, 'LOANQ_WORK_REQUEST'), (USER, 'LOANQ_WORK'), (USER, 'LOANQ_QUERY_RUN'),
     (USER, 'LOANQ_TASK_USER'), (USER, 'LOANQ_POOL'), (USER, 'LOANQ_LOCK'),
-    (USER, 'LOANQ_API_TOKEN'), (USER, 'LOANQ_SESSION'), (USER, 'LOANQ_ROWS_LOCKED'),
+    (USER, 'LOANQ_API_TOKEN'), (USER, 'LOANQ_SESSION'), (USER, 'LOANQ_GROUP'),
+    (USER, 'LOANQ_TASK_ALLOW'), (USER, 'LOANQ_TASK_NOT_WORKED_IN'), (USER, 'LOANQ_ROWS_LOCKED'),
     (USER, 'LOANQ_MAY_ACT_AS'), (USER, 'LOANQ_LOCK_ROWS'), (USER, 'ACC_LOAN'))) LOOP
     EXECUTE IMMEDIATE 'REVOKE ALL ON "' || o.table_schema || '"."' || o.table_name || '" FROM LOANQ_ADMIN';
   END LOOP;
@@ -38,6 +39,12 @@ GRANT SELECT, INSERT, UPDATE, DELETE ON loanq_pool TO LOANQ_ADMIN
 GRANT SELECT, INSERT, UPDATE ON loanq_lock TO LOANQ_ADMIN
 -- token create, list and revoke (serve --api)
 GRANT SELECT, INSERT, UPDATE ON loanq_api_token TO LOANQ_ADMIN
+-- group add, remove and list
+GRANT SELECT, INSERT, DELETE ON loanq_group TO LOANQ_ADMIN
+-- task create|update --allow, --allow-clear; task delete
+GRANT SELECT, INSERT, DELETE ON loanq_task_allow TO LOANQ_ADMIN
+-- task create|update --not-worked-in; task delete
+GRANT SELECT, INSERT, DELETE ON loanq_task_not_worked_in TO LOANQ_ADMIN
 -- who the account may act as (docs/security.md)
 GRANT EXECUTE ON loanq_may_act_as TO LOANQ_ADMIN
 MERGE INTO loanq_account a
@@ -65,7 +72,8 @@ BEGIN
     WHERE (table_schema, table_name) IN ((USER, 'LOANQ_SCHEMA_VERSION'), (USER, 'LOANQ_ACCOUNT'), (USER, 'LOANQ_TASK'),
     (USER, 'LOANQ_WORK_REQUEST'), (USER, 'LOANQ_WORK'), (USER, 'LOANQ_QUERY_RUN'),
     (USER, 'LOANQ_TASK_USER'), (USER, 'LOANQ_POOL'), (USER, 'LOANQ_LOCK'),
-    (USER, 'LOANQ_API_TOKEN'), (USER, 'LOANQ_SESSION'), (USER, 'LOANQ_ROWS_LOCKED'),
+    (USER, 'LOANQ_API_TOKEN'), (USER, 'LOANQ_SESSION'), (USER, 'LOANQ_GROUP'),
+    (USER, 'LOANQ_TASK_ALLOW'), (USER, 'LOANQ_TASK_NOT_WORKED_IN'), (USER, 'LOANQ_ROWS_LOCKED'),
     (USER, 'LOANQ_MAY_ACT_AS'), (USER, 'LOANQ_LOCK_ROWS'), (USER, 'ACC_LOAN'))) LOOP
     EXECUTE IMMEDIATE 'REVOKE ALL ON "' || o.table_schema || '"."' || o.table_name || '" FROM LOANQ_PROCESSOR';
   END LOOP;
@@ -86,6 +94,12 @@ GRANT SELECT, INSERT ON loanq_query_run TO LOANQ_PROCESSOR
 GRANT SELECT, INSERT, UPDATE (task_id) ON loanq_task_user TO LOANQ_PROCESSOR
 -- candidate pools: claim, drop and refill candidates (nothing in a pool is trusted: each is rechecked by key)
 GRANT SELECT, INSERT, UPDATE, DELETE ON loanq_pool TO LOANQ_PROCESSOR
+-- who is in which group (allow lists name groups)
+GRANT SELECT ON loanq_group TO LOANQ_PROCESSOR
+-- who may work which task
+GRANT SELECT ON loanq_task_allow TO LOANQ_PROCESSOR
+-- four eyes: the tasks whose workers of a loan may not work it in another
+GRANT SELECT ON loanq_task_not_worked_in TO LOANQ_PROCESSOR
 -- lock list
 GRANT SELECT ON loanq_lock TO LOANQ_PROCESSOR
 -- who the account may act as (docs/security.md)
@@ -115,7 +129,8 @@ BEGIN
     WHERE (table_schema, table_name) IN ((USER, 'LOANQ_SCHEMA_VERSION'), (USER, 'LOANQ_ACCOUNT'), (USER, 'LOANQ_TASK'),
     (USER, 'LOANQ_WORK_REQUEST'), (USER, 'LOANQ_WORK'), (USER, 'LOANQ_QUERY_RUN'),
     (USER, 'LOANQ_TASK_USER'), (USER, 'LOANQ_POOL'), (USER, 'LOANQ_LOCK'),
-    (USER, 'LOANQ_API_TOKEN'), (USER, 'LOANQ_SESSION'), (USER, 'LOANQ_ROWS_LOCKED'),
+    (USER, 'LOANQ_API_TOKEN'), (USER, 'LOANQ_SESSION'), (USER, 'LOANQ_GROUP'),
+    (USER, 'LOANQ_TASK_ALLOW'), (USER, 'LOANQ_TASK_NOT_WORKED_IN'), (USER, 'LOANQ_ROWS_LOCKED'),
     (USER, 'LOANQ_MAY_ACT_AS'), (USER, 'LOANQ_LOCK_ROWS'), (USER, 'ACC_LOAN'))) LOOP
     EXECUTE IMMEDIATE 'REVOKE ALL ON "' || o.table_schema || '"."' || o.table_name || '" FROM LOANQ_SUPERVISOR';
   END LOOP;
@@ -136,6 +151,12 @@ GRANT SELECT, INSERT ON loanq_query_run TO LOANQ_SUPERVISOR
 GRANT SELECT, INSERT, UPDATE (task_id) ON loanq_task_user TO LOANQ_SUPERVISOR
 -- candidate pools: claim, drop and refill candidates (nothing in a pool is trusted: each is rechecked by key)
 GRANT SELECT, INSERT, UPDATE, DELETE ON loanq_pool TO LOANQ_SUPERVISOR
+-- who is in which group (allow lists name groups)
+GRANT SELECT ON loanq_group TO LOANQ_SUPERVISOR
+-- who may work which task
+GRANT SELECT ON loanq_task_allow TO LOANQ_SUPERVISOR
+-- four eyes: the tasks whose workers of a loan may not work it in another
+GRANT SELECT ON loanq_task_not_worked_in TO LOANQ_SUPERVISOR
 -- lock run: named leases (MySQL names the key column in its insert-or-keep)
 GRANT SELECT, INSERT, UPDATE (name, holder, token, taken_at, expires_at) ON loanq_lock TO LOANQ_SUPERVISOR
 -- who the account may act as (docs/security.md)
@@ -165,7 +186,8 @@ BEGIN
     WHERE (table_schema, table_name) IN ((USER, 'LOANQ_SCHEMA_VERSION'), (USER, 'LOANQ_ACCOUNT'), (USER, 'LOANQ_TASK'),
     (USER, 'LOANQ_WORK_REQUEST'), (USER, 'LOANQ_WORK'), (USER, 'LOANQ_QUERY_RUN'),
     (USER, 'LOANQ_TASK_USER'), (USER, 'LOANQ_POOL'), (USER, 'LOANQ_LOCK'),
-    (USER, 'LOANQ_API_TOKEN'), (USER, 'LOANQ_SESSION'), (USER, 'LOANQ_ROWS_LOCKED'),
+    (USER, 'LOANQ_API_TOKEN'), (USER, 'LOANQ_SESSION'), (USER, 'LOANQ_GROUP'),
+    (USER, 'LOANQ_TASK_ALLOW'), (USER, 'LOANQ_TASK_NOT_WORKED_IN'), (USER, 'LOANQ_ROWS_LOCKED'),
     (USER, 'LOANQ_MAY_ACT_AS'), (USER, 'LOANQ_LOCK_ROWS'), (USER, 'ACC_LOAN'))) LOOP
     EXECUTE IMMEDIATE 'REVOKE ALL ON "' || o.table_schema || '"."' || o.table_name || '" FROM LOANQ_DASHBOARD';
   END LOOP;
@@ -186,6 +208,12 @@ GRANT SELECT ON loanq_query_run TO LOANQ_DASHBOARD
 GRANT SELECT ON loanq_lock TO LOANQ_DASHBOARD
 -- candidate pools
 GRANT SELECT ON loanq_pool TO LOANQ_DASHBOARD
+-- who may work each task
+GRANT SELECT ON loanq_task_allow TO LOANQ_DASHBOARD
+-- who is in which group
+GRANT SELECT ON loanq_group TO LOANQ_DASHBOARD
+-- each task's four-eyes rule
+GRANT SELECT ON loanq_task_not_worked_in TO LOANQ_DASHBOARD
 -- who the account may act as (docs/security.md)
 GRANT EXECUTE ON loanq_may_act_as TO LOANQ_DASHBOARD
 DELETE FROM loanq_account WHERE account = 'LOANQ_DASHBOARD'
@@ -205,7 +233,8 @@ BEGIN
     WHERE (table_schema, table_name) IN ((USER, 'LOANQ_SCHEMA_VERSION'), (USER, 'LOANQ_ACCOUNT'), (USER, 'LOANQ_TASK'),
     (USER, 'LOANQ_WORK_REQUEST'), (USER, 'LOANQ_WORK'), (USER, 'LOANQ_QUERY_RUN'),
     (USER, 'LOANQ_TASK_USER'), (USER, 'LOANQ_POOL'), (USER, 'LOANQ_LOCK'),
-    (USER, 'LOANQ_API_TOKEN'), (USER, 'LOANQ_SESSION'), (USER, 'LOANQ_ROWS_LOCKED'),
+    (USER, 'LOANQ_API_TOKEN'), (USER, 'LOANQ_SESSION'), (USER, 'LOANQ_GROUP'),
+    (USER, 'LOANQ_TASK_ALLOW'), (USER, 'LOANQ_TASK_NOT_WORKED_IN'), (USER, 'LOANQ_ROWS_LOCKED'),
     (USER, 'LOANQ_MAY_ACT_AS'), (USER, 'LOANQ_LOCK_ROWS'), (USER, 'ACC_LOAN'))) LOOP
     EXECUTE IMMEDIATE 'REVOKE ALL ON "' || o.table_schema || '"."' || o.table_name || '" FROM LOANQ_REFRESHER';
   END LOOP;
@@ -226,6 +255,12 @@ GRANT SELECT, INSERT ON loanq_query_run TO LOANQ_REFRESHER
 GRANT SELECT, INSERT, UPDATE (task_id) ON loanq_task_user TO LOANQ_REFRESHER
 -- candidate pools: claim, drop and refill candidates (nothing in a pool is trusted: each is rechecked by key)
 GRANT SELECT, INSERT, UPDATE, DELETE ON loanq_pool TO LOANQ_REFRESHER
+-- who is in which group (allow lists name groups)
+GRANT SELECT ON loanq_group TO LOANQ_REFRESHER
+-- who may work which task
+GRANT SELECT ON loanq_task_allow TO LOANQ_REFRESHER
+-- four eyes: the tasks whose workers of a loan may not work it in another
+GRANT SELECT ON loanq_task_not_worked_in TO LOANQ_REFRESHER
 -- lock run: named leases (MySQL names the key column in its insert-or-keep)
 GRANT SELECT, INSERT, UPDATE (name, holder, token, taken_at, expires_at) ON loanq_lock TO LOANQ_REFRESHER
 -- who the account may act as (docs/security.md)
@@ -250,7 +285,8 @@ BEGIN
     WHERE (table_schema, table_name) IN ((USER, 'LOANQ_SCHEMA_VERSION'), (USER, 'LOANQ_ACCOUNT'), (USER, 'LOANQ_TASK'),
     (USER, 'LOANQ_WORK_REQUEST'), (USER, 'LOANQ_WORK'), (USER, 'LOANQ_QUERY_RUN'),
     (USER, 'LOANQ_TASK_USER'), (USER, 'LOANQ_POOL'), (USER, 'LOANQ_LOCK'),
-    (USER, 'LOANQ_API_TOKEN'), (USER, 'LOANQ_SESSION'), (USER, 'LOANQ_ROWS_LOCKED'),
+    (USER, 'LOANQ_API_TOKEN'), (USER, 'LOANQ_SESSION'), (USER, 'LOANQ_GROUP'),
+    (USER, 'LOANQ_TASK_ALLOW'), (USER, 'LOANQ_TASK_NOT_WORKED_IN'), (USER, 'LOANQ_ROWS_LOCKED'),
     (USER, 'LOANQ_MAY_ACT_AS'), (USER, 'LOANQ_LOCK_ROWS'), (USER, 'ACC_LOAN'))) LOOP
     EXECUTE IMMEDIATE 'REVOKE ALL ON "' || o.table_schema || '"."' || o.table_name || '" FROM LOANQ_SERVE';
   END LOOP;
@@ -271,6 +307,12 @@ GRANT SELECT, INSERT ON loanq_query_run TO LOANQ_SERVE
 GRANT SELECT, INSERT, UPDATE (task_id) ON loanq_task_user TO LOANQ_SERVE
 -- candidate pools: claim, drop and refill candidates (nothing in a pool is trusted: each is rechecked by key)
 GRANT SELECT, INSERT, UPDATE, DELETE ON loanq_pool TO LOANQ_SERVE
+-- who is in which group; serve --proxy-groups-header keeps the groups a trusted proxy names
+GRANT SELECT, INSERT, DELETE ON loanq_group TO LOANQ_SERVE
+-- who may work which task
+GRANT SELECT ON loanq_task_allow TO LOANQ_SERVE
+-- four eyes: the tasks whose workers of a loan may not work it in another
+GRANT SELECT ON loanq_task_not_worked_in TO LOANQ_SERVE
 -- lock list
 GRANT SELECT ON loanq_lock TO LOANQ_SERVE
 -- authenticate API calls by token hash

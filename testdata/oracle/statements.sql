@@ -20,21 +20,27 @@ RETURNING id INTO :13
 SELECT id, name, source_table, key_column, criteria, order_by, max_active,
        lock_strategy, query_delay_ms, lease_ttl_ms, created_by, created_at, hold_limit_ms, max_hold_ms,
        prefetch, prefetch_ttl_ms, prefetch_low, key_kind,
-       priority, show_columns, link_template FROM loanq_task WHERE name = :1
+       priority, show_columns, link_template,
+       (SELECT COUNT(*) FROM loanq_task_allow a WHERE a.task_id = loanq_task.id) AS allow_n,
+       (SELECT COUNT(*) FROM loanq_task_not_worked_in f WHERE f.task_id = loanq_task.id) AS four_eyes_n FROM loanq_task WHERE name = :1
 /
 
 -- TaskByID: read a task by id
 SELECT id, name, source_table, key_column, criteria, order_by, max_active,
        lock_strategy, query_delay_ms, lease_ttl_ms, created_by, created_at, hold_limit_ms, max_hold_ms,
        prefetch, prefetch_ttl_ms, prefetch_low, key_kind,
-       priority, show_columns, link_template FROM loanq_task WHERE id = :1
+       priority, show_columns, link_template,
+       (SELECT COUNT(*) FROM loanq_task_allow a WHERE a.task_id = loanq_task.id) AS allow_n,
+       (SELECT COUNT(*) FROM loanq_task_not_worked_in f WHERE f.task_id = loanq_task.id) AS four_eyes_n FROM loanq_task WHERE id = :1
 /
 
 -- TaskList: list tasks
 SELECT id, name, source_table, key_column, criteria, order_by, max_active,
        lock_strategy, query_delay_ms, lease_ttl_ms, created_by, created_at, hold_limit_ms, max_hold_ms,
        prefetch, prefetch_ttl_ms, prefetch_low, key_kind,
-       priority, show_columns, link_template FROM loanq_task ORDER BY name
+       priority, show_columns, link_template,
+       (SELECT COUNT(*) FROM loanq_task_allow a WHERE a.task_id = loanq_task.id) AS allow_n,
+       (SELECT COUNT(*) FROM loanq_task_not_worked_in f WHERE f.task_id = loanq_task.id) AS four_eyes_n FROM loanq_task ORDER BY name
 /
 
 -- TaskRuns: recent criteria-query runs of a task
@@ -500,6 +506,90 @@ SELECT t.id, t.name, t.priority, t.created_at,
   (SELECT MAX(r.created_at) FROM loanq_work_request r WHERE r.task_id = t.id) AS last_asked_at
 FROM loanq_task t
 ORDER BY t.name
+/
+
+-- catalogue governance
+
+-- GroupAdd: group add: a user joins a group
+INSERT INTO loanq_group (group_name, user_name, source, added_by, added_at)
+VALUES (:1, :2, :3, :4, SYS_EXTRACT_UTC(SYSTIMESTAMP))
+/
+
+-- GroupRemove: group remove: a user leaves a group
+DELETE FROM loanq_group WHERE group_name = :1 AND user_name = :2
+/
+
+-- GroupList: group list: every group's members
+SELECT group_name, user_name, source, added_by, added_at
+FROM loanq_group ORDER BY group_name, user_name
+/
+
+-- UserGroups: the groups of one user (serve --proxy-groups-header keeps its own in step)
+SELECT group_name, source FROM loanq_group WHERE user_name = :1 ORDER BY group_name
+/
+
+-- GroupDropProxy: serve --proxy-groups-header: a group the proxy no longer names
+DELETE FROM loanq_group WHERE group_name = :1 AND user_name = :2 AND source = 'proxy'
+/
+
+-- AllowList: task show: who may work the task (--allow)
+SELECT is_group, principal FROM loanq_task_allow WHERE task_id = :1 ORDER BY is_group, principal
+/
+
+-- AllowAdd: task create|update --allow: a user or group may work the task
+INSERT INTO loanq_task_allow (task_id, is_group, principal) VALUES (:1, :2, :3)
+/
+
+-- AllowClear: task update --allow-clear (and before a new --allow list): everyone may work the task
+DELETE FROM loanq_task_allow WHERE task_id = :1
+/
+
+-- MayWork: may a user work a task: allow entries naming the user or a group of the user
+SELECT COUNT(*) AS n FROM loanq_task_allow a
+WHERE a.task_id = :1
+  AND ((a.is_group = 0 AND a.principal = :2)
+       OR (a.is_group = 1 AND EXISTS (SELECT 1 FROM loanq_group g WHERE g.group_name = a.principal AND g.user_name = :3)))
+/
+
+-- Workable: the tasks a user may work (task list, /work)
+SELECT t.id FROM loanq_task t
+WHERE NOT EXISTS (SELECT 1 FROM loanq_task_allow a WHERE a.task_id = t.id)
+   OR EXISTS (SELECT 1 FROM loanq_task_allow a WHERE a.task_id = t.id
+      AND ((a.is_group = 0 AND a.principal = :1)
+       OR (a.is_group = 1 AND EXISTS (SELECT 1 FROM loanq_group g WHERE g.group_name = a.principal AND g.user_name = :2))))
+ORDER BY t.id
+/
+
+-- PendingNotAllowed: a round of a restricted task: pending users who may no longer work it
+SELECT DISTINCT r.user_name FROM loanq_work_request r
+WHERE r.task_id = :1 AND r.status = 'pending'
+  AND NOT EXISTS (SELECT 1 FROM loanq_task_allow a WHERE a.task_id = r.task_id
+      AND ((a.is_group = 0 AND a.principal = r.user_name)
+       OR (a.is_group = 1 AND EXISTS (SELECT 1 FROM loanq_group g WHERE g.group_name = a.principal AND g.user_name = r.user_name))))
+/
+
+-- NotWorkedInList: task show: the tasks named by --not-worked-in
+SELECT o.name FROM loanq_task_not_worked_in f JOIN loanq_task o ON o.id = f.other_task_id
+WHERE f.task_id = :1 ORDER BY o.name
+/
+
+-- NotWorkedInAdd: task create|update --not-worked-in: four eyes against another task
+INSERT INTO loanq_task_not_worked_in (task_id, other_task_id) VALUES (:1, :2)
+/
+
+-- NotWorkedInClear: task update --not-worked-in-clear (and before a new list)
+DELETE FROM loanq_task_not_worked_in WHERE task_id = :1
+/
+
+-- NamedBy: task delete: tasks whose --not-worked-in names this one
+SELECT t.name FROM loanq_task_not_worked_in f JOIN loanq_task t ON t.id = f.task_id
+WHERE f.other_task_id = :1 ORDER BY t.name
+/
+
+-- FourEyesBlocked: a round of a four-eyes task: candidates a waiting user worked in a named task
+SELECT DISTINCT w.user_name, w.loan_id
+FROM loanq_task_not_worked_in f JOIN loanq_work w ON w.task_id = f.other_task_id
+WHERE f.task_id = :1 AND w.loan_id IN (SELECT j.id FROM JSON_TABLE(:2, '$[*]' COLUMNS (id VARCHAR2(200 CHAR) PATH '$')) j)
 /
 
 -- catalogue namedlock

@@ -81,7 +81,9 @@
     var a = el("a", null, t.name);
     a.setAttribute("href", "/tasks/" + encodeURIComponent(t.name));
     name.appendChild(a);
-    var meta = t.lock + (t.max_active ? " · cap " + t.max_active : "");
+    var meta = t.lock + (t.max_active ? " · cap " + t.max_active : "") +
+      (t.allow && t.allow.length ? " · allowed: " + t.allow.join(", ") : "") +
+      (t.not_worked_in && t.not_worked_in.length ? " · four eyes: not " + t.not_worked_in.join(", ") : "");
     name.appendChild(el("span", "sub", meta));
     tr.appendChild(name);
     tr.appendChild(pair(t.backlog_loans === null ? "–" : t.backlog_loans,
