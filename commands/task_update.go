@@ -35,8 +35,10 @@ with the strategy they started with.
 Examples:
    loanq task update verify-bank --where "statements_submitted = 1 AND statements_verified = 0 AND amount > 0"
    loanq task update verify-bank --max-hold 8h --max-active 10
-   loanq task update verify-bank --hold-limit default --max-hold off`,
-		Flags: []cli.Flag{
+   loanq task update verify-bank --hold-limit default --max-hold off
+
+` + reasonsHelp,
+		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "where", Usage: "SQL condition selecting the task's loans"},
 			&cli.StringFlag{Name: "order", Usage: "SQL ORDER BY list: highest priority first"},
 			&cli.StringFlag{Name: "source", Usage: "table or view holding the loans"},
@@ -51,7 +53,7 @@ Examples:
 			&cli.StringFlag{Name: "prefetch-ttl", Usage: "how long a pooled candidate stays claimable (\"default\": 10m)"},
 			&cli.IntFlag{Name: "prefetch-low", Usage: "pool size under which refreshers refill it (0: N/4)"},
 			&cli.BoolFlag{Name: "allow-wide-locks", Usage: "with --lock rows: keep the task even when one claim locks more than twice the rows it returns (see loanq explain --help)"},
-		},
+		}, reasonFlags()...),
 		Action: taskUpdate,
 	}
 }
@@ -130,8 +132,21 @@ func taskUpdate(c *cli.Context) error {
 			*f.dst = &v
 		}
 	}
-	if err := ch.Check(); err != nil { // before connecting: bad input is refused with the database down too
+	rch, err := reasonChange(c)
+	if err != nil {
 		return err
+	}
+	// Only the reason codes change: no other option to check or write.
+	reasonsOnly := rch.Given()
+	for _, f := range c.LocalFlagNames() {
+		if f != "reasons" && f != "require-reason" && f != "allow-wide-locks" {
+			reasonsOnly = false
+		}
+	}
+	if !reasonsOnly {
+		if err := ch.Check(); err != nil { // before connecting: bad input is refused with the database down too
+			return err
+		}
 	}
 	e, err := openActing(c)
 	if err != nil {
@@ -139,11 +154,28 @@ func taskUpdate(c *cli.Context) error {
 	}
 	defer e.Close()
 	ch.UpdatedBy = e.user
-	t, err := e.UpdateTask(c.Context, a[0], ch)
+	if rch.Given() { // checked against the task's codes before anything is written
+		if _, err := e.PlanTaskReasons(c.Context, a[0], rch); err != nil {
+			return err
+		}
+	}
+	var t *dispatch.Task
+	if reasonsOnly {
+		t, err = e.Task(c.Context, a[0])
+	} else {
+		t, err = e.UpdateTask(c.Context, a[0], ch)
+	}
 	if err != nil {
 		return err
 	}
-	return emit(c, map[string]any{"task": jsondoc.Task(t), "updated": true}, func(w io.Writer) {
+	reasons, err := e.TaskReasons(c.Context, t)
+	if rch.Given() {
+		reasons, err = e.SetTaskReasons(c.Context, t.Name, rch)
+	}
+	if err != nil {
+		return err
+	}
+	return emit(c, map[string]any{"task": reasonsDoc(jsondoc.Task(t), reasons), "updated": true}, func(w io.Writer) {
 		fmt.Fprintf(w, "updated task %s (lock %s); active work and history kept\n", textsafe.Escape(t.Name), t.Lock)
 	})
 }

@@ -147,10 +147,12 @@ type Cost struct {
 
 // TaskFigure is one task's line of the dashboard.
 type TaskFigure struct {
-	ID              int64  `json:"-"`
-	Name            string `json:"name"`
-	Lock            string `json:"lock"`
-	MaxActive       int    `json:"max_active"`
+	ID        int64  `json:"-"`
+	Name      string `json:"name"`
+	Lock      string `json:"lock"`
+	MaxActive int    `json:"max_active"`
+	// MaxHoldMS is the task's --max-hold; null: active work never expires.
+	MaxHoldMS       *int64 `json:"max_hold_ms"`
 	EligibleLastRun *int   `json:"eligible_at_last_run"` // rows_found of the latest run; null before any
 	LastRunAgeMS    *int64 `json:"last_run_age_ms"`
 	// BacklogLoans is the loans waiting (serve's periodic count,
@@ -456,6 +458,7 @@ func (r *refreshing) tasks(ctx context.Context) error {
 	}
 	for _, t := range tasks {
 		f := &TaskFigure{ID: t.ID, Name: t.Name, Lock: string(t.Lock), MaxActive: t.MaxActive,
+			MaxHoldMS: maxHoldMS(t.MaxHold),
 			DoneToday: zeroKinds(), DoneTotal: zeroKinds(),
 			DurationBuckets: make([]int64, len(runDurationBucketsMS)+1), RecentRuns: []Run{}}
 		r.snap.Tasks = append(r.snap.Tasks, f)
@@ -787,4 +790,13 @@ func (s *Source) Task(ctx context.Context, name string) (*TaskDetail, error) {
 		d.Figure = &TaskFigure{Name: t.Name, DoneToday: zeroKinds(), DoneTotal: zeroKinds()}
 	}
 	return d, nil
+}
+
+// maxHoldMS is a task's --max-hold as the dashboard shows it (nil: never).
+func maxHoldMS(d time.Duration) *int64 {
+	if d <= 0 {
+		return nil
+	}
+	ms := d.Milliseconds()
+	return &ms
 }

@@ -81,7 +81,8 @@
     var a = el("a", null, t.name);
     a.setAttribute("href", "/tasks/" + encodeURIComponent(t.name));
     name.appendChild(a);
-    var meta = t.lock + (t.max_active ? " · cap " + t.max_active : "");
+    var meta = t.lock + (t.max_active ? " · cap " + t.max_active : "") +
+      (t.max_hold_ms === null ? " · work never expires" : " · max hold " + age(t.max_hold_ms));
     name.appendChild(el("span", "sub", meta));
     tr.appendChild(name);
     tr.appendChild(pair(t.backlog_loans === null ? "–" : t.backlog_loans,
