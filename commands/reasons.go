@@ -6,6 +6,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/loanq/loanq/dispatch"
+	"github.com/loanq/loanq/jsondoc"
 )
 
 // The reason-code flags of task create and task update (docs/reasons.md).
@@ -44,20 +45,8 @@ func reasonChange(c *cli.Context) (dispatch.ReasonChange, error) {
 	return ch, nil
 }
 
-// reasonsDoc is a task's codes in its JSON document: reasons (action →
-// codes) and require_reason (actions).
-func reasonsDoc(m map[string]any, r dispatch.Reasons) map[string]any {
-	codes := map[string][]string{}
-	for a, c := range r.Codes {
-		codes[a] = c
-	}
-	req := r.Required
-	if req == nil {
-		req = []string{}
-	}
-	m["reasons"], m["require_reason"] = codes, req
-	return m
-}
+// reasonsDoc is jsondoc.WithReasons.
+var reasonsDoc = jsondoc.WithReasons
 
 // reasonsText is task show's line.
 func reasonsText(r dispatch.Reasons) string {
