@@ -24,114 +24,18 @@ SELECT version_id, is_applied FROM loanq_schema_version ORDER BY tstamp DESC, id
 -- (begin)
 
 -- 5, in transaction
-DROP TRIGGER loanq_lock_change
+DROP TRIGGER loanq_work_reason_check
 /
 
 -- 6, in transaction
-DROP TRIGGER loanq_lock_create
+ALTER TABLE loanq_work DROP (reason, note)
 /
 
 -- 7, in transaction
-DROP TRIGGER loanq_task_lease
+ALTER TABLE loanq_task DROP (reasons, require_reason)
 /
 
--- 8, in transaction
-DROP TRIGGER loanq_pool_check
-/
-
--- 9, in transaction
-CREATE OR REPLACE TRIGGER loanq_work_dispose
-BEFORE UPDATE ON loanq_work FOR EACH ROW
-DECLARE
-    n NUMBER := 0;
-BEGIN
-    IF loanq_trusted() = 1 THEN
-        RETURN;
-    END IF;
-    IF :NEW.user_name <> :OLD.user_name OR :NEW.task_id <> :OLD.task_id
-       OR :NEW.loan_id <> :OLD.loan_id OR :NEW.request_id <> :OLD.request_id THEN
-        RAISE_APPLICATION_ERROR(-20401, 'loanq: this database account may not end that assignment (docs/security.md)');
-    END IF;
-    IF loanq_may_act_as(:OLD.user_name) = 1 AND (:NEW.disposed_by IS NULL OR loanq_may_act_as(:NEW.disposed_by) = 1) THEN
-        RETURN;
-    END IF;
-    IF :NEW.disposition = 'expired' AND :NEW.disposed_by IS NULL THEN
-        SELECT COUNT(*) INTO n FROM loanq_task t
-        WHERE t.id = :OLD.task_id AND t.max_hold_ms IS NOT NULL
-          AND :OLD.assigned_at <= SYS_EXTRACT_UTC(SYSTIMESTAMP) - NUMTODSINTERVAL(t.max_hold_ms / 1000, 'SECOND');
-    END IF;
-    IF n = 0 THEN
-        RAISE_APPLICATION_ERROR(-20401, 'loanq: this database account may not end that assignment (docs/security.md)');
-    END IF;
-END;
-/
-
--- 10, in transaction
-CREATE OR REPLACE TRIGGER loanq_work_assign
-BEFORE INSERT ON loanq_work FOR EACH ROW
-DECLARE
-    n NUMBER;
-BEGIN
-    IF loanq_trusted() = 1 THEN
-        RETURN;
-    END IF;
-    SELECT COUNT(*) INTO n FROM loanq_work_request r
-    WHERE r.id = :NEW.request_id AND r.task_id = :NEW.task_id AND r.user_name = :NEW.user_name;
-    IF :NEW.disposition IS NOT NULL OR n = 0 THEN
-        RAISE_APPLICATION_ERROR(-20401, 'loanq: a work row must serve a request of its user in its task (docs/security.md)');
-    END IF;
-END;
-/
-
--- 11, in transaction
-CREATE OR REPLACE TRIGGER loanq_work_request_finish
-BEFORE UPDATE ON loanq_work_request FOR EACH ROW
-BEGIN
-    IF loanq_trusted() = 1 THEN
-        RETURN;
-    END IF;
-    IF :NEW.user_name <> :OLD.user_name OR :NEW.task_id <> :OLD.task_id OR :NEW.requested <> :OLD.requested
-       OR NOT ((:NEW.status = 'cancelled' AND loanq_may_act_as(:OLD.user_name) = 1)
-               OR (:OLD.status = 'pending' AND :NEW.status IN ('assigned', 'partial', 'empty'))
-               OR (:OLD.status = 'pending' AND :NEW.status = 'pending' AND loanq_may_act_as(:OLD.user_name) = 1
-                   AND :NEW.alive_at <= SYS_EXTRACT_UTC(SYSTIMESTAMP))
-               OR (:OLD.status = 'pending' AND :NEW.status = 'expired'
-                   AND (:OLD.alive_at IS NULL OR :OLD.alive_at <= SYS_EXTRACT_UTC(SYSTIMESTAMP) - NUMTODSINTERVAL(60, 'SECOND')))) THEN
-        RAISE_APPLICATION_ERROR(-20401, 'loanq: this database account may not change that request (docs/security.md)');
-    END IF;
-END;
-/
-
--- 12, in transaction
-CREATE OR REPLACE TRIGGER loanq_work_request_log
-BEFORE INSERT ON loanq_work_request FOR EACH ROW
-BEGIN
-    IF loanq_trusted() = 1 THEN
-        RETURN;
-    END IF;
-    IF :NEW.status <> 'pending' OR :NEW.assigned <> 0 OR loanq_may_act_as(:NEW.user_name) = 0 THEN
-        RAISE_APPLICATION_ERROR(-20401, 'loanq: this database account may not log a request for that user (docs/security.md)');
-    END IF;
-END;
-/
-
--- 13, in transaction
-DROP FUNCTION loanq_key_fits
-/
-
--- 14, in transaction
-ALTER TABLE loanq_lock DROP (taken_by)
-/
-
--- 15, in transaction
-ALTER TABLE loanq_work_request DROP (served_tx)
-/
-
--- 16, in transaction
-ALTER TABLE loanq_work DROP (assigned_by)
-/
-
--- 17, in transaction; binds :1 = 17
+-- 8, in transaction; binds :1 = 19
 DELETE FROM loanq_schema_version WHERE version_id = :1
 /
 
