@@ -139,7 +139,7 @@ func (e *Engine) DisposeNoted(ctx context.Context, taskName string, loanArg stri
 			// Refused by the reason rule? Say which codes the task takes
 			// (read now: the task may have changed since it was cached).
 			if r, rerr := e.taskReasons(ctx, e.DB, taskID, taskName); rerr == nil {
-				if uerr := r.checkReason(taskName, action, note.Reason); uerr != nil {
+				if uerr := r.CheckReason(taskName, action, note.Reason); uerr != nil {
 					return nil, uerr
 				}
 			}

@@ -151,10 +151,10 @@ func CheckReasonAndNote(reason, note string) error {
 	return nil
 }
 
-// checkReason checks a disposition's reason against the task's codes: the
+// CheckReason checks a disposition's reason against the task's codes: the
 // message the database's refusal is explained with, and what the commands
 // say before anything is sent.
-func (r Reasons) checkReason(task, action, reason string) error {
+func (r Reasons) CheckReason(task, action, reason string) error {
 	codes := r.Codes[action]
 	if reason == "" {
 		if r.Requires(action) {

@@ -153,3 +153,67 @@ func TestNewTaskMaxHoldDefault(t *testing.T) {
 		}
 	})
 }
+
+// work run gives --reason ACTION=CODE with its dispositions, and refuses to
+// start without one for an action the task requires it for.
+func TestWorkRunReasons(t *testing.T) {
+	t.Parallel()
+	testdb.Each(t, func(t *testing.T, dsn string) {
+		d, e := prepare(t, dsn, 3)
+		mustOK(t, dsn, "admin", "task", "create", "wr", "--where", "eligible = 1",
+			"--reasons", "never=duplicate;return=waiting-docs", "--require-reason", "return")
+		before := snapshot(t, e.DB)
+		for _, args := range [][]string{
+			{"work", "run", "wr", "--until-empty", "--", "true"},                                                           // return required, no --reason
+			{"work", "run", "wr", "--until-empty", "--reason", "return=nope", "--", "true"},                                // not a code of return
+			{"work", "run", "wr", "--until-empty", "--reason", "sideways=x", "--", "true"},                                 // not an action
+			{"work", "run", "wr", "--until-empty", "--reason", "return=waiting-docs", "--reason", "never=x", "--", "true"}, // not a code of never
+		} {
+			if r := loanq(t, dsn, "robot", args...); r.code != 2 {
+				t.Errorf("%v: exit %d, want 2\n%s", args, r.code, r.stderr)
+			}
+		}
+		if after := snapshot(t, e.DB); after != before {
+			t.Fatalf("a refused work run changed the database")
+		}
+		mustOK(t, dsn, "robot", "work", "run", "wr", "--until-empty", "--reason", "return=waiting-docs", "--reason", "never=duplicate", "--", "sh", "-c", "exit 65")
+		if n := testdb.Int(t, d, e.DB, "SELECT COUNT(*) FROM loanq_work WHERE disposition = 'never' AND reason = 'duplicate'"); n != 3 {
+			t.Fatalf("%d never dispositions with reason duplicate, want 3", n)
+		}
+	})
+}
+
+// A processor's own account, by hand: the database refuses a disposition
+// whose reason is not one of the task's codes, or without a required one
+// (docs/reasons.md, "What the database enforces").
+func TestReasonsByHand(t *testing.T) {
+	t.Parallel()
+	for _, dialect := range []string{"postgres", "mysql"} {
+		t.Run(dialect, func(t *testing.T) {
+			ctx := context.Background()
+			owner := testdb.Fresh(t, dialect)
+			d, db := testdb.Migrated(t, owner)
+			testdb.CreateLoans(t, d, db, 5)
+			mustOK(t, owner, "admin0", "task", "create", "rh", "--where", "eligible = 1", "--reasons", "never=fraud", "--require-reason", "never")
+			acc := newAccounts(t, dialect, owner, d, db)
+			proc := acc.create("processor", "proc", "ana")
+			got := decode(t, runAs(t, proc, "", 0, "-o", "json", "work", "get", "rh", "--count", "1"))
+			procDB := acc.open(proc)
+			key := itoa64(got.Loans[0])
+			for _, set := range []string{"reason = 'spam'", "reason = NULL", "reason = 'fraud,x'"} {
+				q := "UPDATE loanq_work SET disposition = 'never', disposed_at = " + d.Dialect().Now() + ", " + set + " WHERE loan_id = '" + key + "' AND disposition IS NULL"
+				if _, err := procDB.ExecContext(ctx, q); err == nil || !strings.Contains(err.Error(), "docs/reasons.md") {
+					t.Errorf("processor by hand: %s: %v, want the database's refusal", q, err)
+				}
+			}
+			q := "UPDATE loanq_work SET disposition = 'never', disposed_at = " + d.Dialect().Now() + ", reason = 'fraud', note = 'by hand' WHERE loan_id = '" + key + "' AND disposition IS NULL"
+			if _, err := procDB.ExecContext(ctx, q); err != nil {
+				t.Fatalf("processor by hand, a declared code: %s: %v", q, err)
+			}
+			// Finished history keeps its reason (00017: not changed by an untrusted account).
+			if _, err := procDB.ExecContext(ctx, "UPDATE loanq_work SET reason = 'other', note = 'rewritten' WHERE loan_id = '"+key+"'"); err == nil {
+				t.Error("a processor rewrote a finished disposition's reason")
+			}
+		})
+	}
+}
