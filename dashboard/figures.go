@@ -740,6 +740,8 @@ type TaskDetail struct {
 	Runs         []dispatch.QueryRun
 	Dispositions []Disposition
 	Hold         time.Duration
+	// Reasons: the task's reason codes (docs/reasons.md).
+	Reasons dispatch.Reasons
 }
 
 // Disposition is one ended assignment.
@@ -749,6 +751,8 @@ type Disposition struct {
 	Kind   string
 	AgeMS  int64
 	HeldMS int64
+	// Reason and Note: the disposition's (docs/reasons.md); "" when none.
+	Reason, Note string
 }
 
 // Task reads one task's page: its definition, latest runs and dispositions.
@@ -770,13 +774,17 @@ func (s *Source) Task(ctx context.Context, name string) (*TaskDetail, error) {
 		return nil, problem.Usagef("unknown task %q", name)
 	}
 	d := &TaskDetail{Task: t, Hold: s.Hold}
+	if d.Reasons, err = s.Engine.TaskReasons(ctx, t); err != nil {
+		return nil, err
+	}
 	if d.Runs, err = s.Engine.Runs(ctx, t); err != nil {
 		return nil, fmt.Errorf("reading the runs of task %s: %w", name, err)
 	}
 	q := &queryCounter{db: s.DB}
 	err = each(ctx, q, &s.sql().DashDispositions, taskLimitParams{TaskID: t.ID, Limit: 15}, func(r dispositionRow) error {
 		d.Dispositions = append(d.Dispositions, Disposition{Loan: drivers.NewKey(t.KeyKind, r.LoanID), User: r.User,
-			Kind: r.Disposition, AgeMS: r.AgeS.Int64 * 1000, HeldMS: r.HeldS.Int64 * 1000})
+			Kind: r.Disposition, AgeMS: r.AgeS.Int64 * 1000, HeldMS: r.HeldS.Int64 * 1000,
+			Reason: r.Reason.String, Note: r.Note.String})
 		return nil
 	})
 	if err != nil {

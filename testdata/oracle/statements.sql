@@ -464,7 +464,7 @@ FROM loanq_query_run WHERE task_id = :1 ORDER BY id DESC FETCH FIRST :2 ROWS ONL
 
 -- DashDispositions: dashboard: a task's latest dispositions
 SELECT loan_id, user_name, disposition, ROUND((CAST(SYS_EXTRACT_UTC(SYSTIMESTAMP) AS DATE) - CAST(disposed_at AS DATE)) * 86400) AS age_s,
-       ROUND((CAST(disposed_at AS DATE) - CAST(assigned_at AS DATE)) * 86400) AS held_s
+       ROUND((CAST(disposed_at AS DATE) - CAST(assigned_at AS DATE)) * 86400) AS held_s, reason, note
 FROM loanq_work WHERE task_id = :1 AND disposition IS NOT NULL ORDER BY id DESC FETCH FIRST :2 ROWS ONLY
 /
 
