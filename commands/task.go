@@ -69,9 +69,13 @@ force. docs/reliability.md and docs/<database>.md say what is set.
 than it (a processor whose laptop died, who went on holiday) is returned to
 the queue the next time anyone gets work from the task. The history keeps
 who held it, since when, and that it expired. "loanq work reclaim" returns
-work by hand.
+work by hand. Without --max-hold a new task gets 72h: work taken on a
+Friday afternoon is still its holder's on Monday morning, and the work of
+someone who left returns within three days (docs/abandoned-work.md weighs
+it). --max-hold off keeps work until it is disposed of or reclaimed.
 
    loanq task create verify-bank --where "statements_submitted = 1" --max-hold 8h
+   loanq task create long-reviews --where "amount > 500000" --max-hold off
 
 --prefetch N is for heavy criteria queries: each criteria run keeps up to N
 more candidates in the task's pool, and a get is served from it in one
@@ -96,7 +100,9 @@ on /work (groups: loanq group add). --not-worked-in TASK (repeat) is four
 eyes: a loan is never handed out here to a user who held it in TASK, active
 or disposed, as long as that history is kept (docs/governance.md).
 
-   loanq task create second-look --where "statements_verified = 1 AND senior_reviewed = 0" --allow @senior-review --not-worked-in verify-bank`,
+   loanq task create second-look --where "statements_verified = 1 AND senior_reviewed = 0" --allow @senior-review --not-worked-in verify-bank
+
+` + reasonsHelp,
 				Flags: append([]cli.Flag{
 					&cli.StringFlag{Name: "where", Usage: "SQL condition selecting the task's loans (required)"},
 					&cli.StringFlag{Name: "order", Usage: "SQL ORDER BY list: highest priority first (the key breaks ties)"},
@@ -107,7 +113,7 @@ or disposed, as long as that history is kept (docs/governance.md).
 					&cli.StringFlag{Name: "query-delay", Value: "0s", Usage: "sleep this long inside the locked section: simulates a heavy criteria query (demos, tests)"},
 					&cli.StringFlag{Name: "lease-ttl", Value: dispatch.DefaultLeaseTTL.String(), Usage: "how long a lease lasts without renewal (strategy lease; its holder renews it every TTL/3 while it works)"},
 					&cli.StringFlag{Name: "hold-limit", Usage: "longest a caller may hold the task lock before the database ends its session (default: derived from the measured criteria-query time)"},
-					&cli.StringFlag{Name: "max-hold", Usage: "age past which a processor's active WORK returns to the queue (expired), checked whenever loanq serves the task (default: never; not --hold-limit, which is about the task LOCK)"},
+					&cli.StringFlag{Name: "max-hold", Usage: "age past which a processor's active WORK returns to the queue (expired), checked whenever loanq serves the task (default: 72h; \"off\": never; not --hold-limit, which is about the task LOCK)"},
 					&cli.IntFlag{Name: "prefetch", Usage: "keep a candidate pool of N loans from each criteria run, so that gets are served without a query (0: no pool; docs/algorithm.md)"},
 					&cli.StringFlag{Name: "prefetch-ttl", Usage: "how long a pooled candidate stays claimable (default 10m)"},
 					&cli.IntFlag{Name: "prefetch-low", Usage: "pool size under which task refill and serve --refill refill it (default N/4)"},
@@ -116,7 +122,7 @@ or disposed, as long as that history is kept (docs/governance.md).
 					&cli.IntFlag{Name: "priority", Usage: "order of the task in work next: higher first (default 0)"},
 					&cli.StringFlag{Name: "show", Usage: "columns of --source shown with each loan, comma-separated (e.g. borrower,amount)"},
 					&cli.StringFlag{Name: "link", Usage: "link to each loan: an http(s) URL template with {key} and {COLUMN} of --show columns, URL-escaped (e.g. 'https://los.example/loans/{key}')"},
-				}, governanceFlags(false)...),
+				}, append(governanceFlags(false), reasonFlags()...)...),
 				Action: taskCreate,
 			},
 			taskUpdateCommand(),
@@ -189,13 +195,27 @@ func taskCreate(c *cli.Context) error {
 		Prefetch: c.Int("prefetch"), PrefetchTTL: prefetchTTL, PrefetchLow: c.Int("prefetch-low"),
 		IfNotExists: c.Bool("if-not-exists"), AllowWideLocks: c.Bool("allow-wide-locks"),
 		Priority: c.Int("priority"), Link: c.String("link"),
-		Governance: governanceChange(c),
+		Governance:     governanceChange(c),
+		MaxHoldDefault: !c.IsSet("max-hold"),
 	}
 	if spec.Show, err = dispatch.ParseShow(c.String("show")); err != nil {
 		return err
 	}
 	if err := spec.Check(); err != nil { // before connecting: bad input is refused with the database down too
 		return err
+	}
+	rch, err := reasonChange(c)
+	if err != nil {
+		return err
+	}
+	if err := dispatch.CheckReasonChange(rch); err != nil {
+		return err
+	}
+	if rch.Codes != nil {
+		spec.Reasons.Codes = *rch.Codes
+	}
+	if rch.Required != nil {
+		spec.Reasons.Required = *rch.Required
 	}
 	e, err := openActing(c)
 	if err != nil {
@@ -207,7 +227,11 @@ func taskCreate(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	return emit(c, map[string]any{"task": jsondoc.Task(t), "created": created}, func(w io.Writer) {
+	reasons, err := e.TaskReasons(c.Context, t)
+	if err != nil {
+		return err
+	}
+	return emit(c, map[string]any{"task": reasonsDoc(jsondoc.Task(t), reasons), "created": created}, func(w io.Writer) {
 		if created {
 			fmt.Fprintf(w, "created task %s (lock %s)\n", textsafe.Escape(t.Name), t.Lock)
 		} else {
@@ -229,9 +253,13 @@ func poolText(t *dispatch.Task, p *dispatch.PoolStatus) string {
 		p.Size, t.Prefetch, age, t.PrefetchTTL, t.PrefetchLow, p.Hits, p.Refills)
 }
 
-// parseMaxHold reads --max-hold: absent or empty is "never" (0).
+// parseMaxHold reads --max-hold: absent is dispatch.DefaultMaxHold, "off"
+// is never (0).
 func parseMaxHold(c *cli.Context) (time.Duration, error) {
-	if c.String("max-hold") == "" {
+	if !c.IsSet("max-hold") {
+		return dispatch.DefaultMaxHold, nil
+	}
+	if c.String("max-hold") == "off" {
 		return 0, nil
 	}
 	d, err := flagvalue.Duration("max-hold", c.String("max-hold"))
@@ -239,7 +267,7 @@ func parseMaxHold(c *cli.Context) (time.Duration, error) {
 		return 0, err
 	}
 	if d <= 0 {
-		return 0, problem.Usagef("invalid --max-hold %s: give a positive duration such as 8h, or leave it out for never", c.String("max-hold"))
+		return 0, problem.Usagef("invalid --max-hold %s: give a positive duration such as 8h, \"off\" for never, or leave it out for the default %s", c.String("max-hold"), dispatch.DefaultMaxHold)
 	}
 	return d, nil
 }
@@ -315,7 +343,11 @@ func taskShow(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	tj := jsondoc.Task(t)
+	reasons, err := e.TaskReasons(c.Context, t)
+	if err != nil {
+		return err
+	}
+	tj := reasonsDoc(jsondoc.Task(t), reasons)
 	tj["hold_limit_in_force_ms"] = hold.Milliseconds()
 	tj["hold_limit_derived"] = derived
 	if pool != nil {
@@ -369,9 +401,10 @@ func taskShow(c *cli.Context) error {
 		if t.MaxHold > 0 {
 			fmt.Fprintf(tw, "max hold:\t%s (older active work returns to the queue)\n", t.MaxHold)
 		} else {
-			fmt.Fprintf(tw, "max hold:\t- (active work never expires)\n")
+			fmt.Fprintf(tw, "max hold:\t- (active work never expires: a processor who leaves keeps it until reclaimed; new tasks default to %s)\n", dispatch.DefaultMaxHold)
 		}
 		governanceLines(tw, gov)
+		fmt.Fprintf(tw, "reasons:\t%s\n", textsafe.Escape(reasonsText(reasons)))
 		fmt.Fprintf(tw, "pool:\t%s\n", poolText(t, pool))
 		fmt.Fprintf(tw, "priority:\t%d (work next: higher first)\n", t.Priority)
 		if len(t.Show) > 0 {

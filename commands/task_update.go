@@ -42,7 +42,9 @@ Examples:
    loanq task update second-look --not-worked-in verify-bank
 
 --allow and --not-worked-in add to the task's lists; --allow-clear and
---not-worked-in-clear empty them first (docs/governance.md).`,
+--not-worked-in-clear empty them first (docs/governance.md).
+
+` + reasonsHelp,
 		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "where", Usage: "SQL condition selecting the task's loans"},
 			&cli.StringFlag{Name: "order", Usage: "SQL ORDER BY list: highest priority first"},
@@ -61,7 +63,7 @@ Examples:
 			&cli.IntFlag{Name: "priority", Usage: "order of the task in work next: higher first"},
 			&cli.StringFlag{Name: "show", Usage: "columns of --source shown with each loan, comma-separated (\"\": none)"},
 			&cli.StringFlag{Name: "link", Usage: "link to each loan: an http(s) URL template with {key} and {COLUMN} of --show columns, URL-escaped (\"\": none)"},
-		}, governanceFlags(true)...),
+		}, append(governanceFlags(true), reasonFlags()...)...),
 		Action: taskUpdate,
 	}
 }
@@ -144,8 +146,21 @@ func taskUpdate(c *cli.Context) error {
 	if err := displayChange(c, &ch); err != nil { // task_details.go
 		return err
 	}
-	if err := ch.Check(); err != nil { // before connecting: bad input is refused with the database down too
+	rch, err := reasonChange(c)
+	if err != nil {
 		return err
+	}
+	// Only the reason codes change: no other option to check or write.
+	reasonsOnly := rch.Given()
+	for _, f := range c.LocalFlagNames() {
+		if f != "reasons" && f != "require-reason" && f != "allow-wide-locks" {
+			reasonsOnly = false
+		}
+	}
+	if !reasonsOnly {
+		if err := ch.Check(); err != nil { // before connecting: bad input is refused with the database down too
+			return err
+		}
 	}
 	e, err := openActing(c)
 	if err != nil {
@@ -153,11 +168,28 @@ func taskUpdate(c *cli.Context) error {
 	}
 	defer e.Close()
 	ch.UpdatedBy = e.user
-	t, err := e.UpdateTask(c.Context, a[0], ch)
+	if rch.Given() { // checked against the task's codes before anything is written
+		if _, err := e.PlanTaskReasons(c.Context, a[0], rch); err != nil {
+			return err
+		}
+	}
+	var t *dispatch.Task
+	if reasonsOnly {
+		t, err = e.Task(c.Context, a[0])
+	} else {
+		t, err = e.UpdateTask(c.Context, a[0], ch)
+	}
 	if err != nil {
 		return err
 	}
-	return emit(c, map[string]any{"task": jsondoc.Task(t), "updated": true}, func(w io.Writer) {
+	reasons, err := e.TaskReasons(c.Context, t)
+	if rch.Given() {
+		reasons, err = e.SetTaskReasons(c.Context, t.Name, rch)
+	}
+	if err != nil {
+		return err
+	}
+	return emit(c, map[string]any{"task": reasonsDoc(jsondoc.Task(t), reasons), "updated": true}, func(w io.Writer) {
 		fmt.Fprintf(w, "updated task %s (lock %s); active work and history kept\n", textsafe.Escape(t.Name), t.Lock)
 	})
 }

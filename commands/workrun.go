@@ -8,6 +8,7 @@ import (
 	"github.com/loanq/loanq/loankey"
 	"io"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -55,7 +56,12 @@ database failure, 3 --max-repeats reached.
 Examples:
    loanq --user robot work run verify-bank --until-empty -- ./verify.sh {}
    loanq --user robot work run verify-bank --concurrency 4 --loan-timeout 10m --retry-after 1h -- python3 check.py
-   loanq --user robot work run verify-bank --max-repeats 0 -- ./verify.sh {}   # loans may come back without end`,
+   loanq --user robot work run verify-bank --max-repeats 0 -- ./verify.sh {}   # loans may come back without end
+   loanq --user robot work run review --reason never=duplicate --reason return=waiting-docs -- ./check.sh {}
+
+--reason ACTION=CODE gives that reason code with every disposition of ACTION
+(docs/reasons.md); a task that requires a reason for an action refuses to
+start (exit 2) until each of complete, return and never it requires has one.`,
 		Flags: []cli.Flag{
 			&cli.IntFlag{Name: "count", Aliases: []string{"n"}, Value: 1, Usage: "loans to ask for at a time (at most the free --concurrency slots)"},
 			&cli.IntFlag{Name: "concurrency", Aliases: []string{"c"}, Value: 1, Usage: "commands running at once (1-64)"},
@@ -65,6 +71,7 @@ Examples:
 			&cli.StringFlag{Name: "loan-timeout", Value: "0s", Usage: "stop a command after this long (SIGTERM) and count a failure (0s: no limit)"},
 			&cli.IntFlag{Name: "max-failures", Usage: "stop the loop after this many failures (0: never)"},
 			&cli.StringFlag{Name: "grace", Value: "30s", Usage: "on SIGINT/SIGTERM, how long running commands may finish before they are stopped"},
+			&cli.StringSliceFlag{Name: "reason", Usage: "ACTION=CODE: the reason code given with every disposition of that action (repeatable; docs/reasons.md), e.g. --reason never=duplicate"},
 			&cli.IntFlag{Name: "max-repeats", Value: workrun.DefaultMaxRepeats, Usage: "stop (exit 3) once a loan CMD completed has come back this many times in a row (0: no limit)"},
 			logFormatFlag(),
 		},
@@ -143,7 +150,12 @@ func workRun(c *cli.Context) error {
 	}
 	defer e.Close()
 	// The task and the user are checked before any request is logged.
-	if _, err := e.Task(c.Context, o.Task); err != nil {
+	task, err := e.Task(c.Context, o.Task)
+	if err != nil {
+		return err
+	}
+	reasons, err := workRunReasons(c, e, task)
+	if err != nil {
 		return err
 	}
 	o.User, o.DSN, o.PasswordEnv = e.user, c.String("db"), e.Driver.Capabilities().PasswordEnv
@@ -155,7 +167,7 @@ func workRun(c *cli.Context) error {
 	if lg.JSON() {
 		lg.j.Info("work run started", "task", o.Task, "user", e.user, "concurrency", o.Concurrency, "count", o.Count)
 	}
-	err = workrun.New(o, &runQueue{e: e, task: o.Task}, v).Run(c.Context)
+	err = workrun.New(o, &runQueue{e: e, task: o.Task, reasons: reasons}, v).Run(c.Context)
 	v.clearProgress()
 	var failures *workrun.MaxFailuresError
 	var repeats *workrun.RepeatsError
@@ -173,8 +185,9 @@ func workRun(c *cli.Context) error {
 
 // runQueue is the engine as `work run` asks it for loans of one task.
 type runQueue struct {
-	e    *env
-	task string
+	e       *env
+	task    string
+	reasons map[string]string // action → --reason code
 }
 
 func (q *runQueue) Get(ctx context.Context, n int) (int64, []loankey.Key, error) {
@@ -190,7 +203,8 @@ func (q *runQueue) Get(ctx context.Context, n int) (int64, []loankey.Key, error)
 }
 
 func (q *runQueue) Dispose(ctx context.Context, loan loankey.Key, action string, after time.Duration) error {
-	_, err := q.e.Dispose(ctx, q.task, loan.String(), q.e.user, action, after, action == dispatch.Return)
+	_, err := q.e.DisposeNoted(ctx, q.task, loan.String(), q.e.user, action, after, action == dispatch.Return,
+		dispatch.DispositionNote{Reason: q.reasons[action]})
 	return err
 }
 
@@ -331,4 +345,33 @@ func (v *runView) clearProgress() {
 	if v.progress {
 		fmt.Fprint(v.errw, "\r\033[K")
 	}
+}
+
+// workRunReasons reads --reason ACTION=CODE and checks it against the
+// task's codes before any request is logged: a code the task does not
+// declare, or an action the task requires a reason for (one work run can
+// dispose with: complete, return, never) without one, is exit 2.
+func workRunReasons(c *cli.Context, e *env, task *dispatch.Task) (map[string]string, error) {
+	out := map[string]string{}
+	for _, v := range c.StringSlice("reason") {
+		action, code, ok := strings.Cut(v, "=")
+		a, err := dispatch.ParseAction(strings.TrimSpace(action))
+		if !ok || err != nil {
+			return nil, problem.Usagef("invalid --reason %q: give ACTION=CODE with ACTION complete, return or never (e.g. --reason never=duplicate)", v)
+		}
+		if err := dispatch.CheckReasonAndNote(code, ""); err != nil {
+			return nil, err
+		}
+		out[a] = code
+	}
+	r, err := e.TaskReasons(c.Context, task)
+	if err != nil {
+		return nil, err
+	}
+	for _, a := range []string{dispatch.Complete, dispatch.Return, dispatch.Never} {
+		if err := r.CheckReason(task.Name, a, out[a]); err != nil {
+			return nil, problem.WithHint(err, fmt.Sprintf("work run gives it with --reason %s=CODE", a))
+		}
+	}
+	return out, nil
 }

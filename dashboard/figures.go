@@ -155,10 +155,12 @@ type TaskFigure struct {
 	MaxActive int    `json:"max_active"`
 	// Allow: who may work the task (user names, @groups; empty: everyone);
 	// NotWorkedIn: the tasks its four-eyes rule names (docs/governance.md).
-	Allow           []string `json:"allow"`
-	NotWorkedIn     []string `json:"not_worked_in"`
-	EligibleLastRun *int     `json:"eligible_at_last_run"` // rows_found of the latest run; null before any
-	LastRunAgeMS    *int64   `json:"last_run_age_ms"`
+	Allow       []string `json:"allow"`
+	NotWorkedIn []string `json:"not_worked_in"`
+	// MaxHoldMS is the task's --max-hold; null: active work never expires.
+	MaxHoldMS       *int64 `json:"max_hold_ms"`
+	EligibleLastRun *int   `json:"eligible_at_last_run"` // rows_found of the latest run; null before any
+	LastRunAgeMS    *int64 `json:"last_run_age_ms"`
 	// BacklogLoans is the loans waiting (serve's periodic count,
 	// --backlog-every), BacklogAgeMS its age; null before a count or after
 	// a failed one.
@@ -463,6 +465,7 @@ func (r *refreshing) tasks(ctx context.Context) error {
 	for _, t := range tasks {
 		f := &TaskFigure{ID: t.ID, Name: t.Name, Lock: string(t.Lock), MaxActive: t.MaxActive,
 			Allow: []string{}, NotWorkedIn: []string{},
+			MaxHoldMS: maxHoldMS(t.MaxHold),
 			DoneToday: zeroKinds(), DoneTotal: zeroKinds(),
 			DurationBuckets: make([]int64, len(runDurationBucketsMS)+1), RecentRuns: []Run{}}
 		if t.Restricted || t.FourEyes { // one read more, only for such a task
@@ -756,6 +759,8 @@ type TaskDetail struct {
 	Runs         []dispatch.QueryRun
 	Dispositions []Disposition
 	Hold         time.Duration
+	// Reasons: the task's reason codes (docs/reasons.md).
+	Reasons dispatch.Reasons
 }
 
 // Disposition is one ended assignment.
@@ -765,6 +770,8 @@ type Disposition struct {
 	Kind   string
 	AgeMS  int64
 	HeldMS int64
+	// Reason and Note: the disposition's (docs/reasons.md); "" when none.
+	Reason, Note string
 }
 
 // Task reads one task's page: its definition, latest runs and dispositions.
@@ -786,13 +793,17 @@ func (s *Source) Task(ctx context.Context, name string) (*TaskDetail, error) {
 		return nil, problem.Usagef("unknown task %q", name)
 	}
 	d := &TaskDetail{Task: t, Hold: s.Hold}
+	if d.Reasons, err = s.Engine.TaskReasons(ctx, t); err != nil {
+		return nil, err
+	}
 	if d.Runs, err = s.Engine.Runs(ctx, t); err != nil {
 		return nil, fmt.Errorf("reading the runs of task %s: %w", name, err)
 	}
 	q := &queryCounter{db: s.DB}
 	err = each(ctx, q, &s.sql().DashDispositions, taskLimitParams{TaskID: t.ID, Limit: 15}, func(r dispositionRow) error {
 		d.Dispositions = append(d.Dispositions, Disposition{Loan: loankey.New(t.KeyKind, r.LoanID), User: r.User,
-			Kind: r.Disposition, AgeMS: r.AgeS.Int64 * 1000, HeldMS: r.HeldS.Int64 * 1000})
+			Kind: r.Disposition, AgeMS: r.AgeS.Int64 * 1000, HeldMS: r.HeldS.Int64 * 1000,
+			Reason: r.Reason.String, Note: r.Note.String})
 		return nil
 	})
 	if err != nil {
@@ -806,4 +817,13 @@ func (s *Source) Task(ctx context.Context, name string) (*TaskDetail, error) {
 		d.Figure = &TaskFigure{Name: t.Name, DoneToday: zeroKinds(), DoneTotal: zeroKinds()}
 	}
 	return d, nil
+}
+
+// maxHoldMS is a task's --max-hold as the dashboard shows it (nil: never).
+func maxHoldMS(d time.Duration) *int64 {
+	if d <= 0 {
+		return nil
+	}
+	ms := d.Milliseconds()
+	return &ms
 }

@@ -89,7 +89,7 @@ FROM loanq_work WHERE id >= :floor AND disposition IS NOT NULL GROUP BY task_id,
 		DashRuns: drivers.Query[taskLimitParams, runRow]{SQL: `SELECT id, {{age "started_at"}} AS age_s, duration_ms, rows_found, requests_served, loans_assigned
 FROM loanq_query_run WHERE task_id = :task_id ORDER BY id DESC {{limit ":limit"}}`},
 		DashDispositions: drivers.Query[taskLimitParams, dispositionRow]{SQL: `SELECT loan_id, user_name, disposition, {{age "disposed_at"}} AS age_s,
-       {{secondsBetween "assigned_at" "disposed_at"}} AS held_s
+       {{secondsBetween "assigned_at" "disposed_at"}} AS held_s, reason, note
 FROM loanq_work WHERE task_id = :task_id AND disposition IS NOT NULL ORDER BY id DESC {{limit ":limit"}}`},
 
 		DashRunHistogram:      drivers.Query[floorParams, histogramRow]{SQL: runHistogram(">=")},
@@ -180,11 +180,13 @@ type (
 	}
 	// dispositionRow is one of a task's latest dispositions.
 	dispositionRow struct {
-		LoanID      string        `col:"loan_id"`
-		User        string        `col:"user_name"`
-		Disposition string        `col:"disposition"`
-		AgeS        sql.NullInt64 `col:"age_s"`
-		HeldS       sql.NullInt64 `col:"held_s"`
+		LoanID      string         `col:"loan_id"`
+		User        string         `col:"user_name"`
+		Disposition string         `col:"disposition"`
+		AgeS        sql.NullInt64  `col:"age_s"`
+		HeldS       sql.NullInt64  `col:"held_s"`
+		Reason      sql.NullString `col:"reason"`
+		Note        sql.NullString `col:"note"`
 	}
 	// histogramRow is the criteria runs of a task in one duration bucket.
 	histogramRow struct {

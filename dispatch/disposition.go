@@ -31,6 +31,17 @@ type Disposed struct {
 	After       time.Duration `json:"-"`
 	AfterSecs   float64       `json:"return_after_seconds,omitempty"`
 	AfterMS     int64         `json:"return_after_ms,omitempty"` // the same, in the JSON convention (docs/json.md)
+	// Reason and Note: as given (docs/reasons.md); "" when not.
+	Reason string `json:"reason,omitempty"`
+	Note   string `json:"note,omitempty"`
+}
+
+// DispositionNote is what a disposition may say about itself
+// (docs/reasons.md): a reason code of the task's and a note of at most
+// MaxNote characters; both optional unless the task requires a reason.
+type DispositionNote struct {
+	Reason string
+	Note   string
 }
 
 // ParseAction checks a disposition name.
@@ -65,8 +76,18 @@ func CheckDisposition(action string, after time.Duration, afterGiven bool) (stri
 // is the loan key as given (command line, API), parsed per the task's key
 // kind (loankey.Parse): an integer task refuses "abc".
 func (e *Engine) Dispose(ctx context.Context, taskName string, loanArg string, user, action string, after time.Duration, afterGiven bool) (*Disposed, error) {
+	return e.DisposeNoted(ctx, taskName, loanArg, user, action, after, afterGiven, DispositionNote{})
+}
+
+// DisposeNoted is Dispose with a reason and a note. The database checks the
+// reason against the task's codes (migration 00019): no read of them before
+// the UPDATE; a refusal is explained from them after.
+func (e *Engine) DisposeNoted(ctx context.Context, taskName string, loanArg string, user, action string, after time.Duration, afterGiven bool, note DispositionNote) (*Disposed, error) {
 	action, err := CheckDisposition(action, after, afterGiven)
 	if err != nil {
+		return nil, err
+	}
+	if err := CheckReasonAndNote(note.Reason, note.Note); err != nil {
 		return nil, err
 	}
 	if err := validateUser(user); err != nil {
@@ -113,10 +134,18 @@ func (e *Engine) Dispose(ctx context.Context, taskName string, loanArg string, u
 		var res sql.Result
 		err := drivers.RetryDeadlock(ctx, e.Driver, 4, func() error {
 			var err error
-			res, err = e.sql().DisposeLoan.Exec(ctx, e.DB, engineio.DisposeLoanParams{Disposition: action, ReturnAfterMS: afterMS, TaskID: taskID, LoanID: loan, User: user})
+			res, err = e.sql().DisposeLoan.Exec(ctx, e.DB, engineio.DisposeLoanParams{Disposition: action, ReturnAfterMS: afterMS, TaskID: taskID, LoanID: loan, User: user,
+				Reason: nullString(note.Reason), Note: nullString(note.Note)})
 			return err
 		})
 		if err != nil {
+			// Refused by the reason rule? Say which codes the task takes
+			// (read now: the task may have changed since it was cached).
+			if r, rerr := e.taskReasons(ctx, e.DB, taskID, taskName); rerr == nil {
+				if uerr := r.CheckReason(taskName, action, note.Reason); uerr != nil {
+					return nil, uerr
+				}
+			}
 			return nil, fmt.Errorf("recording disposition %s of loan %s: %w", action, loan, err)
 		}
 		n, err := res.RowsAffected()
@@ -143,7 +172,7 @@ func (e *Engine) Dispose(ctx context.Context, taskName string, loanArg string, u
 		// Active and the user's now: assigned to them again right after
 		// the UPDATE looked. Try again.
 	}
-	d := &Disposed{Task: taskName, LoanID: loankey.New(kind, loan), User: user, Disposition: action}
+	d := &Disposed{Task: taskName, LoanID: loankey.New(kind, loan), User: user, Disposition: action, Reason: note.Reason, Note: note.Note}
 	if action == Return {
 		d.After, d.AfterSecs, d.AfterMS = after, after.Seconds(), after.Milliseconds()
 	}

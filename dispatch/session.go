@@ -92,6 +92,9 @@ type HistoryItem struct {
 	Disposition string      `json:"disposition"`
 	DisposedAt  time.Time   `json:"disposed_at"`
 	ReturnAt    *time.Time  `json:"return_at"`
+	// Reason and Note: the disposition's (docs/reasons.md); null when none.
+	Reason *string `json:"reason"`
+	Note   *string `json:"note"`
 }
 
 // History lists user's dispositions over the last since (the page's
@@ -110,6 +113,12 @@ func (e *Engine) History(ctx context.Context, user string, since time.Duration) 
 			Disposition: r.Disposition, DisposedAt: r.DisposedAt.T}
 		if !r.ReturnAt.T.IsZero() {
 			it.ReturnAt = &r.ReturnAt.T
+		}
+		if r.Reason.Valid {
+			it.Reason = &r.Reason.String
+		}
+		if r.Note.Valid {
+			it.Note = &r.Note.String
 		}
 		out = append(out, it)
 	}

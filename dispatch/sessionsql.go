@@ -43,7 +43,7 @@ WHERE s.session_hash = :hash AND s.expires_at > {{now}}
   AND (s.token_id IS NULL OR (t.id IS NOT NULL AND t.revoked_at IS NULL AND (t.expires_at IS NULL OR t.expires_at > {{now}})))`},
 		SessionDelete: drivers.Stmt[hashParams]{SQL: `DELETE FROM loanq_session WHERE session_hash = :hash`},
 		SessionPrune:  drivers.Stmt[engineio.NoParams]{SQL: `DELETE FROM loanq_session WHERE expires_at <= {{now}}`},
-		History: drivers.Query[historyParams, historyRow]{SQL: `SELECT t.name, w.loan_id, w.disposition, w.disposed_at, w.return_at, t.key_kind
+		History: drivers.Query[historyParams, historyRow]{SQL: `SELECT t.name, w.loan_id, w.disposition, w.disposed_at, w.return_at, t.key_kind, w.reason, w.note
 FROM loanq_work w JOIN loanq_task t ON t.id = w.task_id
 WHERE w.user_name = :user AND w.disposition IS NOT NULL AND w.disposed_at > {{nowMinusMs ":age_ms"}}
 ORDER BY w.disposed_at DESC, w.id DESC {{limit "200"}}`},
@@ -80,11 +80,13 @@ type (
 	}
 	// historyRow is one of a user's dispositions.
 	historyRow struct {
-		Task        string        `col:"name"`
-		LoanID      string        `col:"loan_id"`
-		Disposition string        `col:"disposition"`
-		DisposedAt  engineio.Time `col:"disposed_at"`
-		ReturnAt    engineio.Time `col:"return_at"`
-		KeyKind     string        `col:"key_kind"`
+		Task        string         `col:"name"`
+		LoanID      string         `col:"loan_id"`
+		Disposition string         `col:"disposition"`
+		DisposedAt  engineio.Time  `col:"disposed_at"`
+		ReturnAt    engineio.Time  `col:"return_at"`
+		KeyKind     string         `col:"key_kind"`
+		Reason      sql.NullString `col:"reason"`
+		Note        sql.NullString `col:"note"`
 	}
 )

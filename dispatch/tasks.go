@@ -144,7 +144,19 @@ type TaskSpec struct {
 	Link     string
 	// Governance: who may work the task, its four-eyes rule (governance.go).
 	Governance GovernanceChange
+	// MaxHoldDefault says MaxHold is DefaultMaxHold because none was given:
+	// --if-not-exists then accepts an existing task whatever its max hold
+	// (a task created before the default keeps its setting).
+	MaxHoldDefault bool
+	// Reasons: the task's reason codes (docs/reasons.md).
+	Reasons Reasons
 }
+
+// DefaultMaxHold is task create's --max-hold when none is given
+// (docs/abandoned-work.md): longer than a weekend away (Friday evening to
+// Monday morning is 64 h), short enough that the work of someone who left
+// returns within three days. Tasks created before it keep their setting.
+const DefaultMaxHold = 72 * time.Hour
 
 // Check checks what can be checked of a task's definition without a
 // database, and fills in the defaults (source loan, key id, the lease
@@ -285,6 +297,9 @@ func (e *Engine) CreateTask(ctx context.Context, s TaskSpec) (*Task, bool, error
 	if err != nil && problem.KindOf(err) != problem.Usage {
 		return nil, false, err
 	}
+	if existing != nil && s.MaxHoldDefault {
+		want.MaxHold = existing.MaxHold
+	}
 	if existing != nil {
 		return e.existingTask(existing, want, s.IfNotExists)
 	}
@@ -304,6 +319,9 @@ func (e *Engine) CreateTask(ctx context.Context, s TaskSpec) (*Task, bool, error
 	if err != nil {
 		if e.Driver.IsUniqueViolation(err) { // created by someone else in the meantime
 			if existing, err2 := e.taskByName(ctx, s.Name); err2 == nil {
+				if s.MaxHoldDefault {
+					want.MaxHold = existing.MaxHold
+				}
 				return e.existingTask(existing, want, s.IfNotExists)
 			}
 		}
@@ -332,6 +350,11 @@ func (e *Engine) insertTask(ctx context.Context, s TaskSpec, kind loankey.Kind) 
 	}
 	if s.MaxHold > 0 {
 		if _, err := e.sql().TaskSetMaxHold.Exec(ctx, tx, engineio.TaskMaxHoldParams{MaxHoldMS: positive(s.MaxHold.Milliseconds()), ID: id}); err != nil {
+			return 0, err
+		}
+	}
+	if !s.Reasons.Empty() {
+		if err := e.writeReasons(ctx, tx, id, s.Reasons); err != nil {
 			return 0, err
 		}
 	}

@@ -99,7 +99,7 @@ VALUES (:task_id, :strategy, :holder, {{nowMinusMs ":started_ago_ms"}}, :duratio
 ORDER BY assigned_at DESC, id DESC {{limit "1"}}`},
 		DisposeLoan: Stmt[engineio.DisposeLoanParams]{SQL: `UPDATE loanq_work
 SET disposition = :disposition, disposed_at = {{now}},
-    return_at = {{nowPlusMs ":return_after_ms"}}
+    return_at = {{nowPlusMs ":return_after_ms"}}, reason = :reason, note = :note
 WHERE task_id = :task_id AND loan_id = :loan_id AND user_name = :user AND disposition IS NULL`},
 
 		Pipeline: Query[engineio.PipelineParams, engineio.PipelineRow]{SQL: `SELECT t.name, w.loan_id, w.assigned_at, t.key_kind, {{now}} AS db_now

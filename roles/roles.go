@@ -158,7 +158,7 @@ func PlanGrants(req Request) (*Plan, error) {
 			Why: "read tasks; take the task lock or lease (not change a definition)"},
 		{Table: "loanq_work_request", Privs: []string{"SELECT", "INSERT", "UPDATE"}, Columns: []string{"assigned", "status", "served_at", "pooled", "alive_at"},
 			Why: "log, serve and cancel requests; show a waiter's sign of life, end abandoned ones"},
-		{Table: "loanq_work", Privs: []string{"SELECT", "INSERT", "UPDATE"}, Columns: []string{"disposition", "disposed_at", "return_at", "disposed_by"},
+		{Table: "loanq_work", Privs: []string{"SELECT", "INSERT", "UPDATE"}, Columns: []string{"disposition", "disposed_at", "return_at", "disposed_by", "reason", "note"},
 			Why: "assign loans; dispose of them"},
 		{Table: "loanq_query_run", Privs: []string{"SELECT", "INSERT"}, Why: "log criteria-query runs"},
 		{Table: "loanq_task_user", Privs: []string{"SELECT", "INSERT", "UPDATE"}, Columns: []string{"task_id"},

@@ -15,6 +15,8 @@ func (a *api) dispose(w http.ResponseWriter, r *http.Request, p *dispatch.Princi
 	var body struct {
 		Action string  `json:"action"`
 		After  *string `json:"after"`
+		Reason string  `json:"reason"` // one of the task's codes (docs/reasons.md)
+		Note   string  `json:"note"`   // at most dispatch.MaxNote characters
 	}
 	if err := decode(r, &body); err != nil {
 		a.fail(w, err)
@@ -38,7 +40,12 @@ func (a *api) dispose(w http.ResponseWriter, r *http.Request, p *dispatch.Princi
 	}
 	// Someone else's loan is 403, not 400, and the API does not say whose
 	// it is: the caller may not learn who holds another's loan.
-	d, err := a.e.Dispose(r.Context(), r.PathValue("task"), r.PathValue("loan"), p.User, action, after, body.After != nil)
+	if err := dispatch.CheckReasonAndNote(body.Reason, body.Note); err != nil {
+		a.fail(w, err)
+		return
+	}
+	d, err := a.e.DisposeNoted(r.Context(), r.PathValue("task"), r.PathValue("loan"), p.User, action, after, body.After != nil,
+		dispatch.DispositionNote{Reason: body.Reason, Note: body.Note})
 	var na *dispatch.NotAssigneeError
 	if errors.As(err, &na) {
 		writeProblem(w, http.StatusForbidden, fmt.Sprintf("loan %s in task %s is not yours: it is assigned to someone else", na.Loan, na.Task))

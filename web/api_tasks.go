@@ -28,7 +28,14 @@ func (a *api) tasks(w http.ResponseWriter, r *http.Request, p *dispatch.Principa
 	}
 	list := []map[string]any{}
 	for _, t := range ts {
-		list = append(list, jsondoc.Task(t))
+		// The codes a disposition may give (the processor's page offers
+		// them): one read by key per task.
+		reasons, err := a.e.TaskReasons(r.Context(), t)
+		if err != nil {
+			a.fail(w, err)
+			return
+		}
+		list = append(list, jsondoc.WithReasons(jsondoc.Task(t), reasons))
 	}
 	a.writeDoc(w, http.StatusOK, map[string]any{"tasks": list})
 }

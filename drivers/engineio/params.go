@@ -203,6 +203,10 @@ type DisposeLoanParams struct {
 	User          string        `bind:"user"`
 	Disposition   string        `bind:"disposition"`
 	ReturnAfterMS sql.NullInt64 `bind:"return_after_ms"` // NULL unless return
+	// Reason and Note: the disposition's reason code and note
+	// (docs/reasons.md); NULL when not given.
+	Reason sql.NullString `bind:"reason"`
+	Note   sql.NullString `bind:"note"`
 }
 
 // PipelineParams is a user's pipeline, of one task or ("") of all.

@@ -137,7 +137,7 @@ JOIN loanq_pool p ON p.task_id = :task_id AND p.loan_id = j.id`
 	// gap after it. active_loan_id is the loan id while the row is active.
 	s.DisposeLoan.SQL = `UPDATE loanq_work
 SET disposition = :disposition, disposed_at = {{now}},
-    return_at = {{nowPlusMs ":return_after_ms"}}
+    return_at = {{nowPlusMs ":return_after_ms"}}, reason = :reason, note = :note
 WHERE task_id = :task_id AND active_loan_id = :loan_id AND user_name = :user`
 
 	// The generated column pending_user is set only while a request is

@@ -87,7 +87,7 @@ GRANT SELECT, UPDATE (lease_owner, lease_token, lease_expires_at) ON loanq_task 
 -- log, serve and cancel requests; show a waiter's sign of life, end abandoned ones
 GRANT SELECT, INSERT, UPDATE (assigned, status, served_at, pooled, alive_at) ON loanq_work_request TO LOANQ_PROCESSOR
 -- assign loans; dispose of them
-GRANT SELECT, INSERT, UPDATE (disposition, disposed_at, return_at, disposed_by) ON loanq_work TO LOANQ_PROCESSOR
+GRANT SELECT, INSERT, UPDATE (disposition, disposed_at, return_at, disposed_by, reason, note) ON loanq_work TO LOANQ_PROCESSOR
 -- log criteria-query runs
 GRANT SELECT, INSERT ON loanq_query_run TO LOANQ_PROCESSOR
 -- the per-user cap's lock rows (strategy rows); UPDATE only to lock them
@@ -144,7 +144,7 @@ GRANT SELECT, UPDATE (lease_owner, lease_token, lease_expires_at) ON loanq_task 
 -- log, serve and cancel requests; show a waiter's sign of life, end abandoned ones
 GRANT SELECT, INSERT, UPDATE (assigned, status, served_at, pooled, alive_at) ON loanq_work_request TO LOANQ_SUPERVISOR
 -- assign loans; dispose of them
-GRANT SELECT, INSERT, UPDATE (disposition, disposed_at, return_at, disposed_by) ON loanq_work TO LOANQ_SUPERVISOR
+GRANT SELECT, INSERT, UPDATE (disposition, disposed_at, return_at, disposed_by, reason, note) ON loanq_work TO LOANQ_SUPERVISOR
 -- log criteria-query runs
 GRANT SELECT, INSERT ON loanq_query_run TO LOANQ_SUPERVISOR
 -- the per-user cap's lock rows (strategy rows); UPDATE only to lock them
@@ -248,7 +248,7 @@ GRANT SELECT, UPDATE (lease_owner, lease_token, lease_expires_at) ON loanq_task 
 -- log, serve and cancel requests; show a waiter's sign of life, end abandoned ones
 GRANT SELECT, INSERT, UPDATE (assigned, status, served_at, pooled, alive_at) ON loanq_work_request TO LOANQ_REFRESHER
 -- assign loans; dispose of them
-GRANT SELECT, INSERT, UPDATE (disposition, disposed_at, return_at, disposed_by) ON loanq_work TO LOANQ_REFRESHER
+GRANT SELECT, INSERT, UPDATE (disposition, disposed_at, return_at, disposed_by, reason, note) ON loanq_work TO LOANQ_REFRESHER
 -- log criteria-query runs
 GRANT SELECT, INSERT ON loanq_query_run TO LOANQ_REFRESHER
 -- the per-user cap's lock rows (strategy rows); UPDATE only to lock them
@@ -300,7 +300,7 @@ GRANT SELECT, UPDATE (lease_owner, lease_token, lease_expires_at) ON loanq_task 
 -- log, serve and cancel requests; show a waiter's sign of life, end abandoned ones
 GRANT SELECT, INSERT, UPDATE (assigned, status, served_at, pooled, alive_at) ON loanq_work_request TO LOANQ_SERVE
 -- assign loans; dispose of them
-GRANT SELECT, INSERT, UPDATE (disposition, disposed_at, return_at, disposed_by) ON loanq_work TO LOANQ_SERVE
+GRANT SELECT, INSERT, UPDATE (disposition, disposed_at, return_at, disposed_by, reason, note) ON loanq_work TO LOANQ_SERVE
 -- log criteria-query runs
 GRANT SELECT, INSERT ON loanq_query_run TO LOANQ_SERVE
 -- the per-user cap's lock rows (strategy rows); UPDATE only to lock them

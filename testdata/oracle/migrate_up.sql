@@ -1226,16 +1226,58 @@ INSERT INTO loanq_schema_version (version_id, is_applied) VALUES (:1, 1)
 -- (begin)
 
 -- 118, in transaction
-ALTER TABLE loanq_task ADD (priority NUMBER(10) DEFAULT 0 NOT NULL, show_columns VARCHAR2(1000 CHAR), link_template VARCHAR2(2000 CHAR))
+ALTER TABLE loanq_task ADD (reasons VARCHAR2(1000 CHAR), require_reason VARCHAR2(40 CHAR))
 /
 
--- 119, in transaction; binds :1 = 20
+-- 119, in transaction
+ALTER TABLE loanq_work ADD (reason VARCHAR2(40 CHAR), note VARCHAR2(1000 CHAR))
+/
+
+-- 120, in transaction
+CREATE OR REPLACE TRIGGER loanq_work_reason_check
+BEFORE UPDATE OF disposition ON loanq_work FOR EACH ROW
+WHEN (OLD.disposition IS NULL AND NEW.disposition IS NOT NULL)
+DECLARE
+    codes   VARCHAR2(1000 CHAR);
+    req     VARCHAR2(40 CHAR);
+    allowed VARCHAR2(1000 CHAR);
+    p       PLS_INTEGER;
+BEGIN
+    SELECT t.reasons, t.require_reason INTO codes, req FROM loanq_task t WHERE t.id = :NEW.task_id;
+    p := INSTR(';' || codes || ';', ';' || :NEW.disposition || '=');
+    IF :NEW.reason IS NOT NULL AND p > 0 THEN
+        allowed := SUBSTR(';' || codes || ';', p + LENGTH(:NEW.disposition) + 2);
+        allowed := SUBSTR(allowed, 1, INSTR(allowed, ';') - 1);
+        IF INSTR(',' || allowed || ',', ',' || :NEW.reason || ',') = 0
+           OR INSTR(:NEW.reason, ',') > 0 OR INSTR(:NEW.reason, ';') > 0 THEN
+            RAISE_APPLICATION_ERROR(-20514, 'loanq: the reason is not one of the task''s codes for this action (docs/reasons.md)');
+        END IF;
+    END IF;
+    IF :NEW.reason IS NULL AND INSTR(',' || req || ',', ',' || :NEW.disposition || ',') > 0 THEN
+        RAISE_APPLICATION_ERROR(-20514, 'loanq: the task requires a reason for this action (docs/reasons.md)');
+    END IF;
+END;
+/
+
+-- 121, in transaction; binds :1 = 19
 INSERT INTO loanq_schema_version (version_id, is_applied) VALUES (:1, 1)
 /
 
 -- (commit)
 
--- 120, autocommit
+-- (begin)
+
+-- 122, in transaction
+ALTER TABLE loanq_task ADD (priority NUMBER(10) DEFAULT 0 NOT NULL, show_columns VARCHAR2(1000 CHAR), link_template VARCHAR2(2000 CHAR))
+/
+
+-- 123, in transaction; binds :1 = 20
+INSERT INTO loanq_schema_version (version_id, is_applied) VALUES (:1, 1)
+/
+
+-- (commit)
+
+-- 124, autocommit
 SELECT MAX(version_id) FROM loanq_schema_version
 /
 

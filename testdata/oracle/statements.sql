@@ -153,8 +153,8 @@ ORDER BY assigned_at DESC, id DESC FETCH FIRST 1 ROWS ONLY
 -- DisposeLoan: end a user's active assignment of a loan with a disposition
 UPDATE loanq_work
 SET disposition = :1, disposed_at = SYS_EXTRACT_UTC(SYSTIMESTAMP),
-    return_at = SYS_EXTRACT_UTC(SYSTIMESTAMP) + NUMTODSINTERVAL(:2 / 1000, 'SECOND')
-WHERE task_id = :3 AND loan_id = :4 AND user_name = :5 AND disposition IS NULL
+    return_at = SYS_EXTRACT_UTC(SYSTIMESTAMP) + NUMTODSINTERVAL(:2 / 1000, 'SECOND'), reason = :3, note = :4
+WHERE task_id = :5 AND loan_id = :6 AND user_name = :7 AND disposition IS NULL
 /
 
 -- Pipeline: a user's active work, oldest first
@@ -473,7 +473,7 @@ FROM loanq_query_run WHERE task_id = :1 ORDER BY id DESC FETCH FIRST :2 ROWS ONL
 
 -- DashDispositions: dashboard: a task's latest dispositions
 SELECT loan_id, user_name, disposition, ROUND((CAST(SYS_EXTRACT_UTC(SYSTIMESTAMP) AS DATE) - CAST(disposed_at AS DATE)) * 86400) AS age_s,
-       ROUND((CAST(disposed_at AS DATE) - CAST(assigned_at AS DATE)) * 86400) AS held_s
+       ROUND((CAST(disposed_at AS DATE) - CAST(assigned_at AS DATE)) * 86400) AS held_s, reason, note
 FROM loanq_work WHERE task_id = :1 AND disposition IS NOT NULL ORDER BY id DESC FETCH FIRST :2 ROWS ONLY
 /
 
@@ -680,6 +680,16 @@ DELETE FROM loanq_query_run
 WHERE id IN (SELECT j.id FROM JSON_TABLE(:1, '$[*]' COLUMNS (id NUMBER(19) PATH '$')) j) AND started_at < SYS_EXTRACT_UTC(SYSTIMESTAMP) - NUMTODSINTERVAL(:2 / 1000, 'SECOND')
 /
 
+-- catalogue reasons
+
+-- TaskReasons: a task's declared reason codes and the actions that require one
+SELECT reasons, require_reason FROM loanq_task WHERE id = :1
+/
+
+-- TaskSetReasons: set a task's reason codes and required actions (task create, task update)
+UPDATE loanq_task SET reasons = :1, require_reason = :2 WHERE id = :3
+/
+
 -- catalogue report
 
 -- RequestsByUser: report: a task's requests by user and status
@@ -721,7 +731,7 @@ DELETE FROM loanq_session WHERE expires_at <= SYS_EXTRACT_UTC(SYSTIMESTAMP)
 /
 
 -- History: page: a user's dispositions of the day
-SELECT t.name, w.loan_id, w.disposition, w.disposed_at, w.return_at, t.key_kind
+SELECT t.name, w.loan_id, w.disposition, w.disposed_at, w.return_at, t.key_kind, w.reason, w.note
 FROM loanq_work w JOIN loanq_task t ON t.id = w.task_id
 WHERE w.user_name = :1 AND w.disposition IS NOT NULL AND w.disposed_at > SYS_EXTRACT_UTC(SYSTIMESTAMP) - NUMTODSINTERVAL(:2 / 1000, 'SECOND')
 ORDER BY w.disposed_at DESC, w.id DESC FETCH FIRST 200 ROWS ONLY

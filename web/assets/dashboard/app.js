@@ -83,7 +83,8 @@
     name.appendChild(a);
     var meta = t.lock + (t.max_active ? " · cap " + t.max_active : "") +
       (t.allow && t.allow.length ? " · allowed: " + t.allow.join(", ") : "") +
-      (t.not_worked_in && t.not_worked_in.length ? " · four eyes: not " + t.not_worked_in.join(", ") : "");
+      (t.not_worked_in && t.not_worked_in.length ? " · four eyes: not " + t.not_worked_in.join(", ") : "") +
+      (t.max_hold_ms === null ? " · work never expires" : " · max hold " + age(t.max_hold_ms));
     name.appendChild(el("span", "sub", meta));
     tr.appendChild(name);
     tr.appendChild(pair(t.backlog_loans === null ? "–" : t.backlog_loans,

@@ -132,12 +132,17 @@
   var shown = {};     // loans shown before the last answer, to mark new ones
   var ages = [];      // [td, seconds at load, load time]
 
+  // Each task's reason codes per action and the actions that require one
+  // (docs/reasons.md), from /api/v1/tasks.
+  var reasonsOf = {};
+
   function loadTasks() {
     return call('GET', '/api/v1/tasks').then(function (r) {
       if (r.status !== 200) { say(problem(r), 'error'); return; }
       var keep = taskSel.value || sessionStorage.getItem('loanq-task') || '';
       taskSel.textContent = '';
       r.doc.tasks.forEach(function (t) {
+        reasonsOf[t.name] = { codes: t.reasons || {}, required: t.require_reason || [] };
         var o = document.createElement('option');
         o.value = t.name;
         o.textContent = t.name;
@@ -148,10 +153,17 @@
     });
   }
 
-  function dispose(item, action, after, buttons) {
+  function dispose(item, action, after, buttons, why) {
     buttons.forEach(function (b) { b.disabled = true; });
     var body = { action: action };
     if (action === 'return') { body.after = after; }
+    if (why) {
+      // The chosen code goes with its own action only; the server says
+      // which codes an action takes when one is required and missing.
+      var opt = why.reason.selectedOptions[0];
+      if (opt && opt.value && opt.dataset.action === action) { body.reason = opt.value; }
+      if (why.note.value) { body.note = why.note.value; }
+    }
     var path = '/api/v1/tasks/' + encodeURIComponent(item.task) + '/loans/' + encodeURIComponent(item.loan_id) + '/disposition';
     call('POST', path, body).then(function (r) {
       if (r.status !== 200) {
@@ -204,10 +216,40 @@
       never.textContent = 'Never';
       complete.setAttribute('aria-label', 'Complete loan ' + item.loan_id);
       never.setAttribute('aria-label', 'Never: loan ' + item.loan_id + ' is not to be worked again');
-      var buttons = [complete, ret, never, after];
-      complete.addEventListener('click', function () { dispose(item, 'complete', null, buttons); });
-      ret.addEventListener('click', function () { dispose(item, 'return', after.value, buttons); });
-      never.addEventListener('click', function () { dispose(item, 'never', null, buttons); });
+      // The reason: a choice list of the task's codes, grouped by the
+      // action they go with, and a note (text only: textContent, value).
+      var why = { reason: document.createElement('select'), note: document.createElement('input') };
+      why.reason.className = 'reason';
+      why.reason.setAttribute('aria-label', 'reason, for loan ' + item.loan_id);
+      var none = document.createElement('option');
+      none.value = '';
+      none.textContent = 'reason…';
+      why.reason.appendChild(none);
+      var rs = reasonsOf[item.task] || { codes: {}, required: [] };
+      ['complete', 'return', 'never'].forEach(function (act) {
+        var codes = rs.codes[act] || [];
+        if (!codes.length) { return; }
+        var g = document.createElement('optgroup');
+        g.label = act + (rs.required.indexOf(act) >= 0 ? ' (required)' : '');
+        codes.forEach(function (c) {
+          var o = document.createElement('option');
+          o.value = c;
+          o.textContent = c;
+          o.dataset.action = act;
+          g.appendChild(o);
+        });
+        why.reason.appendChild(g);
+      });
+      why.reason.hidden = why.reason.options.length === 1;
+      why.note.type = 'text';
+      why.note.className = 'note';
+      why.note.maxLength = 1000;
+      why.note.placeholder = 'note';
+      why.note.setAttribute('aria-label', 'note, for loan ' + item.loan_id);
+      var buttons = [complete, ret, never, after, why.reason, why.note];
+      complete.addEventListener('click', function () { dispose(item, 'complete', null, buttons, why); });
+      ret.addEventListener('click', function () { dispose(item, 'return', after.value, buttons, why); });
+      never.addEventListener('click', function () { dispose(item, 'never', null, buttons, why); });
       // The duration first, then its button, kept together on one line.
       var retBox = document.createElement('span');
       retBox.className = 'return-after';
@@ -216,6 +258,8 @@
       box.appendChild(complete);
       box.appendChild(retBox);
       box.appendChild(never);
+      box.appendChild(why.reason);
+      box.appendChild(why.note);
       tr.appendChild(td);
       pipeBody.appendChild(tr);
     });
@@ -235,6 +279,8 @@
       cell(tr, String(h.loan_id), 'num');
       var what = h.disposition;
       if (h.disposition === 'return' && h.return_at) { what += ' (back at ' + clock(h.return_at) + ')'; }
+      if (h.reason) { what += ' · ' + h.reason; }
+      if (h.note) { what += ' · “' + h.note + '”'; }
       cell(tr, what);
       histBody.appendChild(tr);
     });
