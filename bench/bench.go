@@ -157,7 +157,7 @@ func (c *Config) strategies(d drivers.Driver) ([]drivers.Strategy, error) {
 // Result is one strategy's run. Its JSON is the contract of
 // `loanq bench --output json` (issue 4); fields may be added.
 type Result struct {
-	Target     string  `json:"target"` // "items": the item table (BENCHMARKS.md, "How a run works")
+	Target     string  `json:"target"` // "items": the item table (`loanq bench --help` says how a run works)
 	Database   string  `json:"database"`
 	Dialect    string  `json:"dialect"`
 	Strategy   string  `json:"strategy"`

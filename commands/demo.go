@@ -154,14 +154,29 @@ func demoSeed(c *cli.Context) error {
 	})
 }
 
-// dbFlag repeats --db in suggested commands unless it is the default (the
-// password, if any, is shown as *** and must be typed again).
+// dbFlag repeats --db in suggested commands unless it is the default or
+// the environment already gives it (LOANQ_DB, or DATABASE_URL without
+// LOANQ_DB): a suggested command typed in the same shell then reaches the
+// same database without --db, and without a password to type again (a
+// printed DSN shows it as ***).
 func dbFlag(c *cli.Context) string {
-	_, target, err := drivers.ParseDSN(c.String("db"))
-	if err != nil || target.Redacted() == dsn.Default {
+	raw := c.String("db")
+	_, target, err := drivers.ParseDSN(raw)
+	if err != nil || target.Redacted() == dsn.Default || raw == envDSN() {
 		return ""
 	}
 	return " --db '" + target.Redacted() + "'"
+}
+
+// envDSN is the DSN the environment gives --db, read as urfave/cli reads
+// the flag's EnvVars (app.go): the first variable that is set, "" if none.
+func envDSN() string {
+	for _, name := range []string{"LOANQ_DB", "DATABASE_URL"} {
+		if v, ok := os.LookupEnv(name); ok {
+			return v
+		}
+	}
+	return ""
 }
 
 // isTerminal reports whether w is a terminal, so that the \r progress line

@@ -43,7 +43,7 @@ func NewCollector(s *Source, perUser bool) *Collector {
 		oldestActive: prometheus.NewDesc("loanq_oldest_active_work_age_seconds",
 			"Age of the oldest active assignment, per task (0 when none).", task, nil),
 		overHold: prometheus.NewDesc("loanq_active_work_over_hold_loans",
-			"Active assignments held longer than the hold limit, per task (0 when no limit is set).", task, nil),
+			"Active assignments held serve --stale-after or longer, per task (0 when --stale-after is off).", task, nil),
 		activeByUser: prometheus.NewDesc("loanq_user_active_work_loans",
 			"Loans assigned and not yet dispositioned, per task and user (--metrics-per-user).", []string{"task", "user"}, nil),
 		eligible: prometheus.NewDesc("loanq_last_run_eligible_loans",

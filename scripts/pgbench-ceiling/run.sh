@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The SQL ceiling of the engine benchmark on PostgreSQL (BENCHMARKS.md, (c4),
-# (c8)): pgbench runs, with no Go and no loanq process in the way, (1) the
+# The SQL ceiling of the engine benchmark on PostgreSQL (BENCHMARKS.md, the
+# SQL ceiling; docs/benchmarks-history.md, (c4) and (c8)): pgbench runs, with no Go and no loanq process in the way, (1) the
 # raw single-row claim of the item table, (2) the raw claim with an
 # acknowledgement (claim and done in two commits, raw-ack.sql), (3) one loop
 # of the rows strategy as loanq sends it, (4) the same records written in the

@@ -93,7 +93,7 @@
       t.last_run_age_ms === null ? "no run yet" : age(t.last_run_age_ms) + " ago"));
     tr.appendChild(pair(t.pending, t.pending ? age(t.oldest_pending_ms) : "", t.pending ? "warn-soft" : ""));
     var act = pair(t.active, t.active ? age(t.oldest_active_ms) : "", t.over_hold ? "over" : "");
-    if (t.over_hold) act.appendChild(el("span", "badge over", t.over_hold + " past limit"));
+    if (t.over_hold) act.appendChild(el("span", "badge over", t.over_hold + " stale"));
     tr.appendChild(act);
     tr.appendChild(kinds(t.done_today));
     tr.appendChild(pair(t.runs, t.runs ? t.requests_per_run.toFixed(2) + " req/run" : ""));
@@ -154,7 +154,7 @@
     set("t-active", s.total_active);
     set("t-active-sub", s.total_active ? "oldest held " + age(oldestA) : "nothing assigned");
     set("t-over", s.hold_ms ? s.total_over_hold : "–");
-    set("t-over-sub", s.hold_ms ? "limit " + age(s.hold_ms) : "no limit set (--stale-after)");
+    set("t-over-sub", s.hold_ms ? "held " + age(s.hold_ms) + " or longer (--stale-after)" : "off (serve --stale-after)");
     document.getElementById("tile-over").classList.toggle("alert", s.total_over_hold > 0);
     set("t-today", s.total_done_today);
     set("t-today-sub", KINDS.map(function (k) { return byKind[k] + " " + k; }).join(" · "));
