@@ -312,7 +312,7 @@ func (e *Engine) checkDetails(ctx context.Context, t *Task) error {
 	if len(t.Show) == 0 {
 		return nil
 	}
-	rows, err := drivers.DetailsProbe(e.Driver.Dialect(), t.criteria(), t.Show).Query(ctx, e.DB, engineio.NoParams{})
+	rows, err := drivers.SourceProbe(e.Driver.Dialect(), t.criteria(), t.Show...).Query(ctx, e.DB, engineio.NoParams{})
 	if err != nil {
 		return &problem.Error{Kind: problem.Usage, Err: err,
 			Msg:  fmt.Sprintf("the --show columns %s of task %q are not all columns of %s", strings.Join(t.Show, ","), t.Name, t.Source),

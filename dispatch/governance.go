@@ -440,7 +440,7 @@ func (e *Engine) fourEyesBlocked(ctx context.Context, q drivers.Querier, task *T
 // names. The rule goes into the criteria's condition, so every statement
 // built from them (the locking read, the claim's insert, the rows
 // strategy's look for held loans) applies it. The user is written as a
-// literal of the dialect (drivers.TextLiteral), the task id as a number.
+// literal of the dialect (Dialect.TextLiteral), the task id as a number.
 func (e *Engine) criteriaFor(task *Task, user string) drivers.CriteriaSource {
 	src := task.criteria()
 	if !task.FourEyes {
@@ -451,7 +451,7 @@ func (e *Engine) criteriaFor(task *Task, user string) drivers.CriteriaSource {
   AND NOT EXISTS (
     SELECT 1 FROM loanq_task_not_worked_in loanq_f JOIN loanq_work loanq_w4 ON loanq_w4.task_id = loanq_f.other_task_id
     WHERE loanq_f.task_id = %d AND loanq_w4.loan_id = %s AND loanq_w4.user_name = %s)`,
-		src.Where, task.ID, d.KeyAsText("src."+src.Key), drivers.TextLiteral(d, user))
+		src.Where, task.ID, d.KeyAsText("src."+src.Key), d.TextLiteral(user))
 	return src
 }
 

@@ -251,7 +251,7 @@ func TestFourEyesExplainShowsTheRule(t *testing.T) {
 }
 
 // A user name with quotes and backslashes is carried safely in a claim's
-// criteria (drivers.TextLiteral): the rule applies to that user, and the
+// criteria (Dialect.TextLiteral): the rule applies to that user, and the
 // claim runs.
 func TestFourEyesOddUserNameInClaim(t *testing.T) {
 	testdb.Each(t, func(t *testing.T, dsn string) {

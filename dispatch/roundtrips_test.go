@@ -372,6 +372,18 @@ func TestAnswerIsTheRequestAsStored(t *testing.T) {
 						t.Errorf("count %d: created_at %s, stored %s", count, r.CreatedAt, stored.CreatedAt)
 					}
 					r.CreatedAt = stored.CreatedAt
+					// Work is what the answer shows of each loan (its task's
+					// --show columns, read with the answer: details.go), not
+					// part of the stored request; it names the same loans.
+					if len(r.Work) != len(r.Loans) {
+						t.Errorf("count %d: %d loans answered, %d work items", count, len(r.Loans), len(r.Work))
+					}
+					for i, w := range r.Work {
+						if i < len(r.Loans) && (w.LoanID != r.Loans[i] || w.RequestID != r.ID || w.Task != name) {
+							t.Errorf("count %d: work item %d is %+v, want loan %s of request %d", count, i, w, r.Loans[i], r.ID)
+						}
+					}
+					r.Work = stored.Work
 					if fmt.Sprintf("%+v", *r) != fmt.Sprintf("%+v", *stored) {
 						t.Errorf("count %d: answered\n%+v\nstored\n%+v", count, *r, *stored)
 					}

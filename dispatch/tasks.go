@@ -446,7 +446,7 @@ func (e *Engine) checkCriteria(ctx context.Context, t *Task) error {
 const keySample = 100
 
 // keyKind reads the kind of the key column from a probe that returns no
-// row (drivers.KeyProbe, drivers.KeyKindOf; a driver may know better from
+// row (drivers.SourceProbe, drivers.KeyKindOf; a driver may know better from
 // its catalogue: drivers.KeyDescriber) and refuses a type loanq does not
 // take as a key (floating point, dates, binary): a float key would
 // compare by its text, and a date's text depends on the session. A probe that
@@ -454,7 +454,7 @@ const keySample = 100
 // message names the problem. Outside the criteria check's transaction: a
 // failed statement would abort it on PostgreSQL.
 func (e *Engine) keyKind(ctx context.Context, t *Task) (loankey.Kind, error) {
-	rows, err := drivers.KeyProbe(e.Driver.Dialect(), t.criteria()).Query(ctx, e.DB, engineio.NoParams{})
+	rows, err := drivers.SourceProbe(e.Driver.Dialect(), t.criteria()).Query(ctx, e.DB, engineio.NoParams{})
 	if err != nil {
 		return loankey.Unknown, nil
 	}

@@ -16,18 +16,21 @@ import (
 func LoanDetails(d Dialect, src CriteriaSource, columns []string) *Stmt[engineio.RecheckParams] {
 	text := fmt.Sprintf("SELECT %s%s FROM %s src\nWHERE %s",
 		selectedKey(d, src), detailList(columns), src.Source, d.InKeys("src."+src.Key, d.Placeholder(1), src.Kind))
-	s, err := Compile[engineio.RecheckParams](d, "LoanDetails", text, "ids")
+	s, err := compile[engineio.RecheckParams](d, "LoanDetails", text, "ids")
 	if err != nil {
 		panic("drivers: " + err.Error()) // RecheckParams has ids
 	}
 	return s
 }
 
-// DetailsProbe selects the shown columns of a source and returns no row:
-// the check, when a task is created or changed, that every --show column
-// exists in its source (the database's error names the one that does not).
-func DetailsProbe(d Dialect, src CriteriaSource, columns []string) *Stmt[engineio.NoParams] {
-	s, err := Compile[engineio.NoParams](d, "DetailsProbe", "SELECT src."+src.Key+detailList(columns)+" FROM "+src.Source+" src WHERE 1 = 0")
+// SourceProbe selects the key column of a source and the given columns,
+// and returns no row: written once, every dialect reads it alike. Its
+// column types tell the key's kind before the criteria query runs
+// (KeyKindOf), and it is the check, when a task is created or changed,
+// that every --show column exists in its source (the database's error
+// names the one that does not).
+func SourceProbe(d Dialect, src CriteriaSource, columns ...string) *Stmt[engineio.NoParams] {
+	s, err := compile[engineio.NoParams](d, "SourceProbe", "SELECT src."+src.Key+detailList(columns)+" FROM "+src.Source+" src WHERE 1 = 0")
 	if err != nil {
 		panic("drivers: " + err.Error()) // no binds to check
 	}

@@ -72,6 +72,13 @@ type Dialect interface {
 	ReturningID() string
 	// InsertID runs an INSERT ending with ReturningID and returns the id.
 	InsertID(ctx context.Context, q Querier, query string, args []any) (int64, error)
+	// TextLiteral is s as a string literal of the dialect, for the rare
+	// statement that must carry a value in its text (a claim's four-eyes
+	// condition goes into criteria that some drivers hand to a procedure
+	// as text: dispatch/governance.go). A standard literal doubles its
+	// quotes (StandardTextLiteral); a dialect where a backslash may escape
+	// says it its own way.
+	TextLiteral(s string) string
 }
 
 // ReturnedID is InsertID for dialects whose INSERT … RETURNING id returns
@@ -98,21 +105,6 @@ func Rebind(d Dialect, query string) string {
 	return b.String()
 }
 
-// TextLiteraler is a dialect whose string literal is not the standard's
-// (quotes doubled, nothing else special): one where a backslash may escape.
-type TextLiteraler interface {
-	TextLiteral(s string) string
-}
-
-// TextLiteral is s as a string literal of d, for the rare statement that
-// must carry a value in its text (a claim's four-eyes condition goes into
-// criteria that some drivers hand to a procedure as text:
-// dispatch/governance.go). Only that dialect's rules decide: a standard
-// literal doubles its quotes; a dialect where a backslash escapes says it
-// its own way (TextLiteraler).
-func TextLiteral(d Dialect, s string) string {
-	if tl, ok := d.(TextLiteraler); ok {
-		return tl.TextLiteral(s)
-	}
-	return "'" + strings.ReplaceAll(s, "'", "''") + "'"
-}
+// StandardTextLiteral is s as the SQL standard writes a string literal:
+// in single quotes, each quote doubled, nothing else special.
+func StandardTextLiteral(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }

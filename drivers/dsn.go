@@ -34,13 +34,13 @@ func ParseDSN(raw string) (Driver, dsn.DSN, error) {
 		// A scheme loanq does not take ("jdbc:oracle:thin:@db:1521/ORCL",
 		// "pg://…"). Only the scheme is shown: in a foreign format, where
 		// the password is (userinfo, ?password=, "user/pass@") cannot be told.
-		err := problem.Usagef("unknown database scheme %q in %s:…: loanq takes %s, or a path ending in .db", scheme, scheme, strings.Join(KnownSchemes(), ", "))
+		err := problem.Usagef("unknown database scheme %q in %s:…: loanq takes %s, or a path ending in .db", scheme, scheme, strings.Join(knownSchemes(), ", "))
 		if scheme == "jdbc" {
 			err = problem.WithHint(err, "loanq reads no JDBC URLs: write jdbc:oracle:thin:@HOST:PORT/SERVICE as oracle://USER:PASS@HOST:PORT/SERVICE, jdbc:postgresql://HOST/DB as postgres://USER@HOST/DB, jdbc:mysql://HOST/DB as mysql://USER:PASS@HOST/DB; README.md, \"Connecting to a server\"")
 		}
 		return nil, dsn.DSN{}, err
 	}
-	return nil, dsn.DSN{}, problem.Usagef("malformed database DSN %q: expected %s, or a path ending in .db", dsn.RedactLoose(raw), strings.Join(KnownSchemes(), ", "))
+	return nil, dsn.DSN{}, problem.Usagef("malformed database DSN %q: expected %s, or a path ending in .db", dsn.RedactLoose(raw), strings.Join(knownSchemes(), ", "))
 }
 
 func parseWith(d Driver, raw string) (Driver, dsn.DSN, error) {
@@ -51,8 +51,8 @@ func parseWith(d Driver, raw string) (Driver, dsn.DSN, error) {
 	return d, parsed, nil
 }
 
-// KnownSchemes lists the registered schemes as SCHEME://.
-func KnownSchemes() []string {
+// knownSchemes lists the registered schemes as SCHEME://.
+func knownSchemes() []string {
 	mu.RLock()
 	defer mu.RUnlock()
 	return knownSchemesLocked()

@@ -40,8 +40,8 @@ type DataLocker interface {
 	DataLocks(ctx context.Context, q Querier, connID int64) (locks []string, ok bool, err error)
 }
 
-// PlanLines splits a plan text into lines, dropping empty ones.
-func PlanLines(text string) []string {
+// planLines splits a plan text into lines, dropping empty ones.
+func planLines(text string) []string {
 	var out []string
 	for _, l := range strings.Split(text, "\n") {
 		if strings.TrimSpace(l) != "" {

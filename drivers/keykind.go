@@ -6,7 +6,6 @@ import (
 	"reflect"
 	"strings"
 
-	"github.com/loanq/loanq/drivers/engineio"
 	"github.com/loanq/loanq/loankey"
 )
 
@@ -70,15 +69,4 @@ func integerType(t reflect.Type) bool {
 		}
 	}
 	return false
-}
-
-// KeyProbe is a query that returns no row and the key column of src, so
-// that its type can be read (KeyKindOf) before the criteria query runs.
-// Written once: every dialect reads it alike.
-func KeyProbe(d Dialect, src CriteriaSource) *Stmt[engineio.NoParams] {
-	s, err := Compile[engineio.NoParams](d, "KeyProbe", "SELECT src."+src.Key+" FROM "+src.Source+" src WHERE 1 = 0")
-	if err != nil {
-		panic("drivers: " + err.Error()) // no binds to check
-	}
-	return s
 }

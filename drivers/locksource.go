@@ -20,7 +20,7 @@ import (
 func LockSourceKeys(d Dialect, src CriteriaSource) *Stmt[engineio.RecheckParams] {
 	text := fmt.Sprintf("SELECT %s FROM %s src\nWHERE %s\nFOR UPDATE SKIP LOCKED",
 		selectedKey(d, src), src.Source, d.InKeys("src."+src.Key, d.Placeholder(1), src.Kind))
-	s, err := Compile[engineio.RecheckParams](d, "LockSourceKeys", text, "ids")
+	s, err := compile[engineio.RecheckParams](d, "LockSourceKeys", text, "ids")
 	if err != nil {
 		panic("drivers: " + err.Error()) // RecheckParams has ids
 	}

@@ -255,7 +255,7 @@ WHERE (%[3]s)
 // one by one. Like CriteriaClaim's, its snapshot is newer than the claim's.
 func CriteriaRecheck(d Dialect, src CriteriaSource) *Stmt[engineio.RecheckParams] {
 	in := "\n  AND " + d.InKeys("src."+src.Key, d.Placeholder(2), src.Kind)
-	s, err := Compile[engineio.RecheckParams](d, "CriteriaRecheck", criteriaSelect(d, src, selectedKey(d, src), 1, in), "task_id", "ids")
+	s, err := compile[engineio.RecheckParams](d, "CriteriaRecheck", criteriaSelect(d, src, selectedKey(d, src), 1, in), "task_id", "ids")
 	if err != nil {
 		panic("drivers: " + err.Error()) // RecheckParams has both fields
 	}
@@ -278,7 +278,7 @@ func CriteriaClaim(d Dialect, src CriteriaSource) *Stmt[engineio.ClaimParams] {
 	in := "\n  AND " + d.InKeys("src."+src.Key, d.Placeholder(5), src.Kind)
 	text := "INSERT INTO loanq_work (task_id, loan_id, user_name, request_id, assigned_at)\n" +
 		criteriaSelect(d, src, list, 4, in) + d.SkipActiveConflict()
-	s, err := Compile[engineio.ClaimParams](d, "CriteriaClaim", text, "task_id", "user", "request_id", "task_id", "ids")
+	s, err := compile[engineio.ClaimParams](d, "CriteriaClaim", text, "task_id", "user", "request_id", "task_id", "ids")
 	if err != nil {
 		panic("drivers: " + err.Error()) // ClaimParams has every field
 	}
@@ -293,7 +293,7 @@ func CriteriaClaim(d Dialect, src CriteriaSource) *Stmt[engineio.ClaimParams] {
 // and callers run it on a schedule or on an operator's request, never on a
 // processor's get.
 func BacklogCount(d Dialect, src CriteriaSource) *Stmt[engineio.TaskParams] {
-	s, err := Compile[engineio.TaskParams](d, "BacklogCount", criteriaFilter(d, src, "COUNT(*)", 1, ""), "task_id")
+	s, err := compile[engineio.TaskParams](d, "BacklogCount", criteriaFilter(d, src, "COUNT(*)", 1, ""), "task_id")
 	if err != nil {
 		panic("drivers: " + err.Error()) // TaskParams has task_id
 	}
@@ -303,7 +303,7 @@ func BacklogCount(d Dialect, src CriteriaSource) *Stmt[engineio.TaskParams] {
 // CriteriaQuery is the criteria query that locks nothing (the task lock
 // serialises its callers), limited by d: binds task id, limit.
 func CriteriaQuery(d Dialect, src CriteriaSource) *Stmt[engineio.CriteriaParams] {
-	s, err := Compile[engineio.CriteriaParams](d, "CriteriaQuery", CriteriaSelect(d, src)+"\n"+d.Limit(d.Placeholder(2)), "task_id", "limit")
+	s, err := compile[engineio.CriteriaParams](d, "CriteriaQuery", CriteriaSelect(d, src)+"\n"+d.Limit(d.Placeholder(2)), "task_id", "limit")
 	if err != nil {
 		panic("drivers: " + err.Error()) // CriteriaParams has both fields
 	}

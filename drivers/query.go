@@ -90,8 +90,8 @@ func (q *Query[P, R]) compile(d Dialect, name string) error {
 	return checkColumns(name, q.stmt.text, reflect.TypeOf((*R)(nil)).Elem())
 }
 
-// MustQuery is MustStmt for a statement that returns rows.
-func MustQuery[P, R any](d Dialect, name, written string) *Query[P, R] {
+// mustQuery is MustStmt for a statement that returns rows.
+func mustQuery[P, R any](d Dialect, name, written string) *Query[P, R] {
 	q := &Query[P, R]{SQL: written}
 	if err := q.compile(d, name); err != nil {
 		panic("drivers: " + err.Error())
@@ -99,10 +99,10 @@ func MustQuery[P, R any](d Dialect, name, written string) *Query[P, R] {
 	return q
 }
 
-// CompileQuery is Compile for a statement built at run time that returns
+// CompileQuery is compile for a statement built at run time that returns
 // rows: its columns are checked against R as at a driver's build.
 func CompileQuery[P, R any](d Dialect, name, text string, names ...string) (*Query[P, R], error) {
-	s, err := Compile[P](d, name, text, names...)
+	s, err := compile[P](d, name, text, names...)
 	if err != nil {
 		return nil, err
 	}

@@ -160,12 +160,12 @@ func (s *Stmt[P]) compile(d Dialect, name string) error {
 	return nil
 }
 
-// Compile builds one statement at run time (a task's criteria query, whose
+// compile builds one statement at run time (a task's criteria query, whose
 // text depends on the task): text is final SQL for d, with binds already in
 // d's placeholder syntax, numbered in the order of names. No template is
 // rendered and the text is not scanned for binds, so SQL written by an admin
 // (a task's --where) is sent exactly as written.
-func Compile[P any](d Dialect, name, text string, names ...string) (*Stmt[P], error) {
+func compile[P any](d Dialect, name, text string, names ...string) (*Stmt[P], error) {
 	fields, err := bindFields(reflect.TypeOf((*P)(nil)).Elem())
 	if err != nil {
 		return nil, fmt.Errorf("statement %s: %w", name, err)

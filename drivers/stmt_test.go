@@ -37,6 +37,7 @@ func (fakeDialect) InLoanIDs(e, ids string) string              { return e + " I
 func (fakeDialect) AssignmentsFromJSON(l string) string         { return "ASSIGNMENTS(" + l + ")" }
 func (fakeDialect) SkipActiveConflict() string                  { return "" }
 func (fakeDialect) ReturningID() string                         { return " RETURNING id INTO :returned_id" }
+func (fakeDialect) TextLiteral(s string) string                 { return "TEXT'" + s + "'" }
 func (fakeDialect) InsertID(context.Context, Querier, string, []any) (int64, error) {
 	return 0, errors.New("fakeDialect runs nothing")
 }
@@ -216,11 +217,11 @@ func TestMustStmt(t *testing.T) {
 	}
 }
 
-// Compile takes run-time text as final: nothing in it is a template or a
+// compile takes run-time text as final: nothing in it is a template or a
 // bind name, and the binds are the names given, in order.
 func TestCompileRunTimeText(t *testing.T) {
 	text := `SELECT id FROM loan WHERE note <> ':x' AND kind::text = '{{now}}' AND task = $2 LIMIT $1`
-	s, err := Compile[engineio.CriteriaParams](dollar, "Crit", text, "limit", "task_id")
+	s, err := compile[engineio.CriteriaParams](dollar, "Crit", text, "limit", "task_id")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -230,7 +231,7 @@ func TestCompileRunTimeText(t *testing.T) {
 	if got := s.Args(engineio.CriteriaParams{TaskID: 9, Limit: 4}); !reflect.DeepEqual(got, []any{4, int64(9)}) {
 		t.Errorf("args %v, want limit then task id", got)
 	}
-	if _, err := Compile[engineio.CriteriaParams](dollar, "Crit", text, "limit", "taskid"); err == nil || !strings.Contains(err.Error(), "taskid") {
+	if _, err := compile[engineio.CriteriaParams](dollar, "Crit", text, "limit", "taskid"); err == nil || !strings.Contains(err.Error(), "taskid") {
 		t.Errorf("an unknown bind name: %v", err)
 	}
 
