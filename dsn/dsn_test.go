@@ -9,7 +9,8 @@ import (
 	"github.com/loanq/loanq/problem"
 )
 
-// The DSN forms of README.md ("Connecting") and what each selects.
+// The DSN forms of README.md ("Connecting to a server") and docs/commands.md
+// (passwords) and what each selects.
 func TestParseDSNForms(t *testing.T) {
 	cases := []struct{ raw, driver, host, database, redacted string }{
 		{"", "sqlite", "", "loanq.db", "sqlite:loanq.db"}, // the zero-set-up default

@@ -20,12 +20,12 @@ type badInput struct {
 	name string
 	user string
 	args []string
-	code int    // exit code (README.md, "Exit codes")
+	code int    // exit code (docs/commands.md, "Exit codes")
 	says string // a piece of the message that names the problem
 }
 
 // TestBadInputChangesNothing runs every command with bad input on every
-// database: each answer has the exit code README.md gives, one line naming the
+// database: each answer has the exit code docs/commands.md gives, one line naming the
 // problem, no stack trace and no password, and the loanq tables are exactly as
 // they were before.
 func TestBadInputChangesNothing(t *testing.T) {

@@ -12,20 +12,20 @@ import (
 	"github.com/loanq/loanq/commands"
 )
 
-// README.md's "Command reference" table names every command of `loanq
+// docs/commands.md's "Command reference" table names every command of `loanq
 // --help` and its subcommands (`loanq task show`, `loanq token revoke`, …),
 // and, in the rows that name a command, each of its flags: a command or a
 // flag added without a row is found here rather than by a reader.
 func TestCommandTable(t *testing.T) {
 	t.Parallel()
-	text, err := os.ReadFile("../README.md")
+	text, err := os.ReadFile("../docs/commands.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	s := string(text)
 	start := strings.Index(s, "## Command reference")
 	if start < 0 {
-		t.Fatal(`README.md has no "## Command reference"`)
+		t.Fatal(`docs/commands.md has no "## Command reference"`)
 	}
 	s = s[start:]
 	if end := strings.Index(s[3:], "\n## "); end >= 0 {
@@ -54,7 +54,7 @@ func TestCommandTable(t *testing.T) {
 		}
 	}
 	if rows < 20 {
-		t.Fatalf("found %d command rows in README.md's command reference", rows)
+		t.Fatalf("found %d command rows in docs/commands.md's command reference", rows)
 	}
 
 	app := commands.NewApp(os.Stdout, os.Stderr, new(bool))
@@ -96,7 +96,7 @@ func TestCommandTable(t *testing.T) {
 	walk("", app.Commands)
 	sort.Strings(missing)
 	for _, m := range missing {
-		t.Error("README.md, Command reference: " + m)
+		t.Error("docs/commands.md, Command reference: " + m)
 	}
 }
 

@@ -12,7 +12,7 @@ import (
 	"github.com/loanq/loanq/internal/testkit/testdb"
 )
 
-// README.md, "Command reference": every global option is also an environment
+// docs/commands.md, "Command reference": every global option is also an environment
 // variable, and a `work get` that finds no loan is done (exit 0, status
 // empty), not a failure.
 func TestEnvironmentAndEmptyAnswer(t *testing.T) {

@@ -92,7 +92,7 @@ func (p *proc) running() bool {
 	}
 }
 
-// cleanFailure fails the test unless r is the answer README.md's exit codes
+// cleanFailure fails the test unless r is the answer docs/commands.md's exit codes
 // ask of a failure the caller should retry: exit 1, one line on stderr
 // starting with "loanq: ", no panic, no stack trace, and a message that says
 // what failed.
