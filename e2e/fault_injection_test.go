@@ -415,9 +415,9 @@ func TestSQLSourcesUseBinds(t *testing.T) {
 	// The engine side is checked on types, not on names: every statement it
 	// runs is a drivers.Stmt (a statement of the driver or of one of its
 	// catalogues, or the criteria query drivers built from the task), given
-	// its values as a drivers.…Params value (or a …Params of the
+	// its values as an engineio.…Params value (or a …Params of the
 	// catalogue's own, beside it).
-	params := regexp.MustCompile(`^(drivers\.[A-Z][A-Za-z]*|[a-z][A-Za-z]*)Params\{`)
+	params := regexp.MustCompile(`^((?:drivers|engineio)\.[A-Z][A-Za-z]*|[a-z][A-Za-z]*)Params\{`)
 	fset := token.NewFileSet()
 	engine, info := typeCheck(t, fset, "github.com/loanq/loanq/dispatch")
 	calls := 0
@@ -442,7 +442,7 @@ func TestSQLSourcesUseBinds(t *testing.T) {
 				if !isDriversStmt(info, sel.X) {
 					t.Errorf("%s: %s sends %s: not a statement of the driver", fset.Position(call.Pos()), sel.Sel.Name, expr(fset, sel.X))
 				} else if len(call.Args) != 3 || !params.MatchString(expr(fset, call.Args[2])) {
-					t.Errorf("%s: %s: the values are not given as a drivers.…Params value", fset.Position(call.Pos()), expr(fset, call))
+					t.Errorf("%s: %s: the values are not given as an engineio.…Params value", fset.Position(call.Pos()), expr(fset, call))
 				}
 			case "Compile", "MustStmt", "Text":
 				// The engine neither builds a statement nor sends its text.
