@@ -324,6 +324,7 @@ func TestAPIDatabaseDownIs503(t *testing.T) {
 				{"ana", "POST", fmt.Sprintf("/api/v1/tasks/t/loans/%v/disposition", loan), map[string]any{"action": "complete"}},
 				{"ana", "GET", "/api/v1/pipeline", nil},
 				{"ana", "GET", "/api/v1/history", nil},
+				{"ana", "POST", "/api/v1/next", map[string]any{"count": 1}},
 				{"sam", "GET", "/api/v1/work", nil},
 				{"sam", "POST", "/api/v1/tasks/t/reclaim", map[string]any{"dry_run": true}},
 			}

@@ -43,7 +43,7 @@ func connectionCut(t *testing.T, srv *throwaway.Server) {
 	dsn := srv.DSN
 	d, e := prepare(t, dsn, 20)
 	mustOK(t, dsn, "admin", "task", "create", "cut", "--where", "eligible = 1", "--order", "priority",
-		"--query-delay", "2s", "--hold-limit", stopHoldLimit.String())
+		"--query-delay", "2s", "--hold-limit", stopHoldLimit.String(), "--max-hold", "off")
 	id := taskID(t, e, "cut")
 	path := newNetPath(t)
 	serverAddr := "127.0.0.1:" + strconv.Itoa(srv.Port)

@@ -49,7 +49,7 @@ func TestFaultHolderStopped(t *testing.T) {
 func holderStopped(t *testing.T, dsn string, s drivers.Strategy) {
 	d, e := prepare(t, dsn, 20)
 	mustOK(t, dsn, "admin", "task", "create", "stall", "--where", "eligible = 1", "--order", "priority",
-		"--query-delay", "2s", "--hold-limit", stopHoldLimit.String(), "--lock", string(s))
+		"--query-delay", "2s", "--hold-limit", stopHoldLimit.String(), "--max-hold", "off", "--lock", string(s))
 	id := taskID(t, e, "stall")
 	holder := startProc(t, dsn, "doomed", 3*time.Minute,
 		append([]string{"--output", "json", "work", "get", "stall", "--count", "2"}, fastRecheck...)...)
@@ -129,7 +129,9 @@ func endedByHoldLimit(t *testing.T, dsn string, d drivers.Driver, e *dispatch.En
 // the stop lands in the criteria query and not in the one round trip between
 // the lock and the limit. PostgreSQL shows a session's last statement: the
 // hold limit itself, while the holder, idle in its transaction, sleeps the
-// query delay that starts its criteria query; MariaDB's process list does
+// query delay that starts its criteria query (the tasks these tests make
+// have --max-hold off: with a max hold, the round's check for abandoned
+// work is the last statement before the delay); MariaDB's process list does
 // not, and the round trips take well under the second waited here (the query
 // delay is 2 s).
 func waitHoldLimitSet(t *testing.T, d drivers.Driver, e *dispatch.Engine) {

@@ -2,7 +2,6 @@ package mysql
 
 import (
 	"context"
-	"encoding/hex"
 	"github.com/loanq/loanq/loankey"
 
 	"github.com/loanq/loanq/drivers"
@@ -218,13 +217,3 @@ FOR UPDATE SKIP LOCKED`
 // the current database, no row for a base table.
 const lockableView = `SELECT IS_UPDATABLE FROM information_schema.VIEWS
 WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ?`
-
-// TextLiteral: the text's UTF-8 bytes in hex, read as utf8mb4 in loanq's
-// collation: no quote or backslash to escape, whatever the sql_mode says
-// of backslashes (NO_BACKSLASH_ESCAPES).
-func (dialect) TextLiteral(s string) string {
-	if s == "" {
-		return "''"
-	}
-	return "_utf8mb4 X'" + hex.EncodeToString([]byte(s)) + "' COLLATE utf8mb4_bin"
-}

@@ -217,7 +217,3 @@ func rowsCursor(src drivers.CriteriaSource) string {
 	return drivers.CriteriaSelect(dialect{}, src) + `
 FOR UPDATE OF src.` + src.Key + ` SKIP LOCKED`
 }
-
-// TextLiteral: the standard's (quotes doubled; a backslash is a plain
-// character).
-func (dialect) TextLiteral(s string) string { return drivers.StandardTextLiteral(s) }

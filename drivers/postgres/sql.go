@@ -4,7 +4,6 @@ import (
 	"context"
 	"github.com/loanq/loanq/loankey"
 	"strconv"
-	"strings"
 
 	"github.com/loanq/loanq/drivers"
 )
@@ -197,10 +196,4 @@ run AS (
 INSERT INTO loanq_query_run (task_id, strategy, holder, started_at, duration_ms, rows_found, requests_served, loans_assigned, pooled)
 SELECT $1, 'rows', $8, ` + dialect{}.NowMinusMillis("$9") + `, $10, $11, 1, $6, 0 FROM finished)
 SELECT claimed.loan_id, finished.created_at FROM finished CROSS JOIN claimed ORDER BY claimed.id`
-}
-
-// TextLiteral: an escape string (E'…'), whose backslashes and quotes are
-// escaped whatever standard_conforming_strings says.
-func (dialect) TextLiteral(s string) string {
-	return "E'" + strings.NewReplacer(`\`, `\\`, `'`, `''`).Replace(s) + "'"
 }

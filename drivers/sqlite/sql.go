@@ -103,7 +103,3 @@ WHERE loanq_work_request.id = f.id AND loanq_work_request.task_id = :task_id
 // of the features outside the engine (drivers.Catalogue): nothing, every
 // one of their statements is the portable one.
 var catalogueSQL drivers.Overrides
-
-// TextLiteral: the standard's (quotes doubled; a backslash is a plain
-// character).
-func (dialect) TextLiteral(s string) string { return drivers.StandardTextLiteral(s) }

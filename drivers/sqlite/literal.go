@@ -1,0 +1,15 @@
+package sqlite
+
+import "github.com/loanq/loanq/drivers"
+
+// The one piece of the dialect that writes a value into SQL text, apart
+// from the vocabulary of sql.go (whose texts are built from literals,
+// constants and SQL only: e2e/fault_injection_test.go): a claim's four-eyes
+// condition names its user in criteria that some drivers hand to a
+// procedure as text (dispatch/governance.go, criteriaFor), where no bind
+// can reach. TestFourEyesOddUserNameInClaim runs it with quotes and
+// backslashes on every database.
+
+// TextLiteral: the standard's (quotes doubled; a backslash is a plain
+// character).
+func (dialect) TextLiteral(s string) string { return drivers.StandardTextLiteral(s) }
