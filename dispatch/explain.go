@@ -158,10 +158,9 @@ func (e *Engine) getStatements(task *Task, strategy drivers.Strategy, count int,
 	if task.FourEyes && strategy != drivers.Rows {
 		// A round's one criteria query serves every requester; the rule is
 		// per user, applied when the round shares its candidates out.
-		q := &e.governanceSQL().FourEyesBlocked
-		out = append(out, ExplainedStatement{
-			Purpose: "four eyes (--not-worked-in): which candidates each waiting user worked in a named task; the round gives those to the other requesters",
-			SQL:     q.Text(), Binds: q.Args(engineio.PoolIDsParams{TaskID: task.ID, IDs: "[candidates]"})})
+		s := drivers.ShowQuery("four eyes (--not-worked-in): which candidates each waiting user worked in a named task; the round gives those to the other requesters",
+			&e.governanceSQL().FourEyesBlocked, engineio.PoolIDsParams{TaskID: task.ID, IDs: "[candidates]"})
+		out = append(out, ExplainedStatement{Purpose: s.Purpose, SQL: s.SQL, Binds: s.Binds})
 	}
 	return out, planned
 }
