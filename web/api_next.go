@@ -12,19 +12,14 @@ import (
 // (problem.go), as there is no request to follow: ask again.
 func (a *api) next(w http.ResponseWriter, r *http.Request, p *dispatch.Principal) {
 	var body struct {
-		Count     *int   `json:"count"`
-		WaitMs    *int64 `json:"wait_ms"`
+		askBody
 		TaskOrder string `json:"task_order"`
 	}
 	if err := decode(r, &body); err != nil {
 		a.fail(w, err)
 		return
 	}
-	count := 1
-	if body.Count != nil {
-		count = *body.Count
-	}
-	wait, err := waitOf(body.WaitMs)
+	count, wait, err := body.parse()
 	if err != nil {
 		a.fail(w, err)
 		return

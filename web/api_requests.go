@@ -50,20 +50,31 @@ func options(wait time.Duration) dispatch.GetOptions {
 	return dispatch.GetOptions{NoWait: wait == 0, Timeout: wait, Backoff: apiBackoff}
 }
 
-func (a *api) get(w http.ResponseWriter, r *http.Request, p *dispatch.Principal) {
-	var body struct {
-		Count  *int   `json:"count"`
-		WaitMs *int64 `json:"wait_ms"`
+// askBody is what a call asking for work sends (POST …/requests, POST
+// /api/v1/next): how many loans (default 1) and how long to wait.
+type askBody struct {
+	Count  *int   `json:"count"`
+	WaitMs *int64 `json:"wait_ms"`
+}
+
+// parse is the count and the wait asked for; a wait out of bounds is bad
+// input (waitOf), a count is checked by the engine.
+func (b askBody) parse() (int, time.Duration, error) {
+	count := 1
+	if b.Count != nil {
+		count = *b.Count
 	}
+	wait, err := waitOf(b.WaitMs)
+	return count, wait, err
+}
+
+func (a *api) get(w http.ResponseWriter, r *http.Request, p *dispatch.Principal) {
+	var body askBody
 	if err := decode(r, &body); err != nil {
 		a.fail(w, err)
 		return
 	}
-	count := 1
-	if body.Count != nil {
-		count = *body.Count
-	}
-	wait, err := waitOf(body.WaitMs)
+	count, wait, err := body.parse()
 	if err != nil {
 		a.fail(w, err)
 		return
