@@ -209,6 +209,15 @@ func byHandSuite(t *testing.T, dialect string) {
 		{"8", "assign itself a loan in a task whose allow list leaves one out", procDB, func(t *testing.T, tx *sql.Tx) error {
 			return workIn(tx, closedID, "50", closedReq)
 		}},
+		{"8", "add itself to a group, to get into a task the group may work", procDB, func(t *testing.T, tx *sql.Tx) error {
+			return exec(tx, "INSERT INTO loanq_group (group_name, user_name, source, added_by) VALUES ('seniors', 'ana', 'admin', 'ana')")
+		}},
+		{"8", "put itself on a task's allow list", procDB, func(t *testing.T, tx *sql.Tx) error {
+			return exec(tx, "INSERT INTO loanq_task_allow (task_id, is_group, principal) VALUES (?, 0, 'ana')", closedID)
+		}},
+		{"8", "(four eyes) clear the rule of the task it checks", procDB, func(t *testing.T, tx *sql.Tx) error {
+			return exec(tx, "DELETE FROM loanq_task_not_worked_in WHERE task_id = ?", checkerID)
+		}},
 		{"8", "(four eyes) assign itself a loan it worked in the task the rule names", procDB, func(t *testing.T, tx *sql.Tx) error {
 			req := pendingIn(t, tx, checkerID)
 			if err := workIn(tx, checkerID, "51", req); err != nil {
