@@ -297,7 +297,7 @@ func (t token) name() string {
 // topTokens splits text into tokens with their depth, leaving out comments
 // and white space. Parentheses carry the depth outside them.
 func topTokens(text string) []token {
-	var out []token
+	out := make([]token, 0, len(text)/4) // about one token per 4 bytes of SQL: one allocation
 	depth := 0
 	for i := 0; i < len(text); {
 		c := text[i]
@@ -353,7 +353,7 @@ func topTokens(text string) []token {
 			out = append(out, token{text: text[i:j], depth: depth, literal: true})
 			i = j
 		default:
-			out = append(out, token{text: string(c), depth: depth})
+			out = append(out, token{text: text[i : i+1], depth: depth})
 			i++
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"reflect"
+	"strconv"
 	"strings"
 	"sync"
 	"text/template"
@@ -204,10 +205,27 @@ func bindFields(t reflect.Type) (map[string]int, error) {
 }
 
 // renderTemplate expands the dialect calls of a written statement.
+//
+// Every statement loanq writes calls the vocabulary in one form, {{word}} or
+// {{word "arg" …}}; renderCalls expands that form itself, without
+// text/template, whose parse and function table per statement were most of
+// the CPU a loanq process spent before its first statement (BENCHMARKS.md,
+// "Start-up"; BenchmarkBuild in drivers/postgres). Any other action, an
+// unknown word or a wrong number of arguments goes to text/template, which
+// renders it or says what is wrong exactly as before.
 func renderTemplate(d Dialect, name, written string) (string, error) {
 	if !strings.Contains(written, "{{") {
 		return written, nil
 	}
+	if out, ok := renderCalls(d, written); ok {
+		return out, nil
+	}
+	return renderWithTemplate(d, name, written)
+}
+
+// renderWithTemplate renders written with text/template and the
+// vocabulary's function table.
+func renderWithTemplate(d Dialect, name, written string) (string, error) {
 	tmpl, err := template.New(name).Option("missingkey=error").Funcs(template.FuncMap{
 		"now":                 d.Now,
 		"nowPlusMs":           d.NowPlusMillis,
@@ -222,10 +240,8 @@ func renderTemplate(d Dialect, name, written string) (string, error) {
 		"assignmentsFromJSON": d.AssignmentsFromJSON,
 		"returningID":         d.ReturningID,
 		"skipActiveConflict":  d.SkipActiveConflict,
-		"requestAlive":        func(col string) string { return col + ` > ` + d.NowMinusMillis(requestAliveMS) },
-		"requestStale": func(col string) string {
-			return `(` + col + ` IS NULL OR ` + col + ` <= ` + d.NowMinusMillis(requestAliveMS) + `)`
-		},
+		"requestAlive":        func(col string) string { return requestAlive(d, col) },
+		"requestStale":        func(col string) string { return requestStale(d, col) },
 	}).Parse(written)
 	if err != nil {
 		return "", fmt.Errorf("statement %s: %w", name, err)
@@ -237,6 +253,136 @@ func renderTemplate(d Dialect, name, written string) (string, error) {
 	return b.String(), nil
 }
 
+// renderCalls expands the {{word}} and {{word "arg" …}} calls of written;
+// false when it holds anything else (renderTemplate then uses
+// text/template).
+func renderCalls(d Dialect, written string) (string, bool) {
+	var b strings.Builder
+	b.Grow(len(written) + 64)
+	rest := written
+	for {
+		i := strings.Index(rest, "{{")
+		if i < 0 {
+			b.WriteString(rest)
+			return b.String(), true
+		}
+		b.WriteString(rest[:i])
+		j := strings.Index(rest[i:], "}}")
+		if j < 0 {
+			return "", false
+		}
+		word, args, ok := splitCall(rest[i+2 : i+j])
+		if !ok {
+			return "", false
+		}
+		out, ok := vocabulary(d, word, args)
+		if !ok {
+			return "", false
+		}
+		b.WriteString(out)
+		rest = rest[i+j+2:]
+	}
+}
+
+// splitCall reads `word "arg" "arg"`: a word, then Go double-quoted
+// strings separated by spaces.
+func splitCall(action string) (string, []string, bool) {
+	action = strings.TrimSpace(action)
+	n := 0
+	for n < len(action) && isIdentChar(action[n]) && action[n] != '$' {
+		n++
+	}
+	if n == 0 || !isIdentStart(action[0]) {
+		return "", nil, false
+	}
+	word, rest := action[:n], action[n:]
+	var args []string
+	for {
+		trimmed := strings.TrimLeft(rest, " ")
+		if trimmed == "" {
+			return word, args, true
+		}
+		if len(trimmed) == len(rest) || trimmed[0] != '"' {
+			return "", nil, false // no space before it, or not a quoted string
+		}
+		end := 1
+		for end < len(trimmed) && trimmed[end] != '"' {
+			if trimmed[end] == '\\' {
+				end++
+			}
+			end++
+		}
+		if end >= len(trimmed) {
+			return "", nil, false
+		}
+		arg, err := strconv.Unquote(trimmed[:end+1])
+		if err != nil {
+			return "", nil, false
+		}
+		args = append(args, arg)
+		rest = trimmed[end+1:]
+	}
+}
+
+// vocabulary is the dialect's word called with args, as renderTemplate's
+// function table has it; false for an unknown word or a wrong number of
+// arguments.
+func vocabulary(d Dialect, word string, args []string) (string, bool) {
+	want := func(n int) bool { return len(args) == n }
+	switch word {
+	case "now":
+		return d.Now(), want(0)
+	case "startOfToday":
+		return d.StartOfToday(), want(0)
+	case "returningID":
+		return d.ReturningID(), want(0)
+	case "skipActiveConflict":
+		return d.SkipActiveConflict(), want(0)
+	}
+	if len(args) == 1 {
+		a := args[0]
+		switch word {
+		case "nowPlusMs":
+			return d.NowPlusMillis(a), true
+		case "nowMinusMs":
+			return d.NowMinusMillis(a), true
+		case "age":
+			return d.SecondsSince(a), true
+		case "limit":
+			return d.Limit(a), true
+		case "integer":
+			return d.Integer(a), true
+		case "assignmentsFromJSON":
+			return d.AssignmentsFromJSON(a), true
+		case "requestAlive":
+			return requestAlive(d, a), true
+		case "requestStale":
+			return requestStale(d, a), true
+		}
+	}
+	if len(args) == 2 {
+		switch word {
+		case "secondsBetween":
+			return d.SecondsBetween(args[0], args[1]), true
+		case "inIDs":
+			return d.InIDs(args[0], args[1]), true
+		case "inLoanIDs":
+			return d.InLoanIDs(args[0], args[1]), true
+		}
+	}
+	return "", false
+}
+
+// requestAlive and requestStale are the vocabulary's words for a request's
+// signs of life (alive.go).
+func requestAlive(d Dialect, col string) string {
+	return col + ` > ` + d.NowMinusMillis(requestAliveMS)
+}
+
+func requestStale(d Dialect, col string) string {
+	return `(` + col + ` IS NULL OR ` + col + ` <= ` + d.NowMinusMillis(requestAliveMS) + `)`
+}
+
 // numberBinds replaces each :name bind of text with the dialect's
 // placeholder, numbered from 1 in order of occurrence, and returns the names
 // in that order. A bind is a colon followed by a letter or underscore, not
@@ -244,6 +390,7 @@ func renderTemplate(d Dialect, name, written string) (string, error) {
 // PL/SQL's := and Oracle's :1 are left alone), outside quoted text.
 func numberBinds(d Dialect, text string) (string, []string) {
 	var b strings.Builder
+	b.Grow(len(text) + 16)
 	var names []string
 	for i := 0; i < len(text); i++ {
 		c := text[i]

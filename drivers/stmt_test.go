@@ -5,7 +5,11 @@ import (
 	"errors"
 	"github.com/loanq/loanq/drivers/engineio"
 	"github.com/loanq/loanq/loankey"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"reflect"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -268,4 +272,67 @@ func TestPortableStatementsCompile(t *testing.T) {
 		}
 	}()
 	Build(dollar, testCaps, func(s *Statements) { testOverride(s); s.TaskInsert.SQL = "" })
+}
+
+// TestRenderCallsAgreesWithTemplate: renderTemplate's own expansion of
+// {{word "arg" …}} (renderCalls) gives what text/template gives, for every
+// template action written anywhere in loanq's Go files, and handles every
+// one of the simple form itself (the others go to text/template).
+func TestRenderCallsAgreesWithTemplate(t *testing.T) {
+	actions := map[string]bool{}
+	re := regexp.MustCompile(`\{\{[^{}\n]*\}\}`)
+	err := filepath.WalkDir("..", func(path string, e fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if e.IsDir() && (e.Name() == ".git" || e.Name() == "node_modules") {
+			return filepath.SkipDir
+		}
+		if e.IsDir() || !strings.HasSuffix(path, ".go") {
+			return nil
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		for _, a := range re.FindAllString(string(b), -1) {
+			actions[a] = true
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	simple := regexp.MustCompile(`^\{\{(now|nowPlusMs|nowMinusMs|age|secondsBetween|startOfToday|limit|integer|inIDs|inLoanIDs|assignmentsFromJSON|returningID|skipActiveConflict|requestAlive|requestStale)( "[^"\\]*")*\}\}$`)
+	handled := 0
+	for a := range actions {
+		for _, d := range []Dialect{fakeDialect{}, fakeDialect{question: true}} {
+			written := "SELECT " + a + " FROM t"
+			want, werr := renderWithTemplate(d, "t", written)
+			got, ok := renderCalls(d, written)
+			if simple.MatchString(a) && werr == nil && !ok {
+				t.Errorf("%s: renderCalls left it to text/template", a)
+			}
+			if !ok {
+				continue
+			}
+			handled++
+			if werr != nil {
+				t.Errorf("%s: renderCalls gave %q, text/template an error: %v", a, got, werr)
+			} else if got != want {
+				t.Errorf("%s: renderCalls gave %q, text/template %q", a, got, want)
+			}
+		}
+	}
+	if handled < 40 {
+		t.Errorf("only %d of the %d actions found were rendered by renderCalls: is the walk reading loanq's files?", handled, len(actions))
+	}
+	// What renderCalls leaves to text/template still renders, or fails, as before.
+	for _, written := range []string{`{{- now}}`, `{{limit "1" "2"}}`, `{{nope}}`, `{{limit "}}"}}`, "{{limit `5`}}", `{{ now }}`} {
+		want, werr := renderWithTemplate(fakeDialect{}, "t", written)
+		got, gerr := renderTemplate(fakeDialect{}, "t", written)
+		if got != want || (werr == nil) != (gerr == nil) {
+			t.Errorf("%s: renderTemplate gave %q, %v; text/template %q, %v", written, got, gerr, want, werr)
+		}
+	}
 }
