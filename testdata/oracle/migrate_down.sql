@@ -3,31 +3,26 @@
 -- Each statement is exactly what is sent, without a trailing ';' (Oracle
 -- rejects one after plain SQL); '/' on its own line runs it in SQL*Plus/SQLcl.
 
--- 1, autocommit; binds :1 = "LOANQ_SCHEMA_VERSION"
-SELECT COUNT(*) FROM all_tables
-WHERE owner = SYS_CONTEXT('USERENV', 'CURRENT_SCHEMA') AND table_name = :1
-/
-
--- 2, autocommit
+-- 1, autocommit
 SELECT MAX(version_id) FROM loanq_schema_version
 /
 
--- 3, autocommit; binds :1 = "LOANQ_SCHEMA_VERSION"
+-- 2, autocommit; binds :1 = "LOANQ_SCHEMA_VERSION"
 SELECT COUNT(*) FROM all_tables
 WHERE owner = SYS_CONTEXT('USERENV', 'CURRENT_SCHEMA') AND table_name = :1
 /
 
--- 4, autocommit
+-- 3, autocommit
 SELECT version_id, is_applied FROM loanq_schema_version ORDER BY tstamp DESC, id DESC
 /
 
 -- (begin)
 
--- 5, in transaction
+-- 4, in transaction
 ALTER TABLE loanq_task DROP (priority, show_columns, link_template)
 /
 
--- 6, in transaction; binds :1 = 20
+-- 5, in transaction; binds :1 = 20
 DELETE FROM loanq_schema_version WHERE version_id = :1
 /
 

@@ -3,13 +3,13 @@
 -- Each statement is exactly what is sent, without a trailing ';' (Oracle
 -- rejects one after plain SQL); '/' on its own line runs it in SQL*Plus/SQLcl.
 
--- 1, autocommit; binds :1 = "LOANQ_SCHEMA_VERSION"
-SELECT COUNT(*) FROM all_tables
-WHERE owner = SYS_CONTEXT('USERENV', 'CURRENT_SCHEMA') AND table_name = :1
+-- 1, autocommit
+SELECT MAX(version_id) FROM loanq_schema_version
 /
 
--- 2, autocommit
-SELECT MAX(version_id) FROM loanq_schema_version
+-- 2, autocommit; binds :1 = "LOANQ_SCHEMA_VERSION"
+SELECT COUNT(*) FROM all_tables
+WHERE owner = SYS_CONTEXT('USERENV', 'CURRENT_SCHEMA') AND table_name = :1
 /
 
 -- 3, autocommit; binds :1 = "LOANQ_SCHEMA_VERSION"
