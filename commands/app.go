@@ -194,9 +194,17 @@ type env struct {
 func (e *env) Close() { e.DB.Close() }
 
 // open connects to --db and checks its schema. The embedded SQLite default
-// migrates itself so that a newcomer needs no extra step.
-func open(c *cli.Context) (*env, error) {
-	db, err := openDB(c, schema.Options{Migrate: schema.IfSelfMigrating, Check: true})
+// migrates itself so that a newcomer needs no extra step. The command is
+// brief (schema.Options.Brief): it sends each statement about once.
+func open(c *cli.Context) (*env, error) { return openEnv(c, true) }
+
+// openLasting is open for a command that repeats its statements for as
+// long as it runs (lock run, task refill --every, work run): the driver
+// keeps them prepared on the server where it does so.
+func openLasting(c *cli.Context) (*env, error) { return openEnv(c, false) }
+
+func openEnv(c *cli.Context, brief bool) (*env, error) {
+	db, err := openDB(c, schema.Options{Migrate: schema.IfSelfMigrating, Check: true, Brief: brief})
 	if err != nil {
 		return nil, err
 	}
@@ -213,7 +221,13 @@ func open(c *cli.Context) (*env, error) {
 // update): the database decides whom its account may act as
 // (dispatch.ActingUser, docs/security.md), and the OS user lookup runs only
 // when no name was given. Read-only commands do not ask.
-func openActing(c *cli.Context) (*env, error) {
+func openActing(c *cli.Context) (*env, error) { return actingAs(c, open) }
+
+// openActingLasting is openActing for a command that repeats its
+// statements (openLasting): work run.
+func openActingLasting(c *cli.Context) (*env, error) { return actingAs(c, openLasting) }
+
+func actingAs(c *cli.Context, open func(*cli.Context) (*env, error)) (*env, error) {
 	e, err := open(c)
 	if err != nil {
 		return nil, err

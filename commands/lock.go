@@ -132,7 +132,7 @@ func lockRun(c *cli.Context) error {
 	defer signal.Stop(sigc)
 	ctx := context.WithoutCancel(c.Context)
 
-	e, err := open(c)
+	e, err := openLasting(c) // renews the lease for as long as CMD runs
 	if err != nil {
 		return err
 	}

@@ -67,6 +67,10 @@ func taskRefill(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	open := open
+	if every > 0 {
+		open = openLasting // a loop that refills every interval
+	}
 	e, err := open(c)
 	if err != nil {
 		return err

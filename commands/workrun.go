@@ -144,7 +144,7 @@ func workRun(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	e, err := openActing(c)
+	e, err := openActingLasting(c)
 	if err != nil {
 		return err
 	}

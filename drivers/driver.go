@@ -252,6 +252,18 @@ type RowLocker interface {
 	RowsTxOptions() *sql.TxOptions
 }
 
+// BriefOpener is implemented by a driver that connects differently for a
+// brief process: one that sends each of its statements about once and
+// ends, as a command-line call does (schema.Options.Brief;
+// docs/scaling.md, "A command-line call"). PostgreSQL's Open prepares each
+// statement on the server before its first run, one round trip more per
+// statement, which later runs on the same connection win back; a brief
+// process makes no later runs, so OpenBrief sends each statement unprepared
+// in one round trip. What the statements do is the same either way.
+type BriefOpener interface {
+	OpenBrief(ctx context.Context, target dsn.DSN) (*sql.DB, error)
+}
+
 // FinishingClaimer is implemented by the drivers whose capabilities say rows
 // finish one-statement (PostgreSQL): once a rows claim of a new request
 // holds its rows and has logged the request, one statement assigns the
@@ -369,6 +381,19 @@ func Connect(ctx context.Context, raw string) (Driver, *sql.DB, dsn.DSN, error) 
 		return nil, nil, target, err
 	}
 	return d, db, target, nil
+}
+
+// ConnectFirst opens db's first connection, which proves that the database
+// answers and accepts the DSN's credentials, and leaves it idle in the pool
+// for the command's first statement. It sends nothing more: a ping
+// (sql.DB.PingContext) would cost a round trip that the connection's
+// start-up has just made needless.
+func ConnectFirst(ctx context.Context, db *sql.DB) error {
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	return conn.Close()
 }
 
 // ConnectError wraps a failure to connect with the DSN (password hidden) and

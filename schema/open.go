@@ -54,6 +54,12 @@ type Options struct {
 	Conns int
 	// ConnectTimeout, when not 0, bounds connecting (not migrating).
 	ConnectTimeout time.Duration
+	// Brief: the process sends each statement about once and ends (a
+	// command-line call), so the driver connects for that where it has a
+	// way (drivers.BriefOpener: PostgreSQL sends statements unprepared, in
+	// one round trip each). Leave it unset for a process that repeats its
+	// statements: serve, work run, lock run, a refill loop, the benchmarks.
+	Brief bool
 }
 
 // Database is an open database: the pool, its driver, and the DSN it was
@@ -86,7 +92,12 @@ func Open(ctx context.Context, raw string, opts Options) (*Database, error) {
 		connectCtx, cancel = context.WithTimeout(ctx, opts.ConnectTimeout)
 		defer cancel()
 	}
-	db, err := d.Open(connectCtx, target)
+	var db *sql.DB
+	if bo, ok := d.(drivers.BriefOpener); ok && opts.Brief {
+		db, err = bo.OpenBrief(connectCtx, target)
+	} else {
+		db, err = d.Open(connectCtx, target)
+	}
 	if err != nil {
 		if derr := dirNotWritable(target); derr != nil {
 			return nil, derr

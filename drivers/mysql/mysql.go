@@ -80,8 +80,10 @@ func (*Driver) Capabilities() drivers.Capabilities { return capabilities }
 // by innodb_lock_wait_timeout, a session variable that outlives the
 // transaction (saved and put back); the hold limit's variables are session
 // ones too (put back before the pooled connection is reused). A round
-// finishes each request with its own statement. Triggers over the
-// database's accounts decide who may act as whom.
+// finishes each request with its own statement, and reads the requests
+// logged while its query ran through another connection (its REPEATABLE
+// READ snapshot predates them). Triggers over the database's accounts
+// decide who may act as whom.
 var capabilities = drivers.Capabilities{
 	Strategies:  []drivers.Strategy{drivers.Skip, drivers.NoWait, drivers.Wait, drivers.Lease, drivers.Rows},
 	Wait:        drivers.WaitQueueShared,
@@ -92,6 +94,7 @@ var capabilities = drivers.Capabilities{
 	RowsFinish:  drivers.RowsFinishStatements,
 	HoldLimit:   drivers.HoldLimitSessionSetting,
 	Accounts:    drivers.AccountsDatabase,
+	RoundReads:  drivers.RoundReadsPool,
 }
 
 func (*Driver) MigrationStore(table string) (database.Store, error) {
@@ -108,7 +111,7 @@ func (*Driver) Open(ctx context.Context, target dsn.DSN) (*sql.DB, error) {
 		return nil, problem.Usagef("malformed MySQL DSN %s: %s", target.Redacted(), target.Scrub(err.Error()))
 	}
 	db := sql.OpenDB(connector{conn})
-	if err := db.PingContext(ctx); err != nil {
+	if err := drivers.ConnectFirst(ctx, db); err != nil {
 		db.Close()
 		return nil, classifyConnectError(target, err)
 	}

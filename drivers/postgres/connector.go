@@ -7,6 +7,7 @@ import (
 	"maps"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -63,9 +64,35 @@ const pooledMode = pgx.QueryExecModeCacheDescribe
 
 func newConnector(cfg *pgx.ConnConfig, added []string, detect bool) *connector {
 	c := &connector{added: added, detect: detect}
-	c.base = stdlib.GetConnector(*cfg, stdlib.OptionBeforeConnect(c.beforeConnect))
+	c.base = stdlib.GetConnector(*cfg, stdlib.OptionBeforeConnect(c.beforeConnect), stdlib.OptionShouldPing(shouldPing))
 	c.driver = c.base.Driver()
 	return c
+}
+
+// openedKey is where a connection keeps the time it was opened (in pgconn's
+// CustomData).
+const openedKey = "loanq.opened"
+
+// shouldPing is pgx's rule for checking a pooled connection before it is
+// used again, ping after more than a second idle, with the idle time
+// counted from the connection's opening too. pgx counts it from the last
+// reuse only, which a new connection has never had: it would ping every
+// connection at its first reuse, a round trip that each loanq command
+// (a process, with a new connection) paid right after the connection's
+// start-up had shown it alive.
+func shouldPing(_ context.Context, p stdlib.ShouldPingParams) bool {
+	idle := p.IdleDuration
+	if opened, ok := p.Conn.PgConn().CustomData()[openedKey].(time.Time); ok {
+		idle = min(idle, time.Since(opened))
+	}
+	return idle > time.Second
+}
+
+// markOpened records when conn was opened (shouldPing).
+func markOpened(conn driver.Conn) {
+	if sc, ok := conn.(*stdlib.Conn); ok {
+		sc.Conn().PgConn().CustomData()[openedKey] = time.Now()
+	}
 }
 
 // beforeConnect adapts each new connection's configuration (a shallow copy:
@@ -89,6 +116,7 @@ func (c *connector) Connect(ctx context.Context) (driver.Conn, error) {
 	if err != nil || !c.detect || c.route.Load() != routeUnknown {
 		return conn, err
 	}
+	// The first connection of a pool that detects: is a pooler in the way?
 	pooled, err := behindPooler(ctx, conn)
 	if err != nil {
 		conn.Close()
@@ -112,6 +140,9 @@ func (c *connector) connect(ctx context.Context) (driver.Conn, error) {
 	if err != nil && !c.plain.Load() && refusedParameter(err, c.added) != "" {
 		c.plain.Store(true)
 		conn, err = c.base.Connect(ctx)
+	}
+	if err == nil {
+		markOpened(conn)
 	}
 	return conn, err
 }

@@ -12,6 +12,7 @@ import (
 	"errors"
 	"io/fs"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/pressly/goose/v3/database"
 
@@ -40,8 +41,9 @@ func (*Driver) Capabilities() drivers.Capabilities { return capabilities }
 // capabilities: waiters queue in share mode (FOR SHARE), bounded by a
 // transaction-local lock_timeout (SET LOCAL, through set_config); the hold
 // limit is transaction-local too. A round finishes its requests in one
-// UPDATE … FROM jsonb_array_elements. Row-level security over the
-// database's accounts decides who may act as whom.
+// UPDATE … FROM jsonb_array_elements, and reads the requests logged while
+// its query ran in its own READ COMMITTED transaction. Row-level security
+// over the database's accounts decides who may act as whom.
 var capabilities = drivers.Capabilities{
 	Strategies:  []drivers.Strategy{drivers.Skip, drivers.NoWait, drivers.Wait, drivers.Lease, drivers.Rows},
 	PasswordEnv: []string{"PGPASSWORD"},
@@ -53,6 +55,7 @@ var capabilities = drivers.Capabilities{
 	RowsFinish:  drivers.RowsFinishOneStatement,
 	HoldLimit:   drivers.HoldLimitTransactionLocal,
 	Accounts:    drivers.AccountsDatabase,
+	RoundReads:  drivers.RoundReadsTransaction,
 }
 
 var _ drivers.FinishingClaimer = (*Driver)(nil)
@@ -87,12 +90,38 @@ func (*Driver) MigrationStore(table string) (database.Store, error) {
 // pg_stat_activity, and server-side TCP keepalives, which it drops when a
 // connection pooler refuses them (connector).
 func (*Driver) Open(ctx context.Context, target dsn.DSN) (*sql.DB, error) {
+	return open(ctx, target, false)
+}
+
+var _ drivers.BriefOpener = (*Driver)(nil)
+
+// OpenBrief is Open for a process that sends each statement about once (a
+// command-line call): pgx's exec mode, unless the DSN names another
+// (default_query_exec_mode). It sends a statement parsed, bound and run in
+// one round trip with the unnamed statement, where the default mode first
+// prepares it (a round trip of its own, the first time on each
+// connection). The unnamed statement lives only as long as that one
+// message sequence, which a transaction pooler keeps on one server
+// connection, so nothing needs asking whether a pooler is in the way
+// (connector). Parameters and results go as text; every parameter loanq
+// binds is an integer or a string (drivers.Stmt), whose text forms are
+// what the server reads either way.
+func (*Driver) OpenBrief(ctx context.Context, target dsn.DSN) (*sql.DB, error) {
+	return open(ctx, target, true)
+}
+
+func open(ctx context.Context, target dsn.DSN, brief bool) (*sql.DB, error) {
 	cfg, added, err := pgconnParse(target)
 	if err != nil {
 		return nil, err
 	}
-	db := sql.OpenDB(newConnector(cfg, added, !target.Query.Has("default_query_exec_mode")))
-	if err := db.PingContext(ctx); err != nil {
+	detect := !target.Query.Has("default_query_exec_mode")
+	if brief && detect {
+		cfg.DefaultQueryExecMode = pgx.QueryExecModeExec
+		detect = false
+	}
+	db := sql.OpenDB(newConnector(cfg, added, detect))
+	if err := drivers.ConnectFirst(ctx, db); err != nil {
 		db.Close()
 		return nil, classifyConnectError(target, err)
 	}
