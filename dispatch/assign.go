@@ -27,12 +27,19 @@ func (e *Engine) assign(ctx context.Context, tx *sql.Tx, task *Task, found crite
 	if own != nil {
 		own.served = nil
 	}
-	// Read through the pool, not the transaction: on MySQL/MariaDB's
-	// REPEATABLE READ the transaction's snapshot dates from its first read,
-	// before the query ran, and would hide the requests that arrived since.
-	// Only committed requests are seen either way, and RequestFinish updates
-	// a request only while it is still pending.
-	pending, err := e.pending(ctx, e.DB, task.ID)
+	// Where the round's transaction sees every commit at each statement
+	// (READ COMMITTED), read in it: no second connection while the round
+	// holds the lock (a command-line call would open one for this read).
+	// Else through the pool: on MySQL/MariaDB's REPEATABLE READ the
+	// transaction's snapshot dates from its first read, before the query
+	// ran, and would hide the requests that arrived since. Only committed
+	// requests are seen either way, and RequestFinish updates a request
+	// only while it is still pending.
+	var through drivers.Querier = e.DB
+	if e.caps().RoundReads == drivers.RoundReadsTransaction {
+		through = tx
+	}
+	pending, err := e.pending(ctx, through, task.ID)
 	if err != nil {
 		return err
 	}

@@ -52,6 +52,10 @@ type Capabilities struct {
 	// Accounts says whether database accounts decide who may act as whom
 	// (docs/security.md).
 	Accounts Accounts
+	// RoundReads is where a serving round reads the requests pending after
+	// its criteria query, those logged while the query ran included
+	// (docs/algorithm.md, step 5).
+	RoundReads RoundReadMode
 }
 
 // WaitMode is how a waiting caller learns of the lock holder's commit.
@@ -169,6 +173,23 @@ const (
 	AccountsDatabase Accounts = "database"
 )
 
+// RoundReadMode is where a serving round reads the requests pending after
+// its query.
+type RoundReadMode string
+
+const (
+	// RoundReadsTransaction: in the round's own transaction, whose every
+	// statement sees what committed before it (READ COMMITTED, PostgreSQL's
+	// default): no other connection is needed while the round holds the
+	// task lock, which a command-line call would open for this one read.
+	RoundReadsTransaction RoundReadMode = "transaction"
+	// RoundReadsPool: through another connection of the pool, because the
+	// round's transaction reads a snapshot taken before the query ran
+	// (MySQL/MariaDB's REPEATABLE READ dates it from the first read) and
+	// would not see the requests logged since.
+	RoundReadsPool RoundReadMode = "pool"
+)
+
 // IsSetting reports whether the bound is a setting: WaitLockSet bounds the
 // wait, WaitLockRestore puts the setting back.
 func (b WaitBound) IsSetting() bool { return b == BoundTransactionLocal || b == BoundSessionSetting }
@@ -240,6 +261,10 @@ func (c Capabilities) List() []Capability {
 			AccountsNone:     "no database accounts: any user name is used as given",
 			AccountsDatabase: "database accounts decide who may act as whom",
 		}[c.Accounts]},
+		{"round reads", string(c.RoundReads), map[RoundReadMode]string{
+			RoundReadsTransaction: "a round reads the requests pending after its query in its own transaction, which sees every commit (READ COMMITTED)",
+			RoundReadsPool:        "a round reads the requests pending after its query through another connection (its transaction's snapshot predates the query)",
+		}[c.RoundReads]},
 		{"password from", passwordEnvValue(c.PasswordEnv), "environment variables the client reads a password from; the commands of work run and lock run do not get them"},
 	}
 }

@@ -18,6 +18,7 @@ var testCaps = Capabilities{
 	RowsFinish:  RowsFinishStatements,
 	HoldLimit:   HoldLimitTransactionLocal,
 	Accounts:    AccountsDatabase,
+	RoundReads:  RoundReadsPool,
 }
 
 func testOverride(s *Statements) {

@@ -21,6 +21,7 @@ func TestCapabilities(t *testing.T) {
 		RowsFinish:  drivers.RowsFinishStatements,
 		HoldLimit:   drivers.HoldLimitByDBA,
 		Accounts:    drivers.AccountsDatabase,
+		RoundReads:  drivers.RoundReadsPool,
 	},
 		"LockSkip", "LockNoWait", "LockWait", // strategies
 		"WorkInsertRows",             // strategy rows

@@ -70,8 +70,11 @@ func (*Driver) Capabilities() drivers.Capabilities { return capabilities }
 // transaction: a DBA configures the hold limit (docs/oracle.md). A row
 // limit cannot go with FOR UPDATE: the pool is claimed through the cursor
 // procedure (PoolLocker). A round finishes each request with its own
-// statement. Triggers over the database's accounts decide who may act as
-// whom.
+// statement, and reads the requests logged while its query ran through
+// another connection, as it did before PostgreSQL read them in its round's
+// transaction: Oracle's READ COMMITTED would allow that too, but no Oracle
+// server runs where loanq is built to show it. Triggers over the database's
+// accounts decide who may act as whom.
 var capabilities = drivers.Capabilities{
 	Strategies:  []drivers.Strategy{drivers.Skip, drivers.NoWait, drivers.Wait, drivers.Lease, drivers.Rows},
 	Wait:        drivers.WaitQueueExclusive,
@@ -82,6 +85,7 @@ var capabilities = drivers.Capabilities{
 	RowsFinish:  drivers.RowsFinishStatements,
 	HoldLimit:   drivers.HoldLimitByDBA,
 	Accounts:    drivers.AccountsDatabase,
+	RoundReads:  drivers.RoundReadsPool,
 }
 
 // MigrationStore: goose has no Oracle dialect, so the store is loanq's own.

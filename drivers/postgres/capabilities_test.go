@@ -22,6 +22,7 @@ func TestCapabilities(t *testing.T) {
 		RowsFinish:  drivers.RowsFinishOneStatement,
 		HoldLimit:   drivers.HoldLimitTransactionLocal,
 		Accounts:    drivers.AccountsDatabase,
+		RoundReads:  drivers.RoundReadsTransaction,
 	},
 		"RequestFinishMany",                  // round finish many
 		"LockSkip", "LockNoWait", "LockWait", // strategies

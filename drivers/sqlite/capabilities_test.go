@@ -21,6 +21,7 @@ func TestCapabilities(t *testing.T) {
 		RowsFinish:  drivers.RowsFinishStatements,
 		HoldLimit:   drivers.HoldLimitNone,
 		Accounts:    drivers.AccountsNone,
+		RoundReads:  drivers.RoundReadsPool,
 	},
 		"RequestFinishMany", // round finish many
 		"PoolClaim",         // pool claim statement

@@ -46,7 +46,9 @@ func (*Driver) Capabilities() drivers.Capabilities { return capabilities }
 // lock is the lease row, so a waiter has no lock to queue on and polls, and
 // no session holds a task row lock for a hold limit to bound; a claim's
 // BEGIN IMMEDIATE transaction serialises a user's max_active check by
-// itself. The file's permissions are the boundary: no accounts.
+// itself. A round reads the requests logged while its query ran through
+// another connection (a transaction reads one snapshot). The file's
+// permissions are the boundary: no accounts.
 var capabilities = drivers.Capabilities{
 	Strategies:  []drivers.Strategy{drivers.Lease},
 	Wait:        drivers.WaitPoll,
@@ -57,6 +59,7 @@ var capabilities = drivers.Capabilities{
 	RowsFinish:  drivers.RowsFinishStatements,
 	HoldLimit:   drivers.HoldLimitNone,
 	Accounts:    drivers.AccountsNone,
+	RoundReads:  drivers.RoundReadsPool,
 }
 
 // MigratesOnOpen: the embedded default migrates itself (nobody else
