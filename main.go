@@ -6,10 +6,14 @@ import (
 	"os"
 
 	"github.com/loanq/loanq/commands"
+	"github.com/loanq/loanq/internal/cpuprofile"
 
 	_ "github.com/loanq/loanq/drivers/all" // registers every database driver
 )
 
 func main() {
-	os.Exit(commands.Main(os.Args, os.Stdout, os.Stderr))
+	stop := cpuprofile.Start()
+	code := commands.Main(os.Args, os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
 }
