@@ -254,8 +254,8 @@ type RowLocker interface {
 
 // BriefOpener is implemented by a driver that connects differently for a
 // brief process: one that sends each of its statements about once and
-// ends, as a command-line call does (schema.Options.Brief;
-// docs/scaling.md, "A command-line call"). PostgreSQL's Open prepares each
+// ends, as a command-line call does (schema.Options.Brief; docs/postgres.md,
+// "What one command-line call costs"). PostgreSQL's Open prepares each
 // statement on the server before its first run, one round trip more per
 // statement, which later runs on the same connection win back; a brief
 // process makes no later runs, so OpenBrief sends each statement unprepared

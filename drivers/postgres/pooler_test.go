@@ -56,6 +56,14 @@ func execMode(t *testing.T, db *sql.DB) pgx.QueryExecMode {
 // connections, and server connections pass between clients. It returns the
 // first error.
 func hammer(ctx context.Context, dsn string) error {
+	return hammerWith(ctx, func(ctx context.Context) (*sql.DB, error) {
+		_, db, _, err := drivers.Connect(ctx, dsn)
+		return db, err
+	})
+}
+
+// hammerWith is hammer with each client's pool opened by open.
+func hammerWith(ctx context.Context, open func(context.Context) (*sql.DB, error)) error {
 	const clients, rounds = 8, 40
 	var wg sync.WaitGroup
 	errs := make(chan error, clients)
@@ -63,7 +71,7 @@ func hammer(ctx context.Context, dsn string) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_, db, _, err := drivers.Connect(ctx, dsn)
+			db, err := open(ctx)
 			if err != nil {
 				errs <- err
 				return
