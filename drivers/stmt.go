@@ -210,7 +210,7 @@ func bindFields(t reflect.Type) (map[string]int, error) {
 // {{word "arg" …}}; renderCalls expands that form itself, without
 // text/template, whose parse and function table per statement were most of
 // the CPU a loanq process spent before its first statement (BENCHMARKS.md,
-// "Start-up"; BenchmarkBuild in drivers/postgres). Any other action, an
+// "Start-up"; BenchmarkBuild). Any other action, an
 // unknown word or a wrong number of arguments goes to text/template, which
 // renders it or says what is wrong exactly as before.
 func renderTemplate(d Dialect, name, written string) (string, error) {

@@ -336,3 +336,12 @@ func TestRenderCallsAgreesWithTemplate(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkBuild is what a loanq process pays, in CPU, for the engine's
+// statements at its first database call (drivers.BuildOnce): every command
+// is a process of its own (BENCHMARKS.md, "Start-up").
+func BenchmarkBuild(b *testing.B) {
+	for b.Loop() {
+		Build(dollar, testCaps, testOverride)
+	}
+}

@@ -94,9 +94,7 @@ func (dialect) InsertID(ctx context.Context, q drivers.Querier, query string, ar
 
 // The statements PostgreSQL says its own way; every other one is the
 // portable form of drivers.Portable.
-var statements = drivers.BuildOnce(dialect{}, capabilities, overrides)
-
-func overrides(s *drivers.Statements) {
+var statements = drivers.BuildOnce(dialect{}, capabilities, func(s *drivers.Statements) {
 	// Who may act as whom: loanq_may_act_as is migration 00008's rule, the
 	// one the row-level security policies apply to every write.
 	s.Identity.SQL = `SELECT current_user::text AS account_name, CASE WHEN loanq_may_act_as(:user) THEN 1 ELSE 0 END AS may_act,
@@ -147,7 +145,7 @@ WHERE r.id = f.id AND r.task_id = :task_id AND r.status = 'pending' AND {{reques
 	// after which the aborted transaction idles and is ended the same way.
 	s.HoldLimitSet.SQL = `SELECT set_config('idle_in_transaction_session_timeout', (:idle_ms::bigint)::text, true),
        set_config('statement_timeout', (:statement_ms::bigint)::text, true)`
-}
+})
 
 // catalogueSQL is what PostgreSQL says its own way in the statement catalogues
 // of the features outside the engine (drivers.Catalogue): nothing, every
