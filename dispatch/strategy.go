@@ -70,8 +70,8 @@ func (e *Engine) serverFor(t *Task, override drivers.Strategy) (server, error) {
 // serverOf is the server of strategy s, refused where the database has
 // no such strategy.
 func (e *Engine) serverOf(s drivers.Strategy) (server, error) {
-	if !drivers.Supports(e.Driver, s) {
-		return nil, problem.Usagef("lock strategy %q is not available on %s: use one of %s", s, e.Driver.Name(), strategyList(e.Driver))
+	if !drivers.Supports(e.driver, s) {
+		return nil, problem.Usagef("lock strategy %q is not available on %s: use one of %s", s, e.driver.Name(), strategyList(e.driver))
 	}
 	switch s {
 	case drivers.Rows:
@@ -168,7 +168,7 @@ func (rowsServer) pendingWhy() string {
 }
 
 // The rows strategy is offered only by RowLocker drivers (Capabilities).
-func (s rowsServer) rowLocker() drivers.RowLocker { return s.e.Driver.(drivers.RowLocker) }
+func (s rowsServer) rowLocker() drivers.RowLocker { return s.e.driver.(drivers.RowLocker) }
 
 func (s rowsServer) probeTxOptions() *sql.TxOptions { return s.rowLocker().RowsTxOptions() }
 
@@ -181,7 +181,7 @@ func (s rowsServer) probeClaim(ctx context.Context, tx *sql.Tx, task *Task, coun
 // planSQL: a driver that sends the rows claim through a procedure (Oracle)
 // has it planned as its cursor.
 func (s rowsServer) planSQL(task *Task, text string) string {
-	if cp, ok := s.e.Driver.(drivers.ClaimPlanner); ok {
+	if cp, ok := s.e.driver.(drivers.ClaimPlanner); ok {
 		return cp.RowsPlanSQL(task.criteria())
 	}
 	return text
