@@ -111,7 +111,7 @@ func (e *Engine) ExplainFor(ctx context.Context, name string, count int, user st
 func (st *store) explainTask(ctx context.Context, task *Task, srv server, count int, user string) (*Explanation, error) {
 	strategy := srv.strategy()
 	x := &Explanation{Task: task.Name, Database: st.driver.Name(), Strategy: string(strategy), Count: count}
-	stmts, planned := st.getStatements(task, strategy, count, user)
+	stmts, planned := st.getStatements(task, srv, count, user)
 	x.Statements = stmts
 	var plan drivers.QueryPlan
 	if planned >= 0 {
@@ -134,15 +134,16 @@ func (st *store) explainTask(ctx context.Context, task *Task, srv server, count 
 		return nil, err
 	}
 	x.Probe = p
-	x.Verdict, x.Message, x.SuggestedIndex = verdict(task, strategy, p, plan, st.driver.Name())
+	x.Verdict, x.Message, x.SuggestedIndex = verdict(task, srv, p, plan, st.driver.Name())
 	return x, nil
 }
 
 // getStatements lists what one get of count sends that matters for its
 // locks (drivers.GetStatements), and the index of the one to plan.
-func (st *store) getStatements(task *Task, strategy drivers.Strategy, count int, user string) ([]ExplainedStatement, int) {
+func (st *store) getStatements(task *Task, srv server, count int, user string) ([]ExplainedStatement, int) {
+	strategy := srv.strategy()
 	src := task.criteria()
-	if strategy == drivers.Rows {
+	if srv.perUser() {
 		// A claim serves one user: the four-eyes rule is in its criteria.
 		if user == "" {
 			user = "USER"
@@ -155,7 +156,7 @@ func (st *store) getStatements(task *Task, strategy drivers.Strategy, count int,
 	for i, s := range shown {
 		out[i] = ExplainedStatement{Purpose: s.Purpose, SQL: s.SQL, Binds: s.Binds}
 	}
-	if task.FourEyes && strategy != drivers.Rows {
+	if task.FourEyes && !srv.perUser() {
 		// A round's one criteria query serves every requester; the rule is
 		// per user, applied when the round shares its candidates out.
 		s := drivers.ShowQuery("four eyes (--not-worked-in): which candidates each waiting user worked in a named task; the round gives those to the other requesters",
@@ -232,7 +233,7 @@ func (st *store) probe(ctx context.Context, task *Task, srv server, count int) (
 }
 
 // verdict turns a probe into something a DBA can act on.
-func verdict(task *Task, strategy drivers.Strategy, p Probe, plan drivers.QueryPlan, dialect string) (v, msg, index string) {
+func verdict(task *Task, srv server, p Probe, plan drivers.QueryPlan, dialect string) (v, msg, index string) {
 	sortNote := ""
 	if plan.Sort {
 		sortNote = " (the order needs a sort)"
@@ -246,11 +247,8 @@ func verdict(task *Task, strategy drivers.Strategy, p Probe, plan drivers.QueryP
 		return "ok", msg, ""
 	case p.Eligible == 0:
 		return "unknown", "unknown: no loan is eligible now, so the probe locked nothing; run explain again when loans are eligible", ""
-	case strategy != drivers.Rows:
-		how := "callers queue on the task's row lock and its holder serves their requests together"
-		if strategy == drivers.Lease {
-			how = "callers take the task's lease in turn and its holder serves their requests together"
-		}
+	case srv.queueing() != "":
+		how := srv.queueing()
 		msg = fmt.Sprintf("ok: a claim of %d locks no loan row (%d locked by others now): %s", p.Claimed, p.RowsLocked, how)
 		if plan.Sort {
 			index = SuggestIndex(task, dialect)
