@@ -35,7 +35,7 @@ func (e *Engine) assign(ctx context.Context, tx *sql.Tx, task *Task, found crite
 	// ran, and would hide the requests that arrived since. Only committed
 	// requests are seen either way, and RequestFinish updates a request
 	// only while it is still pending.
-	var through drivers.Querier = e.DB
+	var through drivers.Querier = e.db
 	if e.caps().RoundReads == drivers.RoundReadsTransaction {
 		through = tx
 	}
