@@ -171,6 +171,14 @@ GROUP BY r.task_id`,
 FROM loanq_task t JOIN loanq_work w ON w.task_id = t.id AND w.active_loan_id IS NOT NULL
 GROUP BY w.task_id, w.user_name`,
 	},
+	"taskdelete": {
+		// A task's events through its work rows' index: MariaDB scans the
+		// whole history for a single-table DELETE with an IN subquery
+		// (see "prune").
+		"DeleteHistory": `DELETE h FROM loanq_work w FORCE INDEX (loanq_work_task_loan_ix)
+STRAIGHT_JOIN loanq_history h FORCE INDEX (loanq_history_work_ix) ON h.work_id = w.id
+WHERE w.task_id = :task_id`,
+	},
 	"prune": {
 		// Retention (`loanq prune`, dispatch/prunesql.go). A single-table
 		// DELETE … WHERE x IN (SELECT … FROM JSON_TABLE(…)) is not turned
@@ -183,6 +191,15 @@ GROUP BY w.task_id, w.user_name`,
 		// processors' active rows it passes.
 		"PruneWorkCount": `SELECT COUNT(*) AS n FROM ` + pruneIDs + `
 STRAIGHT_JOIN loanq_work w FORCE INDEX (loanq_work_request_ix) ON w.request_id = j.id`,
+		"PruneHistoryCount": `SELECT COUNT(*) AS n FROM ` + pruneIDs + `
+STRAIGHT_JOIN loanq_work w FORCE INDEX (loanq_work_request_ix) ON w.request_id = j.id
+STRAIGHT_JOIN loanq_history h FORCE INDEX (loanq_history_work_ix) ON h.work_id = w.id`,
+		"PruneHistory": `DELETE h FROM ` + pruneIDs + `
+STRAIGHT_JOIN loanq_work w FORCE INDEX (loanq_work_request_ix) ON w.request_id = j.id
+STRAIGHT_JOIN loanq_history h FORCE INDEX (loanq_history_work_ix) ON h.work_id = w.id
+WHERE w.disposition IS NOT NULL AND w.disposition <> 'never'
+  AND (w.return_at IS NULL OR w.return_at <= {{now}})
+  AND w.disposed_at < {{nowMinusMs ":age_ms"}}`,
 		"PruneWork": `DELETE w FROM ` + pruneIDs + `
 STRAIGHT_JOIN loanq_work w FORCE INDEX (loanq_work_request_ix) ON w.request_id = j.id
 WHERE w.disposition IS NOT NULL AND w.disposition <> 'never'
