@@ -24,10 +24,18 @@ SELECT version_id, is_applied FROM loanq_schema_version ORDER BY tstamp DESC, id
 -- (begin)
 
 -- 5, in transaction
-ALTER TABLE loanq_task DROP (priority, show_columns, link_template)
+DROP TRIGGER loanq_work_history_disposed
 /
 
--- 6, in transaction; binds :1 = 20
+-- 6, in transaction
+DROP TRIGGER loanq_work_history_assigned
+/
+
+-- 7, in transaction
+DROP TABLE loanq_history
+/
+
+-- 8, in transaction; binds :1 = 21
 DELETE FROM loanq_schema_version WHERE version_id = :1
 /
 
