@@ -51,7 +51,7 @@ Examples:
    loanq history --since 24h
    loanq history --output json --after-id 0
    loanq history --output csv --task verify-bank --user oliver
-   loanq history --output json --after-id "$(cat last-id)"
+   loanq history --output json --after-id 1041 >> history.jsonl
    loanq history --since 2024-05-01T00:00:00Z --settle 30s`,
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "task", Usage: "only this task's events"},
