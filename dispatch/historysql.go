@@ -10,7 +10,8 @@ import (
 // The history export's statements (`loanq history`, history.go,
 // docs/retention.md "Export, then prune"): a catalogue of their own
 // (drivers.Catalogue "history"), not part of the engine's
-// drivers.Statements. Every dialect sends the portable text.
+// drivers.Statements. Every dialect sends the portable text but MySQL's,
+// which forces the join order (drivers/mysql/sql.go says why).
 //
 // The events are loanq_history's rows, written by the database's triggers
 // on loanq_work (migration 00021); the export joins each to its work row
