@@ -129,9 +129,14 @@ func history(c *cli.Context) error {
 // json): `loanq -o json history` and `loanq history -o json` agree.
 func historyFormat(c *cli.Context) (string, error) {
 	f := strings.ToLower(strings.TrimSpace(c.String("output")))
-	if f == "" {
-		lineage := c.Lineage()
-		f = lineage[len(lineage)-1].String("output")
+	for _, up := range c.Lineage()[1:] {
+		if f != "" {
+			break
+		}
+		if up.Command != nil && up.Command.Name == "history" {
+			continue // the command's own context again
+		}
+		f = strings.ToLower(strings.TrimSpace(up.String("output")))
 	}
 	switch f {
 	case "", "text":
