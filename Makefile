@@ -18,7 +18,8 @@ build-static: ## build a static ./loanq without cgo (no Oracle), version stamped
 # `make release VERSION=v1.2.3` cross-compiles static binaries (CGO_ENABLED=0:
 # no Oracle, which needs cgo and Instant Client; docs/install.md) into
 # dist/VERSION/: one archive per platform (.tar.gz, .zip for Windows) holding
-# the binary, README.md, LICENSE and docs/install.md, and a SHA-256 checksum file that
+# the binary, README.md, LICENSE and docs/ (install.md, commands.md: the pages
+# README.md links to for installing and for the command reference), and a SHA-256 checksum file that
 # is verified at once. Not part of `make test`: it builds five binaries.
 RELEASE_PLATFORMS = linux/amd64 linux/arm64 darwin/amd64 darwin/arm64 windows/amd64
 DIST = dist/$(VERSION)
@@ -33,7 +34,8 @@ release: ## static archives for linux+darwin (amd64, arm64) and windows/amd64 wi
 		mkdir -p $(DIST)/$$name; \
 		echo "building $$name"; \
 		CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch go build -trimpath -ldflags "-s -w $(LDFLAGS)" -o $(DIST)/$$name/$$exe .; \
-		cp README.md LICENSE docs/install.md $(DIST)/$$name/; \
+		mkdir -p $(DIST)/$$name/docs; \
+		cp README.md LICENSE $(DIST)/$$name/; cp docs/install.md docs/commands.md $(DIST)/$$name/docs/; \
 		if [ $$os = windows ]; then (cd $(DIST) && zip -qr $$name.zip $$name); \
 		else tar -C $(DIST) -czf $(DIST)/$$name.tar.gz $$name; fi; \
 		rm -rf $(DIST)/$$name; \

@@ -138,7 +138,7 @@ func RunCLI(ctx context.Context, cfg CLIConfig) (_ *CLIResult, err error) {
 	if err := fill(ctx, ss.db, ss.c, cfg.Rows); err != nil {
 		return nil, err
 	}
-	if err := ss.task(ctx, dispatch.TaskSpec{Name: CLITask, Where: cliCriteria(ss.e.Driver.Dialect()), Lock: s}); err != nil {
+	if err := ss.task(ctx, dispatch.TaskSpec{Name: CLITask, Where: cliCriteria(ss.d.Dialect()), Lock: s}); err != nil {
 		return nil, err
 	}
 	if err := cl.baseline(ctx, cfg, r); err != nil {

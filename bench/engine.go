@@ -350,7 +350,7 @@ func runEngineLocal(ctx context.Context, sh engineShare, ready func() error) ([]
 	errs := make([]error, sh.N)
 	var wg sync.WaitGroup
 	for i := range reps {
-		w := &engineCaller{e: dispatch.New(db, d), db: db, c: c, sh: sh, id: sh.First + i, start: start}
+		w := &engineCaller{e: dispatch.New(db, d), d: d, db: db, c: c, sh: sh, id: sh.First + i, start: start}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -365,6 +365,7 @@ func runEngineLocal(ctx context.Context, sh engineShare, ready func() error) ([]
 
 type engineCaller struct {
 	e     *dispatch.Engine
+	d     drivers.Driver
 	db    *sql.DB
 	c     *Catalogue
 	sh    engineShare
@@ -433,7 +434,7 @@ func (w *engineCaller) run(ctx context.Context, deadline time.Time) error {
 // statement is rolled back whole, so it is run again, as an application
 // would.
 func (w *engineCaller) work(ctx context.Context, loan int64, owner string) error {
-	return drivers.RetryDeadlock(ctx, w.e.Driver, 6, func() error {
+	return drivers.RetryDeadlock(ctx, w.d, 6, func() error {
 		_, err := w.c.Done.Exec(ctx, w.db, itemParams{ID: loan, Owner: owner})
 		return err
 	})
@@ -505,7 +506,7 @@ func percentile(sorted []int64, p float64) int64 {
 
 // replaceTask deletes the bench task a killed run may have left, with its
 // history, and creates it afresh over the item table.
-func replaceTask(ctx context.Context, e *dispatch.Engine, spec dispatch.TaskSpec) error {
+func replaceTask(ctx context.Context, e *dispatch.Admin, spec dispatch.TaskSpec) error {
 	if _, err := e.DeleteTask(ctx, spec.Name, true); err != nil && problem.KindOf(err) != problem.Usage {
 		return fmt.Errorf("removing the previous bench task: %w", err)
 	}

@@ -194,7 +194,7 @@ func TestRefusesUserTasks(t *testing.T) {
 		d, db := testdb.Migrated(t, dsn)
 		testdb.CreateLoans(t, d, db, 3)
 		e := dispatch.New(db, d)
-		if _, _, err := e.CreateTask(context.Background(), dispatch.TaskSpec{Name: "payments", Source: "loan", Key: "id",
+		if _, _, err := e.Admin().CreateTask(context.Background(), dispatch.TaskSpec{Name: "payments", Source: "loan", Key: "id",
 			Where: "eligible = 1", Order: "priority", Lock: d.Capabilities().Strategies[0], CreatedBy: "test"}); err != nil {
 			t.Fatal(err)
 		}

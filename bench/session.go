@@ -57,7 +57,7 @@ func (s *session) start(ctx context.Context) (server string, err error) {
 // killed run's task of the same name first); close deletes it.
 func (s *session) task(ctx context.Context, spec dispatch.TaskSpec) error {
 	s.tasks = append(s.tasks, spec.Name)
-	return replaceTask(ctx, s.e, spec)
+	return replaceTask(ctx, s.e.Admin(), spec)
 }
 
 // close deletes the run's tasks, drops the item table and closes the
@@ -65,7 +65,7 @@ func (s *session) task(ctx context.Context, spec dispatch.TaskSpec) error {
 func (s *session) close(ctx context.Context, err *error) {
 	var errs []error
 	for _, name := range s.tasks {
-		errs = append(errs, removeTask(ctx, s.e, name))
+		errs = append(errs, removeTask(ctx, s.e.Admin(), name))
 	}
 	if s.drop != nil {
 		errs = append(errs, s.drop())

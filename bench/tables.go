@@ -82,7 +82,7 @@ func refuseUserTasks(ctx context.Context, e *dispatch.Engine, allow bool) error 
 
 // removeTask deletes a bench task with its history (requests, work, query
 // runs, pool), with a context of its own like the table's drop.
-func removeTask(ctx context.Context, e *dispatch.Engine, name string) error {
+func removeTask(ctx context.Context, e *dispatch.Admin, name string) error {
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 	defer cancel()
 	if _, err := e.DeleteTask(dctx, name, true); err != nil && problem.KindOf(err) != problem.Usage {

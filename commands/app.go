@@ -4,6 +4,7 @@ package commands
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"io"
@@ -16,8 +17,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/urfave/cli/v2"
-
 	"github.com/loanq/loanq/dispatch"
 	"github.com/loanq/loanq/drivers"
 	"github.com/loanq/loanq/dsn"
@@ -25,6 +24,7 @@ import (
 	"github.com/loanq/loanq/jsondoc"
 	"github.com/loanq/loanq/problem"
 	"github.com/loanq/loanq/schema"
+	"github.com/urfave/cli/v2"
 )
 
 // Main runs loanq with args and returns the process exit code (README.md,
@@ -187,12 +187,19 @@ func defaultUser() string {
 // env is what an action needs: an engine on an open, current database.
 type env struct {
 	*dispatch.Engine
-	user string
-	json bool
-	out  io.Writer
+	// admin is the admin surface over the same database: tasks, tokens,
+	// groups, prune, audit, stats.
+	admin *dispatch.Admin
+	// db and driver are the connection, for what a command runs beside
+	// the engine (lock run's named lock).
+	db     *sql.DB
+	driver drivers.Driver
+	user   string
+	json   bool
+	out    io.Writer
 }
 
-func (e *env) Close() { e.DB.Close() }
+func (e *env) Close() { e.db.Close() }
 
 // open connects to --db and checks its schema. The embedded SQLite default
 // migrates itself so that a newcomer needs no extra step.
@@ -205,7 +212,8 @@ func open(c *cli.Context) (*env, error) {
 	if !c.IsSet("user") {
 		user = defaultUser()
 	}
-	return &env{Engine: dispatch.New(db.DB, db.Driver), user: user,
+	eng := dispatch.New(db.DB, db.Driver)
+	return &env{Engine: eng, admin: eng.Admin(), db: db.DB, driver: db.Driver, user: user,
 		json: c.String("output") == "json", out: c.App.Writer}, nil
 }
 

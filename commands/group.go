@@ -60,7 +60,7 @@ func groupAdd(c *cli.Context) error {
 		return err
 	}
 	defer e.Close()
-	n, err := e.GroupAdd(c.Context, group, users, e.user)
+	n, err := e.admin.GroupAdd(c.Context, group, users, e.user)
 	if err != nil {
 		return err
 	}
@@ -79,7 +79,7 @@ func groupRemove(c *cli.Context) error {
 		return err
 	}
 	defer e.Close()
-	n, err := e.GroupRemove(c.Context, group, users)
+	n, err := e.admin.GroupRemove(c.Context, group, users)
 	if err != nil {
 		return err
 	}
@@ -97,7 +97,7 @@ func groupList(c *cli.Context) error {
 		return err
 	}
 	defer e.Close()
-	ms, err := e.Groups(c.Context)
+	ms, err := e.admin.Groups(c.Context)
 	if err != nil {
 		return err
 	}

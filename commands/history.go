@@ -99,7 +99,7 @@ func history(c *cli.Context) error {
 	defer e.Close()
 	bw := bufio.NewWriterSize(c.App.Writer, 64<<10)
 	write, flush := historyWriter(format, bw)
-	res, err := e.ExportHistory(c.Context, o, write)
+	res, err := e.admin.ExportHistory(c.Context, o, write)
 	if ferr := flush(); err == nil && ferr != nil {
 		err = fmt.Errorf("writing the history: %w", ferr)
 	}

@@ -137,7 +137,7 @@ func lockRun(c *cli.Context) error {
 		return err
 	}
 	defer e.Close()
-	store := &locks.Store{DB: e.DB, Driver: e.Driver}
+	store := &locks.Store{DB: e.db, Driver: e.driver}
 	host, _ := os.Hostname()
 	holder := fmt.Sprintf("%s:%d", host, os.Getpid())
 
@@ -157,7 +157,7 @@ func lockRun(c *cli.Context) error {
 		return err
 	}
 
-	env := child.Environ(os.Environ(), c.String("db"), e.Driver.Capabilities().PasswordEnv, "LOANQ_LOCK_NAME="+name, "LOANQ_LOCK_TOKEN="+strconv.FormatInt(lease.Token, 10))
+	env := child.Environ(os.Environ(), c.String("db"), e.driver.Capabilities().PasswordEnv, "LOANQ_LOCK_NAME="+name, "LOANQ_LOCK_TOKEN="+strconv.FormatInt(lease.Token, 10))
 	if lg.JSON() {
 		lg.j.Info("lock taken", "lock", name, "holder", holder, "token", lease.Token, "ttl_ms", ttl.Milliseconds())
 	}
@@ -227,7 +227,7 @@ func lockList(c *cli.Context) error {
 		return err
 	}
 	defer e.Close()
-	list, err := (&locks.Store{DB: e.DB, Driver: e.Driver}).List(c.Context)
+	list, err := (&locks.Store{DB: e.db, Driver: e.driver}).List(c.Context)
 	if err != nil {
 		return err
 	}

@@ -67,7 +67,7 @@ func prune(c *cli.Context) error {
 		return err
 	}
 	defer e.Close()
-	res, err := e.Prune(c.Context, o)
+	res, err := e.admin.Prune(c.Context, o)
 	if err != nil {
 		return err
 	}

@@ -361,7 +361,7 @@ func serve(c *cli.Context) error {
 		}
 		lg.Event(level, "loanq serve: "+s, s)
 	}
-	src := &dashboard.Source{DB: db, Driver: d, Engine: dispatch.New(db, d), TTL: cfg.ttl, Hold: cfg.hold, Log: logf}
+	src := &dashboard.Source{DB: db, Driver: d, Admin: dispatch.NewAdmin(db, d), TTL: cfg.ttl, Hold: cfg.hold, Log: logf}
 	wcfg := web.Config{Figures: src, Token: cfg.token, PerUser: c.Bool("metrics-per-user"), Log: logf,
 		AllowedHosts: cfg.allowedHosts, SessionTTL: cfg.session, MaxTasks: cfg.maxTasks}
 	if cfg.api {

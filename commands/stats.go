@@ -52,11 +52,11 @@ func taskStats(c *cli.Context) error {
 		return err
 	}
 	defer e.Close()
-	stats, err := e.Stats(c.Context, name)
+	stats, err := e.admin.Stats(c.Context, name)
 	if err != nil {
 		return err
 	}
-	if err := e.AddBacklogs(c.Context, stats); err != nil {
+	if err := e.admin.AddBacklogs(c.Context, stats); err != nil {
 		return err
 	}
 	return emit(c, map[string]any{"window_ms": dispatch.StatsWindow.Milliseconds(), "tasks": stats}, func(w io.Writer) {

@@ -223,11 +223,11 @@ func taskCreate(c *cli.Context) error {
 	}
 	defer e.Close()
 	spec.CreatedBy = e.user
-	t, created, err := e.CreateTask(c.Context, spec)
+	t, created, err := e.admin.CreateTask(c.Context, spec)
 	if err != nil {
 		return err
 	}
-	reasons, err := e.TaskReasons(c.Context, t)
+	reasons, err := e.admin.TaskReasons(c.Context, t)
 	if err != nil {
 		return err
 	}
@@ -328,14 +328,14 @@ func taskShow(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	runs, err := e.Runs(c.Context, t)
+	runs, err := e.admin.Runs(c.Context, t)
 	if err != nil {
 		return err
 	}
 	if runs == nil {
 		runs = []dispatch.QueryRun{}
 	}
-	hold, derived, err := e.HoldLimit(c.Context, t)
+	hold, derived, err := e.admin.HoldLimit(c.Context, t)
 	if err != nil {
 		return err
 	}
@@ -343,7 +343,7 @@ func taskShow(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	reasons, err := e.TaskReasons(c.Context, t)
+	reasons, err := e.admin.TaskReasons(c.Context, t)
 	if err != nil {
 		return err
 	}
@@ -353,14 +353,14 @@ func taskShow(c *cli.Context) error {
 	if pool != nil {
 		tj["pool"] = pool
 	}
-	verdict, err := e.LockVerdict(c.Context, t)
+	verdict, err := e.admin.LockVerdict(c.Context, t)
 	if err != nil {
 		return err
 	}
 	tj["lock_verdict"] = nil // never probed (not --lock rows)
 	// The backlog is counted now (one COUNT over the criteria); a failed
 	// count (no SELECT on the source) leaves it unknown, with the reason.
-	backlog, backlogErr := e.CountBacklog(c.Context, t)
+	backlog, backlogErr := e.admin.CountBacklog(c.Context, t)
 	tj["backlog"] = backlog
 	failed := ""
 	if backlogErr != nil {
@@ -373,7 +373,7 @@ func taskShow(c *cli.Context) error {
 	if verdict != "" {
 		tj["lock_verdict"] = verdict
 	}
-	gov, err := e.TaskGovernance(c.Context, t)
+	gov, err := e.admin.TaskGovernance(c.Context, t)
 	if err != nil {
 		return err
 	}
@@ -451,7 +451,7 @@ func taskDelete(c *cli.Context) error {
 		return err
 	}
 	defer e.Close()
-	work, err := e.DeleteTask(c.Context, a[0], c.Bool("force"))
+	work, err := e.admin.DeleteTask(c.Context, a[0], c.Bool("force"))
 	if err != nil {
 		return err
 	}

@@ -169,7 +169,7 @@ func taskUpdate(c *cli.Context) error {
 	defer e.Close()
 	ch.UpdatedBy = e.user
 	if rch.Given() { // checked against the task's codes before anything is written
-		if _, err := e.PlanTaskReasons(c.Context, a[0], rch); err != nil {
+		if _, err := e.admin.PlanTaskReasons(c.Context, a[0], rch); err != nil {
 			return err
 		}
 	}
@@ -177,14 +177,14 @@ func taskUpdate(c *cli.Context) error {
 	if reasonsOnly {
 		t, err = e.Task(c.Context, a[0])
 	} else {
-		t, err = e.UpdateTask(c.Context, a[0], ch)
+		t, err = e.admin.UpdateTask(c.Context, a[0], ch)
 	}
 	if err != nil {
 		return err
 	}
-	reasons, err := e.TaskReasons(c.Context, t)
+	reasons, err := e.admin.TaskReasons(c.Context, t)
 	if rch.Given() {
-		reasons, err = e.SetTaskReasons(c.Context, t.Name, rch)
+		reasons, err = e.admin.SetTaskReasons(c.Context, t.Name, rch)
 	}
 	if err != nil {
 		return err

@@ -75,11 +75,11 @@ func tokenCreate(c *cli.Context) error {
 		return err
 	}
 	defer e.Close()
-	by, err := e.Issuer(c.Context, actingRequested(c), defaultUser())
+	by, err := e.admin.Issuer(c.Context, actingRequested(c), defaultUser())
 	if err != nil {
 		return err
 	}
-	t, err := e.CreateToken(c.Context, c.String("user"), c.String("role"), by, expires)
+	t, err := e.admin.CreateToken(c.Context, c.String("user"), c.String("role"), by, expires)
 	if err != nil {
 		return err
 	}
@@ -102,7 +102,7 @@ func tokenList(c *cli.Context) error {
 		return err
 	}
 	defer e.Close()
-	list, err := e.ListTokens(c.Context)
+	list, err := e.admin.ListTokens(c.Context)
 	if err != nil {
 		return err
 	}
@@ -139,11 +139,11 @@ func tokenRevoke(c *cli.Context) error {
 		return err
 	}
 	defer e.Close()
-	by, err := e.Issuer(c.Context, actingRequested(c), defaultUser())
+	by, err := e.admin.Issuer(c.Context, actingRequested(c), defaultUser())
 	if err != nil {
 		return err
 	}
-	if err := e.RevokeToken(c.Context, id, by); err != nil {
+	if err := e.admin.RevokeToken(c.Context, id, by); err != nil {
 		return err
 	}
 	return emit(c, map[string]any{"id": id, "revoked": true}, func(w io.Writer) {

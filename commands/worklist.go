@@ -61,7 +61,7 @@ func workList(c *cli.Context) error {
 		return err
 	}
 	defer e.Close()
-	items, err := e.WorkList(c.Context, f)
+	items, err := e.admin.WorkList(c.Context, f)
 	if err != nil {
 		return err
 	}

@@ -158,7 +158,7 @@ func workRun(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	o.User, o.DSN, o.PasswordEnv = e.user, c.String("db"), e.Driver.Capabilities().PasswordEnv
+	o.User, o.DSN, o.PasswordEnv = e.user, c.String("db"), e.driver.Capabilities().PasswordEnv
 	v := &runView{o: o, log: lg, out: c.App.Writer, errw: c.App.ErrWriter, cmdOut: c.App.Writer, json: e.json,
 		progress: isTerminal(c.App.ErrWriter) && !lg.JSON()}
 	if v.json {
@@ -364,7 +364,7 @@ func workRunReasons(c *cli.Context, e *env, task *dispatch.Task) (map[string]str
 		}
 		out[a] = code
 	}
-	r, err := e.TaskReasons(c.Context, task)
+	r, err := e.admin.TaskReasons(c.Context, task)
 	if err != nil {
 		return nil, err
 	}

@@ -18,7 +18,7 @@ const DefaultBacklogEvery = time.Minute
 // failure); the failure goes to Log, the driver's text being for the
 // operator's log only.
 func (s *Source) CountBacklogs(ctx context.Context) {
-	tasks, err := s.Engine.Tasks(ctx)
+	tasks, err := s.Admin.Tasks(ctx)
 	if err != nil {
 		if s.Log != nil && ctx.Err() == nil {
 			s.Log("backlog count: reading the tasks: " + err.Error())
@@ -26,7 +26,7 @@ func (s *Source) CountBacklogs(ctx context.Context) {
 		return
 	}
 	for _, t := range tasks {
-		b, err := s.Engine.CountBacklog(ctx, t)
+		b, err := s.Admin.CountBacklog(ctx, t)
 		if ctx.Err() != nil {
 			return
 		}

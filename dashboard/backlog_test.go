@@ -29,7 +29,7 @@ func TestBacklogFigures(t *testing.T) {
 		src.Log = func(s string) { mu.Lock(); logged = append(logged, s); mu.Unlock() }
 		d, db := src.Driver, src.DB
 		testdb.Exec(t, d, db, "CREATE TABLE gone_loans (id INTEGER PRIMARY KEY, eligible INTEGER NOT NULL)")
-		if _, _, err := src.Engine.CreateTask(ctx, dispatch.TaskSpec{Name: "gamma", Source: "gone_loans", Where: "eligible = 1", CreatedBy: "t"}); err != nil {
+		if _, _, err := src.Admin.CreateTask(ctx, dispatch.TaskSpec{Name: "gamma", Source: "gone_loans", Where: "eligible = 1", CreatedBy: "t"}); err != nil {
 			t.Fatal(err)
 		}
 		testdb.Exec(t, d, db, "DROP TABLE gone_loans")

@@ -21,7 +21,7 @@ func seeded(t testing.TB, dsn string) *Source {
 	e := dispatch.New(db, d)
 	ctx := context.Background()
 	for _, name := range []string{"alpha", "beta"} {
-		if _, _, err := e.CreateTask(ctx, dispatch.TaskSpec{Name: name, Where: "eligible = 1", Order: "priority", CreatedBy: "t"}); err != nil {
+		if _, _, err := e.Admin().CreateTask(ctx, dispatch.TaskSpec{Name: name, Where: "eligible = 1", Order: "priority", CreatedBy: "t"}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -34,7 +34,7 @@ func seeded(t testing.TB, dsn string) *Source {
 			t.Fatal(err)
 		}
 	}
-	return &Source{DB: db, Driver: d, Engine: e, TTL: time.Hour}
+	return &Source{DB: db, Driver: d, Admin: e.Admin(), TTL: time.Hour}
 }
 
 // Any number of concurrent viewers within one cache interval cost one
@@ -115,17 +115,17 @@ func TestDispositionsAcrossTheFloor(t *testing.T) {
 		}
 		// End every active item (all were above the floor), and add new work.
 		for _, u := range []string{"ana", "ben"} {
-			items, err := src.Engine.Pipeline(ctx, u, "")
+			items, err := dispatch.New(src.DB, src.Driver).Pipeline(ctx, u, "")
 			if err != nil {
 				t.Fatal(err)
 			}
 			for i, it := range items {
-				if _, err := src.Engine.Dispose(ctx, it.Task, it.LoanID.String(), u, Dispositions[i%3], 0, false); err != nil {
+				if _, err := dispatch.New(src.DB, src.Driver).Dispose(ctx, it.Task, it.LoanID.String(), u, Dispositions[i%3], 0, false); err != nil {
 					t.Fatal(err)
 				}
 			}
 		}
-		if _, err := src.Engine.Get(ctx, "beta", "chloe", 2, dispatch.GetOptions{}); err != nil {
+		if _, err := dispatch.New(src.DB, src.Driver).Get(ctx, "beta", "chloe", 2, dispatch.GetOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		check("after dispositions, same floor")
@@ -275,7 +275,7 @@ func history(b *testing.B, dsn string, rows int64) *Source {
 	ctx := context.Background()
 	for i := 0; i < 5; i++ {
 		name := fmt.Sprintf("task-%d", i)
-		if _, _, err := e.CreateTask(ctx, dispatch.TaskSpec{Name: name, Where: "eligible = 1", Order: "priority", CreatedBy: "b"}); err != nil {
+		if _, _, err := e.Admin().CreateTask(ctx, dispatch.TaskSpec{Name: name, Where: "eligible = 1", Order: "priority", CreatedBy: "b"}); err != nil {
 			b.Fatal(err)
 		}
 		for _, u := range []string{"ana", "ben", "chloe", "dev"} {
@@ -309,5 +309,5 @@ SELECT task_id, strategy, holder, started_at, duration_ms + id, rows_found, requ
 			}
 		}
 	}
-	return &Source{DB: db, Driver: d, Engine: e, TTL: time.Hour}
+	return &Source{DB: db, Driver: d, Admin: e.Admin(), TTL: time.Hour}
 }

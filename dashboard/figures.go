@@ -207,7 +207,7 @@ type UserFigure struct {
 type Source struct {
 	DB     *sql.DB
 	Driver drivers.Driver
-	Engine *dispatch.Engine
+	Admin  *dispatch.Admin
 	// TTL is how long a snapshot is served before the next refresh.
 	TTL time.Duration
 	// Hold is the age past which active work is highlighted (0: never).
@@ -456,7 +456,7 @@ func (r *refreshing) tasks(ctx context.Context) error {
 	r.q.n++
 	var tasks []*dispatch.Task
 	err := r.q.step("TaskList", func() (err error) {
-		tasks, err = r.s.Engine.Tasks(ctx)
+		tasks, err = r.s.Admin.Tasks(ctx)
 		return err
 	})
 	if err != nil {
@@ -469,7 +469,7 @@ func (r *refreshing) tasks(ctx context.Context) error {
 			DoneToday: zeroKinds(), DoneTotal: zeroKinds(),
 			DurationBuckets: make([]int64, len(runDurationBucketsMS)+1), RecentRuns: []Run{}}
 		if t.Restricted || t.FourEyes { // one read more, only for such a task
-			g, err := r.s.Engine.TaskGovernance(ctx, t)
+			g, err := r.s.Admin.TaskGovernance(ctx, t)
 			if err != nil {
 				return err
 			}
@@ -779,7 +779,7 @@ type Disposition struct {
 func (s *Source) Task(ctx context.Context, name string) (*TaskDetail, error) {
 	// Found in the list rather than by the CLI's lookup, which refuses names
 	// the CLI would not create: a task row written otherwise still shows.
-	tasks, err := s.Engine.Tasks(ctx)
+	tasks, err := s.Admin.Tasks(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("reading the tasks: %w", err)
 	}
@@ -793,10 +793,10 @@ func (s *Source) Task(ctx context.Context, name string) (*TaskDetail, error) {
 		return nil, problem.Usagef("unknown task %q", name)
 	}
 	d := &TaskDetail{Task: t, Hold: s.Hold}
-	if d.Reasons, err = s.Engine.TaskReasons(ctx, t); err != nil {
+	if d.Reasons, err = s.Admin.TaskReasons(ctx, t); err != nil {
 		return nil, err
 	}
-	if d.Runs, err = s.Engine.Runs(ctx, t); err != nil {
+	if d.Runs, err = s.Admin.Runs(ctx, t); err != nil {
 		return nil, fmt.Errorf("reading the runs of task %s: %w", name, err)
 	}
 	q := &queryCounter{db: s.DB}

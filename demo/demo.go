@@ -9,6 +9,7 @@ package demo
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"io"
 	"strings"
@@ -172,9 +173,9 @@ func seed(ctx context.Context, cfg *Config, opened *schema.Database) (*Setup, er
 	d, db := opened.Driver, opened.DB
 	s := &Setup{Database: opened.DSN.Redacted(), Dialect: d.Name(), Loans: cfg.Loans, Seed: cfg.Seed, Migrated: opened.Migrated}
 
-	eng := dispatch.New(db, d)
+	eng := dispatch.NewAdmin(db, d)
 	s.tasks = demoTasks(cfg.QueryDelay)
-	if err := reset(ctx, cfg, eng, s); err != nil {
+	if err := reset(ctx, cfg, eng, db, s); err != nil {
 		return nil, err
 	}
 
@@ -220,8 +221,7 @@ func taskExtras(t TaskInfo) string {
 // reset removes earlier demo data: the demo's tasks with their work, requests
 // and query runs, and the sample table. It refuses, changing nothing, when a
 // task of the same name or a `loan` table exists that the demo did not create.
-func reset(ctx context.Context, cfg *Config, eng *dispatch.Engine, s *Setup) error {
-	db := eng.DB
+func reset(ctx context.Context, cfg *Config, eng *dispatch.Admin, db *sql.DB, s *Setup) error {
 	all, err := eng.Tasks(ctx)
 	if err != nil {
 		return err

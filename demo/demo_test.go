@@ -58,7 +58,7 @@ func TestRunSmall(t *testing.T) {
 
 		// The database's own verdict, on a connection of its own.
 		d, db := testdb.Open(t, dsn)
-		findings, err := dispatch.New(db, d).Audit(ctx)
+		findings, err := dispatch.New(db, d).Admin().Audit(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -94,7 +94,7 @@ func TestSeedResetsOnlyItsOwn(t *testing.T) {
 
 		// Someone else's task over the demo's table survives a reset.
 		eng := dispatch.New(db, d)
-		if _, _, err := eng.CreateTask(ctx, dispatch.TaskSpec{Name: "mine", Where: "amount > 0", CreatedBy: "oliver"}); err != nil {
+		if _, _, err := eng.Admin().CreateTask(ctx, dispatch.TaskSpec{Name: "mine", Where: "amount > 0", CreatedBy: "oliver"}); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := eng.Get(ctx, "verify-bank", "oliver", 2, dispatch.GetOptions{}); err != nil {

@@ -2,6 +2,7 @@ package demo
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"math/rand/v2"
 	"strconv"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/loanq/loanq/dispatch"
+	"github.com/loanq/loanq/drivers"
 	"github.com/loanq/loanq/internal/pause"
 	"github.com/loanq/loanq/problem"
 	"github.com/loanq/loanq/schema"
@@ -34,7 +36,7 @@ func Run(ctx context.Context, cfg Config) (*Summary, error) {
 		return nil, err
 	}
 	d := opened.Driver
-	admin := dispatch.New(opened.DB, d)
+	admin := dispatch.NewAdmin(opened.DB, d)
 
 	// Each processor has its own connection pool and engine (its own lease
 	// holder name), as a person at another machine would: nothing in this
@@ -50,6 +52,8 @@ func Run(ctx context.Context, cfg Config) (*Summary, error) {
 		procs[i] = &processor{
 			user:  processorName(i),
 			eng:   dispatch.New(pdb.DB, d),
+			db:    pdb.DB,
+			d:     d,
 			rng:   rand.New(rand.NewPCG(cfg.Seed, uint64(i)+1)),
 			tasks: setup.tasks,
 			live:  live,
@@ -81,7 +85,7 @@ func Run(ctx context.Context, cfg Config) (*Summary, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, problem.WithHint(fmt.Errorf("demo interrupted: %w", err), "run `loanq demo` again; it resets its data")
 	}
-	return summarize(ctx, admin, setup, procs, elapsed, audits, dupSeen, monErr)
+	return summarize(ctx, admin, opened.Driver, opened.DB, setup, procs, elapsed, audits, dupSeen, monErr)
 }
 
 var processorNames = []string{"ana", "ben", "chloe", "dev", "eli", "fay", "gus", "hana", "ivan", "jo", "kai", "lea"}
@@ -102,6 +106,8 @@ type counters struct {
 type processor struct {
 	user  string
 	eng   *dispatch.Engine
+	db    *sql.DB // its connections, for the work itself (the loan's update)
+	d     drivers.Driver
 	rng   *rand.Rand
 	tasks []demoTask
 	live  *counters
@@ -208,8 +214,8 @@ func (p *processor) dispose(ctx context.Context, t demoTask, loan int64) error {
 	action, after, afterGiven := dispatch.Complete, time.Duration(0), false
 	switch r := p.rng.Float64(); {
 	case r < 0.80:
-		update := "UPDATE loan SET " + t.complete + " WHERE id = " + p.eng.Driver.Dialect().Placeholder(1)
-		if _, err := p.eng.DB.ExecContext(ctx, update, loan); err != nil {
+		update := "UPDATE loan SET " + t.complete + " WHERE id = " + p.d.Dialect().Placeholder(1)
+		if _, err := p.db.ExecContext(ctx, update, loan); err != nil {
 			return fmt.Errorf("updating loan %d: %w", loan, err)
 		}
 	case r < 0.86:
@@ -237,7 +243,7 @@ type monitor struct {
 	err    error
 }
 
-func startMonitor(ctx context.Context, eng *dispatch.Engine, every time.Duration) *monitor {
+func startMonitor(ctx context.Context, eng *dispatch.Admin, every time.Duration) *monitor {
 	m := &monitor{done: make(chan struct{})}
 	m.wg.Add(1)
 	go func() {

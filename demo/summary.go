@@ -80,7 +80,7 @@ type TaskStats struct {
 
 // summarize reads the run's figures from the database once every processor
 // has stopped, adds what the processors counted, and gives the verdict.
-func summarize(ctx context.Context, eng *dispatch.Engine, setup *Setup, procs []*processor, elapsed time.Duration,
+func summarize(ctx context.Context, eng *dispatch.Admin, d drivers.Driver, db *sql.DB, setup *Setup, procs []*processor, elapsed time.Duration,
 	audits int, dupSeen int64, monErr error) (*Summary, error) {
 	s := &Summary{Setup: setup, Processors: len(procs), DurationMS: elapsed.Milliseconds(),
 		RequestsByStatus: map[string]int64{}, Dispositions: map[string]int64{"complete": 0, "return": 0, "never": 0, "active": 0},
@@ -89,7 +89,7 @@ func summarize(ctx context.Context, eng *dispatch.Engine, setup *Setup, procs []
 		s.Errors = append(s.Errors, "audit during the run: "+monErr.Error())
 	}
 	t := newTally(s, setup, procs)
-	if err := t.read(ctx, eng); err != nil {
+	if err := t.read(ctx, d, db); err != nil {
 		return nil, err
 	}
 	s.ByProcessor = t.processors(procs)
@@ -149,15 +149,15 @@ func (t *tally) user(name string) *ProcessorStats {
 
 // read adds what the database recorded: requests, assignments by outcome, and
 // criteria-query runs.
-func (t *tally) read(ctx context.Context, eng *dispatch.Engine) error {
-	st := dispatch.ReportSQL(eng.Driver)
-	if err := eachTask(ctx, eng.DB, t.ids, &st.RequestsByUser, t.addRequests); err != nil {
+func (t *tally) read(ctx context.Context, d drivers.Driver, db *sql.DB) error {
+	st := dispatch.ReportSQL(d)
+	if err := eachTask(ctx, db, t.ids, &st.RequestsByUser, t.addRequests); err != nil {
 		return err
 	}
-	if err := eachTask(ctx, eng.DB, t.ids, &st.WorkByUser, t.addWork); err != nil {
+	if err := eachTask(ctx, db, t.ids, &st.WorkByUser, t.addWork); err != nil {
 		return err
 	}
-	return eachTask(ctx, eng.DB, t.ids, &st.QueryRunTotals, t.addRuns)
+	return eachTask(ctx, db, t.ids, &st.QueryRunTotals, t.addRuns)
 }
 
 // eachTask runs one of the per-task report queries for every demo task.
@@ -234,7 +234,7 @@ func (t *tally) processors(procs []*processor) []ProcessorStats {
 
 // judge gives the verdict, which is the database's: the audit read after
 // every processor stopped, and the duplicates seen during the run.
-func (s *Summary) judge(ctx context.Context, eng *dispatch.Engine) error {
+func (s *Summary) judge(ctx context.Context, eng *dispatch.Admin) error {
 	var err error
 	s.Audit, err = eng.Audit(ctx)
 	if err != nil {

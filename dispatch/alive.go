@@ -67,7 +67,7 @@ func (e *Engine) keepAlive(ctx context.Context, task *Task, own *ownRequest) (st
 // false when it is no longer pending and alive (served, cancelled, or past
 // the bound: an expired request is never revived).
 func (e *Engine) showAlive(ctx context.Context, id int64, user string) (bool, error) {
-	res, err := e.sql().RequestAlive.Exec(ctx, e.DB, engineio.IDUserParams{ID: id, User: user})
+	res, err := e.sql().RequestAlive.Exec(ctx, e.db, engineio.IDUserParams{ID: id, User: user})
 	if err != nil {
 		return false, fmt.Errorf("showing that request %d is still waited for: %w", id, err)
 	}
@@ -82,7 +82,7 @@ func (e *Engine) showAlive(ctx context.Context, id int64, user string) (bool, er
 // sign of life on within drivers.RequestAlive as expired. Its own statement,
 // never inside a round's transaction.
 func (e *Engine) expireAbandoned(ctx context.Context, taskID int64) error {
-	if _, err := e.sql().RequestsExpire.Exec(ctx, e.DB, engineio.TaskParams{TaskID: taskID}); err != nil {
+	if _, err := e.sql().RequestsExpire.Exec(ctx, e.db, engineio.TaskParams{TaskID: taskID}); err != nil {
 		return fmt.Errorf("ending the abandoned requests of the task: %w", err)
 	}
 	return nil

@@ -103,18 +103,18 @@ func CheckNewToken(user, role string, expires time.Duration) (string, error) {
 // --user or LOANQ_USER, which the database allows a trusted or mapped
 // account). SQLite has no accounts: the acting user, requested or else
 // fallback (the OS user), as every command records on SQLite.
-func (e *Engine) Issuer(ctx context.Context, requested, fallback string) (string, error) {
-	if e.caps().Accounts == drivers.AccountsNone {
-		return e.ActingUser(ctx, requested, fallback)
+func (a *Admin) Issuer(ctx context.Context, requested, fallback string) (string, error) {
+	if a.caps().Accounts == drivers.AccountsNone {
+		return a.ActingUser(ctx, requested, fallback)
 	}
 	if requested != "" {
 		// Refused, with the reason, unless the database lets the account act
 		// as that name.
-		if _, err := e.ActingUser(ctx, requested, ""); err != nil {
+		if _, err := a.ActingUser(ctx, requested, ""); err != nil {
 			return "", err
 		}
 	}
-	id, err := e.Identity(ctx, "")
+	id, err := a.Identity(ctx, "")
 	if err != nil {
 		return "", err
 	}
@@ -131,7 +131,7 @@ func (e *Engine) Issuer(ctx context.Context, requested, fallback string) (string
 
 // CreateToken issues a token for user with role, valid for expires (0: no
 // expiry); by is who issues it (Issuer).
-func (e *Engine) CreateToken(ctx context.Context, user, role, by string, expires time.Duration) (*IssuedToken, error) {
+func (a *Admin) CreateToken(ctx context.Context, user, role, by string, expires time.Duration) (*IssuedToken, error) {
 	role, err := CheckNewToken(user, role, expires)
 	if err != nil {
 		return nil, err
@@ -148,7 +148,7 @@ func (e *Engine) CreateToken(ctx context.Context, user, role, by string, expires
 		expiresMS = sql.NullInt64{Int64: ms, Valid: true}
 		out.ExpiresMs = &ms
 	}
-	if out.ID, err = e.tokenSQL().TokenInsert.InsertID(ctx, e.DB, tokenInsertParams{User: user, Role: role,
+	if out.ID, err = a.tokenSQL().TokenInsert.InsertID(ctx, a.db, tokenInsertParams{User: user, Role: role,
 		Hash: HashToken(token), CreatedBy: by, ExpiresMs: expiresMS}); err != nil {
 		return nil, fmt.Errorf("storing the token: %w", err)
 	}
@@ -156,8 +156,8 @@ func (e *Engine) CreateToken(ctx context.Context, user, role, by string, expires
 }
 
 // ListTokens lists every token ever issued, oldest first.
-func (e *Engine) ListTokens(ctx context.Context) ([]TokenInfo, error) {
-	rows, err := e.tokenSQL().TokenList.All(ctx, e.DB, engineio.NoParams{})
+func (a *Admin) ListTokens(ctx context.Context) ([]TokenInfo, error) {
+	rows, err := a.tokenSQL().TokenList.All(ctx, a.db, engineio.NoParams{})
 	if err != nil {
 		return nil, fmt.Errorf("listing tokens: %w", err)
 	}
@@ -174,11 +174,11 @@ func (e *Engine) ListTokens(ctx context.Context) ([]TokenInfo, error) {
 
 // RevokeToken refuses the token from now on, in every serve process (each
 // call is authenticated against the table); by is who revokes it (Issuer).
-func (e *Engine) RevokeToken(ctx context.Context, id int64, by string) error {
+func (a *Admin) RevokeToken(ctx context.Context, id int64, by string) error {
 	if id <= 0 {
 		return problem.Usagef("invalid token id %d: give the id `loanq token list` shows", id)
 	}
-	res, err := e.tokenSQL().TokenRevoke.Exec(ctx, e.DB, tokenRevokeParams{ID: id, By: by})
+	res, err := a.tokenSQL().TokenRevoke.Exec(ctx, a.db, tokenRevokeParams{ID: id, By: by})
 	if err != nil {
 		return fmt.Errorf("revoking token %d: %w", id, err)
 	}
@@ -192,11 +192,11 @@ func (e *Engine) RevokeToken(ctx context.Context, id int64, by string) error {
 
 // Authenticate returns the principal of a token, or nil when the token is
 // unknown, revoked or expired (by the database clock).
-func (e *Engine) Authenticate(ctx context.Context, token string) (*Principal, error) {
+func (a *Admin) Authenticate(ctx context.Context, token string) (*Principal, error) {
 	if !strings.HasPrefix(token, tokenPrefix) || len(token) > 100 {
 		return nil, nil // not one of ours: no query
 	}
-	r, err := e.tokenSQL().TokenAuth.One(ctx, e.DB, hashParams{Hash: HashToken(token)})
+	r, err := a.tokenSQL().TokenAuth.One(ctx, a.db, hashParams{Hash: HashToken(token)})
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil
 	}

@@ -17,11 +17,11 @@ func TestAPITokenLifecycle(t *testing.T) {
 	testdb.Each(t, func(t *testing.T, dsn string) {
 		f := setup(t, dsn, 0)
 		ctx := context.Background()
-		ana, err := f.e.CreateToken(ctx, "ana", "processor", "admin", 0)
+		ana, err := f.e.Admin().CreateToken(ctx, "ana", "processor", "admin", 0)
 		if err != nil {
 			t.Fatal(err)
 		}
-		sam, err := f.e.CreateToken(ctx, "sam", "Supervisor", "admin", 24*time.Hour)
+		sam, err := f.e.Admin().CreateToken(ctx, "sam", "Supervisor", "admin", 24*time.Hour)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -35,45 +35,45 @@ func TestAPITokenLifecycle(t *testing.T) {
 		if n := f.count(t, "SELECT COUNT(*) FROM loanq_api_token WHERE token_hash = ?", dispatch.HashToken(ana.Token)); n != 1 {
 			t.Fatalf("hash rows %d", n)
 		}
-		p, err := f.e.Authenticate(ctx, ana.Token)
+		p, err := f.e.Admin().Authenticate(ctx, ana.Token)
 		if err != nil || p == nil || p.User != "ana" || p.Role != "processor" || p.Supervisor() {
 			t.Fatalf("ana: %+v %v", p, err)
 		}
-		p, err = f.e.Authenticate(ctx, sam.Token)
+		p, err = f.e.Admin().Authenticate(ctx, sam.Token)
 		if err != nil || p == nil || p.User != "sam" || !p.Supervisor() {
 			t.Fatalf("sam: %+v %v", p, err)
 		}
 		for _, bad := range []string{"", "lqt_", ana.Token + "x", strings.TrimPrefix(ana.Token, "lqt_"), dispatch.HashToken(ana.Token)} {
-			if p, err := f.e.Authenticate(ctx, bad); err != nil || p != nil {
+			if p, err := f.e.Admin().Authenticate(ctx, bad); err != nil || p != nil {
 				t.Errorf("token %q: %+v %v", bad, p, err)
 			}
 		}
-		list, err := f.e.ListTokens(ctx)
+		list, err := f.e.Admin().ListTokens(ctx)
 		if err != nil || len(list) != 2 || list[0].State != "active" || list[0].ExpiresS != nil ||
 			list[1].ExpiresS == nil || *list[1].ExpiresS < 23*3600 || *list[1].ExpiresS > 24*3600 {
 			t.Fatalf("list %+v %v", list, err)
 		}
 
-		if err := f.e.RevokeToken(ctx, ana.ID, "admin"); err != nil {
+		if err := f.e.Admin().RevokeToken(ctx, ana.ID, "admin"); err != nil {
 			t.Fatal(err)
 		}
-		if p, err := f.e.Authenticate(ctx, ana.Token); err != nil || p != nil {
+		if p, err := f.e.Admin().Authenticate(ctx, ana.Token); err != nil || p != nil {
 			t.Fatalf("revoked token accepted: %+v %v", p, err)
 		}
-		if err := f.e.RevokeToken(ctx, ana.ID, "admin"); problem.KindOf(err) != problem.Usage {
+		if err := f.e.Admin().RevokeToken(ctx, ana.ID, "admin"); problem.KindOf(err) != problem.Usage {
 			t.Fatalf("second revoke: %v", err)
 		}
-		if err := f.e.RevokeToken(ctx, 999, "admin"); problem.KindOf(err) != problem.Usage {
+		if err := f.e.Admin().RevokeToken(ctx, 999, "admin"); problem.KindOf(err) != problem.Usage {
 			t.Fatalf("unknown revoke: %v", err)
 		}
 
 		// Time passing: sam's token expires once its expiry is behind the
 		// database clock.
 		testdb.Exec(t, f.d, f.db, "UPDATE loanq_api_token SET expires_at = created_at WHERE id = ?", sam.ID)
-		if p, err := f.e.Authenticate(ctx, sam.Token); err != nil || p != nil {
+		if p, err := f.e.Admin().Authenticate(ctx, sam.Token); err != nil || p != nil {
 			t.Fatalf("expired token accepted: %+v %v", p, err)
 		}
-		list, err = f.e.ListTokens(ctx)
+		list, err = f.e.Admin().ListTokens(ctx)
 		if err != nil || list[0].State != "revoked" || list[0].RevokedBy != "admin" || list[1].State != "expired" || list[1].ExpiresS != nil {
 			t.Fatalf("list after: %+v %v", list, err)
 		}
@@ -85,7 +85,7 @@ func TestAPITokenLifecycle(t *testing.T) {
 		}{
 			{"", "processor", 0}, {" ana", "processor", 0}, {"ana", "admin", 0}, {"ana", "processor", time.Second},
 		} {
-			if _, err := f.e.CreateToken(ctx, c.user, c.role, "admin", c.exp); problem.KindOf(err) != problem.Usage {
+			if _, err := f.e.Admin().CreateToken(ctx, c.user, c.role, "admin", c.exp); problem.KindOf(err) != problem.Usage {
 				t.Errorf("%+v: %v", c, err)
 			}
 		}
@@ -122,7 +122,7 @@ func TestTokenIssuer(t *testing.T) {
 					c.want = account + " (as " + c.requested + ")"
 				}
 			}
-			by, err := f.e.Issuer(ctx, c.requested, "os-user")
+			by, err := f.e.Admin().Issuer(ctx, c.requested, "os-user")
 			switch {
 			case c.want == "" && problem.KindOf(err) != problem.Usage:
 				t.Errorf("Issuer(%.10q…): %q, %v; want bad input", c.requested, by, err)

@@ -26,7 +26,7 @@ type tokenStatements struct {
 var tokenCatalogue = drivers.NewCatalogue("apitoken", portableToken)
 
 // tokenSQL is the API tokens' catalogue compiled for the engine's driver.
-func (e *Engine) tokenSQL() *tokenStatements { return tokenCatalogue.For(e.Driver) }
+func (a *Admin) tokenSQL() *tokenStatements { return tokenCatalogue.For(a.driver) }
 
 func portableToken() *tokenStatements {
 	return &tokenStatements{

@@ -32,7 +32,7 @@ func (e *Engine) assign(ctx context.Context, tx *sql.Tx, task *Task, found crite
 	// before the query ran, and would hide the requests that arrived since.
 	// Only committed requests are seen either way, and RequestFinish updates
 	// a request only while it is still pending.
-	pending, err := e.pending(ctx, e.DB, task.ID)
+	pending, err := e.pending(ctx, e.db, task.ID)
 	if err != nil {
 		return err
 	}

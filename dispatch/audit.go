@@ -17,12 +17,12 @@ type Finding struct {
 // Audit runs the audit statements (auditsql.go) and returns one finding
 // per check; a healthy database has every count at 0 (AuditPending only
 // once no caller is still running).
-func (e *Engine) Audit(ctx context.Context) ([]Finding, error) {
-	audits := drivers.ListCatalogue(auditCatalogue.For(e.Driver))
+func (a *Admin) Audit(ctx context.Context) ([]Finding, error) {
+	audits := drivers.ListCatalogue(auditCatalogue.For(a.driver))
 	out := make([]Finding, 0, len(audits))
 	for _, q := range audits {
 		var n int64
-		if err := e.DB.QueryRowContext(ctx, q.SQL).Scan(&n); err != nil {
+		if err := a.db.QueryRowContext(ctx, q.SQL).Scan(&n); err != nil {
 			return nil, fmt.Errorf("audit %s: %w", q.Field, err)
 		}
 		out = append(out, Finding{Check: q.Field, Purpose: q.Purpose, Count: n})

@@ -32,12 +32,12 @@ var BacklogTimeout = 30 * time.Second
 // CountBacklog counts the loans waiting for task now. An account that may not
 // read the task's source (the dashboard role reads loanq's tables only) gets
 // the database's refusal as an error: callers show the figure as unknown.
-func (e *Engine) CountBacklog(ctx context.Context, task *Task) (*Backlog, error) {
+func (a *Admin) CountBacklog(ctx context.Context, task *Task) (*Backlog, error) {
 	ctx, cancel := context.WithTimeout(ctx, BacklogTimeout)
 	defer cancel()
 	start := time.Now()
 	var n int64
-	if err := drivers.BacklogCount(e.Driver.Dialect(), task.criteria()).QueryRow(ctx, e.DB, engineio.TaskParams{TaskID: task.ID}).Scan(&n); err != nil {
+	if err := drivers.BacklogCount(a.driver.Dialect(), task.criteria()).QueryRow(ctx, a.db, engineio.TaskParams{TaskID: task.ID}).Scan(&n); err != nil {
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 			return nil, fmt.Errorf("counting the backlog of task %s: stopped after %s (a count reads every eligible row)", task.Name, BacklogTimeout)
 		}

@@ -24,7 +24,7 @@ func TestBacklogCountsEligibleLoans(t *testing.T) {
 		f.task(t, dispatch.TaskSpec{Name: "other"})
 		want := func(n int64, why string) {
 			t.Helper()
-			b, err := f.e.CountBacklog(ctx, task)
+			b, err := f.e.Admin().CountBacklog(ctx, task)
 			if err != nil {
 				t.Fatalf("%s: %v", why, err)
 			}
@@ -81,11 +81,11 @@ func TestAddBacklogsKeepsGoingPastAFailure(t *testing.T) {
 		f.task(t, dispatch.TaskSpec{Name: "b", Source: "gone_loans", Order: "id"})
 		testdb.Exec(t, f.d, f.db, "DROP TABLE gone_loans")
 		f.task(t, dispatch.TaskSpec{Name: "c"})
-		stats, err := f.e.Stats(ctx, "")
+		stats, err := f.e.Admin().Stats(ctx, "")
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := f.e.AddBacklogs(ctx, stats); err != nil {
+		if err := f.e.Admin().AddBacklogs(ctx, stats); err != nil {
 			t.Fatal(err)
 		}
 		for _, s := range stats {

@@ -56,12 +56,12 @@ func (e *Engine) logRequest(ctx context.Context, taskID int64, user string, coun
 	deadlocks := 0
 	var lastInsert error
 	for tries := 0; tries < maxAttach; {
-		id, err = e.sql().RequestInsert.InsertID(ctx, e.DB, engineio.RequestInsertParams{TaskID: taskID, User: user, Requested: count})
+		id, err = e.sql().RequestInsert.InsertID(ctx, e.db, engineio.RequestInsertParams{TaskID: taskID, User: user, Requested: count})
 		lastInsert = err
 		if err == nil {
 			return id, false, nil
 		}
-		if e.Driver.IsDeadlock(err) {
+		if e.driver.IsDeadlock(err) {
 			// InnoDB may make the insert a deadlock victim against a
 			// holder finishing requests of the task (both change the
 			// request table's indexes: seen with 32 callers on MariaDB,
@@ -76,11 +76,11 @@ func (e *Engine) logRequest(ctx context.Context, taskID int64, user string, coun
 			continue
 		}
 		tries++
-		if !e.Driver.IsUniqueViolation(err) {
+		if !e.driver.IsUniqueViolation(err) {
 			return 0, false, fmt.Errorf("recording the work request: %w", err)
 		}
 		var pending engineio.IDRow
-		pending, err = e.sql().RequestPendingFor.One(ctx, e.DB, engineio.TaskUserParams{TaskID: taskID, User: user})
+		pending, err = e.sql().RequestPendingFor.One(ctx, e.db, engineio.TaskUserParams{TaskID: taskID, User: user})
 		if err == nil && !beat {
 			return pending.ID, true, nil
 		}
@@ -101,7 +101,7 @@ func (e *Engine) logRequest(ctx context.Context, taskID int64, user string, coun
 		// cancelled before it could be read, or nobody waits for it any
 		// more (RequestPendingFor reads only live ones): end it if so, and
 		// insert again.
-		if err := e.expireAbandoned(ctx, taskID); err != nil && !e.Driver.IsDeadlock(err) {
+		if err := e.expireAbandoned(ctx, taskID); err != nil && !e.driver.IsDeadlock(err) {
 			return 0, false, err
 		}
 	}
@@ -127,7 +127,7 @@ func (e *Engine) Cancel(ctx context.Context, id int64, user string) (*Request, e
 // row only while it is pending, so a cancel racing with a holder's
 // RequestFinish is decided by the database: 0 rows means served first.
 func (e *Engine) cancel(ctx context.Context, id int64, user string) (*Request, error) {
-	res, err := e.sql().RequestCancel.Exec(ctx, e.DB, engineio.IDUserParams{ID: id, User: user})
+	res, err := e.sql().RequestCancel.Exec(ctx, e.db, engineio.IDUserParams{ID: id, User: user})
 	if err != nil {
 		return nil, fmt.Errorf("cancelling request %d: %w", id, err)
 	}

@@ -21,7 +21,7 @@ func (e *Engine) noteCap(ctx context.Context, task *Task, req *Request) *Request
 		(req.Status != StatusPartial && req.Status != StatusEmpty) {
 		return req
 	}
-	active, err := e.activeCount(ctx, e.DB, task, req.User)
+	active, err := e.activeCount(ctx, e.db, task, req.User)
 	if err != nil {
 		return req
 	}

@@ -72,7 +72,7 @@ func TestReturnTimeFollowsMovedDatabaseClock(t *testing.T) {
 			if _, err := e2.Get(ctx, "clock-run", "oliver", 1, fast); err != nil {
 				t.Fatal(err)
 			}
-			runs, err := f.e.Runs(ctx, task)
+			runs, err := f.e.Admin().Runs(ctx, task)
 			if err != nil || len(runs) != 1 {
 				t.Fatalf("runs: %+v, %v", runs, err)
 			}

@@ -104,7 +104,7 @@ func (e *Engine) insertWork(ctx context.Context, tx *sql.Tx, task *Task, work []
 		work = work[n:]
 		res, err := e.sql().WorkInsertMany.Exec(ctx, tx, engineio.WorkInsertManyParams{TaskID: task.ID, Assignments: text})
 		if err != nil {
-			if e.Driver.IsUniqueViolation(err) {
+			if e.driver.IsUniqueViolation(err) {
 				// A claim that holds the loan's source row (rows) assigned
 				// it after the round's recheck: the round rolls back and
 				// runs again (serve), with a query that sees that claim.

@@ -404,7 +404,7 @@ func TestRowsConflictIsSkippedAndReplaced(t *testing.T) {
 		// The rival's transaction inserts an active work row for loan 1 (the
 		// top loan) without locking the loan's row, and commits only once
 		// the claim below has locked loan 1 and tries to insert it.
-		rival, err := f.engine(t).DB.BeginTx(ctx, nil)
+		rival, err := f.engine(t).DB().BeginTx(ctx, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -447,7 +447,7 @@ func TestRowsCreateChecks(t *testing.T) {
 		ctx := context.Background()
 		spec := dispatch.TaskSpec{Name: "r", Where: "eligible = 1", Lock: drivers.Rows, CreatedBy: "admin"}
 		if !drivers.Supports(f.d, drivers.Rows) {
-			_, _, err := f.e.CreateTask(ctx, spec)
+			_, _, err := f.e.Admin().CreateTask(ctx, spec)
 			if problem.KindOf(err) != problem.Usage || !containsAll(err.Error(), "rows", "lease") {
 				t.Fatalf("--lock rows on %s: %v; want bad input naming the strategies it has", f.d.Name(), err)
 			}
@@ -455,7 +455,7 @@ func TestRowsCreateChecks(t *testing.T) {
 		}
 		testdb.Exec(t, f.d, f.db, "CREATE VIEW loan_grouped AS SELECT MIN(id) AS id, priority, MIN(eligible) AS eligible FROM loan GROUP BY priority")
 		spec.Source = "loan_grouped"
-		_, _, err := f.e.CreateTask(ctx, spec)
+		_, _, err := f.e.Admin().CreateTask(ctx, spec)
 		if problem.KindOf(err) != problem.Usage || !containsAll(err.Error(), "cannot be locked row by row") {
 			t.Fatalf("--lock rows over a GROUP BY view: %v; want bad input saying why", err)
 		}
@@ -463,7 +463,7 @@ func TestRowsCreateChecks(t *testing.T) {
 			t.Fatalf("a refused task was stored (%d tasks)", n)
 		}
 		spec.Source = "loan"
-		if _, created, err := f.e.CreateTask(ctx, spec); err != nil || !created {
+		if _, created, err := f.e.Admin().CreateTask(ctx, spec); err != nil || !created {
 			t.Fatalf("--lock rows over the loan table: %v", err)
 		}
 	})

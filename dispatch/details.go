@@ -308,11 +308,11 @@ func joinNotice(a, b string) string {
 // checkDetails runs the shown columns against the task's source (a probe
 // that returns no row): a column that is not there is bad input, with the
 // database's message. Outside any transaction, as keyKind's probe.
-func (e *Engine) checkDetails(ctx context.Context, t *Task) error {
+func (a *Admin) checkDetails(ctx context.Context, t *Task) error {
 	if len(t.Show) == 0 {
 		return nil
 	}
-	rows, err := drivers.SourceProbe(e.Driver.Dialect(), t.criteria(), t.Show...).Query(ctx, e.DB, engineio.NoParams{})
+	rows, err := drivers.SourceProbe(a.driver.Dialect(), t.criteria(), t.Show...).Query(ctx, a.db, engineio.NoParams{})
 	if err != nil {
 		return &problem.Error{Kind: problem.Usage, Err: err,
 			Msg:  fmt.Sprintf("the --show columns %s of task %q are not all columns of %s", strings.Join(t.Show, ","), t.Name, t.Source),
@@ -374,7 +374,7 @@ func (e *Engine) readDetails(ctx context.Context, t *Task, keys []string) (map[s
 	if _, err := ParseShow(strings.Join(t.Show, ",")); err != nil {
 		return nil, err
 	}
-	stmt := drivers.LoanDetails(e.Driver.Dialect(), t.criteria(), t.Show)
+	stmt := drivers.LoanDetails(e.driver.Dialect(), t.criteria(), t.Show)
 	found := map[string]Details{}
 	for _, run := range keyChunks(t.KeyKind, keys) {
 		if err := e.detailsRun(ctx, stmt, t, run, found); err != nil {
@@ -385,7 +385,7 @@ func (e *Engine) readDetails(ctx context.Context, t *Task, keys []string) (map[s
 }
 
 func (e *Engine) detailsRun(ctx context.Context, stmt *drivers.Stmt[engineio.RecheckParams], t *Task, run []string, found map[string]Details) error {
-	rows, err := stmt.Query(ctx, e.DB, engineio.RecheckParams{IDs: loankey.JSON(t.KeyKind, run)})
+	rows, err := stmt.Query(ctx, e.db, engineio.RecheckParams{IDs: loankey.JSON(t.KeyKind, run)})
 	if err != nil {
 		return err
 	}

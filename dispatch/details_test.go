@@ -52,7 +52,7 @@ func TestLoanDetails(t *testing.T) {
 			{Name: "bad-priority", Source: "borrower_loan", Where: "1 = 1", Priority: dispatch.MaxPriority + 1},
 		} {
 			bad.CreatedBy = "admin"
-			if _, _, err := f.e.CreateTask(ctx, bad); problem.KindOf(err) != problem.Usage {
+			if _, _, err := f.e.Admin().CreateTask(ctx, bad); problem.KindOf(err) != problem.Usage {
 				t.Errorf("%s: %v, want bad input", bad.Name, err)
 			}
 		}
@@ -123,11 +123,11 @@ func TestLoanDetails(t *testing.T) {
 		// Update: dropping a column the link uses is refused; clearing
 		// both works, and the answers then carry empty details, no link.
 		empty := []string{}
-		if _, err := f.e.UpdateTask(ctx, "verify", dispatch.TaskChange{Show: &empty}); problem.KindOf(err) != problem.Usage {
+		if _, err := f.e.Admin().UpdateTask(ctx, "verify", dispatch.TaskChange{Show: &empty}); problem.KindOf(err) != problem.Usage {
 			t.Errorf("update dropping a linked column: %v, want bad input", err)
 		}
 		nolink := ""
-		up, err := f.e.UpdateTask(ctx, "verify", dispatch.TaskChange{Show: &empty, Link: &nolink})
+		up, err := f.e.Admin().UpdateTask(ctx, "verify", dispatch.TaskChange{Show: &empty, Link: &nolink})
 		if err != nil || len(up.Show) != 0 || up.Link != "" || up.Priority != 3 {
 			t.Fatalf("update clearing show and link: %v %+v", err, up)
 		}

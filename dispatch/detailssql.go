@@ -27,7 +27,7 @@ type detailsStatements struct {
 
 var detailsCatalogue = drivers.NewCatalogue("details", portableDetails)
 
-func (e *Engine) detailsSQL() *detailsStatements { return detailsCatalogue.For(e.Driver) }
+func (st *store) detailsSQL() *detailsStatements { return detailsCatalogue.For(st.driver) }
 
 func portableDetails() *detailsStatements {
 	return &detailsStatements{
@@ -60,9 +60,9 @@ type (
 )
 
 // storeDisplay writes a task's priority, shown columns and link in tx.
-func (e *Engine) storeDisplay(ctx context.Context, tx drivers.Querier, id int64, priority int, show []string, link string) error {
+func (a *Admin) storeDisplay(ctx context.Context, tx drivers.Querier, id int64, priority int, show []string, link string) error {
 	text := func(s string) sql.NullString { return sql.NullString{String: s, Valid: s != ""} }
-	_, err := e.detailsSQL().TaskSetDisplay.Exec(ctx, tx, taskDisplayParams{ID: id, Priority: int64(priority),
+	_, err := a.detailsSQL().TaskSetDisplay.Exec(ctx, tx, taskDisplayParams{ID: id, Priority: int64(priority),
 		Show: text(strings.Join(show, ",")), Link: text(link)})
 	return err
 }

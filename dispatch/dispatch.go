@@ -35,16 +35,13 @@ const (
 // DefaultBackoff is how a busy caller rechecks: 5 s, 10 s, then every 20 s.
 var DefaultBackoff = []time.Duration{5 * time.Second, 10 * time.Second, 20 * time.Second}
 
-// Engine runs the algorithm against one database.
-type Engine struct {
-	DB     *sql.DB
-	Driver drivers.Driver
-	// Holder names this process in lease rows and in the query-run log.
-	Holder string
-	// MaxRounds bounds how many serving rounds one caller runs for others
-	// before returning its own answer; leftovers are served by their own
-	// callers' rechecks.
-	MaxRounds int
+// store is what the serving engine and the admin surface share: the
+// database, its driver, and the task-name cache. Neither exports it: a
+// command reaches the database through their methods only, so no caller
+// reads around the engine's rules (docs/algorithm.md).
+type store struct {
+	db     *sql.DB
+	driver drivers.Driver
 
 	// taskIDs maps task names to ids and key kinds as task reads find them
 	// (name → taskRef): a disposition needs these only. A stale entry (the task deleted, or
@@ -53,6 +50,19 @@ type Engine struct {
 	// InnoDB's persistent counter), and the disposition then reads the task
 	// (Dispose).
 	taskIDs sync.Map
+}
+
+// Engine serves work: requests, rounds, claims, dispositions, the
+// pipeline, explain. Tasks, tokens, sessions, groups, prune, audit and
+// stats are the Admin's (admin.go); both read tasks through the store.
+type Engine struct {
+	*store
+	// Holder names this process in lease rows and in the query-run log.
+	Holder string
+	// MaxRounds bounds how many serving rounds one caller runs for others
+	// before returning its own answer; leftovers are served by their own
+	// callers' rechecks.
+	MaxRounds int
 
 	// hooks are where tests act inside a round; unset in production.
 	hooks testHooks
@@ -92,11 +102,11 @@ func New(db *sql.DB, d drivers.Driver) *Engine {
 	// in one process must not pass each other's lease fence.
 	var b [4]byte
 	_, _ = rand.Read(b[:])
-	return &Engine{DB: db, Driver: d, Holder: fmt.Sprintf("%s:%d:%x", host, os.Getpid(), b), MaxRounds: 10}
+	return &Engine{store: &store{db: db, driver: d}, Holder: fmt.Sprintf("%s:%d:%x", host, os.Getpid(), b), MaxRounds: 10}
 }
 
-func (e *Engine) sql() *drivers.Statements { return e.Driver.Statements() }
+func (st *store) sql() *drivers.Statements { return st.driver.Statements() }
 
 // caps are what the database can do where databases differ: the engine
 // switches on them, never on whether a statement is empty.
-func (e *Engine) caps() drivers.Capabilities { return e.Driver.Capabilities() }
+func (st *store) caps() drivers.Capabilities { return st.driver.Capabilities() }

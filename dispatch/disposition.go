@@ -132,16 +132,16 @@ func (e *Engine) DisposeNoted(ctx context.Context, taskName string, loanArg stri
 		// 10,620 dispositions beside processors on one task) changed
 		// nothing and is simply sent again.
 		var res sql.Result
-		err := drivers.RetryDeadlock(ctx, e.Driver, 4, func() error {
+		err := drivers.RetryDeadlock(ctx, e.driver, 4, func() error {
 			var err error
-			res, err = e.sql().DisposeLoan.Exec(ctx, e.DB, engineio.DisposeLoanParams{Disposition: action, ReturnAfterMS: afterMS, TaskID: taskID, LoanID: loan, User: user,
+			res, err = e.sql().DisposeLoan.Exec(ctx, e.db, engineio.DisposeLoanParams{Disposition: action, ReturnAfterMS: afterMS, TaskID: taskID, LoanID: loan, User: user,
 				Reason: nullString(note.Reason), Note: nullString(note.Note)})
 			return err
 		})
 		if err != nil {
 			// Refused by the reason rule? Say which codes the task takes
 			// (read now: the task may have changed since it was cached).
-			if r, rerr := e.taskReasons(ctx, e.DB, taskID, taskName); rerr == nil {
+			if r, rerr := e.taskReasons(ctx, e.db, taskID, taskName); rerr == nil {
 				if uerr := r.CheckReason(taskName, action, note.Reason); uerr != nil {
 					return nil, uerr
 				}
@@ -184,7 +184,7 @@ func (e *Engine) DisposeNoted(ctx context.Context, taskName string, loanArg stri
 // user's after all (assigned to them again just after the UPDATE looked), for
 // the caller to try again, at most a few times.
 func (e *Engine) notDisposed(ctx context.Context, task *Task, loan string, user string, try int) error {
-	w, err := e.sql().ActiveWork.One(ctx, e.DB, engineio.TaskLoanParams{TaskID: task.ID, LoanID: loan})
+	w, err := e.sql().ActiveWork.One(ctx, e.db, engineio.TaskLoanParams{TaskID: task.ID, LoanID: loan})
 	assignee := w.User
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
@@ -200,7 +200,7 @@ func (e *Engine) notDisposed(ctx context.Context, task *Task, loan string, user 
 }
 
 func (e *Engine) notActive(ctx context.Context, task *Task, loan string) error {
-	last, err := e.sql().LastWork.One(ctx, e.DB, engineio.TaskLoanParams{TaskID: task.ID, LoanID: loan})
+	last, err := e.sql().LastWork.One(ctx, e.db, engineio.TaskLoanParams{TaskID: task.ID, LoanID: loan})
 	if errors.Is(err, sql.ErrNoRows) {
 		return problem.UsageAPI(fmt.Sprintf("loan %s has never been assigned in task %s: `loanq pipeline` lists your active loans", loan, task.Name),
 			fmt.Sprintf("loan %s has never been assigned in task %s: GET /api/v1/pipeline lists your active loans", loan, task.Name))
@@ -236,7 +236,7 @@ func (e *Engine) Pipeline(ctx context.Context, user, taskName string) ([]Pipelin
 			return nil, err
 		}
 	}
-	rows, err := e.sql().Pipeline.All(ctx, e.DB, engineio.PipelineParams{User: user, Task: taskName})
+	rows, err := e.sql().Pipeline.All(ctx, e.db, engineio.PipelineParams{User: user, Task: taskName})
 	if err != nil {
 		return nil, fmt.Errorf("reading the pipeline of %s: %w", user, err)
 	}

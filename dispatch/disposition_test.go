@@ -158,7 +158,7 @@ func TestDisposeAfterTaskRecreated(t *testing.T) {
 			}
 		}
 		cycle()
-		if _, err := f.e.DeleteTask(ctx, "again", false); err != nil {
+		if _, err := f.e.Admin().DeleteTask(ctx, "again", false); err != nil {
 			t.Fatal(err)
 		}
 		_, err := f.e.Dispose(ctx, "again", "1", "oliver", dispatch.Complete, 0, false)
@@ -166,12 +166,12 @@ func TestDisposeAfterTaskRecreated(t *testing.T) {
 			t.Fatalf("dispose in a deleted task: %v", err)
 		}
 		cycle()
-		if _, err := f.e.DeleteTask(ctx, "again", false); err != nil {
+		if _, err := f.e.Admin().DeleteTask(ctx, "again", false); err != nil {
 			t.Fatal(err)
 		}
 		// Created again by another engine: this one still knows the old id.
 		other := f.engine(t)
-		if _, _, err := other.CreateTask(ctx, dispatch.TaskSpec{Name: "again", Where: "eligible = 1", Order: "priority", CreatedBy: "admin"}); err != nil {
+		if _, _, err := other.Admin().CreateTask(ctx, dispatch.TaskSpec{Name: "again", Where: "eligible = 1", Order: "priority", CreatedBy: "admin"}); err != nil {
 			t.Fatal(err)
 		}
 		r, err := other.Get(ctx, "again", "oliver", 1, fast)

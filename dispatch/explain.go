@@ -108,58 +108,59 @@ func (e *Engine) ExplainFor(ctx context.Context, name string, count int, user st
 	return e.explainTask(ctx, task, srv, count, user)
 }
 
-func (e *Engine) explainTask(ctx context.Context, task *Task, srv server, count int, user string) (*Explanation, error) {
+func (st *store) explainTask(ctx context.Context, task *Task, srv server, count int, user string) (*Explanation, error) {
 	strategy := srv.strategy()
-	x := &Explanation{Task: task.Name, Database: e.Driver.Name(), Strategy: string(strategy), Count: count}
-	stmts, planned := e.getStatements(task, strategy, count, user)
+	x := &Explanation{Task: task.Name, Database: st.driver.Name(), Strategy: string(strategy), Count: count}
+	stmts, planned := st.getStatements(task, srv, count, user)
 	x.Statements = stmts
 	var plan drivers.QueryPlan
 	if planned >= 0 {
 		// EXPLAIN (PLAN FOR) inside a transaction rolled back: Oracle's
 		// PLAN_TABLE rows go with it.
-		tx, err := e.DB.BeginTx(ctx, nil)
+		tx, err := st.db.BeginTx(ctx, nil)
 		if err != nil {
 			return nil, fmt.Errorf("planning the criteria of task %s: %w", task.Name, err)
 		}
 		s := &x.Statements[planned]
-		plan, err = e.Driver.Explain(ctx, tx, srv.planSQL(task, s.SQL), s.Binds...)
+		plan, err = st.driver.Explain(ctx, tx, srv.planSQL(task, s.SQL), s.Binds...)
 		_ = tx.Rollback()
 		if err != nil {
 			return nil, fmt.Errorf("planning the criteria of task %s: %w", task.Name, err)
 		}
 		s.Plan, s.Index, s.Sort = plan.Lines, plan.Index, plan.Sort
 	}
-	p, err := e.probe(ctx, task, srv, count)
+	p, err := st.probe(ctx, task, srv, count)
 	if err != nil {
 		return nil, err
 	}
 	x.Probe = p
-	x.Verdict, x.Message, x.SuggestedIndex = verdict(task, strategy, p, plan, e.Driver.Name())
+	x.Verdict, x.Message, x.SuggestedIndex = verdict(task, srv, p, plan, st.driver.Name())
 	return x, nil
 }
 
 // getStatements lists what one get of count sends that matters for its
 // locks (drivers.GetStatements), and the index of the one to plan.
-func (e *Engine) getStatements(task *Task, strategy drivers.Strategy, count int, user string) ([]ExplainedStatement, int) {
+func (st *store) getStatements(task *Task, srv server, count int, user string) ([]ExplainedStatement, int) {
+	strategy := srv.strategy()
 	src := task.criteria()
-	if strategy == drivers.Rows {
+	if srv.perUser() {
 		// A claim serves one user: the four-eyes rule is in its criteria.
 		if user == "" {
 			user = "USER"
 		}
-		src = e.criteriaFor(task, user)
+		src = st.criteriaFor(task, user)
 	}
-	shown, planned := drivers.GetStatements(e.Driver, strategy, src, drivers.GetShape{
+	shown, planned := drivers.GetStatements(st.driver, strategy, src, drivers.GetShape{
 		TaskID: task.ID, Count: count, Capped: task.MaxActive > 0, LeaseTTLMS: task.LeaseTTL.Milliseconds()})
 	out := make([]ExplainedStatement, len(shown))
 	for i, s := range shown {
 		out[i] = ExplainedStatement{Purpose: s.Purpose, SQL: s.SQL, Binds: s.Binds}
 	}
-	if task.FourEyes && strategy != drivers.Rows {
+	if task.FourEyes && !srv.perUser() {
 		// A round's one criteria query serves every requester; the rule is
 		// per user, applied when the round shares its candidates out.
 		s := drivers.ShowQuery("four eyes (--not-worked-in): which candidates each waiting user worked in a named task; the round gives those to the other requesters",
-			&e.governanceSQL().FourEyesBlocked, engineio.PoolIDsParams{TaskID: task.ID, IDs: "[candidates]"})
+			&st.governanceSQL().FourEyesBlocked, engineio.PoolIDsParams{TaskID: task.ID, IDs: "[candidates]"})
 		out = append(out, ExplainedStatement{Purpose: s.Purpose, SQL: s.SQL, Binds: s.Binds})
 	}
 	return out, planned
@@ -168,19 +169,19 @@ func (e *Engine) getStatements(task *Task, strategy drivers.Strategy, count int,
 // probe runs one claim of count in a transaction (A) it rolls back, and
 // meanwhile counts, in a second session (B), the eligible rows B can still
 // lock.
-func (e *Engine) probe(ctx context.Context, task *Task, srv server, count int) (Probe, error) {
+func (st *store) probe(ctx context.Context, task *Task, srv server, count int) (Probe, error) {
 	var p Probe
-	rl, hasRowLocks := e.Driver.(drivers.RowLocker)
+	rl, hasRowLocks := st.driver.(drivers.RowLocker)
 	fail := func(what string, err error) (Probe, error) {
 		return Probe{}, fmt.Errorf("probing the locks of task %s: %s: %w", task.Name, what, err)
 	}
-	connA, err := e.DB.Conn(ctx)
+	connA, err := st.db.Conn(ctx)
 	if err != nil {
 		return fail("connecting", err)
 	}
 	defer connA.Close()
 	var connID int64
-	dl, hasDataLocks := e.Driver.(drivers.DataLocker)
+	dl, hasDataLocks := st.driver.(drivers.DataLocker)
 	if hasDataLocks {
 		if connID, err = dl.ConnectionID(ctx, connA); err != nil {
 			return fail("reading the session id", err)
@@ -195,16 +196,16 @@ func (e *Engine) probe(ctx context.Context, task *Task, srv server, count int) (
 		return fail("claiming", err)
 	}
 	if !hasRowLocks {
-		p.Note += e.Driver.Name() + " has no row locks: one writer at a time, and the task lock is the task's lease row (an UPDATE, not a lock held while the query runs); callers never lock loan rows"
+		p.Note += st.driver.Name() + " has no row locks: one writer at a time, and the task lock is the task's lease row (an UPDATE, not a lock held while the query runs); callers never lock loan rows"
 		return p, nil
 	}
 	// B: what is still lockable while A holds its locks.
-	txB, err := e.DB.BeginTx(ctx, rl.RowsTxOptions())
+	txB, err := st.db.BeginTx(ctx, rl.RowsTxOptions())
 	if err != nil {
 		return fail("beginning the second session", err)
 	}
 	defer txB.Rollback()
-	eligible, err := drivers.ScanKeys(drivers.CriteriaQuery(e.Driver.Dialect(), task.criteria()).Query(ctx, txB, engineio.CriteriaParams{TaskID: task.ID, Limit: ProbeLimit}))
+	eligible, err := drivers.ScanKeys(drivers.CriteriaQuery(st.driver.Dialect(), task.criteria()).Query(ctx, txB, engineio.CriteriaParams{TaskID: task.ID, Limit: ProbeLimit}))
 	if err != nil {
 		return fail("counting the eligible rows", err)
 	}
@@ -219,7 +220,7 @@ func (e *Engine) probe(ctx context.Context, task *Task, srv server, count int) (
 	p.RowsLocked = max(0, p.Eligible-p.StillLockable)
 	_ = txB.Rollback()
 	if hasDataLocks {
-		locks, ok, err := dl.DataLocks(ctx, e.DB, connID)
+		locks, ok, err := dl.DataLocks(ctx, st.db, connID)
 		if err != nil {
 			return fail("reading performance_schema.data_locks", err)
 		}
@@ -232,7 +233,7 @@ func (e *Engine) probe(ctx context.Context, task *Task, srv server, count int) (
 }
 
 // verdict turns a probe into something a DBA can act on.
-func verdict(task *Task, strategy drivers.Strategy, p Probe, plan drivers.QueryPlan, dialect string) (v, msg, index string) {
+func verdict(task *Task, srv server, p Probe, plan drivers.QueryPlan, dialect string) (v, msg, index string) {
 	sortNote := ""
 	if plan.Sort {
 		sortNote = " (the order needs a sort)"
@@ -246,11 +247,8 @@ func verdict(task *Task, strategy drivers.Strategy, p Probe, plan drivers.QueryP
 		return "ok", msg, ""
 	case p.Eligible == 0:
 		return "unknown", "unknown: no loan is eligible now, so the probe locked nothing; run explain again when loans are eligible", ""
-	case strategy != drivers.Rows:
-		how := "callers queue on the task's row lock and its holder serves their requests together"
-		if strategy == drivers.Lease {
-			how = "callers take the task's lease in turn and its holder serves their requests together"
-		}
+	case srv.queueing() != "":
+		how := srv.queueing()
 		msg = fmt.Sprintf("ok: a claim of %d locks no loan row (%d locked by others now): %s", p.Claimed, p.RowsLocked, how)
 		if plan.Sort {
 			index = SuggestIndex(task, dialect)
@@ -341,13 +339,13 @@ func SuggestIndex(t *Task, dialect string) string {
 func (e *Engine) probeCriteria(ctx context.Context, tx *sql.Tx, task *Task, count int, lockTask bool) (claimed int, note string, err error) {
 	if lockTask && e.caps().Supports(drivers.Skip) {
 		if _, err := e.sql().Lock(drivers.Skip).One(ctx, tx, engineio.TaskParams{TaskID: task.ID}); err != nil {
-			if err != sql.ErrNoRows && !e.Driver.IsLockBusy(err) {
+			if err != sql.ErrNoRows && !e.driver.IsLockBusy(err) {
 				return 0, "", fmt.Errorf("taking the task lock: %w", err)
 			}
 			note = "another caller holds the task lock now: the probe ran the criteria query without it. "
 		}
 	}
-	keys, err := drivers.ScanKeys(drivers.CriteriaQuery(e.Driver.Dialect(), task.criteria()).Query(ctx, tx, engineio.CriteriaParams{TaskID: task.ID, Limit: count}))
+	keys, err := drivers.ScanKeys(drivers.CriteriaQuery(e.driver.Dialect(), task.criteria()).Query(ctx, tx, engineio.CriteriaParams{TaskID: task.ID, Limit: count}))
 	if err != nil {
 		return 0, "", fmt.Errorf("running the criteria query: %w", err)
 	}

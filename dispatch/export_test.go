@@ -2,7 +2,10 @@ package dispatch
 
 import (
 	"context"
+	"database/sql"
 	"time"
+
+	"github.com/loanq/loanq/drivers"
 )
 
 // SetBeforeCommit lets tests act inside the assignment transaction, just
@@ -27,6 +30,13 @@ func (e *Engine) SetRenewed(f func()) { e.hooks.renewed = f }
 
 // HoldBounds is the idle and statement bound a lock transaction of t gets.
 func (e *Engine) HoldBounds(ctx context.Context, t *Task) (idle, stmt time.Duration, err error) {
-	b, err := e.holdLimit(ctx, e.DB, t)
+	b, err := e.Admin().holdLimit(ctx, e.db, t)
 	return b.idle, b.stmt, err
 }
+
+// DB is the engine's database, for tests that read or change its tables
+// around the engine (production code has no such access: dispatch.go).
+func (e *Engine) DB() *sql.DB { return e.db }
+
+// Driver is the engine's driver, for the same tests.
+func (e *Engine) Driver() drivers.Driver { return e.driver }

@@ -38,7 +38,7 @@ func (f *fixture) task(t *testing.T, spec dispatch.TaskSpec) *dispatch.Task {
 		spec.Order = "priority"
 	}
 	spec.CreatedBy = "admin"
-	task, created, err := f.e.CreateTask(context.Background(), spec)
+	task, created, err := f.e.Admin().CreateTask(context.Background(), spec)
 	if err != nil || !created {
 		t.Fatalf("CreateTask %s: created=%v err=%v", spec.Name, created, err)
 	}
@@ -54,7 +54,7 @@ func (f *fixture) engine(t *testing.T) *dispatch.Engine {
 // audit fails the test on any invariant violation in the final state.
 func (f *fixture) audit(t *testing.T) {
 	t.Helper()
-	findings, err := f.e.Audit(context.Background())
+	findings, err := f.e.Admin().Audit(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}

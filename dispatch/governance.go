@@ -61,21 +61,21 @@ func IsNotAllowed(err error) bool {
 
 // MayWork answers whether user may work the task named taskName: nil, a
 // *NotAllowedError, or another error (an unknown task: problem.Usage).
-func (e *Engine) MayWork(ctx context.Context, taskName, user string) error {
-	task, err := e.Task(ctx, taskName)
+func (st *store) MayWork(ctx context.Context, taskName, user string) error {
+	task, err := st.Task(ctx, taskName)
 	if err != nil {
 		return err
 	}
-	return e.mayWorkTask(ctx, task, user)
+	return st.mayWorkTask(ctx, task, user)
 }
 
 // mayWorkTask is MayWork for a task already read: no statement for a task
 // without an allow list (TaskRow's allow_n).
-func (e *Engine) mayWorkTask(ctx context.Context, task *Task, user string) error {
+func (st *store) mayWorkTask(ctx context.Context, task *Task, user string) error {
 	if !task.Restricted {
 		return nil
 	}
-	n, err := e.governanceSQL().MayWork.One(ctx, e.DB, taskUserParams{TaskID: task.ID, User: user})
+	n, err := st.governanceSQL().MayWork.One(ctx, st.db, taskUserParams{TaskID: task.ID, User: user})
 	if err != nil {
 		return fmt.Errorf("reading who may work task %s: %w", task.Name, err)
 	}
@@ -86,12 +86,12 @@ func (e *Engine) mayWorkTask(ctx context.Context, task *Task, user string) error
 }
 
 // WorkableTasks lists, by name, the tasks user may work.
-func (e *Engine) WorkableTasks(ctx context.Context, user string) ([]*Task, error) {
-	tasks, err := e.Tasks(ctx)
+func (st *store) WorkableTasks(ctx context.Context, user string) ([]*Task, error) {
+	tasks, err := st.Tasks(ctx)
 	if err != nil {
 		return nil, err
 	}
-	ids, err := e.governanceSQL().Workable.All(ctx, e.DB, engineio.UserParams{User: user})
+	ids, err := st.governanceSQL().Workable.All(ctx, st.db, engineio.UserParams{User: user})
 	if err != nil {
 		return nil, fmt.Errorf("listing the tasks %s may work: %w", user, err)
 	}
@@ -112,10 +112,10 @@ type Governance struct {
 }
 
 // TaskGovernance reads a task's allow list and four-eyes rule.
-func (e *Engine) TaskGovernance(ctx context.Context, t *Task) (Governance, error) {
+func (a *Admin) TaskGovernance(ctx context.Context, t *Task) (Governance, error) {
 	var g Governance
 	if t.Restricted {
-		rows, err := e.governanceSQL().AllowList.All(ctx, e.DB, engineio.TaskParams{TaskID: t.ID})
+		rows, err := a.governanceSQL().AllowList.All(ctx, a.db, engineio.TaskParams{TaskID: t.ID})
 		if err != nil {
 			return g, fmt.Errorf("reading who may work task %s: %w", t.Name, err)
 		}
@@ -124,7 +124,7 @@ func (e *Engine) TaskGovernance(ctx context.Context, t *Task) (Governance, error
 		}
 	}
 	if t.FourEyes {
-		rows, err := e.governanceSQL().NotWorkedInList.All(ctx, e.DB, engineio.TaskParams{TaskID: t.ID})
+		rows, err := a.governanceSQL().NotWorkedInList.All(ctx, a.db, engineio.TaskParams{TaskID: t.ID})
 		if err != nil {
 			return g, fmt.Errorf("reading the four-eyes rule of task %s: %w", t.Name, err)
 		}
@@ -196,14 +196,14 @@ func (c GovernanceChange) Check() error {
 }
 
 // applyGovernance writes the change for task (id, name) in tx.
-func (e *Engine) applyGovernance(ctx context.Context, tx drivers.Querier, id int64, name string, c GovernanceChange) error {
+func (a *Admin) applyGovernance(ctx context.Context, tx drivers.Querier, id int64, name string, c GovernanceChange) error {
 	if c.empty() {
 		return nil
 	}
 	if err := c.Check(); err != nil {
 		return err
 	}
-	g := e.governanceSQL()
+	g := a.governanceSQL()
 	if c.AllowClear {
 		if _, err := g.AllowClear.Exec(ctx, tx, engineio.TaskParams{TaskID: id}); err != nil {
 			return fmt.Errorf("clearing who may work task %s: %w", name, err)
@@ -255,9 +255,9 @@ func (e *Engine) applyGovernance(ctx context.Context, tx drivers.Querier, id int
 				continue
 			}
 			seen[other] = true
-			o, err := e.scanTask(e.sql().TaskByName.One(ctx, tx, engineio.NameParams{Name: other}))
+			o, err := a.scanTask(a.sql().TaskByName.One(ctx, tx, engineio.NameParams{Name: other}))
 			if errors.Is(err, sql.ErrNoRows) {
-				return &problem.Error{Kind: problem.Usage, Msg: fmt.Sprintf("invalid --not-worked-in %s: unknown task", quote(other)), Hint: e.taskHint(ctx, other)}
+				return &problem.Error{Kind: problem.Usage, Msg: fmt.Sprintf("invalid --not-worked-in %s: unknown task", quote(other)), Hint: a.taskHint(ctx, other)}
 			}
 			if err != nil {
 				return fmt.Errorf("reading task %s: %w", other, err)
@@ -299,18 +299,18 @@ func checkGroupArgs(group string, users []string) error {
 func CheckGroupArgs(group string, users []string) error { return checkGroupArgs(group, users) }
 
 // GroupAdd adds users to group; it returns how many were not members yet.
-func (e *Engine) GroupAdd(ctx context.Context, group string, users []string, by string) (int, error) {
-	return e.groupAdd(ctx, group, users, by, "admin")
+func (a *Admin) GroupAdd(ctx context.Context, group string, users []string, by string) (int, error) {
+	return a.groupAdd(ctx, group, users, by, "admin")
 }
 
-func (e *Engine) groupAdd(ctx context.Context, group string, users []string, by, source string) (int, error) {
+func (a *Admin) groupAdd(ctx context.Context, group string, users []string, by, source string) (int, error) {
 	if err := checkGroupArgs(group, users); err != nil {
 		return 0, err
 	}
 	added := 0
 	for _, u := range users {
-		_, err := e.governanceSQL().GroupAdd.Exec(ctx, e.DB, groupParams{Group: group, User: u, Source: source, By: truncate(by, 128)})
-		if err != nil && e.Driver.IsUniqueViolation(err) {
+		_, err := a.governanceSQL().GroupAdd.Exec(ctx, a.db, groupParams{Group: group, User: u, Source: source, By: truncate(by, 128)})
+		if err != nil && a.driver.IsUniqueViolation(err) {
 			continue // a member already: nothing to do
 		}
 		if err != nil {
@@ -322,13 +322,13 @@ func (e *Engine) groupAdd(ctx context.Context, group string, users []string, by,
 }
 
 // GroupRemove removes users from group; it returns how many were members.
-func (e *Engine) GroupRemove(ctx context.Context, group string, users []string) (int, error) {
+func (a *Admin) GroupRemove(ctx context.Context, group string, users []string) (int, error) {
 	if err := checkGroupArgs(group, users); err != nil {
 		return 0, err
 	}
 	removed := 0
 	for _, u := range users {
-		res, err := e.governanceSQL().GroupRemove.Exec(ctx, e.DB, memberParams{Group: group, User: u})
+		res, err := a.governanceSQL().GroupRemove.Exec(ctx, a.db, memberParams{Group: group, User: u})
 		if err != nil {
 			return removed, fmt.Errorf("removing %s from group %s: %w", u, group, err)
 		}
@@ -340,8 +340,8 @@ func (e *Engine) GroupRemove(ctx context.Context, group string, users []string) 
 }
 
 // Groups lists every membership by group and user.
-func (e *Engine) Groups(ctx context.Context) ([]GroupMember, error) {
-	rows, err := e.governanceSQL().GroupList.All(ctx, e.DB, engineio.NoParams{})
+func (a *Admin) Groups(ctx context.Context) ([]GroupMember, error) {
+	rows, err := a.governanceSQL().GroupList.All(ctx, a.db, engineio.NoParams{})
 	if err != nil {
 		return nil, fmt.Errorf("listing groups: %w", err)
 	}
@@ -357,14 +357,14 @@ func (e *Engine) Groups(ctx context.Context) ([]GroupMember, error) {
 // groups it no longer names are left, new ones joined. A membership an
 // admin added stays whatever the header says. Names that are not valid
 // group names are ignored (a proxy may send groups loanq does not use).
-func (e *Engine) SyncProxyGroups(ctx context.Context, user string, groups []string) error {
+func (a *Admin) SyncProxyGroups(ctx context.Context, user string, groups []string) error {
 	want := map[string]bool{}
 	for _, g := range groups {
 		if g = strings.TrimSpace(g); ValidateGroupName(g) == nil {
 			want[g] = true
 		}
 	}
-	have, err := e.governanceSQL().UserGroups.All(ctx, e.DB, engineio.UserParams{User: user})
+	have, err := a.governanceSQL().UserGroups.All(ctx, a.db, engineio.UserParams{User: user})
 	if err != nil {
 		return fmt.Errorf("reading the groups of %s: %w", user, err)
 	}
@@ -374,13 +374,13 @@ func (e *Engine) SyncProxyGroups(ctx context.Context, user string, groups []stri
 			continue
 		}
 		if h.Source == "proxy" {
-			if _, err := e.governanceSQL().GroupDropProxy.Exec(ctx, e.DB, memberParams{Group: h.Group, User: user}); err != nil {
+			if _, err := a.governanceSQL().GroupDropProxy.Exec(ctx, a.db, memberParams{Group: h.Group, User: user}); err != nil {
 				return fmt.Errorf("removing %s from group %s (no longer in the proxy's header): %w", user, h.Group, err)
 			}
 		}
 	}
 	for g := range want {
-		if _, err := e.groupAdd(ctx, g, []string{user}, "proxy", "proxy"); err != nil {
+		if _, err := a.groupAdd(ctx, g, []string{user}, "proxy", "proxy"); err != nil {
 			return err
 		}
 	}
@@ -441,12 +441,12 @@ func (e *Engine) fourEyesBlocked(ctx context.Context, q drivers.Querier, task *T
 // built from them (the locking read, the claim's insert, the rows
 // strategy's look for held loans) applies it. The user is written as a
 // literal of the dialect (Dialect.TextLiteral), the task id as a number.
-func (e *Engine) criteriaFor(task *Task, user string) drivers.CriteriaSource {
+func (st *store) criteriaFor(task *Task, user string) drivers.CriteriaSource {
 	src := task.criteria()
 	if !task.FourEyes {
 		return src
 	}
-	d := e.Driver.Dialect()
+	d := st.driver.Dialect()
 	src.Where = fmt.Sprintf(`(%s)
   AND NOT EXISTS (
     SELECT 1 FROM loanq_task_not_worked_in loanq_f JOIN loanq_work loanq_w4 ON loanq_w4.task_id = loanq_f.other_task_id
@@ -458,8 +458,8 @@ func (e *Engine) criteriaFor(task *Task, user string) drivers.CriteriaSource {
 // deleteGovernance is task delete's part: a task whose history another
 // task's four-eyes rule reads is not deleted (its history is what keeps
 // the rule); the task's own allow list and rule go with it.
-func (e *Engine) deleteGovernance(ctx context.Context, tx drivers.Querier, task *Task) error {
-	g := e.governanceSQL()
+func (a *Admin) deleteGovernance(ctx context.Context, tx drivers.Querier, task *Task) error {
+	g := a.governanceSQL()
 	by, err := g.NamedBy.All(ctx, tx, engineio.TaskParams{TaskID: task.ID})
 	if err != nil {
 		return fmt.Errorf("reading the four-eyes rules that name task %s: %w", task.Name, err)

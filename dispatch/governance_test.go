@@ -35,7 +35,7 @@ func TestEntitlements(t *testing.T) {
 			if want := "user " + user + " is not allowed to work task big; ask an admin: loanq task update big --allow " + user; !strings.Contains(err.Error(), want) {
 				t.Errorf("message %q does not say %q", err, want)
 			}
-			if err := f.e.MayWork(ctx, "big", user); !dispatch.IsNotAllowed(err) {
+			if err := f.e.Admin().MayWork(ctx, "big", user); !dispatch.IsNotAllowed(err) {
 				t.Errorf("MayWork(big, %s): %v, want not allowed", user, err)
 			}
 		}
@@ -69,12 +69,12 @@ func TestEntitlements(t *testing.T) {
 		allowed("carl") // by name
 		workable("carl", "big", "open")
 
-		if _, err := f.e.GroupAdd(ctx, "seniors", []string{"ana"}, "admin"); err != nil {
+		if _, err := f.e.Admin().GroupAdd(ctx, "seniors", []string{"ana"}, "admin"); err != nil {
 			t.Fatal(err)
 		}
 		allowed("ana") // through the group
 		workable("ana", "big", "open")
-		if _, err := f.e.GroupRemove(ctx, "seniors", []string{"ana"}); err != nil {
+		if _, err := f.e.Admin().GroupRemove(ctx, "seniors", []string{"ana"}); err != nil {
 			t.Fatal(err)
 		}
 		notAllowed("ana")
@@ -83,7 +83,7 @@ func TestEntitlements(t *testing.T) {
 		// recheck (work status) says so instead of serving it, and the
 		// next round answers it empty (the database would refuse its work
 		// rows) while it serves the others.
-		if _, err := f.e.GroupAdd(ctx, "seniors", []string{"dora"}, "admin"); err != nil {
+		if _, err := f.e.Admin().GroupAdd(ctx, "seniors", []string{"dora"}, "admin"); err != nil {
 			t.Fatal(err)
 		}
 		big, err := f.e.Task(ctx, "big")
@@ -94,7 +94,7 @@ func TestEntitlements(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := f.e.GroupRemove(ctx, "seniors", []string{"dora"}); err != nil {
+		if _, err := f.e.Admin().GroupRemove(ctx, "seniors", []string{"dora"}); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := f.e.Status(ctx, doraID, true, fast); !dispatch.IsNotAllowed(err) {
@@ -105,7 +105,7 @@ func TestEntitlements(t *testing.T) {
 			t.Errorf("dora's request after carl's round: %+v %v, want empty", r, err)
 		}
 
-		if _, err := f.e.UpdateTask(ctx, "big", dispatch.TaskChange{UpdatedBy: "admin", Governance: dispatch.GovernanceChange{AllowClear: true}}); err != nil {
+		if _, err := f.e.Admin().UpdateTask(ctx, "big", dispatch.TaskChange{UpdatedBy: "admin", Governance: dispatch.GovernanceChange{AllowClear: true}}); err != nil {
 			t.Fatal(err)
 		}
 		allowed("ana") // --allow-clear: everyone
@@ -113,7 +113,7 @@ func TestEntitlements(t *testing.T) {
 		if big, err = f.e.Task(ctx, "big"); err != nil {
 			t.Fatal(err)
 		}
-		if gov, err := f.e.TaskGovernance(ctx, big); err != nil || len(gov.Allow) != 0 {
+		if gov, err := f.e.Admin().TaskGovernance(ctx, big); err != nil || len(gov.Allow) != 0 {
 			t.Errorf("after --allow-clear the allow list is %v (%v)", gov.Allow, err)
 		}
 		f.audit(t)

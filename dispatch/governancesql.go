@@ -50,7 +50,7 @@ var governanceCatalogue = drivers.NewCatalogue("governance", portableGovernance)
 
 // governanceSQL is the governance catalogue compiled for the engine's
 // driver.
-func (e *Engine) governanceSQL() *governanceStatements { return governanceCatalogue.For(e.Driver) }
+func (st *store) governanceSQL() *governanceStatements { return governanceCatalogue.For(st.driver) }
 
 // allowedBy is the condition "allow entry a lets user :user work its task".
 const allowedBy = `((a.is_group = 0 AND a.principal = :user)

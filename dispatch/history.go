@@ -115,13 +115,13 @@ var errSettling = errors.New("settling")
 // ExportHistory writes the events after o.AfterID that match o, in id order,
 // calling emit with each; an error of emit stops the export and is
 // returned. The event passed to emit is reused for the next one.
-func (e *Engine) ExportHistory(ctx context.Context, o HistoryOptions, emit func(*HistoryEvent) error) (*HistoryResult, error) {
+func (a *Admin) ExportHistory(ctx context.Context, o HistoryOptions, emit func(*HistoryEvent) error) (*HistoryResult, error) {
 	if err := ValidateHistory(o); err != nil {
 		return nil, err
 	}
 	p := historyBatchParams{After: o.AfterID, AnyUser: 1, AnySince: 1, Limit: o.Batch, User: o.User}
 	if o.Task != "" {
-		t, err := e.Task(ctx, o.Task)
+		t, err := a.Task(ctx, o.Task)
 		if err != nil {
 			return nil, err
 		}
@@ -138,7 +138,7 @@ func (e *Engine) ExportHistory(ctx context.Context, o HistoryOptions, emit func(
 	var sinceMS int64
 	switch {
 	case !o.SinceTime.IsZero():
-		now, err := e.dbNow(ctx)
+		now, err := a.dbNow(ctx)
 		if err != nil {
 			return nil, err
 		}
@@ -148,12 +148,12 @@ func (e *Engine) ExportHistory(ctx context.Context, o HistoryOptions, emit func(
 	}
 	res := &HistoryResult{LastID: o.AfterID}
 	var ev HistoryEvent
-	st := e.historySQL()
+	st := a.historySQL()
 	for {
 		elapsed := time.Since(start).Milliseconds()
 		p.SettleMS, p.SinceMS = o.Settle.Milliseconds()+elapsed, sinceMS+elapsed
 		n := 0
-		err := st.HistoryBatch.Each(ctx, e.DB, p, func(r eventRow) error {
+		err := st.HistoryBatch.Each(ctx, a.db, p, func(r eventRow) error {
 			if r.Young != 0 {
 				return errSettling
 			}

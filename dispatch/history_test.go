@@ -24,7 +24,7 @@ func export(t *testing.T, e *dispatch.Engine, o dispatch.HistoryOptions) ([]disp
 	// (SQLite's clock) is still younger than the horizon.
 	time.Sleep(2 * time.Millisecond)
 	var out []dispatch.HistoryEvent
-	res, err := e.ExportHistory(context.Background(), o, func(ev *dispatch.HistoryEvent) error {
+	res, err := e.Admin().ExportHistory(context.Background(), o, func(ev *dispatch.HistoryEvent) error {
 		out = append(out, *ev)
 		return nil
 	})
@@ -304,14 +304,14 @@ func TestHistoryFiltersAndResume(t *testing.T) {
 		}
 		// A task deleted goes with its events; the others' stay.
 		fa := match(func(ev dispatch.HistoryEvent) bool { return ev.Task == "fa" })
-		if _, err := f.e.DeleteTask(ctx, "fb", true); err != nil {
+		if _, err := f.e.Admin().DeleteTask(ctx, "fb", true); err != nil {
 			t.Fatal(err)
 		}
 		if got, _ := export(t, f.e, dispatch.HistoryOptions{}); fmt.Sprint(eventIDs(got)) != fmt.Sprint(fa) || f.count(t, "SELECT COUNT(*) FROM loanq_history") != int64(len(fa)) {
 			t.Errorf("after task delete fb: %v, want task fa's %v and nothing else in the table", eventIDs(got), fa)
 		}
 		// An unknown task is bad input, after connecting.
-		_, err := f.e.ExportHistory(ctx, dispatch.HistoryOptions{Task: "nope", Batch: 10}, func(*dispatch.HistoryEvent) error { return nil })
+		_, err := f.e.Admin().ExportHistory(ctx, dispatch.HistoryOptions{Task: "nope", Batch: 10}, func(*dispatch.HistoryEvent) error { return nil })
 		if problem.KindOf(err) != problem.Usage {
 			t.Errorf("unknown task: %v, want a usage error", err)
 		}
@@ -460,8 +460,8 @@ func TestHistoryRefusesBadInput(t *testing.T) {
 		if problem.KindOf(err) != problem.Usage {
 			t.Errorf("%+v: %v, want a usage error", o, err)
 		}
-		var e *dispatch.Engine // no database: a nil engine would panic if asked
-		if _, err := e.ExportHistory(context.Background(), o, nil); problem.KindOf(err) != problem.Usage {
+		var a *dispatch.Admin // no database: a nil admin would panic if asked
+		if _, err := a.ExportHistory(context.Background(), o, nil); problem.KindOf(err) != problem.Usage {
 			t.Errorf("ExportHistory %+v: %v, want a usage error before any query", o, err)
 		}
 	}

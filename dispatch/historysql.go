@@ -30,8 +30,8 @@ type historyStatements struct {
 
 var historyCatalogue = drivers.NewCatalogue("history", portableHistory)
 
-// historySQL is the history catalogue compiled for the engine's driver.
-func (e *Engine) historySQL() *historyStatements { return historyCatalogue.For(e.Driver) }
+// historySQL is the history catalogue compiled for the admin's driver.
+func (a *Admin) historySQL() *historyStatements { return historyCatalogue.For(a.driver) }
 
 // portableHistory: the batch is a range of loanq_history's primary key;
 // the work row and the task are read by their primary keys.

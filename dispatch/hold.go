@@ -49,8 +49,8 @@ func validateHoldLimit(limit, queryDelay time.Duration) error {
 
 // HoldLimit is the hold limit in force for a task, and whether it is the
 // derived default.
-func (e *Engine) HoldLimit(ctx context.Context, t *Task) (time.Duration, bool, error) {
-	b, err := e.holdLimit(ctx, e.DB, t)
+func (a *Admin) HoldLimit(ctx context.Context, t *Task) (time.Duration, bool, error) {
+	b, err := a.holdLimit(ctx, a.db, t)
 	return b.idle, b.derived, err
 }
 
@@ -64,11 +64,11 @@ type holdBounds struct {
 	derived    bool
 }
 
-func (e *Engine) holdLimit(ctx context.Context, q drivers.Querier, t *Task) (holdBounds, error) {
+func (a *Admin) holdLimit(ctx context.Context, q drivers.Querier, t *Task) (holdBounds, error) {
 	if t.HoldLimit > 0 {
 		return holdBounds{idle: t.HoldLimit, stmt: t.HoldLimit}, nil
 	}
-	measured, err := e.sql().HoldMeasured.One(ctx, q, engineio.TaskParams{TaskID: t.ID})
+	measured, err := a.sql().HoldMeasured.One(ctx, q, engineio.TaskParams{TaskID: t.ID})
 	if err != nil {
 		return holdBounds{derived: true}, fmt.Errorf("reading the measured criteria time of task %s: %w", t.Name, err)
 	}
@@ -103,7 +103,7 @@ type holdGuard struct {
 // read with the lock (TaskLoad).
 func (e *Engine) limitHold(ctx context.Context, tx *sql.Tx, t *Task, measured sql.NullInt64) (*holdGuard, error) {
 	b := holdBoundsFor(t, measured)
-	set, err := drivers.LimitHold(ctx, e.Driver, tx, b.idle, b.stmt)
+	set, err := drivers.LimitHold(ctx, e.driver, tx, b.idle, b.stmt)
 	if err != nil {
 		return nil, err
 	}

@@ -20,17 +20,17 @@ import (
 // of the OS user's. The check here is for a clear message before anything is
 // written: the database's policies or triggers refuse the same writes sent
 // by hand. SQLite has no accounts, and any name is used as given.
-func (e *Engine) ActingUser(ctx context.Context, requested, fallback string) (string, error) {
+func (st *store) ActingUser(ctx context.Context, requested, fallback string) (string, error) {
 	name := requested
 	if name == "" {
 		name = fallback
 	}
-	if err := validateUser(name); err != nil && (requested != "" || e.caps().Accounts == drivers.AccountsNone) {
+	if err := validateUser(name); err != nil && (requested != "" || st.caps().Accounts == drivers.AccountsNone) {
 		return "", err // the name given is bad input whatever the database says
 	} else if err != nil {
 		name = "" // a bad OS user name: the account's own name may stand in for it
 	}
-	id, err := e.Identity(ctx, name)
+	id, err := st.Identity(ctx, name)
 	if err == drivers.ErrNoAccounts {
 		return name, nil
 	}
@@ -61,12 +61,12 @@ func actsAs(id drivers.Identity) string {
 
 // Identity reads what the database says about the connection's account and
 // user (drivers.ErrNoAccounts on SQLite).
-func (e *Engine) Identity(ctx context.Context, user string) (drivers.Identity, error) {
-	st := &e.sql().Identity
-	if e.caps().Accounts == drivers.AccountsNone {
+func (st *store) Identity(ctx context.Context, user string) (drivers.Identity, error) {
+	q := &st.sql().Identity
+	if st.caps().Accounts == drivers.AccountsNone {
 		return drivers.Identity{}, drivers.ErrNoAccounts
 	}
-	r, err := st.One(ctx, e.DB, engineio.UserParams{User: user})
+	r, err := q.One(ctx, st.db, engineio.UserParams{User: user})
 	if err != nil {
 		return drivers.Identity{}, fmt.Errorf("reading which users this database account may act as: %w", err)
 	}

@@ -302,7 +302,7 @@ func TestKeyTypeRefused(t *testing.T) {
 		f := setup(t, dsn, 0)
 		testdb.Exec(t, f.d, f.db, "CREATE TABLE kt_odd (f FLOAT NOT NULL, d DATE NOT NULL, eligible INTEGER NOT NULL)")
 		for _, col := range []string{"f", "d"} {
-			_, _, err := f.e.CreateTask(context.Background(), dispatch.TaskSpec{Name: "odd-" + col, Source: "kt_odd", Key: col,
+			_, _, err := f.e.Admin().CreateTask(context.Background(), dispatch.TaskSpec{Name: "odd-" + col, Source: "kt_odd", Key: col,
 				Where: "eligible = 1", CreatedBy: "admin"})
 			if problem.ExitCode(err) != problem.ExitUsage || !strings.Contains(err.Error(), "integer, text") || !strings.Contains(err.Error(), "UUID") {
 				t.Errorf("key %s: %v; want exit 2 naming the supported types", col, err)

@@ -42,20 +42,20 @@ func (e *Engine) serveRoundLeaseMode(ctx context.Context, task *Task, own *ownRe
 		if !released { // give the lease back on any failure; expiry covers a crash
 			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 			defer cancel()
-			_, _ = e.sql().LeaseRelease.Exec(rctx, e.DB, engineio.LeaseFenceParams{TaskID: task.ID, Owner: e.Holder, Token: token})
+			_, _ = e.sql().LeaseRelease.Exec(rctx, e.db, engineio.LeaseFenceParams{TaskID: task.ID, Owner: e.Holder, Token: token})
 		}
 	}()
 
-	load, err := e.load(ctx, e.DB, task)
+	load, err := e.load(ctx, e.db, task)
 	if err != nil || (load.requests == 0 && !refill) {
 		return err
 	}
 	// Abandoned work first, while this caller holds the lease (its own
 	// statement: no transaction stays open in the lease strategy).
-	if err := e.expire(ctx, e.DB, task); err != nil {
+	if err := e.expire(ctx, e.db, task); err != nil {
 		return err
 	}
-	found, run, err := e.runCriteria(ctx, e.DB, task, criteriaLimit(task, load))
+	found, run, err := e.runCriteria(ctx, e.db, task, criteriaLimit(task, load))
 	if err != nil {
 		return err
 	}
@@ -63,7 +63,7 @@ func (e *Engine) serveRoundLeaseMode(ctx context.Context, task *Task, own *ownRe
 	// The fence decides from here: a renewal racing with it changes nothing.
 	stopHeartbeat()
 
-	tx, err := e.DB.BeginTx(ctx, e.roundTxOptions(task))
+	tx, err := e.db.BeginTx(ctx, e.roundTxOptions(task))
 	if err != nil {
 		return fmt.Errorf("beginning the assignment transaction: %w", err)
 	}
@@ -84,14 +84,14 @@ func (e *Engine) serveRoundLeaseMode(ctx context.Context, task *Task, own *ownRe
 }
 
 func (e *Engine) acquireLease(ctx context.Context, task *Task) (int64, error) {
-	tx, err := e.DB.BeginTx(ctx, nil)
+	tx, err := e.db.BeginTx(ctx, nil)
 	if err != nil {
 		return 0, fmt.Errorf("beginning the lease transaction: %w", err)
 	}
 	defer tx.Rollback()
 	res, err := e.sql().LeaseAcquire.Exec(ctx, tx, engineio.LeaseTakeParams{Owner: e.Holder, TTLMS: task.LeaseTTL.Milliseconds(), TaskID: task.ID})
 	if err != nil {
-		if e.Driver.IsLockBusy(err) {
+		if e.driver.IsLockBusy(err) {
 			return 0, errBusy
 		}
 		return 0, fmt.Errorf("taking the lease of task %s: %w", task.Name, err)
@@ -141,7 +141,7 @@ func (e *Engine) heartbeat(ctx context.Context, task *Task, token int64) (stop f
 				return
 			case <-tick.C:
 			}
-			res, err := e.sql().LeaseRenew.Exec(hctx, e.DB, engineio.LeaseRenewParams{TTLMS: task.LeaseTTL.Milliseconds(), TaskID: task.ID, Owner: e.Holder, Token: token})
+			res, err := e.sql().LeaseRenew.Exec(hctx, e.db, engineio.LeaseRenewParams{TTLMS: task.LeaseTTL.Milliseconds(), TaskID: task.ID, Owner: e.Holder, Token: token})
 			if err != nil {
 				continue // try again at the next tick; the fence decides
 			}

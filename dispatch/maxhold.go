@@ -89,7 +89,7 @@ func (e *Engine) Reclaim(ctx context.Context, taskName, supervisor, user string,
 	if err != nil {
 		return nil, err
 	}
-	tx, err := e.DB.BeginTx(ctx, nil)
+	tx, err := e.db.BeginTx(ctx, nil)
 	if err != nil {
 		return nil, fmt.Errorf("beginning the reclaim: %w", err)
 	}

@@ -94,7 +94,7 @@ type nextCandidate struct {
 // user in (task create --allow, docs/governance.md), so that work next
 // never asks a task the user may not work.
 func (e *Engine) nextTaskCandidates(ctx context.Context, user string) ([]nextCandidate, error) {
-	rows, err := e.detailsSQL().NextCandidates.All(ctx, e.DB, engineio.NoParams{})
+	rows, err := e.detailsSQL().NextCandidates.All(ctx, e.db, engineio.NoParams{})
 	if err != nil {
 		return nil, fmt.Errorf("reading the tasks for work next: %w", err)
 	}

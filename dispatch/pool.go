@@ -105,12 +105,12 @@ func prefetchValues(n int, ttl time.Duration, low int) (size, ttlMS, lowMark sql
 // caller serves the request the usual way.
 func (e *Engine) servePool(ctx context.Context, task *Task, user string, count int) (*Request, error) {
 	var opts *sql.TxOptions
-	if rl, ok := e.Driver.(drivers.RowLocker); ok {
+	if rl, ok := e.driver.(drivers.RowLocker); ok {
 		opts = rl.RowsTxOptions() // InnoDB: READ COMMITTED, locks on the rows returned only
 	}
 	if task.MaxActive > 0 && e.caps().UserCap == drivers.UserCapRowLock {
 		// Outside the claim and idempotent, as in the rows strategy.
-		if _, err := e.sql().UserLockEnsure.Exec(ctx, e.DB, engineio.TaskUserParams{TaskID: task.ID, User: user}); err != nil && !e.Driver.IsUniqueViolation(err) {
+		if _, err := e.sql().UserLockEnsure.Exec(ctx, e.db, engineio.TaskUserParams{TaskID: task.ID, User: user}); err != nil && !e.driver.IsUniqueViolation(err) {
 			return nil, fmt.Errorf("preparing the per-user lock of %s: %w", user, err)
 		}
 	}
@@ -118,7 +118,7 @@ func (e *Engine) servePool(ctx context.Context, task *Task, user string, count i
 	for wait := poolHeldWait; ; wait *= 2 {
 		short := false
 		var unfit []string
-		err := drivers.RetryDeadlock(ctx, e.Driver, 4, func() error {
+		err := drivers.RetryDeadlock(ctx, e.driver, 4, func() error {
 			var err error
 			id, short, unfit, err = e.claimPool(ctx, task, user, count, opts)
 			return err
@@ -126,7 +126,7 @@ func (e *Engine) servePool(ctx context.Context, task *Task, user string, count i
 		if err == nil && id == 0 && len(unfit) > 0 {
 			e.dropUnfit(ctx, task, unfit)
 		}
-		if e.Driver.IsDeadlock(err) {
+		if e.driver.IsDeadlock(err) {
 			return nil, nil // chosen as a victim again and again: the usual path serves it
 		}
 		if err != nil {
@@ -170,7 +170,7 @@ const (
 // of the task (fitKeys): never bound against the source, and deleted with
 // the others; when the claim rolls back, the caller deletes them alone.
 func (e *Engine) claimPool(ctx context.Context, task *Task, user string, count int, opts *sql.TxOptions) (id int64, short bool, unfit []string, err error) {
-	tx, err := e.DB.BeginTx(ctx, opts)
+	tx, err := e.db.BeginTx(ctx, opts)
 	if err != nil {
 		return 0, false, nil, fmt.Errorf("beginning the pool claim: %w", err)
 	}
@@ -196,7 +196,7 @@ func (e *Engine) claimPool(ctx context.Context, task *Task, user string, count i
 	}
 	id, err = e.sql().RequestInsert.InsertID(ctx, tx, engineio.RequestInsertParams{TaskID: task.ID, User: user, Requested: count})
 	if err != nil {
-		if e.Driver.IsUniqueViolation(err) {
+		if e.driver.IsUniqueViolation(err) {
 			return 0, false, nil, nil // a pending request of this user: the usual path attaches to it
 		}
 		return 0, false, nil, fmt.Errorf("logging the request: %w", err)
@@ -204,7 +204,7 @@ func (e *Engine) claimPool(ctx context.Context, task *Task, user string, count i
 	req := &Request{ID: id, TaskID: task.ID, Task: task.Name, User: user, Requested: count}
 	take := 0
 	for round := 0; take < allow && round < maxClaimRounds; round++ {
-		ids, err := drivers.ClaimPool(ctx, e.Driver, tx, task.ID, task.PrefetchTTL.Milliseconds(), allow-take)
+		ids, err := drivers.ClaimPool(ctx, e.driver, tx, task.ID, task.PrefetchTTL.Milliseconds(), allow-take)
 		if err != nil {
 			return 0, false, nil, fmt.Errorf("claiming from the pool of task %s: %w", task.Name, err)
 		}
@@ -271,7 +271,7 @@ func (e *Engine) dropPooled(ctx context.Context, q drivers.Querier, task *Task, 
 func (e *Engine) dropUnfit(ctx context.Context, task *Task, unfit []string) {
 	ctx, cancel := context.WithTimeout(ctx, dropUnfitBound)
 	defer cancel()
-	_ = e.dropPooled(ctx, e.DB, task, unfit)
+	_ = e.dropPooled(ctx, e.db, task, unfit)
 }
 
 // dropUnfitBound bounds dropUnfit's wait for rows another transaction holds.
@@ -306,14 +306,14 @@ func (e *Engine) takePool(ctx context.Context, tx *sql.Tx, task *Task, found []s
 	rp := &roundPool{held: map[string]bool{}}
 	var err error
 	// Every row, fresh or not: the round replaces the whole pool.
-	if rp.claimed, err = drivers.ClaimPool(ctx, e.Driver, tx, task.ID, allAges.Milliseconds(), 4*MaxPrefetch); err != nil {
+	if rp.claimed, err = drivers.ClaimPool(ctx, e.driver, tx, task.ID, allAges.Milliseconds(), 4*MaxPrefetch); err != nil {
 		return nil, fmt.Errorf("taking the pool of task %s for its refill: %w", task.Name, err)
 	}
 	mine := make(map[string]bool, len(rp.claimed))
 	for _, id := range rp.claimed {
 		mine[id] = true
 	}
-	all, err := engineio.LoanIDs(e.sql().PoolKeys.All(ctx, e.DB, engineio.TaskParams{TaskID: task.ID}))
+	all, err := engineio.LoanIDs(e.sql().PoolKeys.All(ctx, e.db, engineio.TaskParams{TaskID: task.ID}))
 	if err != nil {
 		return nil, fmt.Errorf("reading the pool of task %s: %w", task.Name, err)
 	}
@@ -324,7 +324,7 @@ func (e *Engine) takePool(ctx context.Context, tx *sql.Tx, task *Task, found []s
 	}
 	gone := map[string]bool{}
 	for _, run := range keyChunks(loankey.Text, found) {
-		taken, err := engineio.LoanIDs(e.sql().ActiveAmong.All(ctx, e.DB, engineio.PoolIDsParams{TaskID: task.ID, IDs: loankey.TextJSON(run)}))
+		taken, err := engineio.LoanIDs(e.sql().ActiveAmong.All(ctx, e.db, engineio.PoolIDsParams{TaskID: task.ID, IDs: loankey.TextJSON(run)}))
 		if err != nil {
 			return nil, fmt.Errorf("reading the loans assigned from the pool of task %s meanwhile: %w", task.Name, err)
 		}
@@ -386,11 +386,11 @@ type PoolStatus struct {
 }
 
 // Pool reads a prefetch task's pool figures (nil for a task without pool).
-func (e *Engine) Pool(ctx context.Context, task *Task) (*PoolStatus, error) {
+func (st *store) Pool(ctx context.Context, task *Task) (*PoolStatus, error) {
 	if task.Prefetch <= 0 {
 		return nil, nil
 	}
-	r, err := e.sql().PoolStats.One(ctx, e.DB, engineio.TaskTTLParams{TaskID: task.ID, TTLMS: task.PrefetchTTL.Milliseconds()})
+	r, err := st.sql().PoolStats.One(ctx, st.db, engineio.TaskTTLParams{TaskID: task.ID, TTLMS: task.PrefetchTTL.Milliseconds()})
 	if err != nil {
 		return nil, fmt.Errorf("reading the pool of task %s: %w", task.Name, err)
 	}
@@ -436,7 +436,7 @@ func (e *Engine) Refill(ctx context.Context, task *Task, force bool) (RefillOutc
 	// pool rows they took while they lock theirs), it tries again, more
 	// often than a caller's claim would (4 tries failed once in a full run
 	// beside 10 claimers: TestPoolConcurrentClaimsAndRefills/mysql).
-	err = drivers.RetryDeadlock(ctx, e.Driver, 8, func() error {
+	err = drivers.RetryDeadlock(ctx, e.driver, 8, func() error {
 		if task.Lock == drivers.Lease {
 			return e.serveRoundLeaseMode(ctx, task, nil, true)
 		}
@@ -460,7 +460,7 @@ func (e *Engine) Refill(ctx context.Context, task *Task, force bool) (RefillOutc
 // it is held (every row-lock strategy, rows included: a rows task's callers
 // never take it, so it serialises only refills).
 func (e *Engine) refillRowLock(ctx context.Context, task *Task) error {
-	tx, err := e.DB.BeginTx(ctx, e.roundTxOptions(task))
+	tx, err := e.db.BeginTx(ctx, e.roundTxOptions(task))
 	if err != nil {
 		return fmt.Errorf("beginning the refill transaction: %w", err)
 	}
@@ -517,7 +517,7 @@ func (e *Engine) roundTxOptions(task *Task) *sql.TxOptions {
 	if task.Prefetch <= 0 && task.Lock != drivers.Rows {
 		return nil
 	}
-	if rl, ok := e.Driver.(drivers.RowLocker); ok {
+	if rl, ok := e.driver.(drivers.RowLocker); ok {
 		return rl.RowsTxOptions()
 	}
 	return nil

@@ -99,7 +99,7 @@ func FormatAge(d time.Duration) string {
 }
 
 // Prune removes the history older than o.OlderThan (docs/retention.md).
-func (e *Engine) Prune(ctx context.Context, o PruneOptions) (*PruneResult, error) {
+func (a *Admin) Prune(ctx context.Context, o PruneOptions) (*PruneResult, error) {
 	if err := ValidatePrune(o); err != nil {
 		return nil, err
 	}
@@ -108,23 +108,23 @@ func (e *Engine) Prune(ctx context.Context, o PruneOptions) (*PruneResult, error
 	var tasks []*Task
 	var taskID int64
 	if o.Task != "" {
-		t, err := e.Task(ctx, o.Task)
+		t, err := a.Task(ctx, o.Task)
 		if err != nil {
 			return nil, err
 		}
 		tasks, taskID = []*Task{t}, t.ID
 	} else {
 		var err error
-		if tasks, err = e.Tasks(ctx); err != nil {
+		if tasks, err = a.Tasks(ctx); err != nil {
 			return nil, err
 		}
 	}
 	age := o.OlderThan.Milliseconds()
-	if err := e.pruneRequests(ctx, o, pruneBoundsParams{TaskID: taskID, AgeMS: age}, res); err != nil {
+	if err := a.pruneRequests(ctx, o, pruneBoundsParams{TaskID: taskID, AgeMS: age}, res); err != nil {
 		return nil, err
 	}
 	for _, t := range tasks {
-		if err := e.pruneRuns(ctx, o, pruneBoundsParams{TaskID: t.ID, AgeMS: age}, res); err != nil {
+		if err := a.pruneRuns(ctx, o, pruneBoundsParams{TaskID: t.ID, AgeMS: age}, res); err != nil {
 			return nil, fmt.Errorf("pruning the criteria-query runs of task %s: %w", t.Name, err)
 		}
 	}
@@ -134,15 +134,15 @@ func (e *Engine) Prune(ctx context.Context, o PruneOptions) (*PruneResult, error
 
 // pruneRequests removes the prunable requests with their work rows, batch
 // by batch along the primary key between the bounds.
-func (e *Engine) pruneRequests(ctx context.Context, o PruneOptions, b pruneBoundsParams, res *PruneResult) error {
-	st := e.pruneSQL()
-	lo, hi, err := pruneBounds(st.PruneRequestBounds.One(ctx, e.DB, pruneBoundsParams{TaskID: b.TaskID, AgeMS: b.AgeMS}))
+func (a *Admin) pruneRequests(ctx context.Context, o PruneOptions, b pruneBoundsParams, res *PruneResult) error {
+	q := a.pruneSQL()
+	lo, hi, err := pruneBounds(q.PruneRequestBounds.One(ctx, a.db, pruneBoundsParams{TaskID: b.TaskID, AgeMS: b.AgeMS}))
 	if err != nil || hi == 0 {
 		return wrapPrune("requests", err)
 	}
 	after := lo - 1
 	for {
-		ids, err := engineio.IDs(st.PruneRequestBatch.All(ctx, e.DB, pruneBatchParams{
+		ids, err := engineio.IDs(q.PruneRequestBatch.All(ctx, a.db, pruneBatchParams{
 			TaskID: b.TaskID, AgeMS: b.AgeMS, After: after, Upto: hi, Limit: o.Batch}))
 		if err != nil || len(ids) == 0 {
 			return wrapPrune("requests", err)
@@ -150,11 +150,11 @@ func (e *Engine) pruneRequests(ctx context.Context, o PruneOptions, b pruneBound
 		after = ids[len(ids)-1]
 		list := idList(ids)
 		if o.DryRun {
-			work, err := st.PruneWorkCount.One(ctx, e.DB, idListParams{IDs: list})
+			work, err := q.PruneWorkCount.One(ctx, a.db, idListParams{IDs: list})
 			if err != nil {
 				return wrapPrune("requests", err)
 			}
-			events, err := st.PruneHistoryCount.One(ctx, e.DB, idListParams{IDs: list})
+			events, err := q.PruneHistoryCount.One(ctx, a.db, idListParams{IDs: list})
 			if err != nil {
 				return wrapPrune("requests", err)
 			}
@@ -176,17 +176,17 @@ func (e *Engine) pruneRequests(ctx context.Context, o PruneOptions, b pruneBound
 			// The work rows' events go in the work rows' transaction,
 			// first: an exported event's work row is never missing.
 			var work, events, reqs int64
-			if err := e.pruneTx(ctx, res, func(tx *sql.Tx) error {
-				if events, err = rowsAffected(st.PruneHistory.Exec(ctx, tx, pruneIDsParams{IDs: list, AgeMS: b.AgeMS})); err != nil {
+			if err := a.pruneTx(ctx, res, func(tx *sql.Tx) error {
+				if events, err = rowsAffected(q.PruneHistory.Exec(ctx, tx, pruneIDsParams{IDs: list, AgeMS: b.AgeMS})); err != nil {
 					return err
 				}
-				work, err = rowsAffected(st.PruneWork.Exec(ctx, tx, pruneIDsParams{IDs: list, AgeMS: b.AgeMS}))
+				work, err = rowsAffected(q.PruneWork.Exec(ctx, tx, pruneIDsParams{IDs: list, AgeMS: b.AgeMS}))
 				return err
 			}); err != nil {
 				return wrapPrune("requests' work rows", err)
 			}
-			if err := e.pruneTx(ctx, res, func(tx *sql.Tx) error {
-				reqs, err = rowsAffected(st.PruneRequests.Exec(ctx, tx, idListParams{IDs: list}))
+			if err := a.pruneTx(ctx, res, func(tx *sql.Tx) error {
+				reqs, err = rowsAffected(q.PruneRequests.Exec(ctx, tx, idListParams{IDs: list}))
 				return err
 			}); err != nil {
 				return wrapPrune("requests", err)
@@ -201,15 +201,15 @@ func (e *Engine) pruneRequests(ctx context.Context, o PruneOptions, b pruneBound
 
 // pruneRuns removes a task's old criteria-query runs, its latest
 // PruneKeepRuns left out.
-func (e *Engine) pruneRuns(ctx context.Context, o PruneOptions, b pruneBoundsParams, res *PruneResult) error {
-	st := e.pruneSQL()
-	lo, hi, err := pruneBounds(st.PruneRunBounds.One(ctx, e.DB, pruneBoundsParams{TaskID: b.TaskID, AgeMS: b.AgeMS}))
+func (a *Admin) pruneRuns(ctx context.Context, o PruneOptions, b pruneBoundsParams, res *PruneResult) error {
+	q := a.pruneSQL()
+	lo, hi, err := pruneBounds(q.PruneRunBounds.One(ctx, a.db, pruneBoundsParams{TaskID: b.TaskID, AgeMS: b.AgeMS}))
 	if err != nil || hi == 0 {
 		return err
 	}
 	after := lo - 1
 	for {
-		ids, err := engineio.IDs(st.PruneRunBatch.All(ctx, e.DB, pruneBatchParams{
+		ids, err := engineio.IDs(q.PruneRunBatch.All(ctx, a.db, pruneBatchParams{
 			TaskID: b.TaskID, AgeMS: b.AgeMS, After: after, Upto: hi, Limit: o.Batch}))
 		if err != nil || len(ids) == 0 {
 			return err
@@ -219,8 +219,8 @@ func (e *Engine) pruneRuns(ctx context.Context, o PruneOptions, b pruneBoundsPar
 			res.Removed.QueryRuns += int64(len(ids))
 		} else {
 			var n int64
-			if err := e.pruneTx(ctx, res, func(tx *sql.Tx) error {
-				n, err = rowsAffected(st.PruneRuns.Exec(ctx, tx, pruneIDsParams{IDs: idList(ids), AgeMS: b.AgeMS}))
+			if err := a.pruneTx(ctx, res, func(tx *sql.Tx) error {
+				n, err = rowsAffected(q.PruneRuns.Exec(ctx, tx, pruneIDsParams{IDs: idList(ids), AgeMS: b.AgeMS}))
 				return err
 			}); err != nil {
 				return err
@@ -235,13 +235,13 @@ func (e *Engine) pruneRuns(ctx context.Context, o PruneOptions, b pruneBoundsPar
 // MySQL/MariaDB it is READ COMMITTED, as a rows claim is (RowsTxOptions):
 // InnoDB then locks the rows it deletes and no gap beside them, so a
 // request being logged or a loan being assigned meanwhile does not wait.
-func (e *Engine) pruneTx(ctx context.Context, res *PruneResult, fn func(*sql.Tx) error) error {
+func (a *Admin) pruneTx(ctx context.Context, res *PruneResult, fn func(*sql.Tx) error) error {
 	var opts *sql.TxOptions
-	if rl, ok := e.Driver.(drivers.RowLocker); ok {
+	if rl, ok := a.driver.(drivers.RowLocker); ok {
 		opts = rl.RowsTxOptions()
 	}
 	start := time.Now()
-	tx, err := e.DB.BeginTx(ctx, opts)
+	tx, err := a.db.BeginTx(ctx, opts)
 	if err != nil {
 		return err
 	}

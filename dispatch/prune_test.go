@@ -79,12 +79,12 @@ func look(t *testing.T, f *fixture, tasks ...string) view {
 		rows.Close()
 		v.Eligible[name] = ids
 	}
-	stats, err := f.e.Stats(ctx, "")
+	stats, err := f.e.Admin().Stats(ctx, "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	v.Stats = mustJSON(t, stats)
-	src := &dashboard.Source{DB: f.db, Driver: f.d, Engine: f.e}
+	src := &dashboard.Source{DB: f.db, Driver: f.d, Admin: f.e.Admin()}
 	snap, err := src.Get(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -126,7 +126,7 @@ func look(t *testing.T, f *fixture, tasks ...string) view {
 	}
 	sort.Slice(today.Users, func(i, j int) bool { return today.Users[i].User < today.Users[j].User })
 	v.Today = mustJSON(t, today)
-	findings, err := f.e.Audit(ctx)
+	findings, err := f.e.Admin().Audit(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -246,7 +246,7 @@ func TestPruneKeepsWhatDecides(t *testing.T) {
 
 		// --dry-run counts and changes nothing.
 		opt := dispatch.PruneOptions{OlderThan: dispatch.DefaultPruneAge, Batch: 2, DryRun: true}
-		dry, err := f.e.Prune(ctx, opt)
+		dry, err := f.e.Admin().Prune(ctx, opt)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -259,7 +259,7 @@ func TestPruneKeepsWhatDecides(t *testing.T) {
 		}
 
 		// --task none: only that task's empty request.
-		one, err := f.e.Prune(ctx, dispatch.PruneOptions{OlderThan: dispatch.DefaultPruneAge, Batch: 2, Task: "none"})
+		one, err := f.e.Admin().Prune(ctx, dispatch.PruneOptions{OlderThan: dispatch.DefaultPruneAge, Batch: 2, Task: "none"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -271,7 +271,7 @@ func TestPruneKeepsWhatDecides(t *testing.T) {
 		}
 
 		// Batches of 2: several transactions, every kind of row at a batch edge.
-		res, err := f.e.Prune(ctx, dispatch.PruneOptions{OlderThan: dispatch.DefaultPruneAge, Batch: 2})
+		res, err := f.e.Admin().Prune(ctx, dispatch.PruneOptions{OlderThan: dispatch.DefaultPruneAge, Batch: 2})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -313,7 +313,7 @@ func TestPruneKeepsWhatDecides(t *testing.T) {
 			t.Errorf("task none keeps %d criteria-query runs, want its 1 recent run", n)
 		}
 		// Nothing left to remove: a second prune removes nothing.
-		again, err := f.e.Prune(ctx, dispatch.PruneOptions{OlderThan: dispatch.DefaultPruneAge, Batch: 2})
+		again, err := f.e.Admin().Prune(ctx, dispatch.PruneOptions{OlderThan: dispatch.DefaultPruneAge, Batch: 2})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -415,7 +415,7 @@ func TestPruneBesideProcessors(t *testing.T) {
 		}
 		time.Sleep(300 * time.Millisecond) // the processors are at work
 		during.Store(true)
-		res, err := f.e.Prune(ctx, dispatch.PruneOptions{OlderThan: dispatch.DefaultPruneAge, Batch: 200})
+		res, err := f.e.Admin().Prune(ctx, dispatch.PruneOptions{OlderThan: dispatch.DefaultPruneAge, Batch: 200})
 		during.Store(false)
 		stop.Store(true)
 		wg.Wait()

@@ -62,7 +62,7 @@ const PruneKeepRuns = 40
 var pruneCatalogue = drivers.NewCatalogue("prune", portablePrune)
 
 // pruneSQL is the prune catalogue compiled for the engine's driver.
-func (e *Engine) pruneSQL() *pruneStatements { return pruneCatalogue.For(e.Driver) }
+func (a *Admin) pruneSQL() *pruneStatements { return pruneCatalogue.For(a.driver) }
 
 // portablePrune: the bounds are ranges of the indexes of migration 00009;
 // the batches are primary-key ranges; the deletes go by id.

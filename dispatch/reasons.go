@@ -170,12 +170,12 @@ func (r Reasons) CheckReason(task, action, reason string) error {
 }
 
 // TaskReasons reads a task's declared codes.
-func (e *Engine) TaskReasons(ctx context.Context, t *Task) (Reasons, error) {
-	return e.taskReasons(ctx, e.DB, t.ID, t.Name)
+func (a *Admin) TaskReasons(ctx context.Context, t *Task) (Reasons, error) {
+	return a.taskReasons(ctx, a.db, t.ID, t.Name)
 }
 
-func (e *Engine) taskReasons(ctx context.Context, q drivers.Querier, id int64, name string) (Reasons, error) {
-	row, err := e.reasonSQL().TaskReasons.One(ctx, q, engineio.TaskParams{TaskID: id})
+func (st *store) taskReasons(ctx context.Context, q drivers.Querier, id int64, name string) (Reasons, error) {
+	row, err := st.reasonSQL().TaskReasons.One(ctx, q, engineio.TaskParams{TaskID: id})
 	if err != nil {
 		if err == sql.ErrNoRows {
 			return Reasons{}, problem.Usagef("unknown task %q", name)
@@ -225,12 +225,12 @@ func CheckReasonChange(c ReasonChange) error {
 // PlanTaskReasons checks a change against the task's current codes
 // without writing anything (task update checks it before any other
 // change is written).
-func (e *Engine) PlanTaskReasons(ctx context.Context, name string, c ReasonChange) (Reasons, error) {
-	t, err := e.Task(ctx, name)
+func (a *Admin) PlanTaskReasons(ctx context.Context, name string, c ReasonChange) (Reasons, error) {
+	t, err := a.Task(ctx, name)
 	if err != nil {
 		return Reasons{}, err
 	}
-	cur, err := e.TaskReasons(ctx, t)
+	cur, err := a.TaskReasons(ctx, t)
 	if err != nil {
 		return Reasons{}, err
 	}
@@ -238,23 +238,23 @@ func (e *Engine) PlanTaskReasons(ctx context.Context, name string, c ReasonChang
 }
 
 // SetTaskReasons changes a task's codes.
-func (e *Engine) SetTaskReasons(ctx context.Context, name string, c ReasonChange) (Reasons, error) {
-	r, err := e.PlanTaskReasons(ctx, name, c)
+func (a *Admin) SetTaskReasons(ctx context.Context, name string, c ReasonChange) (Reasons, error) {
+	r, err := a.PlanTaskReasons(ctx, name, c)
 	if err != nil {
 		return Reasons{}, err
 	}
-	t, err := e.Task(ctx, name)
+	t, err := a.Task(ctx, name)
 	if err != nil {
 		return Reasons{}, err
 	}
-	if err := e.writeReasons(ctx, e.DB, t.ID, r); err != nil {
+	if err := a.writeReasons(ctx, a.db, t.ID, r); err != nil {
 		return Reasons{}, fmt.Errorf("setting the reason codes of task %s: %w", name, err)
 	}
 	return r, nil
 }
 
-func (e *Engine) writeReasons(ctx context.Context, q drivers.Querier, id int64, r Reasons) error {
-	_, err := e.reasonSQL().TaskSetReasons.Exec(ctx, q, taskReasonsParams{TaskID: id,
+func (a *Admin) writeReasons(ctx context.Context, q drivers.Querier, id int64, r Reasons) error {
+	_, err := a.reasonSQL().TaskSetReasons.Exec(ctx, q, taskReasonsParams{TaskID: id,
 		Reasons: nullString(r.CodesText()), Require: nullString(r.RequiredText())})
 	return err
 }

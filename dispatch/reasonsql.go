@@ -29,7 +29,7 @@ type taskReasonsParams struct {
 
 var reasonCatalogue = drivers.NewCatalogue("reasons", portableReasons)
 
-func (e *Engine) reasonSQL() *reasonStatements { return reasonCatalogue.For(e.Driver) }
+func (st *store) reasonSQL() *reasonStatements { return reasonCatalogue.For(st.driver) }
 
 func portableReasons() *reasonStatements {
 	return &reasonStatements{

@@ -58,7 +58,7 @@ func (e *Engine) recheckCandidates(ctx context.Context, tx *sql.Tx, task *Task, 
 		}
 		still := make(map[string]bool, len(locked))
 		for _, run := range keyChunks(task.KeyKind, locked) {
-			keys, err := drivers.ScanKeys(drivers.CriteriaRecheck(e.Driver.Dialect(), task.criteria()).Query(ctx, tx,
+			keys, err := drivers.ScanKeys(drivers.CriteriaRecheck(e.driver.Dialect(), task.criteria()).Query(ctx, tx,
 				engineio.RecheckParams{TaskID: task.ID, IDs: loankey.JSON(task.KeyKind, run)}))
 			if err != nil {
 				return nil, nil, false, fmt.Errorf("checking the candidates of task %s again before assigning them: %w", task.Name, err)
@@ -105,7 +105,7 @@ func (e *Engine) lockSourceRows(ctx context.Context, tx *sql.Tx, task *Task, key
 	}
 	locked := make(map[string]bool, len(keys))
 	for _, run := range keyChunks(task.KeyKind, keys) {
-		got, err := drivers.ScanKeys(drivers.LockSourceKeys(e.Driver.Dialect(), task.criteria()).Query(ctx, tx,
+		got, err := drivers.ScanKeys(drivers.LockSourceKeys(e.driver.Dialect(), task.criteria()).Query(ctx, tx,
 			engineio.RecheckParams{TaskID: task.ID, IDs: loankey.JSON(task.KeyKind, run)}))
 		if err != nil {
 			return nil, fmt.Errorf("locking the source rows of task %s's candidates: %w", task.Name, err)

@@ -343,7 +343,7 @@ func (e *Engine) Request(ctx context.Context, id int64) (*Request, error) {
 		return nil, problem.UsageAPI(fmt.Sprintf("invalid request id %d: give the request_id that `loanq work get` printed", id),
 			fmt.Sprintf("invalid request id %d: give the request_id that POST /api/v1/tasks/{task}/requests answered", id))
 	}
-	rows, err := e.sql().RequestWithLoans.All(ctx, e.DB, engineio.IDParams{ID: id})
+	rows, err := e.sql().RequestWithLoans.All(ctx, e.db, engineio.IDParams{ID: id})
 	if err != nil {
 		return nil, fmt.Errorf("reading request %d: %w", id, err)
 	}

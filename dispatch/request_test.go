@@ -188,7 +188,7 @@ func TestRequestArrivingBeforeHolderCommitIsServed(t *testing.T) {
 					}
 					// Another node logs its request (committed on its own
 					// connection) while the holder's transaction is open.
-					id, err := f.d.Statements().RequestInsert.InsertID(ctx, other.DB, engineio.RequestInsertParams{TaskID: task.ID, User: "late", Requested: 1})
+					id, err := f.d.Statements().RequestInsert.InsertID(ctx, other.DB(), engineio.RequestInsertParams{TaskID: task.ID, User: "late", Requested: 1})
 					if err != nil {
 						t.Errorf("late request: %v", err)
 					}
@@ -229,7 +229,7 @@ func TestRequestArrivingDuringQueryIsServedByTheSameRun(t *testing.T) {
 					if lateID != 0 {
 						return
 					}
-					id, err := f.d.Statements().RequestInsert.InsertID(ctx, other.DB, engineio.RequestInsertParams{TaskID: task.ID, User: "late", Requested: 2})
+					id, err := f.d.Statements().RequestInsert.InsertID(ctx, other.DB(), engineio.RequestInsertParams{TaskID: task.ID, User: "late", Requested: 2})
 					if err != nil {
 						t.Errorf("late request: %v", err)
 					}

@@ -30,7 +30,7 @@ func (e *Engine) serveRounds(ctx context.Context, task *Task, round func() error
 		if errors.Is(err, errRoundRaced) || errors.Is(err, errLoanTakenMeanwhile) {
 			continue // rolled back: serve the requests still pending afresh
 		}
-		if e.Driver.IsDeadlock(err) {
+		if e.driver.IsDeadlock(err) {
 			// Chosen as a deadlock victim (InnoDB, with pool claims or
 			// requests being logged beside the round): rolled back whole,
 			// so the next round serves the same requests afresh.
@@ -39,7 +39,7 @@ func (e *Engine) serveRounds(ctx context.Context, task *Task, round func() error
 		if err != nil {
 			return err
 		}
-		pending, err := e.pending(ctx, e.DB, task.ID)
+		pending, err := e.pending(ctx, e.db, task.ID)
 		if err != nil {
 			return err
 		}
@@ -59,7 +59,7 @@ var errBusy = &problem.Error{Kind: problem.Busy, Msg: "the task lock is held by 
 // and the per-user counts it reads are never older than the previous holder's
 // commit.
 func (e *Engine) serveRoundRowLock(ctx context.Context, task *Task, strategy drivers.Strategy, lockDeadline time.Time, own *ownRequest) error {
-	tx, err := e.DB.BeginTx(ctx, e.roundTxOptions(task))
+	tx, err := e.db.BeginTx(ctx, e.roundTxOptions(task))
 	if err != nil {
 		return fmt.Errorf("beginning the assignment transaction: %w", err)
 	}
@@ -80,7 +80,7 @@ func (e *Engine) serveRoundRowLock(ctx context.Context, task *Task, strategy dri
 	switch {
 	case errors.Is(err, sql.ErrNoRows): // SKIP LOCKED skipped the row
 		return errBusy
-	case err != nil && e.Driver.IsLockBusy(err): // NOWAIT, or the wait timed out
+	case err != nil && e.driver.IsLockBusy(err): // NOWAIT, or the wait timed out
 		return errBusy
 	case err != nil && lockCtx.Err() != nil && ctx.Err() == nil: // --timeout passed while queued
 		return errBusy
@@ -141,7 +141,7 @@ func (e *Engine) runCriteria(ctx context.Context, q drivers.Querier, task *Task,
 			return criteriaResult{}, run, err
 		}
 	}
-	rows, err := drivers.CriteriaQuery(e.Driver.Dialect(), task.criteria()).Query(ctx, q, engineio.CriteriaParams{TaskID: task.ID, Limit: limit})
+	rows, err := drivers.CriteriaQuery(e.driver.Dialect(), task.criteria()).Query(ctx, q, engineio.CriteriaParams{TaskID: task.ID, Limit: limit})
 	if err != nil {
 		return criteriaResult{}, run, fmt.Errorf("running the criteria query of task %s: %w", task.Name, err)
 	}

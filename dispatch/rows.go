@@ -52,17 +52,17 @@ var errRowsLogFirst = errors.New("the request must be logged on its own first")
 // be logged on its own first: nothing was written, and the caller takes
 // the usual path (logRequest, serveUntilDone).
 func (e *Engine) serveRowsFresh(ctx context.Context, task *Task, user string, count int) (*Request, error) {
-	rl, ok := e.Driver.(drivers.RowLocker)
+	rl, ok := e.driver.(drivers.RowLocker)
 	if !ok {
-		return nil, problem.Usagef("lock strategy rows is not available on %s: use one of %s", e.Driver.Name(), strategyList(e.Driver))
+		return nil, problem.Usagef("lock strategy rows is not available on %s: use one of %s", e.driver.Name(), strategyList(e.driver))
 	}
 	if err := e.ensureUserLock(ctx, task, user); err != nil {
 		return nil, err
 	}
 	req := &Request{TaskID: task.ID, Task: task.Name, User: user, Requested: count}
-	fc, finishing := e.Driver.(drivers.FinishingClaimer) // rows finish one-statement (capabilities)
+	fc, finishing := e.driver.(drivers.FinishingClaimer) // rows finish one-statement (capabilities)
 	var answer *Request
-	err := drivers.RetryDeadlock(ctx, e.Driver, 6, func() error {
+	err := drivers.RetryDeadlock(ctx, e.driver, 6, func() error {
 		req.ID = 0
 		if finishing {
 			a, err := e.claimRowsFinishing(ctx, rl, fc, task, req)
@@ -74,7 +74,7 @@ func (e *Engine) serveRowsFresh(ctx context.Context, task *Task, user string, co
 		}
 		return e.claimRows(ctx, rl, task, req, true)
 	})
-	if errors.Is(err, errRowsLogFirst) || e.Driver.IsDeadlock(err) {
+	if errors.Is(err, errRowsLogFirst) || e.driver.IsDeadlock(err) {
 		return nil, nil
 	}
 	if err != nil {
@@ -101,7 +101,7 @@ func (e *Engine) serveRowsFresh(ctx context.Context, task *Task, user string, co
 // key lost to another caller after the locking read — for claimRows, which
 // handles those, to run instead.
 func (e *Engine) claimRowsFinishing(ctx context.Context, rl drivers.RowLocker, fc drivers.FinishingClaimer, task *Task, req *Request) (*Request, error) {
-	tx, err := e.DB.BeginTx(ctx, rl.RowsTxOptions())
+	tx, err := e.db.BeginTx(ctx, rl.RowsTxOptions())
 	if err != nil {
 		return nil, fmt.Errorf("beginning the claim transaction: %w", err)
 	}
@@ -164,7 +164,7 @@ func (e *Engine) ensureUserLock(ctx context.Context, task *Task, user string) er
 	if task.MaxActive <= 0 {
 		return nil
 	}
-	if _, err := e.sql().UserLockEnsure.Exec(ctx, e.DB, engineio.TaskUserParams{TaskID: task.ID, User: user}); err != nil && !e.Driver.IsUniqueViolation(err) {
+	if _, err := e.sql().UserLockEnsure.Exec(ctx, e.db, engineio.TaskUserParams{TaskID: task.ID, User: user}); err != nil && !e.driver.IsUniqueViolation(err) {
 		return fmt.Errorf("preparing the per-user lock of %s: %w", user, err)
 	}
 	return nil
@@ -181,9 +181,9 @@ const maxClaimRounds = 10
 // which then rolls the claim back. Only a request this call attached to is
 // read, for its count.
 func (e *Engine) serveRows(ctx context.Context, task *Task, own *ownRequest) error {
-	rl, ok := e.Driver.(drivers.RowLocker)
+	rl, ok := e.driver.(drivers.RowLocker)
 	if !ok {
-		return problem.Usagef("lock strategy rows is not available on %s: use one of %s", e.Driver.Name(), strategyList(e.Driver))
+		return problem.Usagef("lock strategy rows is not available on %s: use one of %s", e.driver.Name(), strategyList(e.driver))
 	}
 	req := &Request{ID: own.id, TaskID: task.ID, Task: task.Name, User: own.user, Requested: own.requested}
 	if req.Requested == 0 {
@@ -196,14 +196,14 @@ func (e *Engine) serveRows(ctx context.Context, task *Task, own *ownRequest) err
 	if err := e.ensureUserLock(ctx, task, req.User); err != nil {
 		return err
 	}
-	return drivers.RetryDeadlock(ctx, e.Driver, 6, func() error { return e.claimRows(ctx, rl, task, req, false) })
+	return drivers.RetryDeadlock(ctx, e.driver, 6, func() error { return e.claimRows(ctx, rl, task, req, false) })
 }
 
 // claimRows is one claim transaction. fresh: req is a new request, not yet
 // logged; the claim logs it (req.ID set), and returns errRowsLogFirst
 // instead of waiting when it must be logged on its own first.
 func (e *Engine) claimRows(ctx context.Context, rl drivers.RowLocker, task *Task, req *Request, fresh bool) error {
-	tx, err := e.DB.BeginTx(ctx, rl.RowsTxOptions())
+	tx, err := e.db.BeginTx(ctx, rl.RowsTxOptions())
 	if err != nil {
 		return fmt.Errorf("beginning the claim transaction: %w", err)
 	}
@@ -326,7 +326,7 @@ func (e *Engine) claimAllowance(ctx context.Context, tx *sql.Tx, task *Task, req
 func (e *Engine) logInClaim(ctx context.Context, tx *sql.Tx, req *Request) error {
 	id, err := e.sql().RequestInsert.InsertID(ctx, tx, engineio.RequestInsertParams{TaskID: req.TaskID, User: req.User, Requested: req.Requested})
 	if err != nil {
-		if e.Driver.IsUniqueViolation(err) {
+		if e.driver.IsUniqueViolation(err) {
 			return errRowsLogFirst
 		}
 		return fmt.Errorf("logging the request: %w", err)
@@ -366,7 +366,7 @@ func (e *Engine) assignLockedRun(ctx context.Context, tx *sql.Tx, task *Task, lo
 	// The keys in the source column's own type (numbers for an integer
 	// task): the claim looks the rows up by the key's index.
 	ids := loankey.JSON(task.KeyKind, locked)
-	res, err := drivers.CriteriaClaim(e.Driver.Dialect(), e.criteriaFor(task, req.User)).Exec(ctx, tx,
+	res, err := drivers.CriteriaClaim(e.driver.Dialect(), e.criteriaFor(task, req.User)).Exec(ctx, tx,
 		engineio.ClaimParams{TaskID: task.ID, User: req.User, RequestID: req.ID, IDs: ids})
 	if err == nil {
 		n, err := res.RowsAffected()
@@ -375,10 +375,10 @@ func (e *Engine) assignLockedRun(ctx context.Context, tx *sql.Tx, task *Task, lo
 		}
 		return int(n), nil
 	}
-	if !e.Driver.IsUniqueViolation(err) {
+	if !e.driver.IsUniqueViolation(err) {
 		return 0, fmt.Errorf("assigning the claimed rows of task %s to %s: %w", task.Name, req.User, err)
 	}
-	keys, err := drivers.ScanKeys(drivers.CriteriaRecheck(e.Driver.Dialect(), e.criteriaFor(task, req.User)).Query(ctx, tx,
+	keys, err := drivers.ScanKeys(drivers.CriteriaRecheck(e.driver.Dialect(), e.criteriaFor(task, req.User)).Query(ctx, tx,
 		engineio.RecheckParams{TaskID: task.ID, IDs: ids}))
 	if err != nil {
 		return 0, fmt.Errorf("checking the claimed rows of task %s again: %w", task.Name, err)
@@ -403,7 +403,7 @@ func (e *Engine) assignLockedRun(ctx context.Context, tx *sql.Tx, task *Task, lo
 func (e *Engine) insertClaimed(ctx context.Context, tx *sql.Tx, task *Task, loan string, req *Request) (bool, error) {
 	res, err := e.sql().WorkInsertRows.Exec(ctx, tx, engineio.WorkInsertParams{TaskID: task.ID, LoanID: loan, User: req.User, RequestID: req.ID})
 	if err != nil {
-		if e.Driver.IsUniqueViolation(err) {
+		if e.driver.IsUniqueViolation(err) {
 			return false, nil
 		}
 		return false, fmt.Errorf("assigning loan %s to %s: %w", loan, req.User, err)
@@ -425,12 +425,12 @@ func (e *Engine) insertClaimed(ctx context.Context, tx *sql.Tx, task *Task, loan
 // session counting what it can still lock) and refuses a claim that locks
 // more than WideLocks times what it returns, unless allowWide. It returns
 // the probe's verdict, which the task keeps (task show).
-func (e *Engine) checkLockable(ctx context.Context, t *Task, allowWide bool) (string, error) {
-	rl, ok := e.Driver.(drivers.RowLocker)
+func (st *store) checkLockable(ctx context.Context, t *Task, allowWide bool) (string, error) {
+	rl, ok := st.driver.(drivers.RowLocker)
 	if !ok {
-		return "", problem.Usagef("lock strategy rows is not available on %s: use one of %s", e.Driver.Name(), strategyList(e.Driver))
+		return "", problem.Usagef("lock strategy rows is not available on %s: use one of %s", st.driver.Name(), strategyList(st.driver))
 	}
-	tx, err := e.DB.BeginTx(ctx, rl.RowsTxOptions())
+	tx, err := st.db.BeginTx(ctx, rl.RowsTxOptions())
 	if err != nil {
 		return "", fmt.Errorf("checking the criteria: %w", err)
 	}
@@ -440,7 +440,7 @@ func (e *Engine) checkLockable(ctx context.Context, t *Task, allowWide bool) (st
 			Msg:  fmt.Sprintf("the criteria of task %q cannot be locked row by row (--lock rows): %s", t.Name, reason),
 			Hint: "lock rows needs a plain table, or a view over one table without DISTINCT, GROUP BY, aggregates or UNION; otherwise use --lock skip"}
 	}
-	if lc, ok := e.Driver.(drivers.LockableChecker); ok {
+	if lc, ok := st.driver.(drivers.LockableChecker); ok {
 		reason, err := lc.CheckLockable(ctx, tx, t.Source)
 		if err != nil {
 			return "", fmt.Errorf("checking the criteria: %w", err)
@@ -453,7 +453,9 @@ func (e *Engine) checkLockable(ctx context.Context, t *Task, allowWide bool) (st
 		return "", cannot("the database refuses the locking query", err)
 	}
 	_ = tx.Rollback()
-	x, err := e.explainTask(ctx, t, rowsServer{e}, ProbeCount, "")
+	// The rows probe reads only the driver: an engine over this store,
+	// which serves nothing, gives explain its rows server.
+	x, err := st.explainTask(ctx, t, rowsServer{&Engine{store: st}}, ProbeCount, "")
 	if err != nil {
 		return "", err
 	}
@@ -476,8 +478,8 @@ const ProbeCount = 5
 
 // keepVerdict stores the lock probe's verdict of task id ("": none, the
 // task does not use rows).
-func (e *Engine) keepVerdict(ctx context.Context, id int64, verdict string) error {
-	if _, err := e.sql().TaskVerdictSet.Exec(ctx, e.DB, drivers.TaskVerdictParams{ID: id,
+func (a *Admin) keepVerdict(ctx context.Context, id int64, verdict string) error {
+	if _, err := a.sql().TaskVerdictSet.Exec(ctx, a.db, drivers.TaskVerdictParams{ID: id,
 		Verdict: sql.NullString{String: verdict, Valid: verdict != ""}}); err != nil {
 		return fmt.Errorf("keeping the lock probe's verdict: %w", err)
 	}
@@ -486,8 +488,8 @@ func (e *Engine) keepVerdict(ctx context.Context, id int64, verdict string) erro
 
 // LockVerdict is the verdict of the task's last lock probe (`task create|
 // update --lock rows`), "" when it was never probed.
-func (e *Engine) LockVerdict(ctx context.Context, t *Task) (string, error) {
-	v, err := e.sql().TaskVerdictGet.One(ctx, e.DB, engineio.IDParams{ID: t.ID})
+func (a *Admin) LockVerdict(ctx context.Context, t *Task) (string, error) {
+	v, err := a.sql().TaskVerdictGet.One(ctx, a.db, engineio.IDParams{ID: t.ID})
 	if err != nil {
 		return "", fmt.Errorf("reading the lock verdict of task %s: %w", t.Name, err)
 	}

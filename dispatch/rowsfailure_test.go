@@ -144,7 +144,7 @@ func TestCommittedClaimNamesItsRequest(t *testing.T) {
 		requestID := regexp.MustCompile(`request (\d+) was served and committed`)
 		for _, c := range cases {
 			claimer := f.engine(t)
-			claimer.SetAfterCommit(func() { claimer.DB.Close() }) // the database is gone once the claim committed
+			claimer.SetAfterCommit(func() { claimer.DB().Close() }) // the database is gone once the claim committed
 			r, err := claimer.Get(ctx, c.task.Name, c.user, 1, fast)
 			var id int64
 			if err := f.db.QueryRow(testdb.Rebind(f.d, "SELECT id FROM loanq_work_request WHERE task_id = ? AND user_name = ? AND status = 'assigned' AND assigned = 1"),

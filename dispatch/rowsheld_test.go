@@ -53,7 +53,7 @@ func TestRowsNeverEmptyWhileLoansAreHeld(t *testing.T) {
 		accLoans(t, d, db, 900, "(state, prio, id)")
 		e := dispatch.New(db, d)
 		ctx := context.Background()
-		if _, _, err := e.CreateTask(ctx, dispatch.TaskSpec{Name: "acc", Source: "acc_loan", Key: "id",
+		if _, _, err := e.Admin().CreateTask(ctx, dispatch.TaskSpec{Name: "acc", Source: "acc_loan", Key: "id",
 			Where: "state = 'OPEN'", Order: "prio DESC, id", Lock: drivers.Rows, CreatedBy: "admin", AllowWideLocks: true}); err != nil {
 			t.Fatal(err)
 		}
@@ -134,7 +134,7 @@ func TestRowsTaskProbedAtCreateAndUpdate(t *testing.T) {
 		ctx := context.Background()
 		spec := dispatch.TaskSpec{Name: "acc", Source: "acc_loan", Key: "id", Where: "state = 'OPEN'", Order: "prio DESC, id", Lock: drivers.Rows, CreatedBy: "admin"}
 		wide := d.Name() == "mysql"
-		_, _, err := e.CreateTask(ctx, spec)
+		_, _, err := e.Admin().CreateTask(ctx, spec)
 		if wide {
 			pe, _ := err.(*problem.Error)
 			if problem.KindOf(err) != problem.Usage || pe == nil || !strings.Contains(pe.Hint, "CREATE INDEX acc_loan_acc_ix ON acc_loan (state, prio DESC, id)") {
@@ -144,7 +144,7 @@ func TestRowsTaskProbedAtCreateAndUpdate(t *testing.T) {
 				t.Fatalf("a refused create stored %d tasks", n)
 			}
 			spec.AllowWideLocks = true
-			_, _, err = e.CreateTask(ctx, spec)
+			_, _, err = e.Admin().CreateTask(ctx, spec)
 		}
 		if err != nil {
 			t.Fatal(err)
@@ -153,7 +153,7 @@ func TestRowsTaskProbedAtCreateAndUpdate(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		v, err := e.LockVerdict(ctx, task)
+		v, err := e.Admin().LockVerdict(ctx, task)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -165,22 +165,22 @@ func TestRowsTaskProbedAtCreateAndUpdate(t *testing.T) {
 			// Changing the order to one the index serves is accepted and
 			// the verdict follows; back to the wide order is refused.
 			order := "prio, id"
-			if _, err := e.UpdateTask(ctx, "acc", dispatch.TaskChange{Order: &order, UpdatedBy: "admin"}); err != nil {
+			if _, err := e.Admin().UpdateTask(ctx, "acc", dispatch.TaskChange{Order: &order, UpdatedBy: "admin"}); err != nil {
 				t.Fatal(err)
 			}
-			if v, _ := e.LockVerdict(ctx, task); v != "ok: a claim of 5 locks 5 rows" {
+			if v, _ := e.Admin().LockVerdict(ctx, task); v != "ok: a claim of 5 locks 5 rows" {
 				t.Errorf("verdict after the order the index serves: %q", v)
 			}
 			order = "prio DESC, id"
-			if _, err := e.UpdateTask(ctx, "acc", dispatch.TaskChange{Order: &order, UpdatedBy: "admin"}); problem.KindOf(err) != problem.Usage {
+			if _, err := e.Admin().UpdateTask(ctx, "acc", dispatch.TaskChange{Order: &order, UpdatedBy: "admin"}); problem.KindOf(err) != problem.Usage {
 				t.Errorf("update back to the wide order: %v, want refused", err)
 			}
 		}
 		skip := drivers.Skip
-		if _, err := e.UpdateTask(ctx, "acc", dispatch.TaskChange{Lock: &skip, UpdatedBy: "admin"}); err != nil {
+		if _, err := e.Admin().UpdateTask(ctx, "acc", dispatch.TaskChange{Lock: &skip, UpdatedBy: "admin"}); err != nil {
 			t.Fatal(err)
 		}
-		if v, _ := e.LockVerdict(ctx, task); v != "" {
+		if v, _ := e.Admin().LockVerdict(ctx, task); v != "" {
 			t.Errorf("verdict kept after --lock skip: %q", v)
 		}
 	})

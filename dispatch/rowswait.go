@@ -29,7 +29,7 @@ import (
 func (e *Engine) heldEligible(ctx context.Context, q drivers.Querier, task *Task, user string) (string, bool, error) {
 	// The criteria as user's claim runs them: with four eyes, a loan user
 	// may not have is no loan held from them (governance.go).
-	rows, err := drivers.CriteriaQuery(e.Driver.Dialect(), e.criteriaFor(task, user)).Query(ctx, q, engineio.CriteriaParams{TaskID: task.ID, Limit: 1})
+	rows, err := drivers.CriteriaQuery(e.driver.Dialect(), e.criteriaFor(task, user)).Query(ctx, q, engineio.CriteriaParams{TaskID: task.ID, Limit: 1})
 	if err != nil {
 		return "", false, fmt.Errorf("looking for loans other claimers of task %s hold: %w", task.Name, err)
 	}
@@ -62,11 +62,11 @@ func (e *Engine) awaitRows(ctx context.Context, task *Task, user string, bound t
 			_ = pause.For(ctx, rest)
 		}
 	}()
-	key, held, err := e.heldEligible(ctx, e.DB, task, user)
+	key, held, err := e.heldEligible(ctx, e.db, task, user)
 	if err != nil || !held {
 		return false, err // nothing held any more: claim again at once
 	}
-	if _, ok := e.Driver.(drivers.RowWaiter); !ok {
+	if _, ok := e.driver.(drivers.RowWaiter); !ok {
 		return false, pause.For(ctx, min(bound, minPoll))
 	}
 	w, err := e.openWaitConn(ctx)
@@ -81,7 +81,7 @@ func (e *Engine) awaitRows(ctx context.Context, task *Task, user string, bound t
 	defer tx.Rollback() // a lock taken only to learn of the holder's end
 	// Granted, gone, or the bound passed: either way the caller claims again.
 	_, err = w.queue(ctx, tx, bound, func(lockCtx context.Context) error {
-		return drivers.WaitForRow(lockCtx, e.Driver, tx, e.criteriaFor(task, user), key, boundSeconds(bound))
+		return drivers.WaitForRow(lockCtx, e.driver, tx, e.criteriaFor(task, user), key, boundSeconds(bound))
 	})
 	if err != nil && ctx.Err() == nil {
 		return false, fmt.Errorf("waiting for loan %s of task %s: %w", key, task.Name, err)

@@ -37,7 +37,7 @@ func randomToken() (string, error) {
 // CreateSession opens a session for p, valid for ttl; it returns the
 // session id (the cookie's value, never stored) and the session. Expired
 // sessions are deleted on the way, so the table holds only live ones.
-func (e *Engine) CreateSession(ctx context.Context, p *Principal, ttl time.Duration) (string, *Session, error) {
+func (a *Admin) CreateSession(ctx context.Context, p *Principal, ttl time.Duration) (string, *Session, error) {
 	if err := validateUser(p.User); err != nil {
 		return "", nil, err
 	}
@@ -49,11 +49,11 @@ func (e *Engine) CreateSession(ctx context.Context, p *Principal, ttl time.Durat
 	if err != nil {
 		return "", nil, err
 	}
-	if _, err := e.sessionSQL().SessionPrune.Exec(ctx, e.DB, engineio.NoParams{}); err != nil {
+	if _, err := a.sessionSQL().SessionPrune.Exec(ctx, a.db, engineio.NoParams{}); err != nil {
 		return "", nil, fmt.Errorf("deleting expired sessions: %w", err)
 	}
 	tok := sql.NullInt64{Int64: p.TokenID, Valid: p.TokenID != 0}
-	if _, err := e.sessionSQL().SessionInsert.Exec(ctx, e.DB, sessionInsertParams{Hash: HashToken(id), User: p.User, Role: p.Role,
+	if _, err := a.sessionSQL().SessionInsert.Exec(ctx, a.db, sessionInsertParams{Hash: HashToken(id), User: p.User, Role: p.Role,
 		CSRF: csrf, TokenID: tok, TTLMs: ttl.Milliseconds()}); err != nil {
 		return "", nil, fmt.Errorf("opening a session for %s: %w", p.User, err)
 	}
@@ -62,11 +62,11 @@ func (e *Engine) CreateSession(ctx context.Context, p *Principal, ttl time.Durat
 
 // SessionOf reads the session whose id is id; nil when there is none, it
 // expired, or the API token it was opened with was revoked or expired.
-func (e *Engine) SessionOf(ctx context.Context, id string) (*Session, error) {
+func (a *Admin) SessionOf(ctx context.Context, id string) (*Session, error) {
 	if id == "" || len(id) > 100 {
 		return nil, nil // not one of ours: no query
 	}
-	r, err := e.sessionSQL().SessionAuth.One(ctx, e.DB, hashParams{Hash: HashToken(id)})
+	r, err := a.sessionSQL().SessionAuth.One(ctx, a.db, hashParams{Hash: HashToken(id)})
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil
 	}
@@ -78,8 +78,8 @@ func (e *Engine) SessionOf(ctx context.Context, id string) (*Session, error) {
 
 // EndSession deletes the session whose id is id (sign-out); no session is
 // not an error.
-func (e *Engine) EndSession(ctx context.Context, id string) error {
-	if _, err := e.sessionSQL().SessionDelete.Exec(ctx, e.DB, hashParams{Hash: HashToken(id)}); err != nil {
+func (a *Admin) EndSession(ctx context.Context, id string) error {
+	if _, err := a.sessionSQL().SessionDelete.Exec(ctx, a.db, hashParams{Hash: HashToken(id)}); err != nil {
 		return fmt.Errorf("ending a session: %w", err)
 	}
 	return nil
@@ -103,7 +103,7 @@ func (e *Engine) History(ctx context.Context, user string, since time.Duration) 
 	if err := validateUser(user); err != nil {
 		return nil, err
 	}
-	rows, err := e.sessionSQL().History.All(ctx, e.DB, historyParams{User: user, AgeMs: since.Milliseconds()})
+	rows, err := e.sessionSQL().History.All(ctx, e.db, historyParams{User: user, AgeMs: since.Milliseconds()})
 	if err != nil {
 		return nil, fmt.Errorf("reading the history of %s: %w", user, err)
 	}

@@ -31,7 +31,7 @@ type sessionStatements struct {
 var sessionCatalogue = drivers.NewCatalogue("session", portableSession)
 
 // sessionSQL is the page's catalogue compiled for the engine's driver.
-func (e *Engine) sessionSQL() *sessionStatements { return sessionCatalogue.For(e.Driver) }
+func (st *store) sessionSQL() *sessionStatements { return sessionCatalogue.For(st.driver) }
 
 func portableSession() *sessionStatements {
 	return &sessionStatements{

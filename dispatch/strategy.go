@@ -45,6 +45,14 @@ type server interface {
 	probeTxOptions() *sql.TxOptions
 	probeClaim(ctx context.Context, tx *sql.Tx, task *Task, count int) (claimed int, note string, err error)
 	planSQL(task *Task, text string) string
+	// queueing says how callers meet on the task, for explain's verdict:
+	// "" when a claim locks the loan rows it takes, and callers meet only
+	// there (the verdict then weighs how many rows a claim locks).
+	queueing() string
+	// perUser reports whether one claim serves one user, so that a rule of
+	// the user's (four eyes) is in the claim's criteria; otherwise a round
+	// shares one criteria query out among its requesters.
+	perUser() bool
 }
 
 // serverFor chooses the server of one call: the task's strategy or the
@@ -70,8 +78,8 @@ func (e *Engine) serverFor(t *Task, override drivers.Strategy) (server, error) {
 // serverOf is the server of strategy s, refused where the database has
 // no such strategy.
 func (e *Engine) serverOf(s drivers.Strategy) (server, error) {
-	if !drivers.Supports(e.Driver, s) {
-		return nil, problem.Usagef("lock strategy %q is not available on %s: use one of %s", s, e.Driver.Name(), strategyList(e.Driver))
+	if !drivers.Supports(e.driver, s) {
+		return nil, problem.Usagef("lock strategy %q is not available on %s: use one of %s", s, e.driver.Name(), strategyList(e.driver))
 	}
 	switch s {
 	case drivers.Rows:
@@ -116,11 +124,23 @@ func (s rowLockServer) probeClaim(ctx context.Context, tx *sql.Tx, task *Task, c
 
 func (rowLockServer) planSQL(_ *Task, text string) string { return text }
 
+func (rowLockServer) queueing() string {
+	return "callers queue on the task's row lock and its holder serves their requests together"
+}
+
+func (rowLockServer) perUser() bool { return false }
+
 // leaseServer: rounds under the task's lease, no transaction open while
 // the criteria query runs; there is no lock to queue on, so a waiter polls.
 type leaseServer struct{ e *Engine }
 
 func (leaseServer) strategy() drivers.Strategy { return drivers.Lease }
+
+func (leaseServer) queueing() string {
+	return "callers take the task's lease in turn and its holder serves their requests together"
+}
+
+func (leaseServer) perUser() bool { return false }
 
 func (leaseServer) fresh(context.Context, *Task, string, int) (*Request, error) { return nil, nil }
 
@@ -150,6 +170,10 @@ type rowsServer struct{ e *Engine }
 
 func (rowsServer) strategy() drivers.Strategy { return drivers.Rows }
 
+func (rowsServer) queueing() string { return "" }
+
+func (rowsServer) perUser() bool { return true }
+
 func (s rowsServer) fresh(ctx context.Context, task *Task, user string, count int) (*Request, error) {
 	req, err := s.e.serveRowsFresh(ctx, task, user, count)
 	return req, s.e.claimFailed(ctx, task, err, "claiming loans of")
@@ -168,7 +192,7 @@ func (rowsServer) pendingWhy() string {
 }
 
 // The rows strategy is offered only by RowLocker drivers (Capabilities).
-func (s rowsServer) rowLocker() drivers.RowLocker { return s.e.Driver.(drivers.RowLocker) }
+func (s rowsServer) rowLocker() drivers.RowLocker { return s.e.driver.(drivers.RowLocker) }
 
 func (s rowsServer) probeTxOptions() *sql.TxOptions { return s.rowLocker().RowsTxOptions() }
 
@@ -181,7 +205,7 @@ func (s rowsServer) probeClaim(ctx context.Context, tx *sql.Tx, task *Task, coun
 // planSQL: a driver that sends the rows claim through a procedure (Oracle)
 // has it planned as its cursor.
 func (s rowsServer) planSQL(task *Task, text string) string {
-	if cp, ok := s.e.Driver.(drivers.ClaimPlanner); ok {
+	if cp, ok := s.e.driver.(drivers.ClaimPlanner); ok {
 		return cp.RowsPlanSQL(task.criteria())
 	}
 	return text

@@ -34,8 +34,8 @@ type WorkFilter struct {
 }
 
 // dbNow reads the database clock.
-func (e *Engine) dbNow(ctx context.Context) (time.Time, error) {
-	r, err := e.sql().Now.One(ctx, e.DB, engineio.NoParams{})
+func (a *Admin) dbNow(ctx context.Context) (time.Time, error) {
+	r, err := a.sql().Now.One(ctx, a.db, engineio.NoParams{})
 	if err != nil {
 		return time.Time{}, fmt.Errorf("reading the database clock: %w", err)
 	}
@@ -45,9 +45,9 @@ func (e *Engine) dbNow(ctx context.Context) (time.Time, error) {
 // WorkList returns everyone's active work, oldest first. The filters are
 // applied here, not in SQL: active work is what people hold right now (small),
 // and one portable statement serves every dialect.
-func (e *Engine) WorkList(ctx context.Context, f WorkFilter) ([]ActiveItem, error) {
+func (a *Admin) WorkList(ctx context.Context, f WorkFilter) ([]ActiveItem, error) {
 	if f.Task != "" {
-		if _, err := e.Task(ctx, f.Task); err != nil {
+		if _, err := a.Task(ctx, f.Task); err != nil {
 			return nil, err
 		}
 	}
@@ -56,7 +56,7 @@ func (e *Engine) WorkList(ctx context.Context, f WorkFilter) ([]ActiveItem, erro
 			return nil, err
 		}
 	}
-	rows, err := e.superviseSQL().ActiveWorkAll.All(ctx, e.DB, engineio.NoParams{})
+	rows, err := a.superviseSQL().ActiveWorkAll.All(ctx, a.db, engineio.NoParams{})
 	if err != nil {
 		return nil, fmt.Errorf("reading active work: %w", err)
 	}
@@ -68,7 +68,7 @@ func (e *Engine) WorkList(ctx context.Context, f WorkFilter) ([]ActiveItem, erro
 		}
 	}
 	// The clock is read after the rows, so no age is negative.
-	now, err := e.dbNow(ctx)
+	now, err := a.dbNow(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -124,16 +124,16 @@ type TaskStats struct {
 // task (docs/scaling.md: its cost). A count that fails (an account that may
 // not read the source, a count past BacklogTimeout) leaves that task's
 // backlog unknown, with the reason, instead of failing the others.
-func (e *Engine) AddBacklogs(ctx context.Context, stats []*TaskStats) error {
+func (a *Admin) AddBacklogs(ctx context.Context, stats []*TaskStats) error {
 	for _, s := range stats {
 		t := s.task
 		if t == nil {
 			var err error
-			if t, err = e.Task(ctx, s.Task); err != nil {
+			if t, err = a.Task(ctx, s.Task); err != nil {
 				return err
 			}
 		}
-		b, err := e.CountBacklog(ctx, t)
+		b, err := a.CountBacklog(ctx, t)
 		if err != nil {
 			if ctx.Err() != nil {
 				return err
@@ -148,17 +148,17 @@ func (e *Engine) AddBacklogs(ctx context.Context, stats []*TaskStats) error {
 
 // Stats returns the stats of every task (taskName "") or of one, by name.
 // Dispositions and runs count over the last StatsWindow.
-func (e *Engine) Stats(ctx context.Context, taskName string) ([]*TaskStats, error) {
+func (a *Admin) Stats(ctx context.Context, taskName string) ([]*TaskStats, error) {
 	var tasks []*Task
 	if taskName != "" {
-		t, err := e.Task(ctx, taskName)
+		t, err := a.Task(ctx, taskName)
 		if err != nil {
 			return nil, err
 		}
 		tasks = []*Task{t}
 	} else {
 		var err error
-		if tasks, err = e.Tasks(ctx); err != nil {
+		if tasks, err = a.Tasks(ctx); err != nil {
 			return nil, err
 		}
 	}
@@ -169,14 +169,14 @@ func (e *Engine) Stats(ctx context.Context, taskName string) ([]*TaskStats, erro
 			Dispositions: map[string]int64{Complete: 0, Return: 0, Never: 0, Expired: 0, Reclaimed: 0}}
 		byName[t.Name] = s
 		out = append(out, s)
-		p, err := e.Pool(ctx, t)
+		p, err := a.Pool(ctx, t)
 		if err != nil {
 			return nil, err
 		}
 		s.Pool = p
 	}
 	window := StatsWindow.Milliseconds()
-	pending, err := e.superviseSQL().StatsPending.All(ctx, e.DB, engineio.NoParams{})
+	pending, err := a.superviseSQL().StatsPending.All(ctx, a.db, engineio.NoParams{})
 	if err != nil {
 		return nil, fmt.Errorf("task stats, pending requests: %w", err)
 	}
@@ -185,7 +185,7 @@ func (e *Engine) Stats(ctx context.Context, taskName string) ([]*TaskStats, erro
 			s.PendingRequests = r.N
 		}
 	}
-	active, err := e.superviseSQL().StatsActiveByUser.All(ctx, e.DB, engineio.NoParams{})
+	active, err := a.superviseSQL().StatsActiveByUser.All(ctx, a.db, engineio.NoParams{})
 	if err != nil {
 		return nil, fmt.Errorf("task stats, active work: %w", err)
 	}
@@ -195,7 +195,7 @@ func (e *Engine) Stats(ctx context.Context, taskName string) ([]*TaskStats, erro
 			s.ActiveTotal += r.N
 		}
 	}
-	disps, err := e.superviseSQL().StatsDispositions.All(ctx, e.DB, windowParams{WindowMS: window})
+	disps, err := a.superviseSQL().StatsDispositions.All(ctx, a.db, windowParams{WindowMS: window})
 	if err != nil {
 		return nil, fmt.Errorf("task stats, dispositions: %w", err)
 	}
@@ -206,7 +206,7 @@ func (e *Engine) Stats(ctx context.Context, taskName string) ([]*TaskStats, erro
 	}
 	durations := map[string][]int64{}
 	served := map[string]int64{}
-	runs, err := e.superviseSQL().StatsRuns.All(ctx, e.DB, windowParams{WindowMS: window})
+	runs, err := a.superviseSQL().StatsRuns.All(ctx, a.db, windowParams{WindowMS: window})
 	if err != nil {
 		return nil, fmt.Errorf("task stats, criteria-query runs: %w", err)
 	}

@@ -27,7 +27,7 @@ var superviseCatalogue = drivers.NewCatalogue("supervise", portableSupervise)
 
 // superviseSQL is the supervisor view's catalogue compiled for the
 // engine's driver.
-func (e *Engine) superviseSQL() *superviseStatements { return superviseCatalogue.For(e.Driver) }
+func (a *Admin) superviseSQL() *superviseStatements { return superviseCatalogue.For(a.driver) }
 
 func portableSupervise() *superviseStatements {
 	return &superviseStatements{

@@ -25,7 +25,7 @@ var taskDeleteCatalogue = drivers.NewCatalogue("taskdelete", portableTaskDelete)
 
 // taskDeleteSQL is task delete's catalogue compiled for the engine's
 // driver.
-func (e *Engine) taskDeleteSQL() *taskDeleteStatements { return taskDeleteCatalogue.For(e.Driver) }
+func (a *Admin) taskDeleteSQL() *taskDeleteStatements { return taskDeleteCatalogue.For(a.driver) }
 
 func portableTaskDelete() *taskDeleteStatements {
 	return &taskDeleteStatements{

@@ -251,11 +251,11 @@ func checkLeaseTTL(d time.Duration) error {
 }
 
 // validateSpec is Check and what depends on the engine's database.
-func (e *Engine) validateSpec(s *TaskSpec) error {
+func (a *Admin) validateSpec(s *TaskSpec) error {
 	if err := s.Check(); err != nil {
 		return err
 	}
-	syntax := sqllex.For(e.Driver)
+	syntax := sqllex.For(a.driver)
 	if err := validateCriteriaText("where", s.Where, syntax); err != nil {
 		return err
 	}
@@ -266,10 +266,10 @@ func (e *Engine) validateSpec(s *TaskSpec) error {
 		return err
 	}
 	if s.Lock == "" {
-		s.Lock = e.Driver.Capabilities().Strategies[0]
+		s.Lock = a.driver.Capabilities().Strategies[0]
 	}
-	if !drivers.Supports(e.Driver, s.Lock) {
-		return problem.Usagef("lock strategy %q is not available on %s: use one of %s", s.Lock, e.Driver.Name(), strategyList(e.Driver))
+	if !drivers.Supports(a.driver, s.Lock) {
+		return problem.Usagef("lock strategy %q is not available on %s: use one of %s", s.Lock, a.driver.Name(), strategyList(a.driver))
 	}
 	return nil
 }
@@ -285,15 +285,15 @@ func strategyList(d drivers.Driver) string {
 // CreateTask checks the criteria against the database, then stores the task.
 // It returns the task and whether it was created (false: an identical task
 // existed and IfNotExists was set).
-func (e *Engine) CreateTask(ctx context.Context, s TaskSpec) (*Task, bool, error) {
-	if err := e.validateSpec(&s); err != nil {
+func (a *Admin) CreateTask(ctx context.Context, s TaskSpec) (*Task, bool, error) {
+	if err := a.validateSpec(&s); err != nil {
 		return nil, false, err
 	}
 	want := &Task{Name: s.Name, Source: s.Source, Key: s.Key, Where: s.Where, Order: s.Order,
 		MaxActive: s.MaxActive, Lock: s.Lock, QueryDelay: s.QueryDelay, LeaseTTL: s.LeaseTTL, HoldLimit: s.HoldLimit, MaxHold: s.MaxHold,
 		Prefetch: s.Prefetch, PrefetchTTL: s.PrefetchTTL, PrefetchLow: s.PrefetchLow,
 		Priority: s.Priority, Show: s.Show, Link: s.Link}
-	existing, err := e.taskByName(ctx, s.Name)
+	existing, err := a.taskByName(ctx, s.Name)
 	if err != nil && problem.KindOf(err) != problem.Usage {
 		return nil, false, err
 	}
@@ -301,47 +301,47 @@ func (e *Engine) CreateTask(ctx context.Context, s TaskSpec) (*Task, bool, error
 		want.MaxHold = existing.MaxHold
 	}
 	if existing != nil {
-		return e.existingTask(existing, want, s.IfNotExists)
+		return a.existingTask(existing, want, s.IfNotExists)
 	}
-	if err := e.checkCriteria(ctx, want); err != nil {
+	if err := a.checkCriteria(ctx, want); err != nil {
 		return nil, false, err
 	}
-	if err := e.checkDetails(ctx, want); err != nil { // details.go
+	if err := a.checkDetails(ctx, want); err != nil { // details.go
 		return nil, false, err
 	}
 	verdict := ""
 	if s.Lock == drivers.Rows {
-		if verdict, err = e.checkLockable(ctx, want, s.AllowWideLocks); err != nil {
+		if verdict, err = a.checkLockable(ctx, want, s.AllowWideLocks); err != nil {
 			return nil, false, err
 		}
 	}
-	id, err := e.insertTask(ctx, s, want.KeyKind)
+	id, err := a.insertTask(ctx, s, want.KeyKind)
 	if err != nil {
-		if e.Driver.IsUniqueViolation(err) { // created by someone else in the meantime
-			if existing, err2 := e.taskByName(ctx, s.Name); err2 == nil {
+		if a.driver.IsUniqueViolation(err) { // created by someone else in the meantime
+			if existing, err2 := a.taskByName(ctx, s.Name); err2 == nil {
 				if s.MaxHoldDefault {
 					want.MaxHold = existing.MaxHold
 				}
-				return e.existingTask(existing, want, s.IfNotExists)
+				return a.existingTask(existing, want, s.IfNotExists)
 			}
 		}
 		return nil, false, fmt.Errorf("storing task %s: %w", s.Name, err)
 	}
-	if err := e.keepVerdict(ctx, id, verdict); err != nil { // rows.go
+	if err := a.keepVerdict(ctx, id, verdict); err != nil { // rows.go
 		return nil, false, err
 	}
-	t, err := e.taskByID(ctx, id)
+	t, err := a.taskByID(ctx, id)
 	return t, true, err
 }
 
 // insertTask stores the task and its --max-hold in one transaction.
-func (e *Engine) insertTask(ctx context.Context, s TaskSpec, kind loankey.Kind) (int64, error) {
-	tx, err := e.DB.BeginTx(ctx, nil)
+func (a *Admin) insertTask(ctx context.Context, s TaskSpec, kind loankey.Kind) (int64, error) {
+	tx, err := a.db.BeginTx(ctx, nil)
 	if err != nil {
 		return 0, err
 	}
 	defer tx.Rollback()
-	id, err := e.sql().TaskInsert.InsertID(ctx, tx, engineio.TaskInsertParams{Name: s.Name, Source: s.Source, Key: s.Key,
+	id, err := a.sql().TaskInsert.InsertID(ctx, tx, engineio.TaskInsertParams{Name: s.Name, Source: s.Source, Key: s.Key,
 		Criteria: s.Where, Order: s.Order, MaxActive: positive(int64(s.MaxActive)), LockStrategy: string(s.Lock),
 		QueryDelayMS: s.QueryDelay.Milliseconds(), LeaseTTLMS: s.LeaseTTL.Milliseconds(), CreatedBy: s.CreatedBy,
 		HoldLimitMS: positive(s.HoldLimit.Milliseconds()), KeyKind: kind.String()})
@@ -349,31 +349,31 @@ func (e *Engine) insertTask(ctx context.Context, s TaskSpec, kind loankey.Kind) 
 		return 0, err
 	}
 	if s.MaxHold > 0 {
-		if _, err := e.sql().TaskSetMaxHold.Exec(ctx, tx, engineio.TaskMaxHoldParams{MaxHoldMS: positive(s.MaxHold.Milliseconds()), ID: id}); err != nil {
+		if _, err := a.sql().TaskSetMaxHold.Exec(ctx, tx, engineio.TaskMaxHoldParams{MaxHoldMS: positive(s.MaxHold.Milliseconds()), ID: id}); err != nil {
 			return 0, err
 		}
 	}
 	if !s.Reasons.Empty() {
-		if err := e.writeReasons(ctx, tx, id, s.Reasons); err != nil {
+		if err := a.writeReasons(ctx, tx, id, s.Reasons); err != nil {
 			return 0, err
 		}
 	}
 	if s.Prefetch > 0 {
 		size, ttl, low := prefetchValues(s.Prefetch, s.PrefetchTTL, s.PrefetchLow)
-		if _, err := e.sql().TaskSetPrefetch.Exec(ctx, tx, engineio.TaskPrefetchParams{ID: id, Prefetch: size, TTLMS: ttl, Low: low}); err != nil {
+		if _, err := a.sql().TaskSetPrefetch.Exec(ctx, tx, engineio.TaskPrefetchParams{ID: id, Prefetch: size, TTLMS: ttl, Low: low}); err != nil {
 			return 0, err
 		}
 	}
-	if err := e.storeDisplay(ctx, tx, id, s.Priority, s.Show, s.Link); err != nil { // details.go
+	if err := a.storeDisplay(ctx, tx, id, s.Priority, s.Show, s.Link); err != nil { // details.go
 		return 0, err
 	}
-	if err := e.applyGovernance(ctx, tx, id, s.Name, s.Governance); err != nil { // governance.go
+	if err := a.applyGovernance(ctx, tx, id, s.Name, s.Governance); err != nil { // governance.go
 		return 0, err
 	}
 	return id, tx.Commit()
 }
 
-func (e *Engine) existingTask(existing, want *Task, ifNotExists bool) (*Task, bool, error) {
+func (a *Admin) existingTask(existing, want *Task, ifNotExists bool) (*Task, bool, error) {
 	if !ifNotExists {
 		return nil, false, &problem.Error{Kind: problem.Usage, Msg: fmt.Sprintf("task %q already exists", want.Name),
 			Hint: "pick another name, or add --if-not-exists to accept an identical existing task"}
@@ -390,8 +390,8 @@ func (e *Engine) existingTask(existing, want *Task, ifNotExists bool) (*Task, bo
 // rolled back: a bad column or a syntax error comes back as bad input, with the
 // database's own message, before anything is stored. It sets t.KeyKind from
 // the key column's type (keyKind).
-func (e *Engine) checkCriteria(ctx context.Context, t *Task) error {
-	kind, err := e.keyKind(ctx, t)
+func (a *Admin) checkCriteria(ctx context.Context, t *Task) error {
+	kind, err := a.keyKind(ctx, t)
 	if err != nil {
 		return err
 	}
@@ -400,14 +400,14 @@ func (e *Engine) checkCriteria(ctx context.Context, t *Task) error {
 	if kind == loankey.Unknown {
 		t.KeyKind = loankey.Text
 	}
-	tx, err := e.DB.BeginTx(ctx, e.Driver.ReadTxOptions())
+	tx, err := a.db.BeginTx(ctx, a.driver.ReadTxOptions())
 	if err != nil {
 		return fmt.Errorf("checking the criteria: %w", err)
 	}
 	defer tx.Rollback()
-	rows, err := drivers.CriteriaQuery(e.Driver.Dialect(), t.criteria()).Query(ctx, tx, engineio.CriteriaParams{TaskID: 0, Limit: keySample})
+	rows, err := drivers.CriteriaQuery(a.driver.Dialect(), t.criteria()).Query(ctx, tx, engineio.CriteriaParams{TaskID: 0, Limit: keySample})
 	if err != nil {
-		return &problem.Error{Kind: problem.Usage, Msg: fmt.Sprintf("the criteria of task %q do not run on %s", t.Name, e.Driver.Name()), Err: err,
+		return &problem.Error{Kind: problem.Usage, Msg: fmt.Sprintf("the criteria of task %q do not run on %s", t.Name, a.driver.Name()), Err: err,
 			Hint: "check --where, --order, --source and --key against the table"}
 	}
 	defer rows.Close()
@@ -426,7 +426,7 @@ func (e *Engine) checkCriteria(ctx context.Context, t *Task) error {
 		}
 	}
 	if err := rows.Err(); err != nil {
-		return &problem.Error{Kind: problem.Usage, Msg: fmt.Sprintf("the criteria of task %q fail on %s", t.Name, e.Driver.Name()), Err: err}
+		return &problem.Error{Kind: problem.Usage, Msg: fmt.Sprintf("the criteria of task %q fail on %s", t.Name, a.driver.Name()), Err: err}
 	}
 	if kind == loankey.Unknown {
 		// A column whose type does not tell (a computed view column, an
@@ -453,8 +453,8 @@ const keySample = 100
 // fails (no such table or column) is left to the criteria query, whose
 // message names the problem. Outside the criteria check's transaction: a
 // failed statement would abort it on PostgreSQL.
-func (e *Engine) keyKind(ctx context.Context, t *Task) (loankey.Kind, error) {
-	rows, err := drivers.SourceProbe(e.Driver.Dialect(), t.criteria()).Query(ctx, e.DB, engineio.NoParams{})
+func (a *Admin) keyKind(ctx context.Context, t *Task) (loankey.Kind, error) {
+	rows, err := drivers.SourceProbe(a.driver.Dialect(), t.criteria()).Query(ctx, a.db, engineio.NoParams{})
 	if err != nil {
 		return loankey.Unknown, nil
 	}
@@ -463,9 +463,9 @@ func (e *Engine) keyKind(ctx context.Context, t *Task) (loankey.Kind, error) {
 	if err != nil || len(cts) != 1 {
 		return loankey.Unknown, nil
 	}
-	kind := drivers.KeyKindOf(e.Driver, cts[0])
-	if kd, ok := e.Driver.(drivers.KeyDescriber); ok && kind != loankey.Other {
-		if k, err := kd.DescribeKey(ctx, e.DB, t.criteria()); err == nil && k != loankey.Unknown {
+	kind := drivers.KeyKindOf(a.driver, cts[0])
+	if kd, ok := a.driver.(drivers.KeyDescriber); ok && kind != loankey.Other {
+		if k, err := kd.DescribeKey(ctx, a.db, t.criteria()); err == nil && k != loankey.Unknown {
 			kind = k
 		}
 	}
@@ -487,12 +487,12 @@ func typeName(ct *sql.ColumnType) string {
 // runnable re-checks a task's criteria as read from the database before
 // they are run for a caller (storedCriteria).
 func (e *Engine) runnable(t *Task) error {
-	return storedCriteria(t, sqllex.For(e.Driver))
+	return storedCriteria(t, sqllex.For(e.driver))
 }
 
 // scanTask makes a task of its row (TaskByName, TaskByID, TaskList); err is
 // the read's (passed through).
-func (e *Engine) scanTask(r engineio.TaskRow, err error) (*Task, error) {
+func (st *store) scanTask(r engineio.TaskRow, err error) (*Task, error) {
 	if err != nil {
 		return nil, err
 	}
@@ -511,31 +511,31 @@ func (e *Engine) scanTask(r engineio.TaskRow, err error) (*Task, error) {
 }
 
 // Task returns a task by name; an unknown name is bad input.
-func (e *Engine) Task(ctx context.Context, name string) (*Task, error) {
+func (st *store) Task(ctx context.Context, name string) (*Task, error) {
 	if err := ValidateTaskName(name); err != nil {
 		return nil, err
 	}
-	return e.taskByName(ctx, name)
+	return st.taskByName(ctx, name)
 }
 
-func (e *Engine) taskByName(ctx context.Context, name string) (*Task, error) {
-	t, err := e.scanTask(e.sql().TaskByName.One(ctx, e.DB, engineio.NameParams{Name: name}))
+func (st *store) taskByName(ctx context.Context, name string) (*Task, error) {
+	t, err := st.scanTask(st.sql().TaskByName.One(ctx, st.db, engineio.NameParams{Name: name}))
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, &problem.Error{Kind: problem.Usage, Msg: fmt.Sprintf("unknown task %q", name), Hint: e.taskHint(ctx, name)}
+		return nil, &problem.Error{Kind: problem.Usage, Msg: fmt.Sprintf("unknown task %q", name), Hint: st.taskHint(ctx, name)}
 	}
 	if err != nil {
 		return nil, fmt.Errorf("reading task %s: %w", name, err)
 	}
-	e.taskIDs.Store(t.Name, taskRef{id: t.ID, kind: t.KeyKind})
+	st.taskIDs.Store(t.Name, taskRef{id: t.ID, kind: t.KeyKind})
 	return t, nil
 }
 
 // taskHint says which task an unknown name was probably meant to be ("did
 // you mean `intake-docs`?"), read from the task list; when none is close or
 // the list cannot be read, where to look.
-func (e *Engine) taskHint(ctx context.Context, name string) string {
+func (st *store) taskHint(ctx context.Context, name string) string {
 	const look = "`loanq task list` shows the tasks"
-	tasks, err := e.Tasks(ctx)
+	tasks, err := st.Tasks(ctx)
 	if err != nil {
 		return look
 	}
@@ -549,8 +549,8 @@ func (e *Engine) taskHint(ctx context.Context, name string) string {
 	return look
 }
 
-func (e *Engine) taskByID(ctx context.Context, id int64) (*Task, error) {
-	t, err := e.scanTask(e.sql().TaskByID.One(ctx, e.DB, engineio.IDParams{ID: id}))
+func (st *store) taskByID(ctx context.Context, id int64) (*Task, error) {
+	t, err := st.scanTask(st.sql().TaskByID.One(ctx, st.db, engineio.IDParams{ID: id}))
 	if err != nil {
 		return nil, fmt.Errorf("reading task %d: %w", id, err)
 	}
@@ -558,14 +558,14 @@ func (e *Engine) taskByID(ctx context.Context, id int64) (*Task, error) {
 }
 
 // Tasks lists every task by name.
-func (e *Engine) Tasks(ctx context.Context) ([]*Task, error) {
-	rows, err := e.sql().TaskList.All(ctx, e.DB, engineio.NoParams{})
+func (st *store) Tasks(ctx context.Context) ([]*Task, error) {
+	rows, err := st.sql().TaskList.All(ctx, st.db, engineio.NoParams{})
 	if err != nil {
 		return nil, fmt.Errorf("listing tasks: %w", err)
 	}
 	var out []*Task
 	for _, r := range rows {
-		t, _ := e.scanTask(r, nil)
+		t, _ := st.scanTask(r, nil)
 		out = append(out, t)
 	}
 	return out, nil
@@ -590,8 +590,8 @@ type QueryRun struct {
 }
 
 // Runs returns the latest criteria-query runs of a task, newest first.
-func (e *Engine) Runs(ctx context.Context, t *Task) ([]QueryRun, error) {
-	rows, err := e.sql().TaskRuns.All(ctx, e.DB, engineio.TaskParams{TaskID: t.ID})
+func (a *Admin) Runs(ctx context.Context, t *Task) ([]QueryRun, error) {
+	rows, err := a.sql().TaskRuns.All(ctx, a.db, engineio.TaskParams{TaskID: t.ID})
 	if err != nil {
 		return nil, fmt.Errorf("reading the runs of task %s: %w", t.Name, err)
 	}
@@ -607,12 +607,12 @@ func (e *Engine) Runs(ctx context.Context, t *Task) ([]QueryRun, error) {
 // criteria-query runs. A task with active assignments is refused unless force
 // is set: deleting it would silently take work out of people's pipelines.
 // It returns how many assignments (active or not) were deleted.
-func (e *Engine) DeleteTask(ctx context.Context, name string, force bool) (int64, error) {
-	task, err := e.Task(ctx, name)
+func (a *Admin) DeleteTask(ctx context.Context, name string, force bool) (int64, error) {
+	task, err := a.Task(ctx, name)
 	if err != nil {
 		return 0, err
 	}
-	tx, err := e.DB.BeginTx(ctx, nil)
+	tx, err := a.db.BeginTx(ctx, nil)
 	if err != nil {
 		return 0, fmt.Errorf("deleting task %s: %w", name, err)
 	}
@@ -621,12 +621,12 @@ func (e *Engine) DeleteTask(ctx context.Context, name string, force bool) (int64
 	// round finishes before its task disappears (lease holders are fenced:
 	// their commit finds no task row). A dialect without row locks (SQLite)
 	// serialises writers anyway.
-	if drivers.Supports(e.Driver, drivers.Wait) {
-		if _, err := e.sql().LockWait.One(ctx, tx, engineio.TaskParams{TaskID: task.ID}); err != nil {
+	if drivers.Supports(a.driver, drivers.Wait) {
+		if _, err := a.sql().LockWait.One(ctx, tx, engineio.TaskParams{TaskID: task.ID}); err != nil {
 			return 0, fmt.Errorf("locking task %s before deleting it: %w", name, err)
 		}
 	}
-	count, err := e.taskDeleteSQL().ActiveWorkCount.One(ctx, tx, engineio.TaskParams{TaskID: task.ID})
+	count, err := a.taskDeleteSQL().ActiveWorkCount.One(ctx, tx, engineio.TaskParams{TaskID: task.ID})
 	if err != nil {
 		return 0, fmt.Errorf("counting active work of task %s: %w", name, err)
 	}
@@ -634,33 +634,33 @@ func (e *Engine) DeleteTask(ctx context.Context, name string, force bool) (int64
 	if active > 0 && !force {
 		return 0, problem.Usagef("task %s has %d active assignment(s): disposition them first, or delete with --force to drop them too", name, active)
 	}
-	if err := e.deleteGovernance(ctx, tx, task); err != nil { // governance.go
+	if err := a.deleteGovernance(ctx, tx, task); err != nil { // governance.go
 		return 0, err
 	}
 	// Children first: events belong to work rows (loanq_history, no
 	// foreign key: migration 00021), work rows reference requests, and all
 	// reference the task.
-	if _, err := e.taskDeleteSQL().DeleteHistory.Exec(ctx, tx, engineio.TaskParams{TaskID: task.ID}); err != nil {
+	if _, err := a.taskDeleteSQL().DeleteHistory.Exec(ctx, tx, engineio.TaskParams{TaskID: task.ID}); err != nil {
 		return 0, fmt.Errorf("deleting the history events of task %s: %w", name, err)
 	}
-	res, err := e.taskDeleteSQL().DeleteWork.Exec(ctx, tx, engineio.TaskParams{TaskID: task.ID})
+	res, err := a.taskDeleteSQL().DeleteWork.Exec(ctx, tx, engineio.TaskParams{TaskID: task.ID})
 	if err != nil {
 		return 0, fmt.Errorf("deleting the work of task %s: %w", name, err)
 	}
 	work, _ := res.RowsAffected()
-	if _, err := e.taskDeleteSQL().DeleteRequests.Exec(ctx, tx, engineio.TaskParams{TaskID: task.ID}); err != nil {
+	if _, err := a.taskDeleteSQL().DeleteRequests.Exec(ctx, tx, engineio.TaskParams{TaskID: task.ID}); err != nil {
 		return 0, fmt.Errorf("deleting the requests of task %s: %w", name, err)
 	}
-	if _, err := e.taskDeleteSQL().DeleteQueryRuns.Exec(ctx, tx, engineio.TaskParams{TaskID: task.ID}); err != nil {
+	if _, err := a.taskDeleteSQL().DeleteQueryRuns.Exec(ctx, tx, engineio.TaskParams{TaskID: task.ID}); err != nil {
 		return 0, fmt.Errorf("deleting the query runs of task %s: %w", name, err)
 	}
-	if _, err := e.taskDeleteSQL().DeleteTaskUsers.Exec(ctx, tx, engineio.TaskParams{TaskID: task.ID}); err != nil {
+	if _, err := a.taskDeleteSQL().DeleteTaskUsers.Exec(ctx, tx, engineio.TaskParams{TaskID: task.ID}); err != nil {
 		return 0, fmt.Errorf("deleting the per-user lock rows of task %s: %w", name, err)
 	}
-	if _, err := e.sql().PoolClear.Exec(ctx, tx, engineio.TaskParams{TaskID: task.ID}); err != nil {
+	if _, err := a.sql().PoolClear.Exec(ctx, tx, engineio.TaskParams{TaskID: task.ID}); err != nil {
 		return 0, fmt.Errorf("deleting the candidate pool of task %s: %w", name, err)
 	}
-	if _, err := e.taskDeleteSQL().DeleteTaskRow.Exec(ctx, tx, engineio.TaskParams{TaskID: task.ID}); err != nil {
+	if _, err := a.taskDeleteSQL().DeleteTaskRow.Exec(ctx, tx, engineio.TaskParams{TaskID: task.ID}); err != nil {
 		return 0, fmt.Errorf("deleting task %s: %w", name, err)
 	}
 	if err := tx.Commit(); err != nil {

@@ -22,13 +22,13 @@ func TestDeleteTask(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		if _, err := f.e.DeleteTask(ctx, "doomed", false); problem.KindOf(err) != problem.Usage {
+		if _, err := f.e.Admin().DeleteTask(ctx, "doomed", false); problem.KindOf(err) != problem.Usage {
 			t.Fatalf("delete with active work: %v, want bad input", err)
 		}
 		if n := f.count(t, "SELECT COUNT(*) FROM loanq_work WHERE task_id = ?", doomed.ID); n != 2 {
 			t.Fatalf("a refused delete changed the task's work: %d rows", n)
 		}
-		work, err := f.e.DeleteTask(ctx, "doomed", true)
+		work, err := f.e.Admin().DeleteTask(ctx, "doomed", true)
 		if err != nil || work != 2 {
 			t.Fatalf("forced delete: %d assignments, %v", work, err)
 		}
@@ -43,7 +43,7 @@ func TestDeleteTask(t *testing.T) {
 		if _, err := f.e.Task(ctx, "doomed"); problem.KindOf(err) != problem.Usage {
 			t.Fatalf("deleted task still found: %v", err)
 		}
-		if _, err := f.e.DeleteTask(ctx, "doomed", true); problem.KindOf(err) != problem.Usage {
+		if _, err := f.e.Admin().DeleteTask(ctx, "doomed", true); problem.KindOf(err) != problem.Usage {
 			t.Fatalf("deleting an unknown task: %v, want bad input", err)
 		}
 		f.audit(t)

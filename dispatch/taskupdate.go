@@ -104,11 +104,11 @@ func (c TaskChange) Check() error {
 // database (and checked lockable row by row for --lock rows) before anything
 // is stored, then stored in one statement. Active work, requests and history
 // are kept: they reference the task by id.
-func (e *Engine) UpdateTask(ctx context.Context, name string, c TaskChange) (*Task, error) {
+func (a *Admin) UpdateTask(ctx context.Context, name string, c TaskChange) (*Task, error) {
 	if err := c.Check(); err != nil {
 		return nil, err
 	}
-	t, err := e.Task(ctx, name)
+	t, err := a.Task(ctx, name)
 	if err != nil {
 		return nil, err
 	}
@@ -155,22 +155,22 @@ func (e *Engine) UpdateTask(ctx context.Context, name string, c TaskChange) (*Ta
 	if c.LeaseTTL != nil && *c.LeaseTTL == 0 {
 		return nil, problem.Usagef("invalid --lease-ttl 0s: give a duration between 1s and 24h")
 	}
-	if err := e.validateSpec(&s); err != nil {
+	if err := a.validateSpec(&s); err != nil {
 		return nil, err
 	}
 	want := &Task{ID: t.ID, Name: s.Name, Source: s.Source, Key: s.Key, Where: s.Where, Order: s.Order,
 		MaxActive: s.MaxActive, Lock: s.Lock, QueryDelay: s.QueryDelay, LeaseTTL: s.LeaseTTL, HoldLimit: s.HoldLimit, MaxHold: s.MaxHold,
 		Prefetch: s.Prefetch, PrefetchTTL: s.PrefetchTTL, PrefetchLow: s.PrefetchLow,
 		Priority: s.Priority, Show: s.Show, Link: s.Link}
-	if err := e.checkCriteria(ctx, want); err != nil {
+	if err := a.checkCriteria(ctx, want); err != nil {
 		return nil, err
 	}
-	if err := e.checkDetails(ctx, want); err != nil { // details.go
+	if err := a.checkDetails(ctx, want); err != nil { // details.go
 		return nil, err
 	}
 	verdict := ""
 	if s.Lock == drivers.Rows {
-		if verdict, err = e.checkLockable(ctx, want, c.AllowWideLocks); err != nil {
+		if verdict, err = a.checkLockable(ctx, want, c.AllowWideLocks); err != nil {
 			return nil, err
 		}
 	}
@@ -180,12 +180,12 @@ func (e *Engine) UpdateTask(ctx context.Context, name string, c TaskChange) (*Ta
 	// The definition and its pool in one transaction; a pool of another
 	// size or none starts afresh (its candidates were found for the old
 	// definition).
-	tx, err := e.DB.BeginTx(ctx, nil)
+	tx, err := a.db.BeginTx(ctx, nil)
 	if err != nil {
 		return nil, fmt.Errorf("updating task %s: %w", t.Name, err)
 	}
 	defer tx.Rollback()
-	_, err = e.sql().TaskUpdate.Exec(ctx, tx, engineio.TaskUpdateParams{ID: t.ID,
+	_, err = a.sql().TaskUpdate.Exec(ctx, tx, engineio.TaskUpdateParams{ID: t.ID,
 		Source: s.Source, Key: s.Key, Criteria: s.Where, Order: s.Order, MaxActive: positive(int64(s.MaxActive)),
 		LockStrategy: string(s.Lock), QueryDelayMS: s.QueryDelay.Milliseconds(), LeaseTTLMS: s.LeaseTTL.Milliseconds(),
 		HoldLimitMS: positive(s.HoldLimit.Milliseconds()), MaxHoldMS: positive(s.MaxHold.Milliseconds()),
@@ -194,23 +194,23 @@ func (e *Engine) UpdateTask(ctx context.Context, name string, c TaskChange) (*Ta
 		return nil, fmt.Errorf("updating task %s: %w", t.Name, err)
 	}
 	size, ttl, low := prefetchValues(s.Prefetch, s.PrefetchTTL, s.PrefetchLow)
-	if _, err := e.sql().TaskSetPrefetch.Exec(ctx, tx, engineio.TaskPrefetchParams{ID: t.ID, Prefetch: size, TTLMS: ttl, Low: low}); err != nil {
+	if _, err := a.sql().TaskSetPrefetch.Exec(ctx, tx, engineio.TaskPrefetchParams{ID: t.ID, Prefetch: size, TTLMS: ttl, Low: low}); err != nil {
 		return nil, fmt.Errorf("updating the candidate pool of task %s: %w", t.Name, err)
 	}
-	if _, err := e.sql().PoolClear.Exec(ctx, tx, engineio.TaskParams{TaskID: t.ID}); err != nil {
+	if _, err := a.sql().PoolClear.Exec(ctx, tx, engineio.TaskParams{TaskID: t.ID}); err != nil {
 		return nil, fmt.Errorf("emptying the candidate pool of task %s: %w", t.Name, err)
 	}
-	if err := e.storeDisplay(ctx, tx, t.ID, s.Priority, s.Show, s.Link); err != nil { // details.go
+	if err := a.storeDisplay(ctx, tx, t.ID, s.Priority, s.Show, s.Link); err != nil { // details.go
 		return nil, fmt.Errorf("updating task %s: %w", t.Name, err)
 	}
-	if err := e.applyGovernance(ctx, tx, t.ID, t.Name, c.Governance); err != nil { // governance.go
+	if err := a.applyGovernance(ctx, tx, t.ID, t.Name, c.Governance); err != nil { // governance.go
 		return nil, err
 	}
 	if err := tx.Commit(); err != nil {
 		return nil, fmt.Errorf("updating task %s: %w", t.Name, err)
 	}
-	if err := e.keepVerdict(ctx, t.ID, verdict); err != nil { // rows.go
+	if err := a.keepVerdict(ctx, t.ID, verdict); err != nil { // rows.go
 		return nil, err
 	}
-	return e.taskByID(ctx, t.ID)
+	return a.taskByID(ctx, t.ID)
 }

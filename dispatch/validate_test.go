@@ -42,17 +42,17 @@ func TestBadInputChangesNothing(t *testing.T) {
 		cases["after with complete"] = err
 		_, err = f.e.Dispose(ctx, "bad", "1", "oliver", "later", 0, false)
 		cases["unknown action"] = err
-		_, _, err = f.e.CreateTask(ctx, dispatch.TaskSpec{Name: "bad", Where: "eligible = 1", CreatedBy: "a"})
+		_, _, err = f.e.Admin().CreateTask(ctx, dispatch.TaskSpec{Name: "bad", Where: "eligible = 1", CreatedBy: "a"})
 		cases["task exists"] = err
-		_, _, err = f.e.CreateTask(ctx, dispatch.TaskSpec{Name: "t2", Where: "no_such_column = 1", CreatedBy: "a"})
+		_, _, err = f.e.Admin().CreateTask(ctx, dispatch.TaskSpec{Name: "t2", Where: "no_such_column = 1", CreatedBy: "a"})
 		cases["criteria bad column"] = err
-		_, _, err = f.e.CreateTask(ctx, dispatch.TaskSpec{Name: "t3", Where: "eligible = = 1", CreatedBy: "a"})
+		_, _, err = f.e.Admin().CreateTask(ctx, dispatch.TaskSpec{Name: "t3", Where: "eligible = = 1", CreatedBy: "a"})
 		cases["criteria syntax"] = err
-		_, _, err = f.e.CreateTask(ctx, dispatch.TaskSpec{Name: "t4", Where: "1=1; DROP TABLE loan", CreatedBy: "a"})
+		_, _, err = f.e.Admin().CreateTask(ctx, dispatch.TaskSpec{Name: "t4", Where: "1=1; DROP TABLE loan", CreatedBy: "a"})
 		cases["criteria with ;"] = err
-		_, _, err = f.e.CreateTask(ctx, dispatch.TaskSpec{Name: "t5", Source: "loan; DROP TABLE loan", Where: "1=1", CreatedBy: "a"})
+		_, _, err = f.e.Admin().CreateTask(ctx, dispatch.TaskSpec{Name: "t5", Source: "loan; DROP TABLE loan", Where: "1=1", CreatedBy: "a"})
 		cases["source with SQL"] = err
-		_, _, err = f.e.CreateTask(ctx, dispatch.TaskSpec{Name: "t6", Where: "1=1", Lock: "bogus", CreatedBy: "a"})
+		_, _, err = f.e.Admin().CreateTask(ctx, dispatch.TaskSpec{Name: "t6", Where: "1=1", Lock: "bogus", CreatedBy: "a"})
 		cases["unknown lock"] = err
 		_, err = f.e.Pipeline(ctx, "oliver", "nope")
 		cases["pipeline unknown task"] = err

@@ -34,7 +34,7 @@ type waitConn struct {
 // openWaitConn takes a connection for a bounded wait and reads the lock
 // wait limit it must get back.
 func (e *Engine) openWaitConn(ctx context.Context) (*waitConn, error) {
-	conn, err := e.DB.Conn(ctx)
+	conn, err := e.db.Conn(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -80,7 +80,7 @@ func (w *waitConn) queue(ctx context.Context, tx *sql.Tx, bound time.Duration, l
 	switch {
 	case err == nil:
 		return true, nil
-	case w.e.Driver.IsLockBusy(err), errors.Is(err, sql.ErrNoRows):
+	case w.e.driver.IsLockBusy(err), errors.Is(err, sql.ErrNoRows):
 		return false, nil // the bound passed, or the row is gone: look again
 	case lockCtx.Err() != nil && ctx.Err() == nil:
 		return false, nil

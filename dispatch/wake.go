@@ -156,7 +156,7 @@ func (e *Engine) pollRequest(ctx context.Context, task *Task, id int64, bound ti
 		if err := pause.For(ctx, step); err != nil {
 			return false, err
 		}
-		w, err := e.sql().RequestWake.One(ctx, e.DB, engineio.IDParams{ID: id})
+		w, err := e.sql().RequestWake.One(ctx, e.db, engineio.IDParams{ID: id})
 		if err != nil {
 			return false, fmt.Errorf("reading request %d: %w", id, err)
 		}
@@ -179,7 +179,7 @@ func (e *Engine) pollInterval(ctx context.Context, task *Task, bound time.Durati
 // recentQueryTime is the mean duration of the task's ten latest criteria-query
 // runs (loanq_query_run), or its --query-delay when none is logged yet.
 func (e *Engine) recentQueryTime(ctx context.Context, task *Task) time.Duration {
-	r, err := e.sql().RecentRuns.One(ctx, e.DB, engineio.TaskParams{TaskID: task.ID})
+	r, err := e.sql().RecentRuns.One(ctx, e.db, engineio.TaskParams{TaskID: task.ID})
 	if err != nil || r.Runs == 0 {
 		return task.QueryDelay
 	}

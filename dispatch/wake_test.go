@@ -24,7 +24,7 @@ func TestWaitStrategyHonoursTimeout(t *testing.T) {
 		ctx := context.Background()
 		task := f.task(t, dispatch.TaskSpec{Name: "queued", Lock: drivers.Wait})
 		// Another session holds the task lock and does not let go.
-		tx, err := f.engine(t).DB.BeginTx(ctx, nil)
+		tx, err := f.engine(t).DB().BeginTx(ctx, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -51,7 +51,7 @@ func pendingID(t *testing.T, d drivers.Driver, db *sql.DB, taskID int64, user st
 // lockedTask creates task name with the dialect's first lock strategy and
 // holds its lock as a holder in its criteria query would (holdTaskLock);
 // release gives it back, once (at the test's end if not before).
-func lockedTask(t *testing.T, dsn string, d drivers.Driver, e *dispatch.Engine, name string) (task *dispatch.Task, release func()) {
+func lockedTask(t *testing.T, dsn string, d drivers.Driver, e *engine, name string) (task *dispatch.Task, release func()) {
 	t.Helper()
 	s := d.Capabilities().Strategies[0]
 	mustOK(t, dsn, "admin", "task", "create", name, "--where", "eligible = 1", "--order", "priority", "--lock", string(s))
@@ -94,7 +94,7 @@ func TestAPIClientGoneCancelsItsRequest(t *testing.T) {
 	testdb.Each(t, func(t *testing.T, dsn string) {
 		d, e := prepare(t, dsn, 20)
 		ctx := context.Background()
-		tok, err := e.CreateToken(ctx, "ana", "processor", "admin", 0)
+		tok, err := e.Admin().CreateToken(ctx, "ana", "processor", "admin", 0)
 		if err != nil {
 			t.Fatal(err)
 		}

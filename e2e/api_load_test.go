@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/loanq/loanq/dispatch"
 	"github.com/loanq/loanq/internal/testkit/apiload"
 	"github.com/loanq/loanq/internal/testkit/testdb"
 )
@@ -37,10 +36,10 @@ func TestAPILoadShort(t *testing.T) {
 				lock = "lease"
 			}
 			mustOK(t, dsn, "admin", "task", "create", "load", "--where", "eligible = 1", "--order", "priority", "--lock", lock)
-			e := dispatch.New(db, d)
+			e := newEngine(db, d)
 			tokens := make([]string, clients)
 			for i := range tokens {
-				tok, err := e.CreateToken(context.Background(), fmt.Sprintf("load%03d", i), "processor", "admin", 0)
+				tok, err := e.Admin().CreateToken(context.Background(), fmt.Sprintf("load%03d", i), "processor", "admin", 0)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -93,7 +92,7 @@ func TestAPILoadShort(t *testing.T) {
 			if n := testdb.Int(t, d, db, "SELECT COUNT(*) FROM loanq_work WHERE disposition = 'complete'"); n != r.Loans {
 				t.Errorf("%d loans complete in the database, the clients completed %d", n, r.Loans)
 			}
-			findings, err := e.Audit(ctx)
+			findings, err := e.Admin().Audit(ctx)
 			if err != nil {
 				t.Fatal(err)
 			}

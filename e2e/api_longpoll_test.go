@@ -28,7 +28,7 @@ func TestAPILongPollWokenByCommit(t *testing.T) {
 		defer cancel()
 		tok := map[string]string{}
 		for _, user := range []string{"ana", "bob"} {
-			it, err := e.CreateToken(ctx, user, "processor", "admin", 0)
+			it, err := e.Admin().CreateToken(ctx, user, "processor", "admin", 0)
 			if err != nil {
 				t.Fatal(err)
 			}

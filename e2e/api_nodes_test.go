@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/loanq/loanq/dispatch"
 	"github.com/loanq/loanq/internal/testkit/testdb"
 )
 
@@ -134,10 +133,10 @@ func TestAPITwoNodesOneDatabase(t *testing.T) {
 			mustOK(t, dsn, "admin", "task", "create", "pre-t", "--where", "eligible = 1", "--order", "priority DESC",
 				"--lock", "skip", "--query-delay", "2s", "--prefetch", "200")
 			const clients, each = 24, 2
-			e := dispatch.New(db, d)
+			e := newEngine(db, d)
 			tokens := make([]string, clients)
 			for i := range tokens {
-				tok, err := e.CreateToken(context.Background(), fmt.Sprintf("p%02d", i), "processor", "admin", 0)
+				tok, err := e.Admin().CreateToken(context.Background(), fmt.Sprintf("p%02d", i), "processor", "admin", 0)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -202,7 +201,7 @@ func TestAPITwoNodesOneDatabase(t *testing.T) {
 					t.Logf("%s on %s: %d clients on 2 nodes served in %s with %d criteria run(s)", task, dialect, clients, took.Round(time.Millisecond), runs)
 				})
 			}
-			findings, err := e.Audit(context.Background())
+			findings, err := e.Admin().Audit(context.Background())
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -115,7 +115,7 @@ func TestAPIAnswersMatchOpenAPI(t *testing.T) {
 		}
 		s := &specSweep{t: t, tok: map[string]string{}, seen: map[string]map[int]bool{}}
 		for user, role := range map[string]string{"ana": "processor", "bob": "processor", "sam": "supervisor"} {
-			tok, err := e.CreateToken(ctx, user, role, "admin", 0)
+			tok, err := e.Admin().CreateToken(ctx, user, role, "admin", 0)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -297,7 +297,7 @@ func TestAPIDatabaseDownIs503(t *testing.T) {
 			mustOK(t, dsn, "admin", "task", "create", "t", "--where", "eligible = 1")
 			s := &specSweep{t: t, tok: map[string]string{}, seen: map[string]map[int]bool{}}
 			for user, role := range map[string]string{"ana": "processor", "sam": "supervisor"} {
-				tok, err := e.CreateToken(context.Background(), user, role, "admin", 0)
+				tok, err := e.Admin().CreateToken(context.Background(), user, role, "admin", 0)
 				if err != nil {
 					t.Fatal(err)
 				}

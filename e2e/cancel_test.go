@@ -241,7 +241,7 @@ func TestWorkCancelAndAttach(t *testing.T) {
 			go func(i int) {
 				defer wg.Done()
 				_, db := testdb.Open(t, dsn)
-				req, err := dispatch.New(db, d).Get(context.Background(), "attach", "crowd", 1, dispatch.GetOptions{NoWait: true})
+				req, err := newEngine(db, d).Get(context.Background(), "attach", "crowd", 1, dispatch.GetOptions{NoWait: true})
 				if req == nil {
 					t.Errorf("crowd goroutine %d: %v", i, err)
 					return

@@ -266,7 +266,7 @@ func TestExplainVerdictMatchesCallers(t *testing.T) {
 // a `work get --count 5` process whose claim (rows) or criteria query
 // (skip, lease) lasts 3 s (--query-delay) — and counts, meanwhile, how many
 // eligible rows another session can lock with SKIP LOCKED.
-func heldClaimLeaves(t *testing.T, d drivers.Driver, e *dispatch.Engine, dsn, task string, s drivers.Strategy) int {
+func heldClaimLeaves(t *testing.T, d drivers.Driver, e *engine, dsn, task string, s drivers.Strategy) int {
 	t.Helper()
 	ctx := context.Background()
 	id := taskID(t, e, task)

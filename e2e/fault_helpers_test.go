@@ -148,9 +148,9 @@ func failureKind(msg string) string {
 }
 
 // auditExcept runs the invariant audit and fails on any finding but skip.
-func auditExcept(t *testing.T, e *dispatch.Engine, skip string) {
+func auditExcept(t *testing.T, e *engine, skip string) {
 	t.Helper()
-	findings, err := e.Audit(context.Background())
+	findings, err := e.Admin().Audit(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -162,7 +162,7 @@ func auditExcept(t *testing.T, e *dispatch.Engine, skip string) {
 }
 
 // pendingIDs lists the task's pending requests.
-func pendingIDs(t *testing.T, d drivers.Driver, e *dispatch.Engine, taskID int64) []int64 {
+func pendingIDs(t *testing.T, d drivers.Driver, e *engine, taskID int64) []int64 {
 	t.Helper()
 	rows, err := e.DB.Query(testdb.Rebind(d, "SELECT id FROM loanq_work_request WHERE task_id = ? AND status = 'pending' ORDER BY id"), taskID)
 	if err != nil {
@@ -182,7 +182,7 @@ func pendingIDs(t *testing.T, d drivers.Driver, e *dispatch.Engine, taskID int64
 
 // recheckAll runs `loanq work status ID --wait` for every pending request of
 // the task (docs/algorithm.md, step 7) and fails unless each is served.
-func recheckAll(t *testing.T, dsn string, d drivers.Driver, e *dispatch.Engine, taskID int64) int {
+func recheckAll(t *testing.T, dsn string, d drivers.Driver, e *engine, taskID int64) int {
 	t.Helper()
 	ids := pendingIDs(t, d, e, taskID)
 	for _, id := range ids {
@@ -205,7 +205,7 @@ func recheckAll(t *testing.T, dsn string, d drivers.Driver, e *dispatch.Engine, 
 // it (it has no owner or its expiry has passed). A lease left by a killed
 // holder expires after the task's lease-ttl: the check waits for that,
 // generously.
-func lockFree(t *testing.T, d drivers.Driver, e *dispatch.Engine, taskID int64, s drivers.Strategy) {
+func lockFree(t *testing.T, d drivers.Driver, e *engine, taskID int64, s drivers.Strategy) {
 	t.Helper()
 	if s != drivers.Lease {
 		// A SIGKILLed holder's backend ends once it reads the EOF of the
@@ -231,7 +231,7 @@ func lockFree(t *testing.T, d drivers.Driver, e *dispatch.Engine, taskID int64, 
 // leaseTakeable says whether a caller could take the task's lease now: the
 // driver's own LeaseAcquire, sent in a transaction that is rolled back, so
 // the probe leaves the lease as it found it.
-func leaseTakeable(t *testing.T, d drivers.Driver, e *dispatch.Engine, taskID int64) bool {
+func leaseTakeable(t *testing.T, d drivers.Driver, e *engine, taskID int64) bool {
 	t.Helper()
 	ctx := context.Background()
 	tx, err := e.DB.BeginTx(ctx, nil)
@@ -250,7 +250,16 @@ func leaseTakeable(t *testing.T, d drivers.Driver, e *dispatch.Engine, taskID in
 	return n == 1
 }
 
-func newEngine(db *sql.DB, d drivers.Driver) *dispatch.Engine { return dispatch.New(db, d) }
+// engine is an engine with the database it was made over: the tests read
+// and change tables around it, which production code cannot (dispatch's
+// engine keeps its database to itself).
+type engine struct {
+	*dispatch.Engine
+	DB     *sql.DB
+	Driver drivers.Driver
+}
+
+func newEngine(db *sql.DB, d drivers.Driver) *engine { return &engine{dispatch.New(db, d), db, d} }
 
 var requestIDRE = regexp.MustCompile(`request (\d+)`)
 

@@ -105,7 +105,7 @@ func TestFaultRandomKill(t *testing.T) {
 // one keyed by UUID (a native uuid column on PostgreSQL and MariaDB, text
 // on SQLite), the strategies in turn, until two kills landed on each (at
 // most six rounds), with the same checks on the final database state.
-func killKeyRounds(t *testing.T, dsn string, d drivers.Driver, e *dispatch.Engine, rng *rand.Rand, strategies []drivers.Strategy) {
+func killKeyRounds(t *testing.T, dsn string, d drivers.Driver, e *engine, rng *rand.Rand, strategies []drivers.Strategy) {
 	t.Helper()
 	const loans = 300
 	turn := 0
@@ -157,7 +157,7 @@ func killKeyRounds(t *testing.T, dsn string, d drivers.Driver, e *dispatch.Engin
 	}
 }
 
-func killRound(t *testing.T, dsn string, d drivers.Driver, e *dispatch.Engine, rng *rand.Rand,
+func killRound(t *testing.T, dsn string, d drivers.Driver, e *engine, rng *rand.Rand,
 	task string, taskID int64, s drivers.Strategy, round int, seen map[string]int) (kills int) {
 	t.Helper()
 	const procs = 6
@@ -290,7 +290,7 @@ func killRound(t *testing.T, dsn string, d drivers.Driver, e *dispatch.Engine, r
 
 // activeLoans is the text of the loan keys the database holds as the user's
 // active work in the task, sorted.
-func activeLoans(t *testing.T, d drivers.Driver, e *dispatch.Engine, taskID int64, user string) []string {
+func activeLoans(t *testing.T, d drivers.Driver, e *engine, taskID int64, user string) []string {
 	t.Helper()
 	rows, err := e.DB.Query(testdb.Rebind(d, "SELECT loan_id FROM loanq_work WHERE task_id = ? AND user_name = ? AND disposition IS NULL"), taskID, user)
 	if err != nil {
@@ -357,7 +357,7 @@ func pipelineKeys(t *testing.T, dsn, user, task string) []string {
 // before it is killed. On PostgreSQL that is the statement its session runs or
 // ran last, recognised among the driver's own statements and the task's
 // criteria query.
-func killPhase(t *testing.T, d drivers.Driver, e *dispatch.Engine, task *dispatch.Task, user string, pid int, s drivers.Strategy) string {
+func killPhase(t *testing.T, d drivers.Driver, e *engine, task *dispatch.Task, user string, pid int, s drivers.Strategy) string {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	var n int64
@@ -435,7 +435,7 @@ func sentOneOf(query string, statements ...string) bool {
 // transaction, visible only at its commit: on PostgreSQL, the claim's
 // transaction holding row locks (backend_xid, its session named after the
 // user) counts as logged, to land kills inside the claim.
-func waitLogged(t *testing.T, d drivers.Driver, e *dispatch.Engine, user string, pr *proc, s drivers.Strategy) {
+func waitLogged(t *testing.T, d drivers.Driver, e *engine, user string, pr *proc, s drivers.Strategy) {
 	deadline := time.Now().Add(time.Minute)
 	logged := "SELECT COUNT(*) FROM loanq_work_request WHERE user_name = ?"
 	if s == drivers.Rows && d.Name() == "postgres" {

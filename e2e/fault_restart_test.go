@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/loanq/loanq/dispatch"
 	"github.com/loanq/loanq/drivers"
 	"github.com/loanq/loanq/internal/testkit/testdb"
 	"github.com/loanq/loanq/internal/testkit/throwaway"
@@ -253,7 +252,7 @@ func restartRound(t *testing.T, srv *throwaway.Server, dsn string, round int, s 
 }
 
 // lockHeld: the row lock answers NOWAIT with busy, or the lease has an owner.
-func lockHeld(t *testing.T, d drivers.Driver, e *dispatch.Engine, taskID int64, s drivers.Strategy) bool {
+func lockHeld(t *testing.T, d drivers.Driver, e *engine, taskID int64, s drivers.Strategy) bool {
 	t.Helper()
 	switch s {
 	case drivers.Lease:

@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/loanq/loanq/dispatch"
 	"github.com/loanq/loanq/drivers"
 	"github.com/loanq/loanq/internal/testkit/testdb"
 )
@@ -42,7 +41,7 @@ func TestFaultSessionKilled(t *testing.T) {
 	}
 }
 
-func sessionKilled(t *testing.T, dsn string, d drivers.Driver, e *dispatch.Engine, s drivers.Strategy) {
+func sessionKilled(t *testing.T, dsn string, d drivers.Driver, e *engine, s drivers.Strategy) {
 	task := "cut-" + string(s)
 	mustOK(t, dsn, "admin", "task", "create", task, "--where", "eligible = 1", "--order", "priority", "--query-delay", "4s",
 		"--lock", string(s), "--lease-ttl", "6s")
@@ -115,7 +114,7 @@ func sessionKilled(t *testing.T, dsn string, d drivers.Driver, e *dispatch.Engin
 // session killed, it fails cleanly having assigned and recorded nothing —
 // no request pending, none at all, no loan held, no lock left — and says
 // so; asking again with `work get` gets the same top loans.
-func rowsClaimerKilled(t *testing.T, dsn string, d drivers.Driver, e *dispatch.Engine, id int64, holder *proc) {
+func rowsClaimerKilled(t *testing.T, dsn string, d drivers.Driver, e *engine, id int64, holder *proc) {
 	session := killHolderSession(t, d, e.DB, drivers.Rows)
 	t.Logf("%s/rows: killed the claimer's session %d", d.Name(), session)
 	hr := holder.wait()

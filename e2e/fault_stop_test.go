@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/loanq/loanq/dispatch"
 	"github.com/loanq/loanq/drivers"
 	"github.com/loanq/loanq/internal/testkit/testdb"
 )
@@ -99,7 +98,7 @@ func servedWithinHoldLimit(t *testing.T, dsn string, task string, stalled time.T
 // — exit 1, one line naming the hold limit — and what it left: nothing
 // committed, its request served by the waiting caller, no request pending,
 // audit clean, lock free.
-func endedByHoldLimit(t *testing.T, dsn string, d drivers.Driver, e *dispatch.Engine, id int64, s drivers.Strategy, hr result, what string) {
+func endedByHoldLimit(t *testing.T, dsn string, d drivers.Driver, e *engine, id int64, s drivers.Strategy, hr result, what string) {
 	t.Helper()
 	cleanFailure(t, what, hr)
 	if !strings.Contains(hr.stderr, "hold limit") {
@@ -134,7 +133,7 @@ func endedByHoldLimit(t *testing.T, dsn string, d drivers.Driver, e *dispatch.En
 // work is the last statement before the delay); MariaDB's process list does
 // not, and the round trips take well under the second waited here (the query
 // delay is 2 s).
-func waitHoldLimitSet(t *testing.T, d drivers.Driver, e *dispatch.Engine) {
+func waitHoldLimitSet(t *testing.T, d drivers.Driver, e *engine) {
 	t.Helper()
 	if d.Name() != "postgres" {
 		time.Sleep(time.Second)

@@ -79,9 +79,9 @@ func TestMaxHoldReturnsAbandonedWork(t *testing.T) {
 
 // activeOlderThan is user's active work of the task assigned at least age ago
 // by the database clock, as the supervisor view (`loanq work list`) reads it.
-func activeOlderThan(t *testing.T, e *dispatch.Engine, task, user string, age time.Duration) []dispatch.ActiveItem {
+func activeOlderThan(t *testing.T, e *engine, task, user string, age time.Duration) []dispatch.ActiveItem {
 	t.Helper()
-	items, err := e.WorkList(context.Background(), dispatch.WorkFilter{Task: task, User: user, OlderThan: age})
+	items, err := e.Admin().WorkList(context.Background(), dispatch.WorkFilter{Task: task, User: user, OlderThan: age})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,7 +7,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/loanq/loanq/dispatch"
 	"github.com/loanq/loanq/drivers"
 	"github.com/loanq/loanq/drivers/engineio"
 	"github.com/loanq/loanq/internal/testkit/testdb"
@@ -40,7 +39,7 @@ func sameTime(t *testing.T, d drivers.Driver, db *sql.DB, table, column string, 
 	return n > 0
 }
 
-func logRequest(t *testing.T, e *dispatch.Engine, taskID int64, user string) int64 {
+func logRequest(t *testing.T, e *engine, taskID int64, user string) int64 {
 	t.Helper()
 	id, err := e.Driver.Statements().RequestInsert.InsertID(context.Background(), e.DB, engineio.RequestInsertParams{TaskID: taskID, User: user, Requested: 1})
 	if err != nil {

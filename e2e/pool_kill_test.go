@@ -107,7 +107,7 @@ func settled(t *testing.T, d drivers.Driver, db *sql.DB) {
 	}
 }
 
-func killHeldPoolClaim(t *testing.T, dsn string, d drivers.Driver, e *dispatch.Engine, taskID int64) {
+func killHeldPoolClaim(t *testing.T, dsn string, d drivers.Driver, e *engine, taskID int64) {
 	ctx := context.Background()
 	pool := poolKeys(t, d, e.DB, taskID)
 	if len(pool) < 8 {
@@ -168,7 +168,7 @@ func killHeldPoolClaim(t *testing.T, dsn string, d drivers.Driver, e *dispatch.E
 // loans, if it committed, are the first of the pool it saw (want: how many it
 // asked for, 0 if it must not have committed), nothing is pending, no pool row
 // is held, and the next claim gets the next candidates in the pool's order.
-func checkNothingLost(t *testing.T, dsn string, d drivers.Driver, e *dispatch.Engine, taskID int64, user string, pool []string, want int) (committed int) {
+func checkNothingLost(t *testing.T, dsn string, d drivers.Driver, e *engine, taskID int64, user string, pool []string, want int) (committed int) {
 	t.Helper()
 	got := workOf(t, d, e.DB, taskID, user)
 	all, pending := requestsOf(t, d, e.DB, taskID, user)
@@ -205,7 +205,7 @@ func checkNothingLost(t *testing.T, dsn string, d drivers.Driver, e *dispatch.En
 // SIGKILL at a random moment between 20 % and 110 % of a claimer's measured
 // run time (the median of three) (most of it is the process starting and connecting; the kills
 // land before, inside and after the claim), and checks the state after each.
-func killPoolClaimsAtRandom(t *testing.T, dsn string, d drivers.Driver, e *dispatch.Engine, taskID int64, rng *rand.Rand) {
+func killPoolClaimsAtRandom(t *testing.T, dsn string, d drivers.Driver, e *engine, taskID int64, rng *rand.Rand) {
 	var runs []time.Duration
 	for i := 0; i < 3; i++ {
 		start := time.Now()

@@ -153,7 +153,7 @@ func TestPoolAcrossProcesses(t *testing.T) {
 func auditClean(t *testing.T, dsn string) {
 	t.Helper()
 	d, db := testdb.Open(t, dsn)
-	findings, err := dispatch.New(db, d).Audit(context.Background())
+	findings, err := newEngine(db, d).Admin().Audit(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}

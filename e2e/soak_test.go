@@ -108,7 +108,7 @@ func TestSoak(t *testing.T) {
 			}
 			lockFree(t, d, e, id, s)
 		}
-		findings, err := e.Audit(t.Context())
+		findings, err := e.Admin().Audit(t.Context())
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/loanq/loanq/dispatch"
 	"github.com/loanq/loanq/drivers"
 	"github.com/loanq/loanq/drivers/engineio"
 	"github.com/loanq/loanq/internal/testkit/testdb"
@@ -20,17 +19,17 @@ import (
 // fastRecheck keeps busy callers rechecking quickly in tests.
 var fastRecheck = []string{"--backoff", "50ms,100ms", "--timeout", "2m"}
 
-func prepare(t *testing.T, dsn string, loans int) (drivers.Driver, *dispatch.Engine) {
+func prepare(t *testing.T, dsn string, loans int) (drivers.Driver, *engine) {
 	t.Helper()
 	mustOK(t, dsn, "admin", "migrate", "up")
 	d, db := testdb.Open(t, dsn)
 	testdb.CreateLoans(t, d, db, loans)
-	return d, dispatch.New(db, d)
+	return d, newEngine(db, d)
 }
 
-func audit(t *testing.T, e *dispatch.Engine) {
+func audit(t *testing.T, e *engine) {
 	t.Helper()
-	findings, err := e.Audit(context.Background())
+	findings, err := e.Admin().Audit(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,7 +95,7 @@ func TestProcessesNeverShareALoan(t *testing.T) {
 	})
 }
 
-func taskID(t *testing.T, e *dispatch.Engine, name string) int64 {
+func taskID(t *testing.T, e *engine, name string) int64 {
 	t.Helper()
 	task, err := e.Task(context.Background(), name)
 	if err != nil {
@@ -228,7 +227,7 @@ func TestHolderKilledMidQuery(t *testing.T) {
 // found its loans "held by other claimers" and logged its request first,
 // the path the test did not mean to take (TestFaultSessionKilled/mysql/rows
 // failed so, once, in a clean-clone CI run).
-func waitUntilLocked(t *testing.T, d drivers.Driver, e *dispatch.Engine, taskID int64, s drivers.Strategy) {
+func waitUntilLocked(t *testing.T, d drivers.Driver, e *engine, taskID int64, s drivers.Strategy) {
 	t.Helper()
 	ctx := context.Background()
 	deadline := time.Now().Add(2 * time.Minute)
@@ -251,7 +250,7 @@ func waitUntilLocked(t *testing.T, d drivers.Driver, e *dispatch.Engine, taskID 
 	t.Fatal("the holder never took the task lock")
 }
 
-func rowLockHeld(t *testing.T, ctx context.Context, d drivers.Driver, e *dispatch.Engine, taskID int64) bool {
+func rowLockHeld(t *testing.T, ctx context.Context, d drivers.Driver, e *engine, taskID int64) bool {
 	t.Helper()
 	tx, err := e.DB.BeginTx(ctx, nil)
 	if err != nil {
@@ -274,7 +273,7 @@ func rowLockHeld(t *testing.T, ctx context.Context, d drivers.Driver, e *dispatc
 // row-locked: what a `rows` claimer holds while its query runs (it takes no
 // task lock). The probe locks nothing it keeps: NOWAIT fails on the first
 // held row, and a probe that succeeds is rolled back at once.
-func sourceRowLocked(t *testing.T, ctx context.Context, d drivers.Driver, e *dispatch.Engine) bool {
+func sourceRowLocked(t *testing.T, ctx context.Context, d drivers.Driver, e *engine) bool {
 	t.Helper()
 	tx, err := e.DB.BeginTx(ctx, nil)
 	if err != nil {

@@ -11,7 +11,6 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	"github.com/loanq/loanq/dispatch"
 	"github.com/loanq/loanq/internal/testkit/testdb"
 )
 
@@ -54,8 +53,8 @@ func workPageDetails(t *testing.T, browser, dialect string) {
 	mustOK(t, dsn, "admin", "task", "create", "verify-bank", "--source", "borrower_loan", "--where", "kind = 'bank'", "--order", "id",
 		"--priority", "5", "--show", "borrower", "--link", "https://los.example/verify/{key}")
 	mustOK(t, dsn, "admin", "task", "create", "call-borrower", "--source", "borrower_loan", "--where", "kind = 'call'", "--order", "id")
-	e := dispatch.New(db, d)
-	tok, err := e.CreateToken(context.Background(), "ana", "processor", "admin", 0)
+	e := newEngine(db, d)
+	tok, err := e.Admin().CreateToken(context.Background(), "ana", "processor", "admin", 0)
 	if err != nil {
 		t.Fatal(err)
 	}

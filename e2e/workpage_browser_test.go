@@ -13,7 +13,6 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	"github.com/loanq/loanq/dispatch"
 	"github.com/loanq/loanq/internal/testkit/testdb"
 )
 
@@ -56,11 +55,11 @@ func workPageInBrowser(t *testing.T, browser, dialect string) {
 		testdb.Exec(t, d, db, "INSERT INTO markup_loans (ref, prio) VALUES (?, 1)", k)
 	}
 	mustOK(t, dsn, "admin", "task", "create", "markup", "--source", "markup_loans", "--key", "ref", "--where", "prio = 1", "--order", "ref")
-	e := dispatch.New(db, d)
+	e := newEngine(db, d)
 	users := []string{"ana", "bob", "cy", "dee"}
 	tokens := map[string]string{}
 	for _, u := range users {
-		tok, err := e.CreateToken(context.Background(), u, "processor", "admin", 0)
+		tok, err := e.Admin().CreateToken(context.Background(), u, "processor", "admin", 0)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -25,7 +25,7 @@ func TestHistoryMigrationBackfills(t *testing.T) {
 		d, db := testdb.Migrated(t, dsn)
 		testdb.CreateLoans(t, d, db, 10)
 		e := dispatch.New(db, d)
-		if _, _, err := e.CreateTask(ctx, dispatch.TaskSpec{Name: "bf", Where: "eligible = 1", CreatedBy: "admin"}); err != nil {
+		if _, _, err := e.Admin().CreateTask(ctx, dispatch.TaskSpec{Name: "bf", Where: "eligible = 1", CreatedBy: "admin"}); err != nil {
 			t.Fatal(err)
 		}
 		p, err := schema.NewProvider(d, db)

@@ -26,7 +26,7 @@ func TestReasonsMigrationKeepsTasks(t *testing.T) {
 			{Name: "old-never", Where: "eligible = 1", CreatedBy: "admin"},
 			{Name: "old-hour", Where: "eligible = 1", MaxHold: time.Hour, CreatedBy: "admin"},
 		} {
-			if _, _, err := e.CreateTask(ctx, s); err != nil {
+			if _, _, err := e.Admin().CreateTask(ctx, s); err != nil {
 				t.Fatal(err)
 			}
 		}

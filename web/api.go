@@ -49,8 +49,11 @@ const (
 
 // api serves /api/v1/, and the sessions of the processor's page (/work).
 type api struct {
-	e   *dispatch.Engine
-	log func(string)
+	e *dispatch.Engine
+	// admin is the engine's admin surface: sessions, tokens, the
+	// supervisor's reads, the proxy's groups.
+	admin *dispatch.Admin
+	log   func(string)
 	// proxy, when set, is --auth proxy: the caller is the user a trusted
 	// reverse proxy names in a header; nil is --auth token.
 	proxy *ProxyAuth

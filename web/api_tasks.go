@@ -30,7 +30,7 @@ func (a *api) tasks(w http.ResponseWriter, r *http.Request, p *dispatch.Principa
 	for _, t := range ts {
 		// The codes a disposition may give (the processor's page offers
 		// them): one read by key per task.
-		reasons, err := a.e.TaskReasons(r.Context(), t)
+		reasons, err := a.admin.TaskReasons(r.Context(), t)
 		if err != nil {
 			a.fail(w, err)
 			return
@@ -60,7 +60,7 @@ func (a *api) work(w http.ResponseWriter, r *http.Request, p *dispatch.Principal
 		}
 		f.OlderThan = d
 	}
-	items, err := a.e.WorkList(r.Context(), f)
+	items, err := a.admin.WorkList(r.Context(), f)
 	if err != nil {
 		a.fail(w, err)
 		return

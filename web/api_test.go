@@ -3,6 +3,7 @@ package web
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -26,6 +27,7 @@ import (
 type apiFixture struct {
 	d      drivers.Driver
 	e      *dispatch.Engine
+	db     *sql.DB // the tests' own reads and changes around the engine
 	url    string
 	tokens map[string]*dispatch.IssuedToken
 }
@@ -36,18 +38,18 @@ func newAPIFixture(t *testing.T, dsn string, lock drivers.Strategy) *apiFixture 
 	testdb.CreateLoans(t, d, db, 20)
 	e := dispatch.New(db, d)
 	ctx := context.Background()
-	if _, _, err := e.CreateTask(ctx, dispatch.TaskSpec{Name: "t", Where: "eligible = 1", Order: "priority", Lock: lock, CreatedBy: "admin"}); err != nil {
+	if _, _, err := e.Admin().CreateTask(ctx, dispatch.TaskSpec{Name: "t", Where: "eligible = 1", Order: "priority", Lock: lock, CreatedBy: "admin"}); err != nil {
 		t.Fatal(err)
 	}
-	f := &apiFixture{d: d, e: e, tokens: map[string]*dispatch.IssuedToken{}}
+	f := &apiFixture{d: d, e: e, db: db, tokens: map[string]*dispatch.IssuedToken{}}
 	for user, role := range map[string]string{"ana": "processor", "bob": "processor", "sam": "supervisor"} {
-		tok, err := e.CreateToken(ctx, user, role, "admin", 0)
+		tok, err := e.Admin().CreateToken(ctx, user, role, "admin", 0)
 		if err != nil {
 			t.Fatal(err)
 		}
 		f.tokens[user] = tok
 	}
-	h, err := Handler(Config{Figures: &dashboard.Source{DB: db, Driver: d, Engine: e, TTL: time.Second},
+	h, err := Handler(Config{Figures: &dashboard.Source{DB: db, Driver: d, Admin: e.Admin(), TTL: time.Second},
 		Engine: e, Log: func(s string) { t.Log(s) }})
 	if err != nil {
 		t.Fatal(err)
@@ -289,11 +291,11 @@ func TestAPIEndpoints(t *testing.T) {
 		f.want(t, f.call(t, "sam", "POST", "/api/v1/tasks/nope/reclaim", map[string]any{}), 404, "reclaim unknown task")
 
 		// Revoked and expired tokens are refused from the next call.
-		if err := f.e.RevokeToken(ctx, f.tokens["bob"].ID, "admin"); err != nil {
+		if err := f.e.Admin().RevokeToken(ctx, f.tokens["bob"].ID, "admin"); err != nil {
 			t.Fatal(err)
 		}
 		f.want(t, f.call(t, "bob", "GET", "/api/v1/pipeline", nil), 401, "revoked")
-		testdb.Exec(t, f.d, f.e.DB, "UPDATE loanq_api_token SET expires_at = created_at WHERE id = ?", f.tokens["sam"].ID)
+		testdb.Exec(t, f.d, f.db, "UPDATE loanq_api_token SET expires_at = created_at WHERE id = ?", f.tokens["sam"].ID)
 		f.want(t, f.call(t, "sam", "GET", "/api/v1/work", nil), 401, "expired")
 		f.want(t, f.call(t, "ana", "GET", "/api/v1/pipeline", nil), 200, "ana still in")
 	})
@@ -305,7 +307,7 @@ func TestAPIEndpoints(t *testing.T) {
 func TestAPIPending(t *testing.T) {
 	testdb.Each(t, func(t *testing.T, dsn string) {
 		f := newAPIFixture(t, dsn, drivers.Lease)
-		testdb.Exec(t, f.d, f.e.DB, "UPDATE loanq_task SET lease_owner = 'elsewhere', lease_token = 7, lease_expires_at = '2999-01-01 00:00:00' WHERE name = 't'")
+		testdb.Exec(t, f.d, f.db, "UPDATE loanq_task SET lease_owner = 'elsewhere', lease_token = 7, lease_expires_at = '2999-01-01 00:00:00' WHERE name = 't'")
 		a := f.call(t, "ana", "POST", "/api/v1/tasks/t/requests", map[string]any{"count": 1, "wait_ms": 300})
 		f.want(t, a, 202, "pending")
 		id := int64(a.doc["request_id"].(float64))
@@ -341,7 +343,7 @@ func TestAPITwoServersOneDatabase(t *testing.T) {
 		if slices.Contains(d.Capabilities().Strategies, drivers.Skip) {
 			lock = drivers.Skip
 		}
-		if _, _, err := e.CreateTask(ctx, dispatch.TaskSpec{Name: "t", Where: "eligible = 1", Order: "priority",
+		if _, _, err := e.Admin().CreateTask(ctx, dispatch.TaskSpec{Name: "t", Where: "eligible = 1", Order: "priority",
 			Lock: lock, QueryDelay: 50 * time.Millisecond, CreatedBy: "admin"}); err != nil {
 			t.Fatal(err)
 		}
@@ -349,7 +351,7 @@ func TestAPITwoServersOneDatabase(t *testing.T) {
 		for range 2 {
 			_, pool := testdb.Open(t, dsn)
 			pool.SetMaxOpenConns(DefaultAPIConns)
-			h, err := Handler(Config{Figures: &dashboard.Source{DB: pool, Driver: d, Engine: dispatch.New(pool, d), TTL: time.Second},
+			h, err := Handler(Config{Figures: &dashboard.Source{DB: pool, Driver: d, Admin: dispatch.New(pool, d).Admin(), TTL: time.Second},
 				Engine: dispatch.New(pool, d), Log: func(s string) { t.Log(s) }})
 			if err != nil {
 				t.Fatal(err)
@@ -358,7 +360,7 @@ func TestAPITwoServersOneDatabase(t *testing.T) {
 			t.Cleanup(ts.Close)
 			urls = append(urls, ts.URL)
 		}
-		f := &apiFixture{d: d, e: e, tokens: map[string]*dispatch.IssuedToken{}}
+		f := &apiFixture{d: d, e: e, db: db, tokens: map[string]*dispatch.IssuedToken{}}
 		type result struct {
 			user  string
 			loans []int64
@@ -368,7 +370,7 @@ func TestAPITwoServersOneDatabase(t *testing.T) {
 		start := make(chan struct{})
 		for i := range clients {
 			user := fmt.Sprintf("p%02d", i)
-			tok, err := e.CreateToken(ctx, user, "processor", "admin", 0)
+			tok, err := e.Admin().CreateToken(ctx, user, "processor", "admin", 0)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -423,7 +425,7 @@ func TestAPITwoServersOneDatabase(t *testing.T) {
 				seen[l] = r.user
 			}
 		}
-		findings, err := e.Audit(ctx)
+		findings, err := e.Admin().Audit(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -450,7 +452,7 @@ func TestAPIProxyAuth(t *testing.T) {
 				t.Fatal(err)
 			}
 			pa := &ProxyAuth{Trusted: []*net.IPNet{trusted}, UserHeader: "X-Forwarded-User", GroupsHeader: "X-Forwarded-Groups", SupervisorGroup: "loanq-supervisors"}
-			h, err := Handler(Config{Figures: &dashboard.Source{DB: f.e.DB, Driver: f.d, Engine: f.e, TTL: time.Second}, Engine: f.e, Proxy: pa})
+			h, err := Handler(Config{Figures: &dashboard.Source{DB: f.db, Driver: f.d, Admin: f.e.Admin(), TTL: time.Second}, Engine: f.e, Proxy: pa})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -43,7 +43,7 @@ const (
 // the cookie holds, if it is live, still the proxy's user (--auth proxy),
 // and, for anything but GET and HEAD, the call passes csrfRefused.
 func (a *api) sessionCaller(r *http.Request, id string) (*dispatch.Principal, *refusal, error) {
-	s, err := a.e.SessionOf(r.Context(), id)
+	s, err := a.admin.SessionOf(r.Context(), id)
 	switch {
 	case err != nil:
 		return nil, nil, err
@@ -65,7 +65,7 @@ func (a *api) session(r *http.Request) (*dispatch.Session, error) {
 	if err != nil {
 		return nil, nil
 	}
-	s, err := a.e.SessionOf(r.Context(), c.Value)
+	s, err := a.admin.SessionOf(r.Context(), c.Value)
 	if err != nil || s == nil {
 		return nil, err
 	}
@@ -77,7 +77,7 @@ func (a *api) session(r *http.Request) (*dispatch.Session, error) {
 
 // openSession starts a session for p and sets its cookie.
 func (a *api) openSession(w http.ResponseWriter, r *http.Request, p *dispatch.Principal) (*dispatch.Session, error) {
-	id, s, err := a.e.CreateSession(r.Context(), p, a.sessionTTL)
+	id, s, err := a.admin.CreateSession(r.Context(), p, a.sessionTTL)
 	if err != nil {
 		return nil, err
 	}
@@ -122,7 +122,7 @@ func (a *api) login(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, err)
 		return
 	}
-	p, err := a.e.Authenticate(r.Context(), strings.TrimSpace(body.Token))
+	p, err := a.admin.Authenticate(r.Context(), strings.TrimSpace(body.Token))
 	if err != nil {
 		a.fail(w, err)
 		return
@@ -156,7 +156,7 @@ func (a *api) logout(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c, _ := r.Cookie(sessionCookie)
-	if err := a.e.EndSession(r.Context(), c.Value); err != nil {
+	if err := a.admin.EndSession(r.Context(), c.Value); err != nil {
 		a.fail(w, err)
 		return
 	}

@@ -15,7 +15,7 @@ import (
 func (a *api) tokenCaller(r *http.Request) (*dispatch.Principal, *refusal, error) {
 	token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 	if ok && token != "" {
-		p, err := a.e.Authenticate(r.Context(), strings.TrimSpace(token))
+		p, err := a.admin.Authenticate(r.Context(), strings.TrimSpace(token))
 		if err != nil || p != nil {
 			return p, nil, err
 		}

@@ -23,7 +23,7 @@ func seeded(t testing.TB, dsn string) *dashboard.Source {
 	e := dispatch.New(db, d)
 	ctx := context.Background()
 	for _, name := range []string{"alpha", "beta"} {
-		if _, _, err := e.CreateTask(ctx, dispatch.TaskSpec{Name: name, Where: "eligible = 1", Order: "priority", CreatedBy: "t"}); err != nil {
+		if _, _, err := e.Admin().CreateTask(ctx, dispatch.TaskSpec{Name: name, Where: "eligible = 1", Order: "priority", CreatedBy: "t"}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -36,7 +36,7 @@ func seeded(t testing.TB, dsn string) *dashboard.Source {
 			t.Fatal(err)
 		}
 	}
-	return &dashboard.Source{DB: db, Driver: d, Engine: e, TTL: time.Hour}
+	return &dashboard.Source{DB: db, Driver: d, Admin: e.Admin(), TTL: time.Hour}
 }
 
 // /healthz answers from the latest refresh: 200 while the database
@@ -175,15 +175,15 @@ func TestTaskPageTextKeys(t *testing.T) {
 		for i, k := range []string{"LN-2024-000123", "<b>LN-2</b>"} {
 			testdb.Exec(t, src.Driver, src.DB, "INSERT INTO kt_app (ref, prio) VALUES (?, ?)", k, i)
 		}
-		if _, _, err := src.Engine.CreateTask(ctx, dispatch.TaskSpec{Name: "apps", Source: "kt_app", Key: "ref", Where: "1 = 1", Order: "prio", CreatedBy: "t"}); err != nil {
+		if _, _, err := src.Admin.CreateTask(ctx, dispatch.TaskSpec{Name: "apps", Source: "kt_app", Key: "ref", Where: "1 = 1", Order: "prio", CreatedBy: "t"}); err != nil {
 			t.Fatal(err)
 		}
-		r, err := src.Engine.Get(ctx, "apps", "ana", 2, dispatch.GetOptions{})
+		r, err := dispatch.New(src.DB, src.Driver).Get(ctx, "apps", "ana", 2, dispatch.GetOptions{})
 		if err != nil || len(r.Loans) != 2 {
 			t.Fatalf("get: %+v, %v", r, err)
 		}
 		for _, l := range r.Loans {
-			if _, err := src.Engine.Dispose(ctx, "apps", l.String(), "ana", "never", 0, false); err != nil {
+			if _, err := dispatch.New(src.DB, src.Driver).Dispose(ctx, "apps", l.String(), "ana", "never", 0, false); err != nil {
 				t.Fatal(err)
 			}
 		}

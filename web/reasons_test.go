@@ -17,16 +17,16 @@ func TestTaskPageReasonsEscaped(t *testing.T) {
 	testdb.Each(t, func(t *testing.T, dsn string) {
 		src := seeded(t, dsn)
 		ctx := context.Background()
-		if _, _, err := src.Engine.CreateTask(ctx, dispatch.TaskSpec{Name: "rs", Where: "eligible = 1", CreatedBy: "t", MaxHold: 72 * time.Hour,
+		if _, _, err := src.Admin.CreateTask(ctx, dispatch.TaskSpec{Name: "rs", Where: "eligible = 1", CreatedBy: "t", MaxHold: 72 * time.Hour,
 			Reasons: dispatch.Reasons{Codes: map[string][]string{"never": {"duplicate", "fraud"}}, Required: []string{"never"}}}); err != nil {
 			t.Fatal(err)
 		}
-		r, err := src.Engine.Get(ctx, "rs", "ana", 1, dispatch.GetOptions{})
+		r, err := dispatch.New(src.DB, src.Driver).Get(ctx, "rs", "ana", 1, dispatch.GetOptions{})
 		if err != nil || len(r.Loans) != 1 {
 			t.Fatalf("get: %+v, %v", r, err)
 		}
 		note := `<script>alert("x")</script> & more`
-		if _, err := src.Engine.DisposeNoted(ctx, "rs", r.Loans[0].String(), "ana", "never", 0, false, dispatch.DispositionNote{Reason: "fraud", Note: note}); err != nil {
+		if _, err := dispatch.New(src.DB, src.Driver).DisposeNoted(ctx, "rs", r.Loans[0].String(), "ana", "never", 0, false, dispatch.DispositionNote{Reason: "fraud", Note: note}); err != nil {
 			t.Fatal(err)
 		}
 		h, err := Handler(Config{Figures: src})

@@ -83,9 +83,9 @@ func Handler(cfg Config) (http.Handler, error) {
 	if cfg.Engine != nil {
 		// The API authenticates its callers itself (auth.go); anything
 		// else under /api/v1/ is a problem document, under /work/ a 404.
-		a := &api{e: cfg.Engine, log: cfg.Log, proxy: cfg.Proxy, sessionTTL: cfg.SessionTTL}
+		a := &api{e: cfg.Engine, admin: cfg.Engine.Admin(), log: cfg.Log, proxy: cfg.Proxy, sessionTTL: cfg.SessionTTL}
 		if cfg.Proxy != nil {
-			cfg.Proxy.syncGroups = cfg.Engine.SyncProxyGroups // --proxy-groups-header
+			cfg.Proxy.syncGroups = a.admin.SyncProxyGroups // --proxy-groups-header
 		}
 		var patterns []string
 		for _, rt := range a.routes() {

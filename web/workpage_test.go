@@ -26,7 +26,7 @@ func pageNode(t *testing.T, dsn string, d drivers.Driver, proxy *ProxyAuth) stri
 	t.Helper()
 	_, pool := testdb.Open(t, dsn)
 	e := dispatch.New(pool, d)
-	h, err := Handler(Config{Figures: &dashboard.Source{DB: pool, Driver: d, Engine: e, TTL: time.Second},
+	h, err := Handler(Config{Figures: &dashboard.Source{DB: pool, Driver: d, Admin: e.Admin(), TTL: time.Second},
 		Engine: e, Proxy: proxy, SessionTTL: time.Hour, Log: func(s string) { t.Log(s) }})
 	if err != nil {
 		t.Fatal(err)
@@ -130,7 +130,7 @@ func newBrowser(t *testing.T) *browser { return &browser{t: t, cookies: map[stri
 func TestWorkPageSessions(t *testing.T) {
 	testdb.Each(t, func(t *testing.T, dsn string) {
 		f := newAPIFixture(t, dsn, "")
-		db := f.e.DB
+		db := f.db
 		n1, n2 := pageNode(t, dsn, f.d, nil), pageNode(t, dsn, f.d, nil)
 
 		// The sign-in form's own CSRF (double submit) and Origin rules.
@@ -242,7 +242,7 @@ func TestWorkPageSessions(t *testing.T) {
 		bob.signIn(n2, f.tokens["bob"].Token)
 
 		// Revoking ana's token ends her session on every node.
-		if err := f.e.RevokeToken(context.Background(), f.tokens["ana"].ID, "admin"); err != nil {
+		if err := f.e.Admin().RevokeToken(context.Background(), f.tokens["ana"].ID, "admin"); err != nil {
 			t.Fatal(err)
 		}
 		if a := ana.do(n1, "GET", "/api/v1/pipeline", "", nil); a.status != 401 {
@@ -316,7 +316,7 @@ func TestWorkPageProxy(t *testing.T) {
 			t.Errorf("/work from an untrusted address: %d, cookie %v", a.status, stranger.cookies[sessionCookie])
 		}
 		var n sql.NullInt64
-		if err := f.e.DB.QueryRow("SELECT COUNT(*) FROM loanq_session WHERE token_id IS NULL").Scan(&n); err != nil || n.Int64 != 1 {
+		if err := f.db.QueryRow("SELECT COUNT(*) FROM loanq_session WHERE token_id IS NULL").Scan(&n); err != nil || n.Int64 != 1 {
 			t.Errorf("%v proxy sessions (want 1), %v", n, err)
 		}
 	})
@@ -336,16 +336,16 @@ func TestWorkPageEscapesMarkup(t *testing.T) {
 	testdb.Each(t, func(t *testing.T, dsn string) {
 		f := newAPIFixture(t, dsn, "")
 		ctx := context.Background()
-		testdb.Exec(t, f.d, f.e.DB, "CREATE TABLE markup_loans (ref VARCHAR(200) NOT NULL PRIMARY KEY, prio INTEGER NOT NULL)")
-		testdb.Exec(t, f.d, f.e.DB, "INSERT INTO markup_loans (ref, prio) VALUES (?, 1)", markupKey)
-		if _, _, err := f.e.CreateTask(ctx, dispatch.TaskSpec{Name: "markup", Source: "markup_loans", Key: "ref", Where: "prio = 1",
+		testdb.Exec(t, f.d, f.db, "CREATE TABLE markup_loans (ref VARCHAR(200) NOT NULL PRIMARY KEY, prio INTEGER NOT NULL)")
+		testdb.Exec(t, f.d, f.db, "INSERT INTO markup_loans (ref, prio) VALUES (?, 1)", markupKey)
+		if _, _, err := f.e.Admin().CreateTask(ctx, dispatch.TaskSpec{Name: "markup", Source: "markup_loans", Key: "ref", Where: "prio = 1",
 			Order: "prio", CreatedBy: "admin"}); err != nil {
 			t.Fatal(err)
 		}
-		if _, _, err := f.e.CreateTask(ctx, dispatch.TaskSpec{Name: `<img src=x onerror=alert(3)>`, Where: "eligible = 1", CreatedBy: "admin"}); err == nil {
+		if _, _, err := f.e.Admin().CreateTask(ctx, dispatch.TaskSpec{Name: `<img src=x onerror=alert(3)>`, Where: "eligible = 1", CreatedBy: "admin"}); err == nil {
 			t.Errorf("a task named with markup was created")
 		}
-		tok, err := f.e.CreateToken(ctx, markupUser, "processor", "admin", 0)
+		tok, err := f.e.Admin().CreateToken(ctx, markupUser, "processor", "admin", 0)
 		if err != nil {
 			t.Fatal(err)
 		}

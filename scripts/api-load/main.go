@@ -74,14 +74,14 @@ func run(ctx context.Context, dsn, binary string, clients, maxConns, loans int, 
 	}
 	e := dispatch.New(db, d)
 	task := fmt.Sprintf("api-load-%d", time.Now().Unix())
-	if _, _, err := e.CreateTask(ctx, dispatch.TaskSpec{Name: task, Source: "apiload_loan", Key: "id", Where: "eligible = 1",
+	if _, _, err := e.Admin().CreateTask(ctx, dispatch.TaskSpec{Name: task, Source: "apiload_loan", Key: "id", Where: "eligible = 1",
 		Order: "priority", Lock: drivers.Skip, CreatedBy: "api-load"}); err != nil {
 		return fmt.Errorf("creating the task: %w", err)
 	}
 	tokens := make([]string, clients)
 	var ids []int64
 	for i := range tokens {
-		tok, err := e.CreateToken(ctx, fmt.Sprintf("load%04d", i), "processor", "api-load", 0)
+		tok, err := e.Admin().CreateToken(ctx, fmt.Sprintf("load%04d", i), "processor", "api-load", 0)
 		if err != nil {
 			return err
 		}
@@ -89,7 +89,7 @@ func run(ctx context.Context, dsn, binary string, clients, maxConns, loans int, 
 	}
 	defer func() {
 		for _, id := range ids {
-			_ = e.RevokeToken(context.Background(), id, "api-load")
+			_ = e.Admin().RevokeToken(context.Background(), id, "api-load")
 		}
 	}()
 

@@ -96,7 +96,7 @@ func setup(ctx context.Context, d drivers.Driver, db *sql.DB, task string, s Spe
 	if err := spec.Check(); err != nil {
 		return 0, err
 	}
-	t, _, err := e.CreateTask(ctx, spec)
+	t, _, err := e.Admin().CreateTask(ctx, spec)
 	if err != nil {
 		return 0, fmt.Errorf("creating task %s: %w", task, err)
 	}
