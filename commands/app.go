@@ -145,6 +145,7 @@ Examples:
 			explainCommand(),
 			serveCommand(),
 			pruneCommand(),
+			historyCommand(),
 			tokenCommand(),
 			groupCommand(),
 			versionCommand(),

@@ -19,8 +19,8 @@ func pruneCommand() *cli.Command {
 		Usage:     "remove old history: closed requests, criteria-query runs and ended work older than --older-than (default 90d)",
 		ArgsUsage: " ",
 		Description: `Removes, in short batches, the history older than --older-than (by the
-database clock): closed work requests together with their work rows, and
-criteria-query runs. It keeps everything that still decides something:
+database clock): closed work requests together with their work rows (and
+the rows' events, which ` + "`loanq history`" + ` exports), and criteria-query runs. It keeps everything that still decides something:
 pending requests, active work, 'never' dispositions, returns whose time is
 still ahead (and the other loans of their requests), each task's 40 latest
 criteria-query runs, and everything of the last 24 hours (today's dashboard
@@ -84,7 +84,7 @@ func prune(c *cli.Context) error {
 		for _, t := range []struct {
 			name string
 			n    int64
-		}{{"loanq_work_request", res.Removed.Requests}, {"loanq_work", res.Removed.Work}, {"loanq_query_run", res.Removed.QueryRuns}} {
+		}{{"loanq_work_request", res.Removed.Requests}, {"loanq_work", res.Removed.Work}, {"loanq_history", res.Removed.History}, {"loanq_query_run", res.Removed.QueryRuns}} {
 			fmt.Fprintf(w, "  %-20s %10d rows\n", t.name, t.n)
 		}
 		fmt.Fprintf(w, "%d batch(es) of at most %d in %v", res.Batches, res.Batch, time.Duration(res.DurationMS)*time.Millisecond)

@@ -14,14 +14,16 @@ import (
 
 // History retention (`loanq prune`, docs/retention.md). Every work get logs
 // a request, every serving round a criteria-query run, every loan a work row
-// kept after its disposition; a prune removes what is older than a cutoff
-// and decides nothing any more:
+// kept after its disposition and its events (loanq_history, the export's
+// stream); a prune removes what is older than a cutoff and decides nothing
+// any more:
 //
 //   - a closed request goes together with all its work rows, once it was
 //     closed before the cutoff and none of its rows is active, 'never', a
 //     return whose time is still ahead, or ended after the cutoff (so the
 //     eligibility of every loan is what it was, and a request's assigned
-//     count still matches its rows);
+//     count still matches its rows), and the work rows' events with
+//     them, in their transaction;
 //   - a task's criteria-query runs started before the cutoff go, except its
 //     PruneKeepRuns latest (the engine's hold limit and coalescing,
 //     the dashboard's chart);
@@ -68,6 +70,7 @@ type PruneResult struct {
 type PruneCounts struct {
 	Requests  int64 `json:"loanq_work_request"`
 	Work      int64 `json:"loanq_work"`
+	History   int64 `json:"loanq_history"` // the events of those work rows
 	QueryRuns int64 `json:"loanq_query_run"`
 }
 
@@ -151,7 +154,12 @@ func (a *Admin) pruneRequests(ctx context.Context, o PruneOptions, b pruneBounds
 			if err != nil {
 				return wrapPrune("requests", err)
 			}
+			events, err := q.PruneHistoryCount.One(ctx, a.db, idListParams{IDs: list})
+			if err != nil {
+				return wrapPrune("requests", err)
+			}
 			res.Removed.Work += work.N
+			res.Removed.History += events.N
 			res.Removed.Requests += int64(len(ids))
 		} else {
 			// Two transactions, the work rows first (the requests'
@@ -165,8 +173,13 @@ func (a *Admin) pruneRequests(ctx context.Context, o PruneOptions, b pruneBounds
 			// held when the request delete waits. A prune stopped between
 			// the two leaves requests without their rows (the audit
 			// AuditCountMismatch counts them): the next prune removes them.
-			var work, reqs int64
+			// The work rows' events go in the work rows' transaction,
+			// first: an exported event's work row is never missing.
+			var work, events, reqs int64
 			if err := a.pruneTx(ctx, res, func(tx *sql.Tx) error {
+				if events, err = rowsAffected(q.PruneHistory.Exec(ctx, tx, pruneIDsParams{IDs: list, AgeMS: b.AgeMS})); err != nil {
+					return err
+				}
 				work, err = rowsAffected(q.PruneWork.Exec(ctx, tx, pruneIDsParams{IDs: list, AgeMS: b.AgeMS}))
 				return err
 			}); err != nil {
@@ -179,6 +192,7 @@ func (a *Admin) pruneRequests(ctx context.Context, o PruneOptions, b pruneBounds
 				return wrapPrune("requests", err)
 			}
 			res.Removed.Work += work
+			res.Removed.History += events
 			res.Removed.Requests += reqs
 		}
 		res.Batches++

@@ -231,10 +231,14 @@ func TestPruneKeepsWhatDecides(t *testing.T) {
 		cancelled := pending - 1
 
 		counts := func() string {
-			return fmt.Sprintf("requests %d, work %d, runs %d",
+			return fmt.Sprintf("requests %d, work %d, runs %d, events %d",
 				f.count(t, "SELECT COUNT(*) FROM loanq_work_request"), f.count(t, "SELECT COUNT(*) FROM loanq_work"),
-				f.count(t, "SELECT COUNT(*) FROM loanq_query_run"))
+				f.count(t, "SELECT COUNT(*) FROM loanq_query_run"), f.count(t, "SELECT COUNT(*) FROM loanq_history"))
 		}
+		// The events of the work rows that go: an assignment and a
+		// disposition each (fay's expired row was disposed once, as
+		// reclaimed: the hand-written change of a disposition is no event).
+		const goneEvents = 12
 		histRuns := f.count(t, "SELECT COUNT(*) FROM loanq_query_run WHERE task_id = ?", hist.ID)
 		wantRuns := histRuns - int64(dispatch.PruneKeepRuns) // the old runs beyond the latest 40
 		before := look(t, f, "hist", "none")
@@ -249,8 +253,8 @@ func TestPruneKeepsWhatDecides(t *testing.T) {
 		if got := counts(); got != full {
 			t.Fatalf("dry run changed the history: %s, was %s", got, full)
 		}
-		want := fmt.Sprintf("requests 5, work 6, runs %d", wantRuns)
-		if got := fmt.Sprintf("requests %d, work %d, runs %d", dry.Removed.Requests, dry.Removed.Work, dry.Removed.QueryRuns); got != want {
+		want := fmt.Sprintf("requests 5, work 6, runs %d, events %d", wantRuns, goneEvents)
+		if got := fmt.Sprintf("requests %d, work %d, runs %d, events %d", dry.Removed.Requests, dry.Removed.Work, dry.Removed.QueryRuns, dry.Removed.History); got != want {
 			t.Errorf("dry run counted %s, want %s", got, want)
 		}
 
@@ -271,9 +275,17 @@ func TestPruneKeepsWhatDecides(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want = fmt.Sprintf("requests 4, work 6, runs %d", wantRuns)
-		if got := fmt.Sprintf("requests %d, work %d, runs %d", res.Removed.Requests, res.Removed.Work, res.Removed.QueryRuns); got != want {
+		want = fmt.Sprintf("requests 4, work 6, runs %d, events %d", wantRuns, goneEvents)
+		if got := fmt.Sprintf("requests %d, work %d, runs %d, events %d", res.Removed.Requests, res.Removed.Work, res.Removed.QueryRuns, res.Removed.History); got != want {
 			t.Errorf("prune removed %s, want %s", got, want)
+		}
+		// Every event left belongs to a work row left, and every work row
+		// left keeps its events: an export after the prune is whole.
+		if n := f.count(t, "SELECT COUNT(*) FROM loanq_history h WHERE NOT EXISTS (SELECT 1 FROM loanq_work w WHERE w.id = h.work_id)"); n != 0 {
+			t.Errorf("%d events left without their work row", n)
+		}
+		if got, want := f.count(t, "SELECT COUNT(*) FROM loanq_history"), f.count(t, "SELECT COUNT(*) FROM loanq_work")+f.count(t, "SELECT COUNT(*) FROM loanq_work WHERE disposition IS NOT NULL"); got != want {
+			t.Errorf("%d events left, want one per work row left and one per disposition", got)
 		}
 		look(t, f, "hist", "none").same(t, before)
 		for _, gone := range []int64{r1.ID, r2.ID, r6.ID, r8.ID, cancelled} {
@@ -305,7 +317,7 @@ func TestPruneKeepsWhatDecides(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if again.Removed.Requests+again.Removed.Work+again.Removed.QueryRuns != 0 {
+		if again.Removed.Requests+again.Removed.Work+again.Removed.QueryRuns+again.Removed.History != 0 {
 			t.Errorf("second prune removed %+v, want nothing", again)
 		}
 		// The loans of the never and of the future return stay excluded:

@@ -32,6 +32,12 @@ type pruneStatements struct {
 	// id order.
 	PruneRequestBatch drivers.Query[pruneBatchParams, engineio.IDRow] `purpose:"prune: the next batch of requests that can go with all their work rows"`
 	PruneWorkCount    drivers.Query[idListParams, engineio.Count]     `purpose:"prune --dry-run: work rows of a batch of requests"`
+	// PruneHistoryCount: the events of those work rows (dry run).
+	PruneHistoryCount drivers.Query[idListParams, engineio.Count] `purpose:"prune --dry-run: history events of the work rows of a batch of requests"`
+	// PruneHistory deletes the events (loanq_history) of the work rows
+	// PruneWork deletes, in its transaction and before it: an event goes
+	// with its work row, never before it (the export joins them).
+	PruneHistory drivers.Stmt[pruneIDsParams] `purpose:"prune: delete the history events of the work rows of a batch of requests"`
 	// PruneWork deletes the ended, no longer deciding work rows of those
 	// requests.
 	PruneWork drivers.Stmt[pruneIDsParams] `purpose:"prune: delete the work rows of a batch of requests"`
@@ -76,6 +82,15 @@ WHERE r.id > :after AND r.id <= :upto AND r.served_at < {{nowMinusMs ":age_ms"}}
            OR w.disposed_at >= {{nowMinusMs ":age_ms"}}))
 ORDER BY r.id {{limit ":limit"}}`},
 		PruneWorkCount: drivers.Query[idListParams, engineio.Count]{SQL: `SELECT COUNT(*) AS n FROM loanq_work WHERE {{inIDs "request_id" ":ids"}}`},
+		PruneHistoryCount: drivers.Query[idListParams, engineio.Count]{SQL: `SELECT COUNT(*) AS n FROM loanq_history h
+WHERE h.work_id IN (SELECT w.id FROM loanq_work w WHERE {{inIDs "w.request_id" ":ids"}})`},
+		PruneHistory: drivers.Stmt[pruneIDsParams]{SQL: `DELETE FROM loanq_history
+WHERE work_id IN (
+  SELECT w.id FROM loanq_work w
+  WHERE {{inIDs "w.request_id" ":ids"}}
+    AND w.disposition IS NOT NULL AND w.disposition <> 'never'
+    AND (w.return_at IS NULL OR w.return_at <= {{now}})
+    AND w.disposed_at < {{nowMinusMs ":age_ms"}})`},
 		PruneWork: drivers.Stmt[pruneIDsParams]{SQL: `DELETE FROM loanq_work
 WHERE {{inIDs "request_id" ":ids"}}
   AND disposition IS NOT NULL AND disposition <> 'never'

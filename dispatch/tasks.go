@@ -637,7 +637,12 @@ func (a *Admin) DeleteTask(ctx context.Context, name string, force bool) (int64,
 	if err := a.deleteGovernance(ctx, tx, task); err != nil { // governance.go
 		return 0, err
 	}
-	// Children first: work rows reference requests, and all reference the task.
+	// Children first: events belong to work rows (loanq_history, no
+	// foreign key: migration 00021), work rows reference requests, and all
+	// reference the task.
+	if _, err := a.taskDeleteSQL().DeleteHistory.Exec(ctx, tx, engineio.TaskParams{TaskID: task.ID}); err != nil {
+		return 0, fmt.Errorf("deleting the history events of task %s: %w", name, err)
+	}
 	res, err := a.taskDeleteSQL().DeleteWork.Exec(ctx, tx, engineio.TaskParams{TaskID: task.ID})
 	if err != nil {
 		return 0, fmt.Errorf("deleting the work of task %s: %w", name, err)

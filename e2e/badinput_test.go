@@ -329,6 +329,13 @@ func TestBadInputRefusedBeforeConnecting(t *testing.T) {
 		{"explain count zero", "admin", []string{"explain", "t", "--count", "0"}, 2, "--count"},
 		{"bench prefetch negative", "admin", []string{"bench", "--target", "engine", "--prefetch", "-1"}, 2, "--prefetch"},
 		{"serve refill too often", "admin", []string{"serve", "--listen", "127.0.0.1:0", "--refill", "--refill-every", "100ms"}, 2, "--refill-every"},
+		{"history since malformed", "admin", []string{"history", "--since", "yesterday"}, 2, "--since"},
+		{"history since negative", "admin", []string{"history", "--since", "-2h"}, 2, "--since"},
+		{"history after-id negative", "admin", []string{"history", "--after-id", "-1"}, 2, "--after-id"},
+		{"history output unknown", "admin", []string{"history", "--output", "xml"}, 2, "--output"},
+		{"history settle malformed", "admin", []string{"history", "--settle", "soon"}, 2, "settle"},
+		{"history task malformed", "admin", []string{"history", "--task", "a b"}, 2, "task name"},
+		{"history batch zero", "admin", []string{"history", "--batch", "0"}, 2, "--batch"},
 	}
 	for _, c := range cases {
 		r := loanq(t, down, c.user, c.args...)

@@ -155,6 +155,26 @@ func TestJSONDocuments(t *testing.T) {
 		check("work reclaim", "work", "reclaim", "big", "--dry-run")
 		check("disposition", "disposition", "big", itoa64(req.Loans[0]), "return", "--after", "90m")
 		check("disposition", "disposition", "big", itoa64(req.Loans[1]), "complete")
+		// A stream: one document per line, each with the documented keys.
+		lines := loanq(t, dsn, "ana", "history", "--output", "json", "--settle", "0s")
+		if lines.code != 0 || strings.Count(lines.stdout, "\n") < 4 {
+			t.Fatalf("history: exit %d, %d lines\n%s%s", lines.code, strings.Count(lines.stdout, "\n"), lines.stdout, lines.stderr)
+		}
+		checked["history"] = true
+		for _, line := range strings.Split(strings.TrimSuffix(lines.stdout, "\n"), "\n") {
+			got := keysOf(t, line)
+			for path, want := range docs["history"] {
+				for _, keys := range got[path] {
+					if strings.Join(keys, " ") != strings.Join(want, " ") {
+						t.Errorf("history at %s: keys\n  %s\nwant (docs/json.md)\n  %s", path, strings.Join(keys, " "), strings.Join(want, " "))
+					}
+				}
+			}
+			if len(got["."]) != 1 || len(got) != 1 {
+				t.Errorf("history: a line is not one flat object: %s", line)
+			}
+			conventions(t, "history", line)
+		}
 		check("task update", "task", "update", "big", "--max-active", "5", "--max-hold", "8h")
 		check("task show", "task", "show", "big")
 		check("group add", "group", "add", "seniors", "ana", "bob")

@@ -225,6 +225,22 @@ func byHandSuite(t *testing.T, dialect string) {
 			}
 			return workIn(tx, checkerID, makerLoan, req)
 		}},
+		{"9", "read the history's events (loanq history)", procDB, func(t *testing.T, tx *sql.Tx) error {
+			var n int64
+			return tx.QueryRowContext(ctx, "SELECT COUNT(*) FROM loanq_history").Scan(&n)
+		}},
+		{"9", "write a history event by hand", procDB, func(t *testing.T, tx *sql.Tx) error {
+			return exec(tx, "INSERT INTO loanq_history (work_id, event, event_at) VALUES (?, 'disposed', "+now+")", anaDone)
+		}},
+		{"9", "(supervisor) write a history event by hand", supDB, func(t *testing.T, tx *sql.Tx) error {
+			return exec(tx, "INSERT INTO loanq_history (work_id, event, event_at) VALUES (?, 'disposed', "+now+")", anaDone)
+		}},
+		{"9", "(admin) rewrite a history event", admDB, func(t *testing.T, tx *sql.Tx) error {
+			return exec(tx, "UPDATE loanq_history SET event_at = "+longAgo+" WHERE work_id = ?", anaDone)
+		}},
+		{"9", "(supervisor) delete history events", supDB, func(t *testing.T, tx *sql.Tx) error {
+			return exec(tx, "DELETE FROM loanq_history WHERE work_id = ?", anaDone)
+		}},
 		{"5", "finish a request with more than it asked for", procDB, func(t *testing.T, tx *sql.Tx) error {
 			req := pending(t, tx, 1)
 			return exec(tx, "UPDATE loanq_work_request SET status = 'assigned', assigned = 155, served_at = "+now+" WHERE id = ?", req)
@@ -245,6 +261,24 @@ func byHandSuite(t *testing.T, dialect string) {
 			}
 		})
 	}
+
+	// Row 9: the events of ana's work, written through her processor
+	// account by the database's triggers (she has no privilege on
+	// loanq_history); `loanq history` refuses her account with a clear
+	// message and shows them to a supervisor.
+	t.Run("row 9: processors' writes are recorded; the export is refused to them", func(t *testing.T) {
+		if n := testdb.Int(t, d, db, "SELECT COUNT(*) FROM loanq_history WHERE work_id = ?", anaDone); n != 2 {
+			t.Errorf("ana's work row %d has %d events, want its assignment and its disposition", anaDone, n)
+		}
+		r := runAs(t, proc, "", 2, "history", "--settle", "0s")
+		if !strings.Contains(r.stderr, "may not read the history") || !strings.Contains(r.stderr, "loanq grants") || r.stdout != "" {
+			t.Errorf("loanq history through a processor's account:\nstdout %q\nstderr %s", r.stdout, r.stderr)
+		}
+		out := runAs(t, sup, "", 0, "history", "--settle", "0s", "--output", "csv", "--task", "skip-t").stdout
+		if !strings.Contains(out, ","+itoa64(anaDone)+",") || !strings.HasPrefix(out, "id,event,at,") {
+			t.Errorf("loanq history through a supervisor's account lacks ana's work row %d:\n%s", anaDone, out)
+		}
+	})
 
 	// What the database sets whatever the statement wrote: the clock for
 	// assigned_at and created_at, the writing account for assigned_by.

@@ -45,7 +45,7 @@ const (
 // migrations create.
 var LoanqTables = []string{"loanq_schema_version", "loanq_account", "loanq_task", "loanq_work_request", "loanq_work",
 	"loanq_query_run", "loanq_task_user", "loanq_pool", "loanq_lock", "loanq_api_token", "loanq_session",
-	"loanq_group", "loanq_task_allow", "loanq_task_not_worked_in"}
+	"loanq_group", "loanq_task_allow", "loanq_task_not_worked_in", "loanq_history"}
 
 // All lists the roles in the order `loanq grants --help` gives them.
 var All = []Role{Admin, Processor, Supervisor, Dashboard, Refresher, Serve}
@@ -176,6 +176,12 @@ func PlanGrants(req Request) (*Plan, error) {
 		// hostage, so processors only read them (docs/security.md).
 		read("loanq_lock", "lock list"),
 	}
+	// The event stream (`loanq history`, docs/retention.md) is written by
+	// the database's triggers as their owner: nobody is granted a write.
+	// It is read by those who read everyone's work for a living
+	// (supervisors, admins, the read-only dashboard account), not by a
+	// processor, whose commands read their own work.
+	history := read("loanq_history", "history export: the stream of assignments and dispositions")
 	lockRun := TableGrant{Table: "loanq_lock", Privs: []string{"SELECT", "INSERT", "UPDATE"}, Columns: []string{"name", "holder", "token", "taken_at", "expires_at"},
 		Why: "lock run: named leases (MySQL names the key column in its insert-or-keep)"}
 	switch req.Role {
@@ -183,7 +189,7 @@ func PlanGrants(req Request) (*Plan, error) {
 		p.Tables = processor
 		p.LockSources = true
 	case Supervisor:
-		p.Tables = append(processor[:len(processor)-1:len(processor)-1], lockRun)
+		p.Tables = append(processor[:len(processor)-1:len(processor)-1], lockRun, history)
 		p.LockSources = true
 	case Serve:
 		// Also reads the API tokens (serve --api --auth token): only their
@@ -210,6 +216,7 @@ func PlanGrants(req Request) (*Plan, error) {
 			{Table: "loanq_group", Privs: []string{"SELECT", "INSERT", "DELETE"}, Why: "group add, remove and list"},
 			{Table: "loanq_task_allow", Privs: []string{"SELECT", "INSERT", "DELETE"}, Why: "task create|update --allow, --allow-clear; task delete"},
 			{Table: "loanq_task_not_worked_in", Privs: []string{"SELECT", "INSERT", "DELETE"}, Why: "task create|update --not-worked-in; task delete"},
+			{Table: "loanq_history", Privs: []string{"SELECT", "DELETE"}, Why: "history export; task delete and prune remove events with their work rows"},
 		}
 		p.LockSources = true
 	case Dashboard:
@@ -217,7 +224,7 @@ func PlanGrants(req Request) (*Plan, error) {
 			read("loanq_task", "tasks"), read("loanq_work_request", "pending requests"), read("loanq_work", "active work and dispositions"),
 			read("loanq_query_run", "criteria-query runs"), read("loanq_lock", "lock list"), read("loanq_pool", "candidate pools"),
 			read("loanq_task_allow", "who may work each task"), read("loanq_group", "who is in which group"),
-			read("loanq_task_not_worked_in", "each task's four-eyes rule"),
+			read("loanq_task_not_worked_in", "each task's four-eyes rule"), history,
 		}
 		// serve counts each task's backlog every --backlog-every with the
 		// task's criteria, a COUNT over its source: the dashboard reads

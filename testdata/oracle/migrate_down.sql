@@ -19,10 +19,18 @@ SELECT version_id, is_applied FROM loanq_schema_version ORDER BY tstamp DESC, id
 -- (begin)
 
 -- 4, in transaction
-ALTER TABLE loanq_task DROP (priority, show_columns, link_template)
+DROP TRIGGER loanq_work_history_disposed
 /
 
--- 5, in transaction; binds :1 = 20
+-- 5, in transaction
+DROP TRIGGER loanq_work_history_assigned
+/
+
+-- 6, in transaction
+DROP TABLE loanq_history
+/
+
+-- 7, in transaction; binds :1 = 21
 DELETE FROM loanq_schema_version WHERE version_id = :1
 /
 

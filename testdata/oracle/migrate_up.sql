@@ -1277,7 +1277,59 @@ INSERT INTO loanq_schema_version (version_id, is_applied) VALUES (:1, 1)
 
 -- (commit)
 
--- 124, autocommit
+-- (begin)
+
+-- 124, in transaction
+CREATE TABLE loanq_history (
+    id       NUMBER(19)   GENERATED ALWAYS AS IDENTITY (ORDER),
+    work_id  NUMBER(19)   NOT NULL,
+    event    VARCHAR2(10) NOT NULL,
+    event_at TIMESTAMP(6) NOT NULL,
+    CONSTRAINT loanq_history_pk PRIMARY KEY (id),
+    CONSTRAINT loanq_history_event_ck CHECK (event IN ('assigned', 'disposed'))
+)
+/
+
+-- 125, in transaction
+CREATE INDEX loanq_history_work_ix ON loanq_history (work_id)
+/
+
+-- 126, in transaction
+CREATE OR REPLACE TRIGGER loanq_work_history_assigned
+AFTER INSERT ON loanq_work FOR EACH ROW
+BEGIN
+    INSERT INTO loanq_history (work_id, event, event_at)
+    VALUES (:NEW.id, 'assigned', SYS_EXTRACT_UTC(SYSTIMESTAMP));
+END;
+/
+
+-- 127, in transaction
+CREATE OR REPLACE TRIGGER loanq_work_history_disposed
+AFTER UPDATE OF disposition ON loanq_work FOR EACH ROW
+WHEN (OLD.disposition IS NULL AND NEW.disposition IS NOT NULL)
+BEGIN
+    INSERT INTO loanq_history (work_id, event, event_at)
+    VALUES (:NEW.id, 'disposed', SYS_EXTRACT_UTC(SYSTIMESTAMP));
+END;
+/
+
+-- 128, in transaction
+INSERT INTO loanq_history (work_id, event, event_at)
+SELECT e.work_id, e.event, e.event_at FROM (
+    SELECT w.id AS work_id, 'assigned' AS event, w.assigned_at AS event_at FROM loanq_work w
+    UNION ALL
+    SELECT w.id, 'disposed', w.disposed_at FROM loanq_work w WHERE w.disposed_at IS NOT NULL) e
+WHERE NOT EXISTS (SELECT 1 FROM loanq_history h WHERE h.work_id = e.work_id AND h.event = e.event)
+ORDER BY e.event_at, e.event, e.work_id
+/
+
+-- 129, in transaction; binds :1 = 21
+INSERT INTO loanq_schema_version (version_id, is_applied) VALUES (:1, 1)
+/
+
+-- (commit)
+
+-- 130, autocommit
 SELECT MAX(version_id) FROM loanq_schema_version
 /
 

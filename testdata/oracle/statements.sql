@@ -592,6 +592,23 @@ FROM loanq_task_not_worked_in f JOIN loanq_work w ON w.task_id = f.other_task_id
 WHERE f.task_id = :1 AND w.loan_id IN (SELECT j.id FROM JSON_TABLE(:2, '$[*]' COLUMNS (id VARCHAR2(200 CHAR) PATH '$')) j)
 /
 
+-- catalogue history
+
+-- HistoryBatch: history: the next batch of events after a cursor, with their work rows and tasks
+SELECT h.id, h.event, h.event_at, t.name, t.key_kind, w.loan_id, w.user_name,
+       w.request_id, w.id AS work_id, w.assigned_at, w.disposition, w.disposed_at, w.disposed_by,
+       w.reason, w.note, w.return_at,
+       CASE WHEN h.event_at < SYS_EXTRACT_UTC(SYSTIMESTAMP) - NUMTODSINTERVAL(:1 / 1000, 'SECOND') THEN 0 ELSE 1 END AS young
+FROM loanq_history h
+JOIN loanq_work w ON w.id = h.work_id
+JOIN loanq_task t ON t.id = w.task_id
+WHERE h.id > :2
+  AND (:3 = 0 OR w.task_id = :4)
+  AND (:5 = 1 OR w.user_name = :6)
+  AND (:7 = 1 OR h.event_at >= SYS_EXTRACT_UTC(SYSTIMESTAMP) - NUMTODSINTERVAL(:8 / 1000, 'SECOND'))
+ORDER BY h.id FETCH FIRST :9 ROWS ONLY
+/
+
 -- catalogue namedlock
 
 -- NamedLockEnsure: lock run: create the lock's row if missing (a duplicate is ignored)
@@ -646,6 +663,21 @@ ORDER BY r.id FETCH FIRST :7 ROWS ONLY
 
 -- PruneWorkCount: prune --dry-run: work rows of a batch of requests
 SELECT COUNT(*) AS n FROM loanq_work WHERE request_id IN (SELECT j.id FROM JSON_TABLE(:1, '$[*]' COLUMNS (id NUMBER(19) PATH '$')) j)
+/
+
+-- PruneHistoryCount: prune --dry-run: history events of the work rows of a batch of requests
+SELECT COUNT(*) AS n FROM loanq_history h
+WHERE h.work_id IN (SELECT w.id FROM loanq_work w WHERE w.request_id IN (SELECT j.id FROM JSON_TABLE(:1, '$[*]' COLUMNS (id NUMBER(19) PATH '$')) j))
+/
+
+-- PruneHistory: prune: delete the history events of the work rows of a batch of requests
+DELETE FROM loanq_history
+WHERE work_id IN (
+  SELECT w.id FROM loanq_work w
+  WHERE w.request_id IN (SELECT j.id FROM JSON_TABLE(:1, '$[*]' COLUMNS (id NUMBER(19) PATH '$')) j)
+    AND w.disposition IS NOT NULL AND w.disposition <> 'never'
+    AND (w.return_at IS NULL OR w.return_at <= SYS_EXTRACT_UTC(SYSTIMESTAMP))
+    AND w.disposed_at < SYS_EXTRACT_UTC(SYSTIMESTAMP) - NUMTODSINTERVAL(:2 / 1000, 'SECOND'))
 /
 
 -- PruneWork: prune: delete the work rows of a batch of requests
@@ -778,6 +810,11 @@ ORDER BY r.started_at DESC, r.id DESC
 
 -- ActiveWorkCount: task delete: active assignments that deleting the task would drop
 SELECT COUNT(*) AS n FROM loanq_work WHERE task_id = :1 AND disposition IS NULL
+/
+
+-- DeleteHistory: task delete: the history events of the task's work rows (before the rows)
+DELETE FROM loanq_history
+WHERE work_id IN (SELECT w.id FROM loanq_work w WHERE w.task_id = :1)
 /
 
 -- DeleteWork: task delete: the task's assignments and their history (children of requests, first)
