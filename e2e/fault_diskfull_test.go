@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"database/sql"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -54,7 +55,11 @@ func TestFaultSQLiteDiskFull(t *testing.T) {
 			t.Fatal(err)
 		}
 		if !othersConnected {
-			d, e.DB = testdb.Open(t, dsn)
+			// A new engine over a new connection: the engine keeps its
+			// database to itself, and the old one is closed.
+			var db *sql.DB
+			d, db = testdb.Open(t, dsn)
+			e = newEngine(db, d)
 		}
 		// Nothing half-written: no assignment; a recorded request is pending.
 		if n := testdb.Int(t, d, e.DB, "SELECT COUNT(*) FROM loanq_work WHERE task_id = ? AND user_name = 'ana' AND disposition IS NULL", id); n != 0 {
