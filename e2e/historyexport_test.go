@@ -51,7 +51,7 @@ func historyLines(t *testing.T, out string) []historyLine {
 // CSV that a CSV reader reads back (a note with a comma, quotes and a
 // newline), and text that names the cursor on stderr; an export resumed
 // after the last id writes only what came since.
-func TestHistoryCommand(t *testing.T) {
+func TestExportHistoryCommand(t *testing.T) {
 	t.Parallel()
 	testdb.Each(t, func(t *testing.T, dsn string) {
 		mustOK(t, dsn, "admin", "migrate", "up")
