@@ -442,10 +442,15 @@ func TestPruneBesideProcessors(t *testing.T) {
 		batch := time.Duration(res.LongestBatchMS) * time.Millisecond
 		t.Logf("prune: %d batches in %d ms, longest batch %v; %d gets during it: p50 %v, max %v",
 			res.Batches, res.DurationMS, batch, len(all), p50, worst)
-		// A get that waited for the prune waited for one batch at most:
-		// its own time (generous on a shared machine) plus the longest batch.
-		if limit := time.Second + batch; worst > limit {
-			t.Errorf("a get took %v during the prune; want at most %v (1 s plus the longest batch)", worst, limit)
+		// A get writes twice (its request's log, then its round), and each
+		// write waits for one batch at most: its own time (generous on a
+		// shared machine) plus two of the longest batch. (One batch per get
+		// held on a quiet machine; in make test, beside the e2e run's load,
+		// a get's two writes each met a batch: 2.40 s against 1 s plus a
+		// 1.23 s batch on MariaDB, a history event more per work row to
+		// delete since migration 00021.)
+		if limit := time.Second + 2*batch; worst > limit {
+			t.Errorf("a get took %v during the prune; want at most %v (1 s plus twice the longest batch: a get's two writes)", worst, limit)
 		}
 		if n := f.count(t, "SELECT COUNT(*) FROM loanq_work_request WHERE user_name = 'hist'"); n != 0 {
 			t.Errorf("%d old requests left", n)
