@@ -196,6 +196,9 @@ func (a *Admin) pruneRequests(ctx context.Context, o PruneOptions, b pruneBounds
 			res.Removed.Requests += reqs
 		}
 		res.Batches++
+		if err := a.writersTurn(ctx); err != nil {
+			return err
+		}
 	}
 }
 
@@ -228,6 +231,9 @@ func (a *Admin) pruneRuns(ctx context.Context, o PruneOptions, b pruneBoundsPara
 			res.Removed.QueryRuns += n
 		}
 		res.Batches++
+		if err := a.writersTurn(ctx); err != nil {
+			return err
+		}
 	}
 }
 
@@ -278,4 +284,27 @@ func wrapPrune(what string, err error) error {
 		return nil
 	}
 	return fmt.Errorf("pruning the %s: %w", what, err)
+}
+
+// oneWriterGap is how long a prune leaves between its batches on a database
+// with one writer at a time (SQLite): a writer that found the prune's batch
+// in the way waits in the database's busy handler, which sleeps up to
+// 100 ms between its tries. Without a gap longer than that, the next batch
+// begins before the waiter looks again, and a processor's get waited through
+// dozens of batches (1.6 s behind batches of 43 ms, TestPruneBesideProcessors).
+const oneWriterGap = 110 * time.Millisecond
+
+// writersTurn leaves waiting writers their turn between two batches where
+// the database has one writer at a time; elsewhere a batch locks only the
+// rows it deletes and the next one begins at once.
+func (a *Admin) writersTurn(ctx context.Context) error {
+	if a.caps().UserCap != drivers.UserCapOneWriter {
+		return nil
+	}
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(oneWriterGap):
+		return nil
+	}
 }
