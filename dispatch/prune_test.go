@@ -449,8 +449,22 @@ func TestPruneBesideProcessors(t *testing.T) {
 		// a get's two writes each met a batch: 2.40 s against 1 s plus a
 		// 1.23 s batch on MariaDB, a history event more per work row to
 		// delete since migration 00021.)
-		if limit := time.Second + 2*batch; worst > limit {
-			t.Errorf("a get took %v during the prune; want at most %v (1 s plus twice the longest batch: a get's two writes)", worst, limit)
+		//
+		// Where the database has one writer at a time (SQLite), waiting
+		// writers poll (the busy handler) instead of queueing: in the gap
+		// between two batches another processor's write may win, and a get
+		// may meet the next batch too. There 95 in 100 gets keep the
+		// two-batch bound and the slowest one may meet four (in CI, under
+		// load: 5.9 s against 1 s plus a 1.99 s batch, p50 71 ms).
+		limit, worstLimit := time.Second+2*batch, time.Second+2*batch
+		if f.d.Capabilities().UserCap == drivers.UserCapOneWriter {
+			worstLimit = time.Second + 4*batch
+			if p95 := all[len(all)*95/100]; p95 > limit {
+				t.Errorf("95 in 100 gets took up to %v during the prune; want at most %v (1 s plus twice the longest batch)", p95, limit)
+			}
+		}
+		if worst > worstLimit {
+			t.Errorf("a get took %v during the prune; want at most %v (1 s plus the longest batch for each write that met one)", worst, worstLimit)
 		}
 		if n := f.count(t, "SELECT COUNT(*) FROM loanq_work_request WHERE user_name = 'hist'"); n != 0 {
 			t.Errorf("%d old requests left", n)

@@ -2,6 +2,7 @@ package mysql_test
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"strings"
@@ -66,13 +67,18 @@ func TestAutoIncDeadlockIsADeadlock(t *testing.T) {
 	if _, err := heavy.ExecContext(ctx, "INSERT INTO ai_h VALUES "+strings.Join(rows, ",")); err != nil {
 		t.Fatal(err)
 	}
+	// The bulk insert must still be waiting when the victim closes the
+	// cycle, however loaded the machine: its lock wait may not run out.
+	if _, err := heavy.ExecContext(ctx, "SET SESSION innodb_lock_wait_timeout = 3600"); err != nil {
+		t.Fatal(err)
+	}
 	bulk := make(chan error, 1)
 	go func() {
 		_, err := heavy.ExecContext(ctx, "INSERT INTO ai_t (k) SELECT 1 FROM DUAL")
 		bulk <- err
 	}()
 	// Wait until the bulk insert waits on the victim's key, AUTO-INC held.
-	for deadline := time.Now().Add(30 * time.Second); ; {
+	for deadline := time.Now().Add(60 * time.Second); ; {
 		var waiting int
 		if err := db.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.innodb_trx WHERE trx_mysql_thread_id = ? AND trx_state = 'LOCK WAIT'", heavyID).Scan(&waiting); err != nil {
 			t.Fatal(err)
@@ -80,8 +86,13 @@ func TestAutoIncDeadlockIsADeadlock(t *testing.T) {
 		if waiting == 1 {
 			break
 		}
+		select {
+		case err := <-bulk:
+			t.Fatalf("the INSERT … SELECT ended before the victim closed the cycle (%v); it should wait for the victim's key", err)
+		default:
+		}
 		if time.Now().After(deadline) {
-			t.Fatal("the INSERT … SELECT never waited for the victim's key")
+			t.Fatalf("the INSERT … SELECT never waited for the victim's key in 60 s; its transaction: %s", trxState(ctx, db, heavyID))
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -106,4 +117,18 @@ func TestAutoIncDeadlockIsADeadlock(t *testing.T) {
 	if err := <-bulk; err != nil {
 		t.Errorf("the INSERT … SELECT the victim made way for: %v", err)
 	}
+}
+
+// trxState says what InnoDB shows of a session's transaction, for a failure
+// message.
+func trxState(ctx context.Context, db *sql.DB, id int64) string {
+	var state, query sql.NullString
+	err := db.QueryRowContext(ctx, "SELECT trx_state, trx_query FROM information_schema.innodb_trx WHERE trx_mysql_thread_id = ?", id).Scan(&state, &query)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "none"
+	}
+	if err != nil {
+		return err.Error()
+	}
+	return fmt.Sprintf("%s, running %q", state.String, query.String)
 }
