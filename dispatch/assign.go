@@ -28,13 +28,12 @@ func (e *Engine) assign(ctx context.Context, tx *sql.Tx, task *Task, found crite
 		own.served = nil
 	}
 	// Where the round's transaction sees every commit at each statement
-	// (READ COMMITTED), read in it: no second connection while the round
-	// holds the lock (a command-line call would open one for this read).
-	// Else through the pool: on MySQL/MariaDB's REPEATABLE READ the
-	// transaction's snapshot dates from its first read, before the query
-	// ran, and would hide the requests that arrived since. Only committed
-	// requests are seen either way, and RequestFinish updates a request
-	// only while it is still pending.
+	// (READ COMMITTED: roundTxOptions), read in it: no second connection
+	// while the round holds the lock (a command-line call would open one
+	// for this read; a bounded pool may have none free). Else through the
+	// pool: a snapshot taken before the query ran would hide the requests
+	// that arrived since. Only committed requests are seen either way, and
+	// RequestFinish updates a request only while it is still pending.
 	var through drivers.Querier = e.db
 	if e.caps().RoundReads == drivers.RoundReadsTransaction {
 		through = tx

@@ -506,17 +506,18 @@ func (e *Engine) RefillAll(ctx context.Context) ([]RefillOutcome, error) {
 	return outs, nil
 }
 
-// roundTxOptions are the options of a serving round's transaction: the
-// database's default, except for a task with a pool or the rows strategy on
-// a database whose row-lock claims need READ COMMITTED (InnoDB): there the
-// round's locking read of the pool would keep next-key locks on the rows
-// and gaps it scanned, which pool claims running beside it meet, and the
-// round's recheck (recheck.go) must see the commits of the claims that ran
-// beside its query, which REPEATABLE READ's snapshot would hide.
-func (e *Engine) roundTxOptions(task *Task) *sql.TxOptions {
-	if task.Prefetch <= 0 && task.Lock != drivers.Rows {
-		return nil
-	}
+// roundTxOptions are the options of a serving round's transaction: READ
+// COMMITTED, which row-lock claims need, where the database's default is
+// another level (InnoDB's REPEATABLE READ). Every statement of the round then
+// sees what committed before it: the requests logged while its query ran,
+// read in the round's own transaction (Capabilities.RoundReads, assign.go)
+// instead of through a second connection, which a round holding the task
+// lock would wait for where the pool is bounded (serve --max-conns, its
+// other connections held by callers queued on that lock); the commits of
+// the pool and rows claims that ran beside its query, which its recheck
+// must see (recheck.go); and no next-key locks on the rows and gaps its
+// locking reads scanned, which those claims would meet.
+func (e *Engine) roundTxOptions(*Task) *sql.TxOptions {
 	if rl, ok := e.driver.(drivers.RowLocker); ok {
 		return rl.RowsTxOptions()
 	}

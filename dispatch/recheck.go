@@ -39,14 +39,10 @@ import (
 // work returned under the lock by --max-hold (expire) is eligible again in
 // this very round — and, as a statement of its own, every commit before
 // it: PostgreSQL and Oracle read at READ COMMITTED, SQLite's round holds
-// the single writer's lock, and on InnoDB a round of a task with a pool or
-// the rows strategy runs at READ COMMITTED (roundTxOptions). A round of
-// any other task on InnoDB keeps REPEATABLE READ, whose snapshot dates
-// from the round's first read after the lock: there nobody assigns beside
-// the lock holder (but a caller given another --lock for one call,
-// docs/algorithm.md). A claim that commits after this read held its pool
-// row when the round took the pool (takePool leaves it out), or holds the
-// loan's source row (lockSourceRows).
+// the single writer's lock, and on InnoDB every round runs at READ
+// COMMITTED (roundTxOptions). A claim that commits after this read held its
+// pool row when the round took the pool (takePool leaves it out), or holds
+// the loan's source row (lockSourceRows).
 func (e *Engine) recheckCandidates(ctx context.Context, tx *sql.Tx, task *Task, loans []string, need int) (checked, unchecked []string, dropped bool, err error) {
 	rest := loans
 	for len(rest) > 0 && len(checked) < need {

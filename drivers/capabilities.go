@@ -179,14 +179,17 @@ type RoundReadMode string
 
 const (
 	// RoundReadsTransaction: in the round's own transaction, whose every
-	// statement sees what committed before it (READ COMMITTED, PostgreSQL's
-	// default): no other connection is needed while the round holds the
-	// task lock, which a command-line call would open for this one read.
+	// statement sees what committed before it (READ COMMITTED: PostgreSQL's
+	// default; MySQL/MariaDB's rounds ask for it): no other connection is
+	// needed while the round holds the task lock, which a command-line call
+	// would open for this one read, and which a bounded pool (serve
+	// --max-conns) may not have free while its callers queue on that lock.
 	RoundReadsTransaction RoundReadMode = "transaction"
-	// RoundReadsPool: through another connection of the pool, because the
-	// round's transaction reads a snapshot taken before the query ran
-	// (MySQL/MariaDB's REPEATABLE READ dates it from the first read) and
-	// would not see the requests logged since.
+	// RoundReadsPool: through another connection of the pool, where the
+	// round's transaction may read a snapshot taken before the query ran
+	// (REPEATABLE READ dates it from the first read) and would not see the
+	// requests logged since. MySQL/MariaDB's rounds run at READ COMMITTED
+	// (RowsTxOptions) and read in the transaction.
 	RoundReadsPool RoundReadMode = "pool"
 )
 

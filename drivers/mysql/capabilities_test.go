@@ -21,7 +21,7 @@ func TestCapabilities(t *testing.T) {
 		RowsFinish:  drivers.RowsFinishStatements,
 		HoldLimit:   drivers.HoldLimitSessionSetting,
 		Accounts:    drivers.AccountsDatabase,
-		RoundReads:  drivers.RoundReadsPool,
+		RoundReads:  drivers.RoundReadsTransaction,
 	},
 		"LockSkip", "LockNoWait", "LockWait", // strategies
 		"WorkInsertRows",                                 // strategy rows

@@ -81,9 +81,10 @@ func (*Driver) Capabilities() drivers.Capabilities { return capabilities }
 // transaction (saved and put back); the hold limit's variables are session
 // ones too (put back before the pooled connection is reused). A round
 // finishes each request with its own statement, and reads the requests
-// logged while its query ran through another connection (its REPEATABLE
-// READ snapshot predates them). Triggers over the database's accounts
-// decide who may act as whom.
+// logged while its query ran in its own transaction, which runs at READ
+// COMMITTED (RowsTxOptions, as every round's: a REPEATABLE READ snapshot
+// would predate them). Triggers over the database's accounts decide who may
+// act as whom.
 var capabilities = drivers.Capabilities{
 	Strategies:  []drivers.Strategy{drivers.Skip, drivers.NoWait, drivers.Wait, drivers.Lease, drivers.Rows},
 	Wait:        drivers.WaitQueueShared,
@@ -94,7 +95,7 @@ var capabilities = drivers.Capabilities{
 	RowsFinish:  drivers.RowsFinishStatements,
 	HoldLimit:   drivers.HoldLimitSessionSetting,
 	Accounts:    drivers.AccountsDatabase,
-	RoundReads:  drivers.RoundReadsPool,
+	RoundReads:  drivers.RoundReadsTransaction,
 }
 
 func (*Driver) MigrationStore(table string) (database.Store, error) {
