@@ -10,8 +10,9 @@
 -- * loanq_work_request_served_ix (served_at, id) leaves out pending
 --   requests: prune reads it only for requests closed before its cutoff
 --   (served_at < …, which implies served_at IS NOT NULL), and a request's
---   finish is never a HOT update (it changes status, the predicate of the
---   pending index), so its new row version got an entry of its own anyway.
+--   finish is never a HOT update (it changes status, the predicate of
+--   loanq_request_one_pending_uq), so its new row version gets an entry of
+--   its own anyway: the pending row's entry was the one written for nothing.
 --   One entry fewer per request logged.
 
 -- +goose Up
