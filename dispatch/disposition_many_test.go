@@ -274,14 +274,15 @@ func TestDisposeManyDrainConcurrently(t *testing.T) {
 
 // A batch of 50 dispositions is one transaction of one statement: BEGIN,
 // DisposeLoans, COMMIT, and one commit, where 50 Dispose calls are 50
-// autocommit statements (counted as in TestEngineLoopRoundTrips).
+// autocommit statements (counted as in TestEngineLoopRoundTrips); a batch
+// of one is that one statement, as Dispose sends.
 func TestDisposeManyRoundTrips(t *testing.T) {
 	testdb.Each(t, func(t *testing.T, dsn string) {
-		f := setup(t, dsn, 51)
+		f := setup(t, dsn, 52)
 		ctx := context.Background()
 		f.task(t, dispatch.TaskSpec{Name: "rt"})
-		r, err := f.e.Get(ctx, "rt", "ruth", 51, fast)
-		if err != nil || len(r.Loans) != 51 {
+		r, err := f.e.Get(ctx, "rt", "ruth", 52, fast)
+		if err != nil || len(r.Loans) != 52 {
 			t.Fatalf("get: %+v, %v", r, err)
 		}
 		cdb, c := countingDB(t, f.db)
@@ -291,8 +292,15 @@ func TestDisposeManyRoundTrips(t *testing.T) {
 			t.Fatal(err)
 		}
 		c.reset()
+		if _, err := e.DisposeMany(ctx, "rt", []string{r.Loans[1].String()}, "ruth", dispatch.Complete, 0, false, dispatch.DispositionNote{}); err != nil {
+			t.Fatal(err)
+		}
+		if got, _ := c.total(); got != 1 || c.commits != 1 {
+			t.Errorf("a batch of one: %d round trips and %d commits, want 1 (the UPDATE alone) and 1\n%s", got, c.commits, c.breakdown(1))
+		}
+		c.reset()
 		var ks []string
-		for _, l := range r.Loans[1:] {
+		for _, l := range r.Loans[2:] {
 			ks = append(ks, l.String())
 		}
 		if d, err := e.DisposeMany(ctx, "rt", ks, "ruth", dispatch.Complete, 0, false, dispatch.DispositionNote{}); err != nil || d.Count != 50 {
