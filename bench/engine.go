@@ -38,6 +38,13 @@ import (
 // fails or is interrupted. A database that holds tasks of its users is
 // refused unless AllowUserTasks is set (`--allow-user-tasks`).
 
+// The ways a caller of the engine bench disposes of a get's loans
+// (--dispose): one Dispose call per loan, or one DisposeMany for all.
+const (
+	DisposeEach  = "each"
+	DisposeBatch = "batch"
+)
+
 // EngineTask is the task the engine benchmark creates for its run (and
 // deletes after it).
 const EngineTask = "loanq-bench-engine"
@@ -69,6 +76,10 @@ type EngineConfig struct {
 	// AllowUserTasks runs on a database that holds tasks of its users
 	// (refused otherwise: the run loads the server).
 	AllowUserTasks bool
+	// Dispose is how a caller disposes of the loans of one get:
+	// DisposeEach (one call per loan, as the figures before it were made;
+	// "" is it) or DisposeBatch (one call for all, Engine.DisposeMany).
+	Dispose string
 
 	// inspect, when set (by tests, export_test.go), is called after the
 	// audit, before the task and the item table are removed.
@@ -86,6 +97,9 @@ func (c *EngineConfig) Validate() error {
 	}
 	if c.Count < 1 || c.Count > dispatch.MaxCount {
 		return problem.Usagef("invalid --count %d: give 1 to %d loans per work get", c.Count, dispatch.MaxCount)
+	}
+	if c.Dispose != "" && c.Dispose != DisposeEach && c.Dispose != DisposeBatch {
+		return problem.Usagef("invalid --dispose %q: use each (one disposition per loan) or batch (one for a get's loans)", c.Dispose)
 	}
 	if c.Processes < 0 || c.Processes > c.Workers {
 		return problem.Usagef("invalid --processes %d: give 1 to --workers (%d)", c.Processes, c.Workers)
@@ -164,6 +178,9 @@ type EngineResult struct {
 	RawDuplicates  int64   `json:"raw_duplicates"`
 	Ratio          float64 `json:"ratio"` // loans_per_s / raw_items_per_s; 0 without the raw run
 
+	// Dispose: each, one disposition call per loan; batch, one per get.
+	Dispose string `json:"dispose"`
+
 	PerWorker []EngineWorker `json:"per_worker"`
 
 	marks map[int][]Mark
@@ -204,6 +221,9 @@ func RunEngine(ctx context.Context, cfg EngineConfig) (_ *EngineResult, err erro
 	if cfg.Processes == 0 {
 		cfg.Processes = 1
 	}
+	if cfg.Dispose == "" {
+		cfg.Dispose = DisposeEach
+	}
 	ss, err := openSession(ctx, cfg.DSN, cfg.MustExist)
 	if err != nil {
 		return nil, err
@@ -219,7 +239,8 @@ func RunEngine(ctx context.Context, cfg EngineConfig) (_ *EngineResult, err erro
 	}
 	r := &EngineResult{Target: "engine", Database: ss.target.Redacted(), Strategy: string(s), Workers: cfg.Workers,
 		Count: cfg.Count, Dialect: d.Name(), Processes: cfg.Processes, Rows: cfg.Rows,
-		DurationMS: cfg.Duration.Milliseconds(), QueryDelayMS: cfg.QueryDelay.Milliseconds(), Prefetch: cfg.Prefetch, WorkMS: cfg.Work.Milliseconds()}
+		DurationMS: cfg.Duration.Milliseconds(), QueryDelayMS: cfg.QueryDelay.Milliseconds(), Prefetch: cfg.Prefetch, WorkMS: cfg.Work.Milliseconds(),
+		Dispose: cfg.Dispose}
 	if r.Server, err = ss.start(ctx); err != nil {
 		return nil, err
 	}
@@ -244,7 +265,7 @@ func RunEngine(ctx context.Context, cfg EngineConfig) (_ *EngineResult, err erro
 		reps, elapsed, err = runEngineProcesses(ctx, &cfg, s)
 	} else {
 		reps, elapsed, err = runEngineLocal(ctx, engineShare{DSN: cfg.DSN, Strategy: s, First: 1, N: cfg.Workers,
-			Count: cfg.Count, Duration: cfg.Duration, Work: cfg.Work, Marks: cfg.Chart != ""}, nil)
+			Count: cfg.Count, Duration: cfg.Duration, Work: cfg.Work, Batch: cfg.Dispose == DisposeBatch, Marks: cfg.Chart != ""}, nil)
 	}
 	if err != nil {
 		return nil, err
@@ -316,6 +337,7 @@ type engineShare struct {
 	Count    int
 	Duration time.Duration
 	Work     time.Duration
+	Batch    bool // dispose of a get's loans in one call (DisposeMany)
 	Marks    bool
 }
 
@@ -417,10 +439,23 @@ func (w *engineCaller) run(ctx context.Context, deadline time.Time) error {
 			if err := w.work(ctx, loan.Int64(), owner); err != nil {
 				return fmt.Errorf("caller %d: working on loan %s: %w", w.id, loan, err)
 			}
+			if w.sh.Batch {
+				continue // disposed of with the others, below
+			}
 			if _, err := w.e.Dispose(ctx, EngineTask, loan.String(), user, dispatch.Complete, 0, false); err != nil {
 				return fmt.Errorf("caller %d: completing loan %s: %w", w.id, loan, err)
 			}
 			w.rep.Loans++
+		}
+		if w.sh.Batch {
+			keys := make([]string, len(req.Loans))
+			for i, loan := range req.Loans {
+				keys[i] = loan.String()
+			}
+			if _, err := w.e.DisposeMany(ctx, EngineTask, keys, user, dispatch.Complete, 0, false, dispatch.DispositionNote{}); err != nil {
+				return fmt.Errorf("caller %d: completing %d loans: %w", w.id, len(keys), err)
+			}
+			w.rep.Loans += int64(len(keys))
 		}
 		w.addMark(mark)
 	}

@@ -136,6 +136,27 @@ func TestEngineProcesses(t *testing.T) {
 	})
 }
 
+// --dispose batch: each caller completes a get's loans with one
+// DisposeMany, in this process and in two OS processes; every loan is done
+// once, and the document says how they were disposed of.
+func TestEngineBatchDispose(t *testing.T) {
+	testdb.Each(t, func(t *testing.T, dsn string) {
+		testdb.Migrated(t, dsn)
+		r := engineRun(t, bench.EngineConfig{DSN: dsn, Workers: 4, Count: 5, Rows: 40, Dispose: bench.DisposeBatch}, 40)
+		if r.Dispose != bench.DisposeBatch || r.Loans != 40 {
+			t.Errorf("dispose %q, %d loans; want batch, 40", r.Dispose, r.Loans)
+		}
+		r = engineRun(t, bench.EngineConfig{DSN: dsn, Workers: 4, Processes: 2, Count: 3, Rows: 24, Dispose: bench.DisposeBatch,
+			Command: []string{os.Args[0], "bench", "engine-worker"}, Env: []string{childEnv + "=1"}}, 24)
+		if r.Dispose != bench.DisposeBatch || r.Processes != 2 {
+			t.Errorf("dispose %q in %d processes; want batch in 2", r.Dispose, r.Processes)
+		}
+		if r = engineRun(t, bench.EngineConfig{DSN: dsn, Workers: 2, Count: 2, Rows: 6}, 6); r.Dispose != bench.DisposeEach {
+			t.Errorf("dispose %q by default, want each", r.Dispose)
+		}
+	})
+}
+
 func TestEngineValidate(t *testing.T) {
 	ok := bench.EngineConfig{Workers: 1, Rows: 1, Count: 1}
 	if err := ok.Validate(); err != nil {
@@ -152,6 +173,7 @@ func TestEngineValidate(t *testing.T) {
 		{func(c *bench.EngineConfig) { c.Strategy = "all" }, "one strategy"},
 		{func(c *bench.EngineConfig) { c.Strategy = "optimistic" }, "--strategy"},
 		{func(c *bench.EngineConfig) { c.Chart = "/nonexistent-folder/x.svg" }, "does not exist"},
+		{func(c *bench.EngineConfig) { c.Dispose = "bulk" }, "--dispose"},
 	} {
 		cfg := ok
 		c.mod(&cfg)

@@ -259,6 +259,7 @@ type EngineChildConfig struct {
 	Count    int
 	Duration time.Duration
 	Work     time.Duration
+	Batch    bool // --dispose batch
 	Marks    bool
 }
 
@@ -272,7 +273,7 @@ func RunEngineChild(ctx context.Context, cfg EngineChildConfig, in io.Reader, ou
 		return fmt.Errorf("bench engine-worker: bad arguments %+v", cfg)
 	}
 	reps, _, err := runEngineLocal(ctx, engineShare{DSN: cfg.DSN, Strategy: s, First: cfg.First, N: cfg.Workers,
-		Count: cfg.Count, Duration: cfg.Duration, Work: cfg.Work, Marks: cfg.Marks}, handshake(in, out, "bench engine-worker"))
+		Count: cfg.Count, Duration: cfg.Duration, Work: cfg.Work, Batch: cfg.Batch, Marks: cfg.Marks}, handshake(in, out, "bench engine-worker"))
 	return report(out, ChildReport{Callers: reps}, err)
 }
 
@@ -292,6 +293,9 @@ func runEngineProcesses(ctx context.Context, cfg *EngineConfig, s drivers.Strate
 			"--count", strconv.Itoa(cfg.Count), "--duration", cfg.Duration.String(), "--work", cfg.Work.String()}
 		if cfg.Chart != "" {
 			a = append(a, "--marks")
+		}
+		if cfg.Dispose == DisposeBatch {
+			a = append(a, "--batch-dispose")
 		}
 		argLists = append(argLists, a)
 	}

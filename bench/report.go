@@ -50,8 +50,12 @@ func WriteEngineText(w io.Writer, r *EngineResult) {
 	if r.Processes > 1 {
 		procs = fmt.Sprintf(" in %d processes", r.Processes)
 	}
-	fmt.Fprintf(w, "engine, %s on %s (%s, %s): %d callers%s looping work get --count %d + complete, %d loans\n",
-		r.Strategy, r.Dialect, r.Server, r.Database, r.Workers, procs, r.Count, r.Rows)
+	complete := "complete each loan"
+	if r.Dispose == DisposeBatch {
+		complete = "complete its loans in one call"
+	}
+	fmt.Fprintf(w, "engine, %s on %s (%s, %s): %d callers%s looping work get --count %d + %s, %d loans\n",
+		r.Strategy, r.Dialect, r.Server, r.Database, r.Workers, procs, r.Count, complete, r.Rows)
 	fmt.Fprintf(w, "  %d loans in %d ms: %.0f loans/s; work get p50 %d ms, p99 %d ms, max %d ms\n",
 		r.Loans, r.ElapsedMS, r.LoansPerS, r.GetP50MS, r.GetP99MS, r.GetMaxMS)
 	fmt.Fprintf(w, "  %d requests, %d criteria runs (%.3f per request), %d waits past the timeout, %d left pending\n",

@@ -57,7 +57,10 @@ through loanq's engine on a task of --rows loans, until the task is drained
 or for --duration D, with --strategy and the task's --query-delay. Before it,
 the same callers run the item table's single-row claim as the raw limit, and
 the result gives the ratio. Duplicates and requests left pending are read
-from the database and must be 0.
+from the database and must be 0. --dispose each (the default, so that figures
+stay comparable with those made before it) disposes of each loan with its own
+call; --dispose batch of all the loans of one get with one call
+(disposition TASK LOAN… complete).
 
 --target cli measures what scripts pay: --processes P (default 8) chains of
 loanq processes, first each looping task list + task show (two calls that
@@ -80,6 +83,7 @@ Examples:
    loanq --db postgres://postgres@127.0.0.1:5432/bench bench --workers 32 --rows 100000 --work 0s --batch 50
    loanq --db postgres://postgres@127.0.0.1:5432/bench bench --target engine --workers 32 --rows 20000 --strategy skip
    loanq --db mysql://root@127.0.0.1:3306/bench bench --target engine --workers 8 --processes 4 --duration 30s --chart engine.svg
+   loanq --db postgres://postgres@127.0.0.1:5432/bench bench --target engine --workers 16 --count 50 --dispose batch
    loanq --db postgres://postgres@127.0.0.1:5432/bench bench --target cli --processes 8 --duration 20s`,
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "strategy", Aliases: []string{"s"}, Usage: "skip, nowait, wait, lease or all (default: the database's default, skip; lease on SQLite); engine and cli: one strategy, rows too where the build has it"},
@@ -95,6 +99,7 @@ Examples:
 			&cli.StringFlag{Name: "query-delay", Value: "0s", Usage: "engine: the task's --query-delay, a criteria query made slow on purpose"},
 			&cli.IntFlag{Name: "prefetch", Usage: "engine: the task's --prefetch, a candidate pool of N loans"},
 			&cli.BoolFlag{Name: "no-raw", Usage: "engine: skip the raw single-row claim measured before the run"},
+			&cli.StringFlag{Name: "dispose", Value: bench.DisposeEach, Usage: "engine: each (one disposition call per loan, as the figures before batch were made) or batch (one call for a get's loans)"},
 			&cli.BoolFlag{Name: "allow-user-tasks", Usage: "engine and cli: run on a database that holds tasks of its users (refused otherwise; the bench's own task is deleted afterwards)"},
 		},
 		Action: benchRun,
@@ -122,6 +127,7 @@ Examples:
 				&cli.StringFlag{Name: "duration", Value: "0s"},
 				&cli.StringFlag{Name: "work", Value: "0s"},
 				&cli.BoolFlag{Name: "marks"},
+				&cli.BoolFlag{Name: "batch-dispose"},
 			},
 			Action: benchEngineWorker,
 		}},
@@ -141,7 +147,7 @@ func benchRun(c *cli.Context) error {
 	}
 	switch strings.ToLower(c.String("target")) {
 	case "items":
-		for _, f := range []string{"count", "duration", "query-delay", "prefetch", "no-raw"} {
+		for _, f := range []string{"count", "duration", "query-delay", "prefetch", "no-raw", "dispose"} {
 			if c.IsSet(f) {
 				return problem.Usagef("--%s goes with --target engine (the item table has no work get)", f)
 			}
@@ -231,7 +237,7 @@ func benchEngine(c *cli.Context) error {
 	rows := c.Int("rows")
 	cfg := bench.EngineConfig{DSN: c.String("db"), MustExist: c.IsSet("db"), Strategy: strings.ToLower(c.String("strategy")), Workers: c.Int("workers"),
 		Processes: c.Int("processes"), Count: c.Int("count"), Rows: rows, Duration: dur, QueryDelay: delay, Prefetch: c.Int("prefetch"), Work: work,
-		NoRaw: c.Bool("no-raw"), Chart: c.String("chart"), AllowUserTasks: c.Bool("allow-user-tasks")}
+		NoRaw: c.Bool("no-raw"), Chart: c.String("chart"), AllowUserTasks: c.Bool("allow-user-tasks"), Dispose: strings.ToLower(c.String("dispose"))}
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
@@ -265,11 +271,11 @@ func benchEngineWorker(c *cli.Context) error {
 		return err
 	}
 	return bench.RunEngineChild(c.Context, bench.EngineChildConfig{DSN: c.String("db"), Strategy: c.String("strategy"),
-		First: c.Int("first"), Workers: c.Int("workers"), Count: c.Int("count"), Duration: dur, Work: work, Marks: c.Bool("marks")}, os.Stdin, c.App.Writer)
+		First: c.Int("first"), Workers: c.Int("workers"), Count: c.Int("count"), Duration: dur, Work: work, Batch: c.Bool("batch-dispose"), Marks: c.Bool("marks")}, os.Stdin, c.App.Writer)
 }
 
 func benchCLI(c *cli.Context) error {
-	for _, f := range []string{"batch", "workers", "count", "query-delay", "prefetch", "no-raw", "chart", "work"} {
+	for _, f := range []string{"batch", "workers", "count", "query-delay", "prefetch", "no-raw", "chart", "work", "dispose"} {
 		if c.IsSet(f) {
 			return problem.Usagef("--%s does not go with --target cli (its loops are --processes, each call --count 1)", f)
 		}

@@ -96,30 +96,11 @@ func (e *Engine) DisposeNoted(ctx context.Context, taskName string, loanArg stri
 	if err := ValidateTaskName(taskName); err != nil {
 		return nil, err
 	}
-	// The task's id, as this engine last read it; the task is read when it
-	// has not been, or when the id may be stale (below).
-	var task *Task
-	cached, known := e.taskIDs.Load(taskName)
-	if !known {
-		if task, err = e.taskByName(ctx, taskName); err != nil {
-			return nil, err
-		}
-		cached = taskRef{id: task.ID, kind: task.KeyKind}
-	}
-	taskID, kind := cached.(taskRef).id, cached.(taskRef).kind
-	loan, err := loankey.Parse(kind, taskName, loanArg)
-	if err != nil && task == nil {
-		// The kind came from an earlier read: the task may have another key
-		// column by now (task update). Read it and parse again.
-		if task, err = e.taskByName(ctx, taskName); err != nil {
-			return nil, err
-		}
-		taskID, kind = task.ID, task.KeyKind
-		loan, err = loankey.Parse(kind, taskName, loanArg)
-	}
+	task, taskID, kind, loans, err := e.disposeTarget(ctx, taskName, []string{loanArg})
 	if err != nil {
 		return nil, err
 	}
+	loan := loans[0]
 	var afterMS sql.NullInt64 // NULL: no return time
 	if action == Return {
 		afterMS = sql.NullInt64{Int64: after.Milliseconds(), Valid: true}
@@ -177,6 +158,52 @@ func (e *Engine) DisposeNoted(ctx context.Context, taskName string, loanArg stri
 		d.After, d.AfterSecs, d.AfterMS = after, after.Seconds(), after.Milliseconds()
 	}
 	return d, nil
+}
+
+// disposeTarget is the task a disposition names, as this engine last read
+// it (its id and key kind), and the loan keys given parsed per that kind
+// (loankey.Parse: an integer task refuses "abc"). task is nil when the id
+// came from the cache: the caller reads the task when an UPDATE finds
+// nothing, as the id may be stale (the task deleted, or created again).
+func (e *Engine) disposeTarget(ctx context.Context, taskName string, loanArgs []string) (task *Task, taskID int64, kind loankey.Kind, loans []string, err error) {
+	// The task's id, as this engine last read it; the task is read when it
+	// has not been, or when the id may be stale (below).
+	cached, known := e.taskIDs.Load(taskName)
+	if !known {
+		if task, err = e.taskByName(ctx, taskName); err != nil {
+			return nil, 0, 0, nil, err
+		}
+		cached = taskRef{id: task.ID, kind: task.KeyKind}
+	}
+	taskID, kind = cached.(taskRef).id, cached.(taskRef).kind
+	loans, err = parseLoans(kind, taskName, loanArgs)
+	if err != nil && task == nil {
+		// The kind came from an earlier read: the task may have another key
+		// column by now (task update). Read it and parse again.
+		if task, err = e.taskByName(ctx, taskName); err != nil {
+			return nil, 0, 0, nil, err
+		}
+		taskID, kind = task.ID, task.KeyKind
+		loans, err = parseLoans(kind, taskName, loanArgs)
+	}
+	if err != nil {
+		return nil, 0, 0, nil, err
+	}
+	return task, taskID, kind, loans, nil
+}
+
+// parseLoans parses each key of args per the task's key kind; the first
+// bad one is the error.
+func parseLoans(kind loankey.Kind, taskName string, args []string) ([]string, error) {
+	out := make([]string, len(args))
+	for i, a := range args {
+		k, err := loankey.Parse(kind, taskName, a)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = k
+	}
+	return out, nil
 }
 
 // notDisposed says why DisposeLoan changed nothing: the loan is someone

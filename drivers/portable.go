@@ -101,6 +101,12 @@ ORDER BY assigned_at DESC, id DESC {{limit "1"}}`},
 SET disposition = :disposition, disposed_at = {{now}},
     return_at = {{nowPlusMs ":return_after_ms"}}, reason = :reason, note = :note
 WHERE task_id = :task_id AND loan_id = :loan_id AND user_name = :user AND disposition IS NULL`},
+		DisposeLoans: Stmt[engineio.DisposeLoansParams]{SQL: `UPDATE loanq_work
+SET disposition = :disposition, disposed_at = {{now}},
+    return_at = {{nowPlusMs ":return_after_ms"}}, reason = :reason, note = :note
+WHERE task_id = :task_id AND user_name = :user AND disposition IS NULL AND {{inLoanIDs "loan_id" ":ids"}}`},
+		ActiveAssigneesAmong: Query[engineio.PoolIDsParams, engineio.AssigneeRow]{SQL: `SELECT loan_id, user_name FROM loanq_work
+WHERE task_id = :task_id AND disposition IS NULL AND {{inLoanIDs "loan_id" ":ids"}}`},
 
 		Pipeline: Query[engineio.PipelineParams, engineio.PipelineRow]{SQL: `SELECT t.name, w.loan_id, w.assigned_at, t.key_kind, {{now}} AS db_now
 FROM loanq_work w JOIN loanq_task t ON t.id = w.task_id

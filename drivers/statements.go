@@ -104,6 +104,18 @@ type Statements struct {
 	// or none when the loan is not active or is someone else's (ActiveWork and
 	// LastWork then say which).
 	DisposeLoan Stmt[engineio.DisposeLoanParams] `purpose:"end a user's active assignment of a loan with a disposition"`
+	// DisposeLoans is DisposeLoan for a list of loans (a JSON array of
+	// their keys as text, one bind): it ends those of them that are the
+	// user's active work, one row each. The engine sends it inside a
+	// transaction and rolls it back unless every loan of the list was
+	// changed (all or nothing, docs/commands.md "disposition"); the history
+	// triggers (migration 00021) and the reason rule (00019) act on each
+	// row as for DisposeLoan.
+	DisposeLoans Stmt[engineio.DisposeLoansParams] `purpose:"end a user's active assignments of a list of loans with one disposition"`
+	// ActiveAssigneesAmong is read only to explain a DisposeLoans that did
+	// not change every loan of its list: who holds each loan of the list
+	// that is active in the task (a loan it does not return is not active).
+	ActiveAssigneesAmong Query[engineio.PoolIDsParams, engineio.AssigneeRow] `purpose:"the assignee of each active loan of a list in a task"`
 
 	// --- pipeline ---
 

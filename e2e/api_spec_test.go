@@ -240,6 +240,25 @@ func TestAPIAnswersMatchOpenAPI(t *testing.T) {
 		}
 		s.want("", "GET", "/api/v1/history", nil, 401)
 
+		// Several loans at once: someone else's among them, bad input, an
+		// unknown task, then all of ana's.
+		a = s.want("ana", "POST", "/api/v1/tasks/t/requests", map[string]any{"count": 2, "wait_ms": 10000}, 200)
+		two, _ := a.doc["loans"].([]any)
+		if len(two) != 2 {
+			t.Fatalf("get: %s", a.body)
+		}
+		batch := "/api/v1/tasks/t/dispositions"
+		s.want("ana", "POST", batch, map[string]any{"loans": []any{two[0], two[1]}, "action": "finish"}, 400)
+		s.want("ana", "POST", batch, map[string]any{"loans": []any{}, "action": "complete"}, 400)
+		s.want("ana", "POST", "/api/v1/tasks/nope/dispositions", map[string]any{"loans": []any{1}, "action": "complete"}, 404)
+		s.want("bob", "POST", batch, map[string]any{"loans": []any{two[0], two[1]}, "action": "complete"}, 403)
+		s.want("", "POST", batch, map[string]any{"loans": []any{two[0]}, "action": "complete"}, 401)
+		a = s.want("ana", "POST", batch, map[string]any{"loans": []any{two[0], two[1]}, "action": "return", "after": "0s"}, 200)
+		if a.doc["count"] != 2.0 {
+			t.Errorf("batch disposition: %s", a.body)
+		}
+		s.want("ana", "POST", "/api/v1/tasks/text/dispositions", map[string]any{"loans": []any{keyOf["text"]}, "action": "complete"}, 400) // not active any more
+
 		// Supervisors.
 		s.want("bob", "GET", "/api/v1/work", nil, 403)
 		s.want("sam", "GET", "/api/v1/work?older_than=x", nil, 400)

@@ -304,6 +304,10 @@ func TestBadInputRefusedBeforeConnecting(t *testing.T) {
 		{"after over 72h", "ana", []string{"disposition", "t", "1", "return", "--after", "73h"}, 2, "--after"},
 		{"after with complete", "ana", []string{"disposition", "t", "1", "complete", "--after", "1h"}, 2, "--after"},
 		{"unknown action", "ana", []string{"disposition", "t", "1", "finish"}, 2, "finish"},
+		{"disposition loan twice", "ana", []string{"disposition", "t", "1", "2", "1", "complete"}, 2, "named twice"},
+		{"disposition too many loans", "ana", append(append([]string{"disposition", "t"}, manyLoans(1001)...), "complete"), 2, "at most 1000"},
+		{"disposition stdin beside loans", "ana", []string{"disposition", "t", "1", "-", "complete"}, 2, "goes alone"},
+		{"disposition batch after with complete", "ana", []string{"disposition", "t", "1", "2", "complete", "--after", "1h"}, 2, "--after"},
 		{"criteria missing", "admin", []string{"task", "create", "x"}, 2, "--where"},
 		{"allow group malformed", "admin", []string{"task", "create", "x", "--where", "a = 1", "--allow", "@no such"}, 2, "--allow"},
 		{"not-worked-in malformed", "admin", []string{"task", "update", "x", "--not-worked-in", "a b"}, 2, "--not-worked-in"},
@@ -344,4 +348,13 @@ func TestBadInputRefusedBeforeConnecting(t *testing.T) {
 			t.Errorf("%s: loanq tried the database before it checked the input:\n%s", c.name, r.stderr)
 		}
 	}
+}
+
+// manyLoans is n distinct loan keys, 1 to n.
+func manyLoans(n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprint(i + 1)
+	}
+	return out
 }

@@ -155,6 +155,11 @@ func TestJSONDocuments(t *testing.T) {
 		check("work reclaim", "work", "reclaim", "big", "--dry-run")
 		check("disposition", "disposition", "big", itoa64(req.Loans[0]), "return", "--after", "90m")
 		check("disposition", "disposition", "big", itoa64(req.Loans[1]), "complete")
+		out = check("work get", "work", "get", "big", "--count", "2")
+		if err := json.Unmarshal([]byte(out), &req); err != nil || len(req.Loans) != 2 {
+			t.Fatalf("work get: %v %s", err, out)
+		}
+		check("disposition, several loans", "disposition", "big", itoa64(req.Loans[0]), itoa64(req.Loans[1]), "return", "--after", "90m")
 		// A stream: one document per line, each with the documented keys.
 		lines := loanq(t, dsn, "ana", "history", "--output", "json", "--settle", "0s")
 		if lines.code != 0 || strings.Count(lines.stdout, "\n") < 4 {

@@ -114,6 +114,16 @@ func rolesSuite(t *testing.T, dialect string) {
 	if bobGot.User != bob || len(bobGot.Loans) != 2 {
 		t.Fatalf("second processor: %+v, want 2 loans for %s", bobGot, bob)
 	}
+	// Several loans in one disposition: one of bob's among ana's refuses
+	// the whole batch (exit 2, nothing changed); ana's alone are hers to end.
+	anaTwo := decode(t, runAs(t, proc, "", 0, "-o", "json", "work", "get", "skip-t", "--count", "2"))
+	if r := runAs(t, proc, "", 2, "disposition", "skip-t", itoa64(anaTwo.Loans[0]), itoa64(anaTwo.Loans[1]), itoa64(bobGot.Loans[0]), "complete"); !strings.Contains(r.stderr, "is assigned to "+bob) {
+		t.Errorf("processor's batch with another's loan: %q, want it refused naming %s", r.stderr, bob)
+	}
+	if n := testdb.Int(t, d, db, "SELECT COUNT(*) FROM loanq_work w JOIN loanq_task t ON t.id = w.task_id WHERE t.name = 'skip-t' AND w.loan_id IN (?, ?) AND w.user_name = 'ana' AND w.disposition IS NULL", itoa64(anaTwo.Loans[0]), itoa64(anaTwo.Loans[1])); n != 2 {
+		t.Errorf("a refused batch ended %d of ana's loans", 2-n)
+	}
+	runAs(t, proc, "", 0, "disposition", "skip-t", itoa64(anaTwo.Loans[0]), itoa64(anaTwo.Loans[1]), "complete")
 
 	// A pending request of ana's, logged by hand through her account (allowed),
 	// then cancelled with the command.
@@ -156,6 +166,8 @@ func rolesSuite(t *testing.T, dialect string) {
 		{"claim a task as its creator", "UPDATE loanq_task SET created_by = 'ana' WHERE id = ?", []any{skipID}},
 		{"log a request as someone else", "INSERT INTO loanq_work_request (task_id, user_name, requested, assigned, status, created_at) VALUES (?, ?, 1, 0, 'pending', " + now + ")", []any{taskID, bob}},
 		{"end someone else's work", "UPDATE loanq_work SET disposition = 'never', disposed_at = " + now + " WHERE user_name = ? AND disposition IS NULL", []any{bob}},
+		{"end someone else's work as a batch disposition does", "UPDATE loanq_work SET disposition = 'complete', disposed_at = " + now + " WHERE task_id = ? AND user_name = ? AND disposition IS NULL AND loan_id IN (?, ?)",
+			[]any{skipID, bob, itoa64(bobGot.Loans[0]), itoa64(bobGot.Loans[1])}},
 		{"reclaim someone else's work", "UPDATE loanq_work SET disposition = 'reclaimed', disposed_at = " + now + ", disposed_by = 'ana' WHERE user_name = ? AND disposition IS NULL", []any{bob}},
 		{"take someone else's work over", "UPDATE loanq_work SET user_name = 'ana' WHERE user_name = ?", []any{bob}},
 		{"cancel someone else's request", "UPDATE loanq_work_request SET status = 'cancelled', served_at = " + now + " WHERE id = ?", []any{bobPending}},

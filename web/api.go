@@ -45,6 +45,9 @@ const (
 	apiDefaultWait = 10 * time.Second
 	apiMaxWait     = 60 * time.Second
 	apiMaxBody     = 64 << 10
+	// apiMaxBatchBody bounds the body of POST …/dispositions: 1000 keys of
+	// up to 200 characters (4 bytes each in UTF-8) and a note.
+	apiMaxBatchBody = 1 << 20
 )
 
 // api serves /api/v1/, and the sessions of the processor's page (/work).
@@ -81,6 +84,7 @@ func (a *api) routes() []apiRoute {
 		{method: "GET", path: "/api/v1/requests/{id}", h: a.status},
 		{method: "DELETE", path: "/api/v1/requests/{id}", h: a.cancel},
 		{method: "POST", path: "/api/v1/tasks/{task}/loans/{loan}/disposition", h: a.dispose},
+		{method: "POST", path: "/api/v1/tasks/{task}/dispositions", h: a.disposeMany},
 		{method: "GET", path: "/api/v1/pipeline", h: a.pipeline},
 		{method: "POST", path: "/api/v1/next", h: a.next},
 		{method: "GET", path: "/api/v1/history", h: a.history},
@@ -152,7 +156,12 @@ func (a *api) openapi(w http.ResponseWriter, r *http.Request, _ *dispatch.Princi
 // decode reads a JSON body into v; unknown fields are bad input, so a typo
 // is not silently ignored. An empty body leaves v as it is.
 func decode(r *http.Request, v any) error {
-	body := http.MaxBytesReader(nil, r.Body, apiMaxBody)
+	return decodeUpTo(r, v, apiMaxBody)
+}
+
+// decodeUpTo is decode with a body of at most limit bytes.
+func decodeUpTo(r *http.Request, v any, limit int64) error {
+	body := http.MaxBytesReader(nil, r.Body, limit)
 	dec := json.NewDecoder(body)
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil && !errors.Is(err, io.EOF) {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/loanq/loanq/dispatch"
+	"github.com/loanq/loanq/loankey"
 )
 
 // The caller's loans: dispose of one, the pipeline, today's history.
@@ -49,6 +50,60 @@ func (a *api) dispose(w http.ResponseWriter, r *http.Request, p *dispatch.Princi
 	var na *dispatch.NotAssigneeError
 	if errors.As(err, &na) {
 		writeProblem(w, http.StatusForbidden, fmt.Sprintf("loan %s in task %s is not yours: it is assigned to someone else", na.Loan, na.Task))
+		return
+	}
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	a.writeDoc(w, http.StatusOK, d)
+}
+
+// disposeMany disposes of several loans of a task in one call, all or
+// nothing (dispatch.DisposeMany): the body of dispose with "loans". A loan
+// of the list that is someone else's makes it 403, as for one loan, and
+// the answer does not say whose.
+func (a *api) disposeMany(w http.ResponseWriter, r *http.Request, p *dispatch.Principal) {
+	var body struct {
+		Loans  []loankey.Key `json:"loans"` // numbers or strings, as the task's keys are
+		Action string        `json:"action"`
+		After  *string       `json:"after"`
+		Reason string        `json:"reason"`
+		Note   string        `json:"note"`
+	}
+	if err := decodeUpTo(r, &body, apiMaxBatchBody); err != nil {
+		a.fail(w, err)
+		return
+	}
+	action, err := dispatch.ParseAction(body.Action)
+	if err != nil {
+		a.fail(w, err)
+		return
+	}
+	var after time.Duration
+	if body.After != nil {
+		if after, err = dispatch.ParseReturnAfter(*body.After); err != nil {
+			a.fail(w, err)
+			return
+		}
+	}
+	if err := dispatch.CheckReturnTime(action, body.After != nil, `"after"`); err != nil {
+		a.fail(w, err)
+		return
+	}
+	if err := dispatch.CheckReasonAndNote(body.Reason, body.Note); err != nil {
+		a.fail(w, err)
+		return
+	}
+	loans := make([]string, len(body.Loans))
+	for i, k := range body.Loans {
+		loans[i] = k.Text
+	}
+	d, err := a.e.DisposeMany(r.Context(), r.PathValue("task"), loans, p.User, action, after, body.After != nil,
+		dispatch.DispositionNote{Reason: body.Reason, Note: body.Note})
+	var nd *dispatch.NotDisposedError
+	if errors.As(err, &nd) && nd.Others() {
+		writeProblem(w, http.StatusForbidden, nd.APIText())
 		return
 	}
 	if err != nil {

@@ -495,3 +495,72 @@ func TestAPIProxyAuth(t *testing.T) {
 		}
 	})
 }
+
+// POST /api/v1/tasks/{task}/dispositions: several loans in one call, all or
+// nothing, every answer checked against the document: someone else's loan
+// among them is 403 without saying whose, one not active 400, bad input
+// 400 (no loans, a loan twice, more than 1000, a bad key, a bad action),
+// an unknown task 404; nothing changes on any refusal.
+func TestAPIBatchDisposition(t *testing.T) {
+	testdb.Each(t, func(t *testing.T, dsn string) {
+		f := newAPIFixture(t, dsn, "")
+		a := f.call(t, "ana", "POST", "/api/v1/tasks/t/requests", map[string]any{"count": 4, "wait_ms": 5000})
+		f.want(t, a, 200, "ana gets")
+		ana := loansOf(a.doc)
+		b := f.call(t, "bob", "POST", "/api/v1/tasks/t/requests", map[string]any{"count": 1, "wait_ms": 5000})
+		f.want(t, b, 200, "bob gets")
+		bob := loansOf(b.doc)
+		active := func() int64 {
+			return testdb.Int(t, f.d, f.db, "SELECT COUNT(*) FROM loanq_work WHERE disposition IS NULL")
+		}
+		const path = "/api/v1/tasks/t/dispositions"
+		many := make([]int64, 1001)
+		for i := range many {
+			many[i] = int64(i + 1)
+		}
+		for _, c := range []struct {
+			body   any
+			status int
+			detail string
+		}{
+			{map[string]any{"loans": []any{ana[0], bob[0]}, "action": "complete"}, 403, "loan " + fmt.Sprint(bob[0]) + " is not yours: it is assigned to someone else"},
+			{map[string]any{"loans": []any{ana[0], 987654}, "action": "complete"}, 400, "loan 987654 has never been assigned in task t: GET /api/v1/pipeline lists your active loans"},
+			{map[string]any{"loans": []any{}, "action": "complete"}, 400, `no loan given: "loans" lists the loans`},
+			{map[string]any{"action": "complete"}, 400, "no loan given"},
+			{map[string]any{"loans": []any{ana[0], ana[0]}, "action": "complete"}, 400, "named twice"},
+			{map[string]any{"loans": []any{ana[0], fmt.Sprint(ana[0])}, "action": "complete"}, 400, "named twice"},
+			{map[string]any{"loans": many, "action": "complete"}, 400, `1001 loans: "loans" takes at most 1000`},
+			{map[string]any{"loans": []any{"x"}, "action": "complete"}, 400, `invalid loan id "x" for task t`},
+			{map[string]any{"loans": []any{ana[0]}, "action": "finish"}, 400, `invalid action "finish"`},
+			{map[string]any{"loans": []any{ana[0]}, "action": "return"}, 400, `return needs "after"`},
+			{map[string]any{"loans": []any{ana[0]}, "action": "complete", "after": "1h"}, 400, "after only goes with return"},
+			{map[string]any{"loans": []any{ana[0]}, "action": "complete", "lones": 1}, 400, "invalid JSON body"},
+		} {
+			before := active()
+			a := f.call(t, "ana", "POST", path, c.body)
+			f.want(t, a, c.status, fmt.Sprintf("%v", c.body))
+			if d, _ := a.doc["detail"].(string); !strings.Contains(d, c.detail) || strings.Contains(d, "bob") {
+				t.Errorf("%v: detail %q, want it to say %q (and not whose)", c.body, d, c.detail)
+			}
+			if after := active(); after != before {
+				t.Fatalf("%v refused, yet %d loans were ended", c.body, before-after)
+			}
+		}
+		f.want(t, f.call(t, "ana", "POST", "/api/v1/tasks/nope/dispositions", map[string]any{"loans": []any{1}, "action": "complete"}), 404, "unknown task")
+		f.want(t, f.call(t, "", "POST", path, map[string]any{"loans": []any{ana[0]}, "action": "complete"}), 401, "no token")
+
+		a = f.call(t, "ana", "POST", path, map[string]any{"loans": []any{ana[1], ana[0]}, "action": "return", "after": "1h", "note": "both"})
+		f.want(t, a, 200, "return two")
+		if a.doc["count"] != 2.0 || fmt.Sprint(loansOf(a.doc)) != fmt.Sprint([]int64{ana[1], ana[0]}) || a.doc["return_after_ms"] != 3600000.0 ||
+			a.doc["user"] != "ana" || a.doc["task"] != "t" || a.doc["disposition"] != "return" || a.doc["note"] != "both" {
+			t.Fatalf("return two: %v", a.doc)
+		}
+		// Now not active: the batch with them is refused whole.
+		f.want(t, f.call(t, "ana", "POST", path, map[string]any{"loans": []any{ana[2], ana[0]}, "action": "complete"}), 400, "not active")
+		a = f.call(t, "ana", "POST", path, map[string]any{"loans": []any{ana[2], ana[3]}, "action": "never"})
+		f.want(t, a, 200, "never two")
+		if n := testdb.Int(t, f.d, f.db, "SELECT COUNT(*) FROM loanq_work WHERE user_name = 'ana' AND disposition IS NULL"); n != 0 {
+			t.Errorf("ana has %d active loans, want 0", n)
+		}
+	})
+}

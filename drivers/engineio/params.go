@@ -209,6 +209,20 @@ type DisposeLoanParams struct {
 	Note   sql.NullString `bind:"note"`
 }
 
+// DisposeLoansParams ends a user's active assignments of several loans of a
+// task with one disposition: IDs is a JSON array of their keys as text
+// (loankey.TextJSON), as loanq's loan_id columns hold them.
+type DisposeLoansParams struct {
+	TaskID        int64         `bind:"task_id"`
+	IDs           string        `bind:"ids"`
+	User          string        `bind:"user"`
+	Disposition   string        `bind:"disposition"`
+	ReturnAfterMS sql.NullInt64 `bind:"return_after_ms"` // NULL unless return
+	// Reason and Note as in DisposeLoanParams.
+	Reason sql.NullString `bind:"reason"`
+	Note   sql.NullString `bind:"note"`
+}
+
 // PipelineParams is a user's pipeline, of one task or ("") of all.
 type PipelineParams struct {
 	User string `bind:"user"`

@@ -143,6 +143,12 @@ type ActiveWorkRow struct {
 	User string `col:"user_name"`
 }
 
+// AssigneeRow is an active loan of a task and who holds it.
+type AssigneeRow struct {
+	LoanID string `col:"loan_id"`
+	User   string `col:"user_name"`
+}
+
 // LastWorkRow is a loan's latest assignment.
 type LastWorkRow struct {
 	Disposition sql.NullString `col:"disposition"`

@@ -64,8 +64,8 @@ func (dialect) InLoanIDs(expr, ids string) string {
 	return expr + ` IN (SELECT j.id FROM JSON_TABLE(` + ids + `, '$[*]' COLUMNS (id VARCHAR(200) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$')) AS j)`
 }
 
-// poolDropIDs is PoolDrop's list of loan ids as a table j(id) in loanq's
-// loan_id collation.
+// poolDropIDs is PoolDrop's (and DisposeLoans') list of loan ids as a
+// table j(id) in loanq's loan_id collation.
 const poolDropIDs = `JSON_TABLE(:ids, '$[*]' COLUMNS (id VARCHAR(200) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin PATH '$')) AS j`
 
 // AssignmentsFromJSON: JSON_TABLE with an ordinality column.
@@ -138,6 +138,17 @@ JOIN loanq_pool p ON p.task_id = :task_id AND p.loan_id = j.id`
 SET disposition = :disposition, disposed_at = {{now}},
     return_at = {{nowPlusMs ":return_after_ms"}}, reason = :reason, note = :note
 WHERE task_id = :task_id AND active_loan_id = :loan_id AND user_name = :user`
+
+	// DisposeLoans as a join from the list that looks each key up in the
+	// same unique index as DisposeLoan: an UPDATE with an IN subquery may
+	// scan the task's work rows instead, and an InnoDB UPDATE locks every
+	// row it scans (other users' active work, and the gaps a round inserts
+	// into), where the join locks the list's rows only.
+	s.DisposeLoans.SQL = `UPDATE ` + poolDropIDs + `
+STRAIGHT_JOIN loanq_work w ON w.task_id = :task_id AND w.active_loan_id = j.id
+SET w.disposition = :disposition, w.disposed_at = {{now}},
+    w.return_at = {{nowPlusMs ":return_after_ms"}}, w.reason = :reason, w.note = :note
+WHERE w.user_name = :user`
 
 	// The generated column pending_user is set only while a request is
 	// pending; its unique index with task_id finds the one pending request.

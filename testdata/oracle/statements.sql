@@ -157,6 +157,18 @@ SET disposition = :1, disposed_at = SYS_EXTRACT_UTC(SYSTIMESTAMP),
 WHERE task_id = :5 AND loan_id = :6 AND user_name = :7 AND disposition IS NULL
 /
 
+-- DisposeLoans: end a user's active assignments of a list of loans with one disposition
+UPDATE loanq_work
+SET disposition = :1, disposed_at = SYS_EXTRACT_UTC(SYSTIMESTAMP),
+    return_at = SYS_EXTRACT_UTC(SYSTIMESTAMP) + NUMTODSINTERVAL(:2 / 1000, 'SECOND'), reason = :3, note = :4
+WHERE task_id = :5 AND user_name = :6 AND disposition IS NULL AND loan_id IN (SELECT j.id FROM JSON_TABLE(:7, '$[*]' COLUMNS (id VARCHAR2(200 CHAR) PATH '$')) j)
+/
+
+-- ActiveAssigneesAmong: the assignee of each active loan of a list in a task
+SELECT loan_id, user_name FROM loanq_work
+WHERE task_id = :1 AND disposition IS NULL AND loan_id IN (SELECT j.id FROM JSON_TABLE(:2, '$[*]' COLUMNS (id VARCHAR2(200 CHAR) PATH '$')) j)
+/
+
 -- Pipeline: a user's active work, oldest first
 SELECT t.name, w.loan_id, w.assigned_at, t.key_kind, SYS_EXTRACT_UTC(SYSTIMESTAMP) AS db_now
 FROM loanq_work w JOIN loanq_task t ON t.id = w.task_id
