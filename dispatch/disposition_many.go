@@ -175,6 +175,7 @@ func (e *Engine) DisposeMany(ctx context.Context, taskName string, loanArgs []st
 
 // disposeAll sends DisposeLoans over loans in one transaction, run by run,
 // and commits only when every loan was changed; it returns how many were.
+// p gives every value but the keys (IDs), which are each run's.
 // A run is a JSON list under Oracle's bind limit (keyChunks: loanq_work's
 // loan_id is text, whatever the task's key kind).
 func (e *Engine) disposeAll(ctx context.Context, p engineio.DisposeLoansParams, loans []string) (int, error) {
@@ -182,8 +183,8 @@ func (e *Engine) disposeAll(ctx context.Context, p engineio.DisposeLoansParams, 
 		// One row changes whole or not at all: the statement alone, in
 		// autocommit, as Dispose sends it (BEGIN and COMMIT around it made a
 		// batch of one three round trips; docs/scaling.md).
-		p.IDs = loankey.TextJSON(loans)
-		res, err := e.sql().DisposeLoans.Exec(ctx, e.db, p)
+		res, err := e.sql().DisposeLoans.Exec(ctx, e.db, engineio.DisposeLoansParams{TaskID: p.TaskID, IDs: loankey.TextJSON(loans), User: p.User,
+			Disposition: p.Disposition, ReturnAfterMS: p.ReturnAfterMS, Reason: p.Reason, Note: p.Note})
 		if err != nil {
 			return 0, err
 		}
@@ -197,8 +198,8 @@ func (e *Engine) disposeAll(ctx context.Context, p engineio.DisposeLoansParams, 
 	defer tx.Rollback()
 	n := 0
 	for _, run := range keyChunks(loankey.Text, loans) {
-		p.IDs = loankey.TextJSON(run)
-		res, err := e.sql().DisposeLoans.Exec(ctx, tx, p)
+		res, err := e.sql().DisposeLoans.Exec(ctx, tx, engineio.DisposeLoansParams{TaskID: p.TaskID, IDs: loankey.TextJSON(run), User: p.User,
+			Disposition: p.Disposition, ReturnAfterMS: p.ReturnAfterMS, Reason: p.Reason, Note: p.Note})
 		if err != nil {
 			return 0, err
 		}

@@ -341,6 +341,7 @@ func TestAPIDatabaseDownIs503(t *testing.T) {
 				{"ana", "GET", req + "?wait_ms=100", nil},
 				{"ana", "DELETE", req, nil},
 				{"ana", "POST", fmt.Sprintf("/api/v1/tasks/t/loans/%v/disposition", loan), map[string]any{"action": "complete"}},
+				{"ana", "POST", "/api/v1/tasks/t/dispositions", map[string]any{"loans": []any{loan}, "action": "complete"}},
 				{"ana", "GET", "/api/v1/pipeline", nil},
 				{"ana", "GET", "/api/v1/history", nil},
 				{"ana", "POST", "/api/v1/next", map[string]any{"count": 1}},
