@@ -162,9 +162,12 @@ func TestExitStatus(t *testing.T) {
 		{"not found", "exec /nonexistent/program", 0, 127, dispatch.Return, time.Hour, true, ""},
 		{"loan timeout", "exec sleep 30", 200 * time.Millisecond, 143, dispatch.Return, time.Hour, true, "--loan-timeout 200ms passed"},
 		// SIGTERM ignored (and inherited by sleep): SIGKILL KillAfter later.
-		{"timeout, TERM ignored", "trap '' TERM; sleep 30", 200 * time.Millisecond, 137, dispatch.Return, time.Hour, true, "--loan-timeout 200ms passed"},
+		// The shell must have set its trap before the timeout's SIGTERM: a
+		// second leaves it time on a loaded machine (200 ms did not once:
+		// the shell died of the SIGTERM, 143).
+		{"timeout, TERM ignored", "trap '' TERM; sleep 30", time.Second, 137, dispatch.Return, time.Hour, true, "--loan-timeout 1s passed"},
 		// Exit 75 after the timeout is still a failure: the timeout decides.
-		{"timeout, then exit 75", "trap 'exit 75' TERM; sleep 30 & wait", 200 * time.Millisecond, 75, dispatch.Return, time.Hour, true, "--loan-timeout 200ms passed"},
+		{"timeout, then exit 75", "trap 'exit 75' TERM; sleep 30 & wait", time.Second, 75, dispatch.Return, time.Hour, true, "--loan-timeout 1s passed"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
