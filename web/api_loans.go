@@ -12,41 +12,49 @@ import (
 
 // The caller's loans: dispose of one, the pipeline, today's history.
 
-func (a *api) dispose(w http.ResponseWriter, r *http.Request, p *dispatch.Principal) {
-	var body struct {
-		Action string  `json:"action"`
-		After  *string `json:"after"`
-		Reason string  `json:"reason"` // one of the task's codes (docs/reasons.md)
-		Note   string  `json:"note"`   // at most dispatch.MaxNote characters
+// dispositionBody is what a disposition call sends besides its loans
+// (POST …/loans/{loan}/disposition, POST …/dispositions).
+type dispositionBody struct {
+	Action string  `json:"action"`
+	After  *string `json:"after"`
+	Reason string  `json:"reason"` // one of the task's codes (docs/reasons.md)
+	Note   string  `json:"note"`   // at most dispatch.MaxNote characters
+}
+
+// parse checks the action, its return time and the reason and note, in
+// the API's words; the task's own rules are the engine's.
+func (b dispositionBody) parse() (action string, after time.Duration, note dispatch.DispositionNote, err error) {
+	if action, err = dispatch.ParseAction(b.Action); err != nil {
+		return "", 0, note, err
 	}
+	if b.After != nil {
+		if after, err = dispatch.ParseReturnAfter(*b.After); err != nil {
+			return "", 0, note, err
+		}
+	}
+	if err = dispatch.CheckReturnTime(action, b.After != nil, `"after"`); err != nil {
+		return "", 0, note, err
+	}
+	if err = dispatch.CheckReasonAndNote(b.Reason, b.Note); err != nil {
+		return "", 0, note, err
+	}
+	return action, after, dispatch.DispositionNote{Reason: b.Reason, Note: b.Note}, nil
+}
+
+func (a *api) dispose(w http.ResponseWriter, r *http.Request, p *dispatch.Principal) {
+	var body dispositionBody
 	if err := decode(r, &body); err != nil {
 		a.fail(w, err)
 		return
 	}
-	action, err := dispatch.ParseAction(body.Action)
+	action, after, note, err := body.parse()
 	if err != nil {
-		a.fail(w, err)
-		return
-	}
-	var after time.Duration
-	if body.After != nil {
-		if after, err = dispatch.ParseReturnAfter(*body.After); err != nil {
-			a.fail(w, err)
-			return
-		}
-	}
-	if err := dispatch.CheckReturnTime(action, body.After != nil, `"after"`); err != nil {
 		a.fail(w, err)
 		return
 	}
 	// Someone else's loan is 403, not 400, and the API does not say whose
 	// it is: the caller may not learn who holds another's loan.
-	if err := dispatch.CheckReasonAndNote(body.Reason, body.Note); err != nil {
-		a.fail(w, err)
-		return
-	}
-	d, err := a.e.DisposeNoted(r.Context(), r.PathValue("task"), r.PathValue("loan"), p.User, action, after, body.After != nil,
-		dispatch.DispositionNote{Reason: body.Reason, Note: body.Note})
+	d, err := a.e.DisposeNoted(r.Context(), r.PathValue("task"), r.PathValue("loan"), p.User, action, after, body.After != nil, note)
 	var na *dispatch.NotAssigneeError
 	if errors.As(err, &na) {
 		writeProblem(w, http.StatusForbidden, fmt.Sprintf("loan %s in task %s is not yours: it is assigned to someone else", na.Loan, na.Task))
@@ -65,33 +73,15 @@ func (a *api) dispose(w http.ResponseWriter, r *http.Request, p *dispatch.Princi
 // the answer does not say whose.
 func (a *api) disposeMany(w http.ResponseWriter, r *http.Request, p *dispatch.Principal) {
 	var body struct {
-		Loans  []loankey.Key `json:"loans"` // numbers or strings, as the task's keys are
-		Action string        `json:"action"`
-		After  *string       `json:"after"`
-		Reason string        `json:"reason"`
-		Note   string        `json:"note"`
+		Loans []loankey.Key `json:"loans"` // numbers or strings, as the task's keys are
+		dispositionBody
 	}
 	if err := decodeUpTo(r, &body, apiMaxBatchBody); err != nil {
 		a.fail(w, err)
 		return
 	}
-	action, err := dispatch.ParseAction(body.Action)
+	action, after, note, err := body.parse()
 	if err != nil {
-		a.fail(w, err)
-		return
-	}
-	var after time.Duration
-	if body.After != nil {
-		if after, err = dispatch.ParseReturnAfter(*body.After); err != nil {
-			a.fail(w, err)
-			return
-		}
-	}
-	if err := dispatch.CheckReturnTime(action, body.After != nil, `"after"`); err != nil {
-		a.fail(w, err)
-		return
-	}
-	if err := dispatch.CheckReasonAndNote(body.Reason, body.Note); err != nil {
 		a.fail(w, err)
 		return
 	}
@@ -99,8 +89,7 @@ func (a *api) disposeMany(w http.ResponseWriter, r *http.Request, p *dispatch.Pr
 	for i, k := range body.Loans {
 		loans[i] = k.Text
 	}
-	d, err := a.e.DisposeMany(r.Context(), r.PathValue("task"), loans, p.User, action, after, body.After != nil,
-		dispatch.DispositionNote{Reason: body.Reason, Note: body.Note})
+	d, err := a.e.DisposeMany(r.Context(), r.PathValue("task"), loans, p.User, action, after, body.After != nil, note)
 	var nd *dispatch.NotDisposedError
 	if errors.As(err, &nd) && nd.Others() {
 		writeProblem(w, http.StatusForbidden, nd.APIText())
