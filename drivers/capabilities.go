@@ -56,7 +56,25 @@ type Capabilities struct {
 	// its criteria query, those logged while the query ran included
 	// (docs/algorithm.md, step 5).
 	RoundReads RoundReadMode
+	// DDL says whether a migration's schema changes roll back with its
+	// transaction, which decides whether `migrate up` may run a migration
+	// again after the server chose it as a deadlock victim.
+	DDL DDLMode
 }
+
+// DDLMode is whether schema changes are transactional.
+type DDLMode string
+
+const (
+	// DDLTransactional: a migration runs in one transaction, its CREATE and
+	// ALTER statements included (PostgreSQL, SQLite); a deadlock victim's
+	// migration was undone whole and can run again.
+	DDLTransactional DDLMode = "transactional"
+	// DDLAutocommit: each CREATE or ALTER commits by itself (MySQL/MariaDB,
+	// Oracle); a migration that failed part-way may have left its first
+	// statements applied, so it is never run again by itself.
+	DDLAutocommit DDLMode = "autocommit"
+)
 
 // WaitMode is how a waiting caller learns of the lock holder's commit.
 type WaitMode string
@@ -268,6 +286,10 @@ func (c Capabilities) List() []Capability {
 			RoundReadsTransaction: "a round reads the requests pending after its query in its own transaction, which sees every commit (READ COMMITTED)",
 			RoundReadsPool:        "a round reads the requests pending after its query through another connection (its transaction's snapshot predates the query)",
 		}[c.RoundReads]},
+		{"ddl", string(c.DDL), map[DDLMode]string{
+			DDLTransactional: "a migration's schema changes roll back with it: migrate up runs a deadlock victim's migration again",
+			DDLAutocommit:    "each schema change commits by itself: a migration that failed part-way is not run again by itself",
+		}[c.DDL]},
 		{"password from", passwordEnvValue(c.PasswordEnv), "environment variables the client reads a password from; the commands of work run and lock run do not get them"},
 	}
 }

@@ -19,6 +19,7 @@ var testCaps = Capabilities{
 	HoldLimit:   HoldLimitTransactionLocal,
 	Accounts:    AccountsDatabase,
 	RoundReads:  RoundReadsPool,
+	DDL:         DDLTransactional,
 }
 
 func testOverride(s *Statements) {

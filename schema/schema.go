@@ -203,13 +203,26 @@ func Up(ctx context.Context, d drivers.Driver, db *sql.DB) ([]int64, error) {
 	if err != nil {
 		return nil, err
 	}
-	res, err := p.Up(ctx)
 	var applied []int64
-	for _, r := range res {
-		if r != nil && r.Source != nil && r.Error == nil {
-			applied = append(applied, r.Source.Version)
-		}
+	// Migrating beside running processes (docs/operations.md), a
+	// migration's ALTER can meet their row locks in the other order and be
+	// chosen as the deadlock victim. Where DDL is transactional the victim's
+	// migration was rolled back whole, and the next Up starts from it again;
+	// elsewhere its first statements may have committed, and it is not
+	// repeated by itself.
+	tries := 1
+	if d.Capabilities().DDL == drivers.DDLTransactional {
+		tries = 5
 	}
+	err = drivers.RetryDeadlock(ctx, d, tries, func() error {
+		res, err := p.Up(ctx)
+		for _, r := range res {
+			if r != nil && r.Source != nil && r.Error == nil {
+				applied = append(applied, r.Source.Version)
+			}
+		}
+		return err
+	})
 	if err != nil {
 		return applied, fmt.Errorf("migrate up: %w", err)
 	}

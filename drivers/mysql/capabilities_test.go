@@ -22,6 +22,7 @@ func TestCapabilities(t *testing.T) {
 		HoldLimit:   drivers.HoldLimitSessionSetting,
 		Accounts:    drivers.AccountsDatabase,
 		RoundReads:  drivers.RoundReadsTransaction,
+		DDL:         drivers.DDLAutocommit,
 	},
 		"LockSkip", "LockNoWait", "LockWait", // strategies
 		"WorkInsertRows",                                 // strategy rows

@@ -96,6 +96,7 @@ var capabilities = drivers.Capabilities{
 	HoldLimit:   drivers.HoldLimitSessionSetting,
 	Accounts:    drivers.AccountsDatabase,
 	RoundReads:  drivers.RoundReadsTransaction,
+	DDL:         drivers.DDLAutocommit,
 }
 
 func (*Driver) MigrationStore(table string) (database.Store, error) {

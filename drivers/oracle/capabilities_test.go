@@ -22,6 +22,7 @@ func TestCapabilities(t *testing.T) {
 		HoldLimit:   drivers.HoldLimitByDBA,
 		Accounts:    drivers.AccountsDatabase,
 		RoundReads:  drivers.RoundReadsPool,
+		DDL:         drivers.DDLAutocommit,
 	},
 		"LockSkip", "LockNoWait", "LockWait", // strategies
 		"WorkInsertRows",             // strategy rows

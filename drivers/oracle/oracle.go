@@ -86,6 +86,7 @@ var capabilities = drivers.Capabilities{
 	HoldLimit:   drivers.HoldLimitByDBA,
 	Accounts:    drivers.AccountsDatabase,
 	RoundReads:  drivers.RoundReadsPool,
+	DDL:         drivers.DDLAutocommit,
 }
 
 // MigrationStore: goose has no Oracle dialect, so the store is loanq's own.

@@ -23,6 +23,7 @@ func TestCapabilities(t *testing.T) {
 		HoldLimit:   drivers.HoldLimitTransactionLocal,
 		Accounts:    drivers.AccountsDatabase,
 		RoundReads:  drivers.RoundReadsTransaction,
+		DDL:         drivers.DDLTransactional,
 	},
 		"RequestFinishMany",                  // round finish many
 		"LockSkip", "LockNoWait", "LockWait", // strategies

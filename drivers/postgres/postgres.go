@@ -56,6 +56,7 @@ var capabilities = drivers.Capabilities{
 	HoldLimit:   drivers.HoldLimitTransactionLocal,
 	Accounts:    drivers.AccountsDatabase,
 	RoundReads:  drivers.RoundReadsTransaction,
+	DDL:         drivers.DDLTransactional,
 }
 
 var _ drivers.FinishingClaimer = (*Driver)(nil)

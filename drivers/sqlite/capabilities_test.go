@@ -22,6 +22,7 @@ func TestCapabilities(t *testing.T) {
 		HoldLimit:   drivers.HoldLimitNone,
 		Accounts:    drivers.AccountsNone,
 		RoundReads:  drivers.RoundReadsPool,
+		DDL:         drivers.DDLTransactional,
 	},
 		"RequestFinishMany", // round finish many
 		"PoolClaim",         // pool claim statement

@@ -60,6 +60,7 @@ var capabilities = drivers.Capabilities{
 	HoldLimit:   drivers.HoldLimitNone,
 	Accounts:    drivers.AccountsNone,
 	RoundReads:  drivers.RoundReadsPool,
+	DDL:         drivers.DDLTransactional,
 }
 
 // MigratesOnOpen: the embedded default migrates itself (nobody else

@@ -48,6 +48,18 @@ END
 -- The history so far, after the triggers (CREATE TRIGGER waits for the
 -- transactions in flight on loanq_work), in time order; NOT EXISTS: an event
 -- a trigger wrote meanwhile is not written twice.
+--
+-- At READ COMMITTED, the default REPEATABLE READ's INSERT … SELECT would
+-- take shared locks on every loanq_work row it reads while it holds
+-- loanq_history's AUTO-INC lock (a bulk insert holds it to the statement's
+-- end); a running processor that holds a work row and whose trigger waits
+-- for that AUTO-INC lock closes a cycle, and InnoDB may end this migration
+-- as the deadlock victim, after the DDL above committed (seen in the
+-- rolling-upgrade test). At READ COMMITTED the SELECT is a consistent read
+-- that locks no work row: the processors only wait for the AUTO-INC lock.
+-- SET TRANSACTION (no SESSION) is for the next transaction only, and the
+-- DDL above committed goose's, so that transaction is this statement.
+SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
 INSERT INTO loanq_history (work_id, event, event_at)
 SELECT e.work_id, e.event, e.event_at FROM (
     SELECT w.id AS work_id, 'assigned' AS event, w.assigned_at AS event_at FROM loanq_work w
