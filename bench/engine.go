@@ -39,7 +39,9 @@ import (
 // refused unless AllowUserTasks is set (`--allow-user-tasks`).
 
 // The ways a caller of the engine bench disposes of a get's loans
-// (--dispose): one Dispose call per loan, or one DisposeMany for all.
+// (--dispose): per loan, the item's update (the work) and one Dispose call;
+// or, as a script draining the task would, one update of all the get's
+// items and one DisposeMany.
 const (
 	DisposeEach  = "each"
 	DisposeBatch = "batch"
@@ -78,7 +80,8 @@ type EngineConfig struct {
 	AllowUserTasks bool
 	// Dispose is how a caller disposes of the loans of one get:
 	// DisposeEach (one call per loan, as the figures before it were made;
-	// "" is it) or DisposeBatch (one call for all, Engine.DisposeMany).
+	// "" is it) or DisposeBatch (one update of the get's items and one
+	// Engine.DisposeMany for all).
 	Dispose string
 
 	// inspect, when set (by tests, export_test.go), is called after the
@@ -433,21 +436,14 @@ func (w *engineCaller) run(ctx context.Context, deadline time.Time) error {
 		if err := pause.For(ctx, w.sh.Work*time.Duration(len(req.Loans))); err != nil {
 			return err
 		}
-		for _, loan := range req.Loans {
-			// The work: the loan stops matching the criteria (and an item
-			// handed out twice is counted twice).
-			if err := w.work(ctx, loan.Int64(), owner); err != nil {
-				return fmt.Errorf("caller %d: working on loan %s: %w", w.id, loan, err)
-			}
-			if w.sh.Batch {
-				continue // disposed of with the others, below
-			}
-			if _, err := w.e.Dispose(ctx, EngineTask, loan.String(), user, dispatch.Complete, 0, false); err != nil {
-				return fmt.Errorf("caller %d: completing loan %s: %w", w.id, loan, err)
-			}
-			w.rep.Loans++
-		}
 		if w.sh.Batch {
+			// A script draining the task works on the batch as it got it:
+			// one UPDATE marks every item done (the work), one DisposeMany
+			// completes them.
+			ids := loankey.Int64s(req.Loans)
+			if err := w.workMany(ctx, ids, owner); err != nil {
+				return fmt.Errorf("caller %d: working on %d loans: %w", w.id, len(ids), err)
+			}
 			keys := make([]string, len(req.Loans))
 			for i, loan := range req.Loans {
 				keys[i] = loan.String()
@@ -456,6 +452,19 @@ func (w *engineCaller) run(ctx context.Context, deadline time.Time) error {
 				return fmt.Errorf("caller %d: completing %d loans: %w", w.id, len(keys), err)
 			}
 			w.rep.Loans += int64(len(keys))
+			w.addMark(mark)
+			continue
+		}
+		for _, loan := range req.Loans {
+			// The work: the loan stops matching the criteria (and an item
+			// handed out twice is counted twice).
+			if err := w.work(ctx, loan.Int64(), owner); err != nil {
+				return fmt.Errorf("caller %d: working on loan %s: %w", w.id, loan, err)
+			}
+			if _, err := w.e.Dispose(ctx, EngineTask, loan.String(), user, dispatch.Complete, 0, false); err != nil {
+				return fmt.Errorf("caller %d: completing loan %s: %w", w.id, loan, err)
+			}
+			w.rep.Loans++
 		}
 		w.addMark(mark)
 	}
@@ -471,6 +480,15 @@ func (w *engineCaller) run(ctx context.Context, deadline time.Time) error {
 func (w *engineCaller) work(ctx context.Context, loan int64, owner string) error {
 	return drivers.RetryDeadlock(ctx, w.d, 6, func() error {
 		_, err := w.c.Done.Exec(ctx, w.db, itemParams{ID: loan, Owner: owner})
+		return err
+	})
+}
+
+// workMany is work for a get's loans at once (--dispose batch), in one
+// statement (DoneMany), run again if it is a deadlock victim as work is.
+func (w *engineCaller) workMany(ctx context.Context, ids []int64, owner string) error {
+	return drivers.RetryDeadlock(ctx, w.d, 6, func() error {
+		_, err := w.c.DoneMany.Exec(ctx, w.db, itemsParams{IDs: idList(ids), Owner: owner})
 		return err
 	})
 }

@@ -99,7 +99,7 @@ Examples:
 			&cli.StringFlag{Name: "query-delay", Value: "0s", Usage: "engine: the task's --query-delay, a criteria query made slow on purpose"},
 			&cli.IntFlag{Name: "prefetch", Usage: "engine: the task's --prefetch, a candidate pool of N loans"},
 			&cli.BoolFlag{Name: "no-raw", Usage: "engine: skip the raw single-row claim measured before the run"},
-			&cli.StringFlag{Name: "dispose", Value: bench.DisposeEach, Usage: "engine: each (one disposition call per loan, as the figures before batch were made) or batch (one call for a get's loans)"},
+			&cli.StringFlag{Name: "dispose", Value: bench.DisposeEach, Usage: "engine: each (per loan, the item's update and a disposition call, as the figures before batch were made) or batch (one update of a get's items and one disposition call for its loans)"},
 			&cli.BoolFlag{Name: "allow-user-tasks", Usage: "engine and cli: run on a database that holds tasks of its users (refused otherwise; the bench's own task is deleted afterwards)"},
 		},
 		Action: benchRun,
