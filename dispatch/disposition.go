@@ -120,12 +120,8 @@ func (e *Engine) DisposeNoted(ctx context.Context, taskName string, loanArg stri
 			return err
 		})
 		if err != nil {
-			// Refused by the reason rule? Say which codes the task takes
-			// (read now: the task may have changed since it was cached).
-			if r, rerr := e.taskReasons(ctx, e.db, taskID, taskName); rerr == nil {
-				if uerr := r.CheckReason(taskName, action, note.Reason); uerr != nil {
-					return nil, uerr
-				}
+			if uerr := e.reasonRefusal(ctx, taskID, taskName, action, note.Reason); uerr != nil {
+				return nil, uerr
 			}
 			return nil, fmt.Errorf("recording disposition %s of loan %s: %w", action, loan, err)
 		}
@@ -274,4 +270,17 @@ func (e *Engine) Pipeline(ctx context.Context, user, taskName string) ([]Pipelin
 			AssignedAt: r.AssignedAt.T, AgeSeconds: int64(age / time.Second), AgeMS: age.Milliseconds(), Details: Details{}})
 	}
 	return out, e.pipelineDetails(ctx, out)
+}
+
+// reasonRefusal explains a disposition the database refused: when the
+// reason rule (migration 00019) refuses the action's reason, the bad-input
+// error that names the codes the task takes (read now: the task may have
+// changed since it was cached); nil when the rule accepts it, or the codes
+// cannot be read, so that the caller reports the database's error.
+func (e *Engine) reasonRefusal(ctx context.Context, taskID int64, taskName string, action, reason string) error {
+	r, err := e.taskReasons(ctx, e.db, taskID, taskName)
+	if err != nil {
+		return nil
+	}
+	return r.CheckReason(taskName, action, reason)
 }

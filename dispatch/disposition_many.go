@@ -136,12 +136,8 @@ func (e *Engine) DisposeMany(ctx context.Context, taskName string, loanArgs []st
 			return err
 		})
 		if err != nil {
-			// Refused by the reason rule? Say which codes the task takes
-			// (read now: the task may have changed since it was cached).
-			if r, rerr := e.taskReasons(ctx, e.db, taskID, taskName); rerr == nil {
-				if uerr := r.CheckReason(taskName, action, note.Reason); uerr != nil {
-					return nil, uerr
-				}
+			if uerr := e.reasonRefusal(ctx, taskID, taskName, action, note.Reason); uerr != nil {
+				return nil, uerr
 			}
 			return nil, fmt.Errorf("recording disposition %s of %d loans of task %s: %w", action, len(loans), taskName, err)
 		}
