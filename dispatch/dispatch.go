@@ -50,6 +50,11 @@ type store struct {
 	// InnoDB's persistent counter), and the disposition then reads the task
 	// (Dispose).
 	taskIDs sync.Map
+
+	// shareWaits are the share-mode waits in progress, one per task
+	// (wakeGroup, wake.go): this process's other waiters on the task join
+	// it instead of queueing a connection each.
+	shareWaits wakeGroups
 }
 
 // Engine serves work: requests, rounds, claims, dispositions, the

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/loanq/loanq/drivers"
@@ -55,14 +56,14 @@ const minPoll = 25 * time.Millisecond
 // queues exclusively, as on a dialect without share locks, to serve.
 func (e *Engine) awaitLock(ctx context.Context, task *Task, strategy drivers.Strategy, own *ownRequest, bound time.Duration) (served bool, err error) {
 	end := time.Now().Add(bound)
-	w, err := e.openWaitConn(ctx)
-	if err != nil {
-		return false, fmt.Errorf("waiting for the lock of task %s: %w", task.Name, err)
-	}
-	defer w.close(ctx)
 	if e.caps().Wait == drivers.WaitQueueShared {
-		served, granted, err := e.waitShared(ctx, w, task, own.id, bound)
-		if err != nil || served || !granted {
+		granted, err := e.shareWaits.wait(ctx, task.ID, bound, func(ctx context.Context) (bool, error) {
+			return e.waitShared(ctx, task, bound)
+		})
+		if err != nil || !granted {
+			return false, err
+		}
+		if served, err := e.readWake(ctx, e.db, own.id); err != nil || served {
 			return served, err
 		}
 		// Granted and still pending: the holder committed before this
@@ -73,6 +74,11 @@ func (e *Engine) awaitLock(ctx context.Context, task *Task, strategy drivers.Str
 			return false, nil
 		}
 	}
+	w, err := e.openWaitConn(ctx)
+	if err != nil {
+		return false, fmt.Errorf("waiting for the lock of task %s: %w", task.Name, err)
+	}
+	defer w.close(ctx)
 	tx, err := w.conn.BeginTx(ctx, e.roundTxOptions(task))
 	if err != nil {
 		return false, fmt.Errorf("waiting for the lock of task %s: %w", task.Name, err)
@@ -101,20 +107,77 @@ func (e *Engine) awaitLock(ctx context.Context, task *Task, strategy drivers.Str
 	return false, nil // rolled back: the caller serves again at once
 }
 
-// waitShared is the share-mode queue of awaitLock, in a transaction of its
-// own that it rolls back before returning: granted says the lock was granted
-// (the holder committed or died), served that the request was then served.
-func (e *Engine) waitShared(ctx context.Context, w *waitConn, task *Task, id int64, bound time.Duration) (served, granted bool, err error) {
+// waitShared is the share-mode queue of awaitLock, on a connection and in a
+// transaction of its own that it rolls back before returning: granted says
+// the lock was granted (the holder committed or died).
+func (e *Engine) waitShared(ctx context.Context, task *Task, bound time.Duration) (granted bool, err error) {
+	w, err := e.openWaitConn(ctx)
+	if err != nil {
+		return false, fmt.Errorf("waiting for the lock of task %s: %w", task.Name, err)
+	}
+	defer w.close(ctx)
 	tx, err := w.conn.BeginTx(ctx, nil)
 	if err != nil {
-		return false, false, fmt.Errorf("waiting for the lock of task %s: %w", task.Name, err)
+		return false, fmt.Errorf("waiting for the lock of task %s: %w", task.Name, err)
 	}
-	defer tx.Rollback() // a share lock, a read: nothing to commit
-	if granted, err = w.queue(ctx, tx, bound, e.lockTaskRow(tx, task, &e.sql().LockShareBounded)); err != nil || !granted {
-		return false, false, e.waitFailed(task, err)
+	defer tx.Rollback() // a share lock: nothing to commit
+	granted, err = w.queue(ctx, tx, bound, e.lockTaskRow(tx, task, &e.sql().LockShareBounded))
+	return granted, e.waitFailed(task, err)
+}
+
+// wakeGroups lets the callers of one process that wait for the same task's
+// holder share one share-mode wait. A `serve` with dozens of API clients on
+// one task would otherwise hold a pooled connection per waiter, each queued
+// on the same row for the same commit, while the pool (--max-conns) is what
+// the next round needs. The share wait only says "the holder committed";
+// each caller then reads its own request and, if it is still pending,
+// queues exclusively to serve, as before: the lock that serves is never
+// shared, so a joined wait changes who is woken, not what is handed out.
+type wakeGroups struct {
+	mu     sync.Mutex
+	byTask map[int64]*wakeGroup
+}
+
+// wakeGroup is one share-mode wait in progress: done closes when it ends,
+// granted says whether the lock was granted then.
+type wakeGroup struct {
+	done    chan struct{}
+	granted bool
+}
+
+// wait joins the task's wait in progress, for at most bound, or leads a new
+// one with share (which waits at most bound itself). A joiner whose leader
+// gave up (its bound passed first, its caller went away, its connection
+// failed) is told "not granted" and looks again on its own, as after a
+// bound of its own that passed.
+func (g *wakeGroups) wait(ctx context.Context, taskID int64, bound time.Duration, share func(context.Context) (bool, error)) (bool, error) {
+	g.mu.Lock()
+	if w := g.byTask[taskID]; w != nil {
+		g.mu.Unlock()
+		t := time.NewTimer(bound)
+		defer t.Stop()
+		select {
+		case <-w.done:
+			return w.granted, nil
+		case <-t.C:
+			return false, nil
+		case <-ctx.Done():
+			return false, ctx.Err()
+		}
 	}
-	served, err = e.readWake(ctx, tx, id)
-	return served, true, err
+	if g.byTask == nil {
+		g.byTask = map[int64]*wakeGroup{}
+	}
+	w := &wakeGroup{done: make(chan struct{})}
+	g.byTask[taskID] = w
+	g.mu.Unlock()
+	granted, err := share(ctx)
+	g.mu.Lock()
+	delete(g.byTask, taskID)
+	g.mu.Unlock()
+	w.granted = granted && err == nil
+	close(w.done)
+	return granted, err
 }
 
 // lockTaskRow is the locking read of a wait on the task row.

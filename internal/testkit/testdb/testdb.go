@@ -405,6 +405,14 @@ func StatementRunning(t testing.TB, d drivers.Driver, db *sql.DB, fragment strin
 // a moment after the client has its answer. SQLite has no sessions: false.
 func StatementWaitsForLock(t testing.TB, d drivers.Driver, db *sql.DB, fragment string) bool {
 	t.Helper()
+	return StatementsWaitingForLock(t, d, db, fragment) > 0
+}
+
+// StatementsWaitingForLock counts the sessions StatementWaitsForLock looks
+// for: those of the test's database waiting for a row lock in a statement
+// whose text contains fragment.
+func StatementsWaitingForLock(t testing.TB, d drivers.Driver, db *sql.DB, fragment string) int64 {
+	t.Helper()
 	var q string
 	switch d.Name() {
 	case "postgres":
@@ -417,11 +425,11 @@ func StatementWaitsForLock(t testing.TB, d drivers.Driver, db *sql.DB, fragment 
 JOIN information_schema.PROCESSLIST p ON p.ID = x.trx_mysql_thread_id
 WHERE p.DB = DATABASE() AND p.ID <> CONNECTION_ID() AND x.trx_state = 'LOCK WAIT' AND LOCATE(?, x.trx_query) > 0`, fragment)
 		})
-		return n > 0
+		return n
 	default:
-		return false
+		return 0
 	}
-	return Int(t, d, db, q, fragment) > 0
+	return Int(t, d, db, q, fragment)
 }
 
 // innodbTrxRead serialises this process's reads of InnoDB's transaction
