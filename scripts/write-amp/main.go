@@ -14,7 +14,8 @@
 //     = 'done'; COMMIT until no item is left (the bench's raw claim);
 //   - engine: a task over the other table (criteria status = 'ready'), and
 //     --workers callers, each looping dispatch's Get (--count, --strategy),
-//     then for each loan the item's UPDATE to 'done' and Dispose complete,
+//     then for each loan the item's UPDATE to 'done' and Dispose complete
+//     (--dispose batch: one UPDATE of the get's items and one DisposeMany),
 //     until an empty answer (what `loanq bench --target engine` runs).
 //
 // PostgreSQL: rows from pg_stat_user_tables (inserted, updated, of them HOT,
@@ -49,12 +50,14 @@ import (
 	"fmt"
 	"net/url"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/loanq/loanq/dispatch"
 	"github.com/loanq/loanq/drivers"
 	_ "github.com/loanq/loanq/drivers/all" // the database drivers
+	"github.com/loanq/loanq/loankey"
 	"github.com/loanq/loanq/problem"
 	"github.com/loanq/loanq/schema"
 )
@@ -64,6 +67,7 @@ type config struct {
 	loans      int
 	workers    int
 	count      int
+	dispose    string
 	strategy   string
 	noRaw      bool
 	pgWAL      string
@@ -78,6 +82,7 @@ func main() {
 	flag.IntVar(&c.loans, "loans", 20000, "loans on the task (and items on the raw table)")
 	flag.IntVar(&c.workers, "workers", 4, "concurrent callers")
 	flag.IntVar(&c.count, "count", 1, "loans per work get")
+	flag.StringVar(&c.dispose, "dispose", "each", "each: per loan, the item's UPDATE and Dispose; batch: one UPDATE of a get's items and one DisposeMany")
 	flag.StringVar(&c.strategy, "strategy", "skip", "lock strategy of the task")
 	flag.BoolVar(&c.noRaw, "no-raw", false, "skip the raw claim phase")
 	flag.StringVar(&c.pgWAL, "pg-wal", "", "the server's pg_wal directory (default: data_directory/pg_wal)")
@@ -104,6 +109,7 @@ type Output struct {
 	Loans    int      `json:"loans"`
 	Workers  int      `json:"workers"`
 	Count    int      `json:"count"`
+	Dispose  string   `json:"dispose"`
 	Strategy string   `json:"strategy"`
 	Phases   []*Phase `json:"phases"`
 }
@@ -163,6 +169,9 @@ func run(ctx context.Context, c config) (*Output, error) {
 	if c.loans < 1 || c.workers < 1 || c.count < 1 {
 		return nil, errors.New("--loans, --workers and --count must be positive")
 	}
+	if c.dispose != "each" && c.dispose != "batch" {
+		return nil, errors.New("--dispose is each or batch")
+	}
 	admin, err := schema.Open(ctx, c.server, schema.Options{})
 	if err != nil {
 		return nil, fmt.Errorf("opening --server: %w", err)
@@ -219,7 +228,7 @@ func run(ctx context.Context, c config) (*Output, error) {
 	}
 	defer m.close()
 
-	out := &Output{Label: c.label, Server: m.server(), Loans: c.loans, Workers: c.workers, Count: c.count, Strategy: c.strategy}
+	out := &Output{Label: c.label, Server: m.server(), Loans: c.loans, Workers: c.workers, Count: c.count, Dispose: c.dispose, Strategy: c.strategy}
 	if !c.noRaw {
 		p, err := measure(ctx, m, "raw", func() (int64, error) { return runRaw(ctx, dsnOf, d, c.workers) })
 		if err != nil {
@@ -492,6 +501,23 @@ func runEngine(ctx context.Context, dsnOf string, c config) (int64, error) {
 				if len(req.Loans) == 0 {
 					return
 				}
+				if c.dispose == "batch" {
+					if err := doneMany(ctx, d, db.DB, now, user, req.Loans); err == nil {
+						keys := make([]string, len(req.Loans))
+						for i, loan := range req.Loans {
+							keys[i] = loan.String()
+						}
+						_, err = e.DisposeMany(ctx, "wamp", keys, user, dispatch.Complete, 0, false, dispatch.DispositionNote{})
+					}
+					if err != nil {
+						errs[w] = fmt.Errorf("caller %d: %d loans: %w", w, len(req.Loans), err)
+						return
+					}
+					mu.Lock()
+					total += int64(len(req.Loans))
+					mu.Unlock()
+					continue
+				}
 				for _, loan := range req.Loans {
 					err := drivers.RetryDeadlock(ctx, d, 6, func() error {
 						_, err := db.ExecContext(ctx, done, user, loan.Int64())
@@ -513,4 +539,19 @@ func runEngine(ctx context.Context, dsnOf string, c config) (int64, error) {
 	}
 	wg.Wait()
 	return total, errors.Join(errs...)
+}
+
+// doneMany marks a get's items done with one UPDATE (--dispose batch), run
+// again if it is a deadlock victim, as the item's UPDATE per loan is.
+func doneMany(ctx context.Context, d drivers.Driver, db *sql.DB, now, user string, loans []loankey.Key) error {
+	marks := strings.TrimSuffix(strings.Repeat("?, ", len(loans)), ", ")
+	q := drivers.Rebind(d.Dialect(), `UPDATE wamp_loan SET status = 'done', owner = ?, processed = processed + 1, processed_at = `+now+` WHERE id IN (`+marks+`)`)
+	args := []any{user}
+	for _, l := range loans {
+		args = append(args, l.Int64())
+	}
+	return drivers.RetryDeadlock(ctx, d, 6, func() error {
+		_, err := db.ExecContext(ctx, q, args...)
+		return err
+	})
 }
