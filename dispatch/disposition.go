@@ -83,17 +83,8 @@ func (e *Engine) Dispose(ctx context.Context, taskName string, loanArg string, u
 // reason against the task's codes (migration 00019): no read of them before
 // the UPDATE; a refusal is explained from them after.
 func (e *Engine) DisposeNoted(ctx context.Context, taskName string, loanArg string, user, action string, after time.Duration, afterGiven bool, note DispositionNote) (*Disposed, error) {
-	action, err := CheckDisposition(action, after, afterGiven)
+	action, err := checkDisposeCall(taskName, user, action, after, afterGiven, note)
 	if err != nil {
-		return nil, err
-	}
-	if err := CheckReasonAndNote(note.Reason, note.Note); err != nil {
-		return nil, err
-	}
-	if err := validateUser(user); err != nil {
-		return nil, err
-	}
-	if err := ValidateTaskName(taskName); err != nil {
 		return nil, err
 	}
 	task, taskID, kind, loans, err := e.disposeTarget(ctx, taskName, []string{loanArg})
@@ -107,53 +98,89 @@ func (e *Engine) DisposeNoted(ctx context.Context, taskName string, loanArg stri
 	}
 	// One UPDATE that ends the loan's active assignment only if it is the
 	// user's; only when it changes nothing is there a read, to say why.
-	for try := 0; ; try++ {
-		// One statement, its own transaction: a deadlock victim (InnoDB,
-		// against a round inserting work rows of the task: measured 2 in
-		// 10,620 dispositions beside processors on one task) changed
-		// nothing and is simply sent again.
-		var res sql.Result
-		err := drivers.RetryDeadlock(ctx, e.driver, 4, func() error {
-			var err error
-			res, err = e.sql().DisposeLoan.Exec(ctx, e.db, engineio.DisposeLoanParams{Disposition: action, ReturnAfterMS: afterMS, TaskID: taskID, LoanID: loan, User: user,
-				Reason: nullString(note.Reason), Note: nullString(note.Note)})
-			return err
-		})
-		if err != nil {
-			if uerr := e.reasonRefusal(ctx, taskID, taskName, action, note.Reason); uerr != nil {
-				return nil, uerr
+	err = e.disposeUntilDone(ctx, task, taskName, taskID, action, note.Reason, "loan "+loan,
+		func(taskID int64) (bool, error) {
+			// One statement, its own transaction: a deadlock victim (InnoDB,
+			// against a round inserting work rows of the task: measured 2 in
+			// 10,620 dispositions beside processors on one task) changed
+			// nothing and is simply sent again.
+			var res sql.Result
+			err := drivers.RetryDeadlock(ctx, e.driver, 4, func() error {
+				var err error
+				res, err = e.sql().DisposeLoan.Exec(ctx, e.db, engineio.DisposeLoanParams{Disposition: action, ReturnAfterMS: afterMS, TaskID: taskID, LoanID: loan, User: user,
+					Reason: nullString(note.Reason), Note: nullString(note.Note)})
+				return err
+			})
+			if err != nil {
+				return false, err
 			}
-			return nil, fmt.Errorf("recording disposition %s of loan %s: %w", action, loan, err)
-		}
-		n, err := res.RowsAffected()
-		if err != nil {
-			return nil, fmt.Errorf("recording disposition %s of loan %s: %w", action, loan, err)
-		}
-		if n == 1 {
-			break
-		}
-		if task == nil {
-			// The id came from an earlier read: the task may be gone, or
-			// another task by now. Read it, and try again if its id changed.
-			if task, err = e.taskByName(ctx, taskName); err != nil {
-				return nil, err
-			}
-			if task.ID != taskID {
-				taskID = task.ID
-				continue
-			}
-		}
-		if err := e.notDisposed(ctx, task, loan, user, try); err != nil {
-			return nil, err
-		}
-		// Active and the user's now: assigned to them again right after
-		// the UPDATE looked. Try again.
+			n, err := res.RowsAffected()
+			return n == 1, err
+		},
+		func(task *Task, try int) error { return e.notDisposed(ctx, task, loan, user, try) })
+	if err != nil {
+		return nil, err
 	}
 	d := &Disposed{Task: taskName, LoanID: loankey.New(kind, loan), User: user, Disposition: action, Reason: note.Reason, Note: note.Note}
 	if action == Return {
 		d.After, d.AfterSecs, d.AfterMS = after, after.Seconds(), after.Milliseconds()
 	}
 	return d, nil
+}
+
+// checkDisposeCall checks what a disposition call gives before it reaches
+// the database, and returns the action as stored.
+func checkDisposeCall(taskName, user, action string, after time.Duration, afterGiven bool, note DispositionNote) (string, error) {
+	action, err := CheckDisposition(action, after, afterGiven)
+	if err != nil {
+		return "", err
+	}
+	if err := CheckReasonAndNote(note.Reason, note.Note); err != nil {
+		return "", err
+	}
+	if err := validateUser(user); err != nil {
+		return "", err
+	}
+	return action, ValidateTaskName(taskName)
+}
+
+// disposeUntilDone sends a disposition (send: true when it changed every
+// loan it names) until it is done or explain says why it cannot be (an
+// error). Between tries: a refusal by the reason rule is explained with the
+// task's codes (reasonRefusal); a task id that came from the cache (task
+// nil) is checked by reading the task, and the disposition is sent again
+// under its new id if it changed. An explain that returns nil means the
+// loans are the user's active work again (assigned to them right after
+// the UPDATE looked): the disposition is sent again. what names the loans
+// in errors ("loan 7", "3 loans of task t").
+func (e *Engine) disposeUntilDone(ctx context.Context, task *Task, taskName string, taskID int64, action, reason, what string,
+	send func(taskID int64) (bool, error), explain func(task *Task, try int) error) error {
+	for try := 0; ; try++ {
+		done, err := send(taskID)
+		if err != nil {
+			if uerr := e.reasonRefusal(ctx, taskID, taskName, action, reason); uerr != nil {
+				return uerr
+			}
+			return fmt.Errorf("recording disposition %s of %s: %w", action, what, err)
+		}
+		if done {
+			return nil
+		}
+		if task == nil {
+			// The id came from an earlier read: the task may be gone, or
+			// another task by now. Read it, and try again if its id changed.
+			if task, err = e.taskByName(ctx, taskName); err != nil {
+				return err
+			}
+			if task.ID != taskID {
+				taskID = task.ID
+				continue
+			}
+		}
+		if err := explain(task, try); err != nil {
+			return err
+		}
+	}
 }
 
 // disposeTarget is the task a disposition names, as this engine last read

@@ -88,20 +88,12 @@ func quoteIfOdd(k string) string {
 // the error names each loan that is not the user's active work and why,
 // in the words of Dispose's (someone else's, not active, never assigned).
 // The database applies the reason rule (migration 00019) and writes the
-// history events (00021) row by row, as for one loan. loanArgs are the
+// history events (00021) for each row, as for one loan (on PostgreSQL its
+// triggers run once per statement: 00023). loanArgs are the
 // keys as given (command line, API), parsed per the task's key kind.
 func (e *Engine) DisposeMany(ctx context.Context, taskName string, loanArgs []string, user, action string, after time.Duration, afterGiven bool, note DispositionNote) (*DisposedMany, error) {
-	action, err := CheckDisposition(action, after, afterGiven)
+	action, err := checkDisposeCall(taskName, user, action, after, afterGiven, note)
 	if err != nil {
-		return nil, err
-	}
-	if err := CheckReasonAndNote(note.Reason, note.Note); err != nil {
-		return nil, err
-	}
-	if err := validateUser(user); err != nil {
-		return nil, err
-	}
-	if err := ValidateTaskName(taskName); err != nil {
 		return nil, err
 	}
 	if err := CheckDisposeLoans(loanArgs); err != nil {
@@ -124,42 +116,25 @@ func (e *Engine) DisposeMany(ctx context.Context, taskName string, loanArgs []st
 	if action == Return {
 		p.ReturnAfterMS = sql.NullInt64{Int64: after.Milliseconds(), Valid: true}
 	}
-	for try := 0; ; try++ {
-		p.TaskID = taskID
-		// The whole transaction is the unit a deadlock victim runs again
-		// (InnoDB, against a round inserting the task's work rows, as for
-		// DisposeLoan): it changed nothing.
-		var n int
-		err := drivers.RetryDeadlock(ctx, e.driver, 4, func() error {
-			var err error
-			n, err = e.disposeAll(ctx, p, loans)
-			return err
-		})
-		if err != nil {
-			if uerr := e.reasonRefusal(ctx, taskID, taskName, action, note.Reason); uerr != nil {
-				return nil, uerr
-			}
-			return nil, fmt.Errorf("recording disposition %s of %d loans of task %s: %w", action, len(loans), taskName, err)
-		}
-		if n == len(loans) {
-			break
-		}
-		if task == nil {
-			// The id came from an earlier read: the task may be gone, or
-			// another task by now. Read it, and try again if its id changed.
-			if task, err = e.taskByName(ctx, taskName); err != nil {
-				return nil, err
-			}
-			if task.ID != taskID {
-				taskID = task.ID
-				continue
-			}
-		}
-		if err := e.notDisposedMany(ctx, task, loans, user, try); err != nil {
-			return nil, err
-		}
-		// Every loan is active and the user's now: one was assigned to
-		// them again right after the UPDATE looked. Try again.
+	err = e.disposeUntilDone(ctx, task, taskName, taskID, action, note.Reason, fmt.Sprintf("%d loans of task %s", len(loans), taskName),
+		func(taskID int64) (bool, error) {
+			p.TaskID = taskID
+			// The whole transaction is the unit a deadlock victim runs again
+			// (InnoDB, against a round inserting the task's work rows, as
+			// for DisposeLoan): it changed nothing.
+			var n int
+			err := drivers.RetryDeadlock(ctx, e.driver, 4, func() error {
+				var err error
+				n, err = e.disposeAll(ctx, p, loans)
+				return err
+			})
+			return n == len(loans), err
+		},
+		// nil: every loan is active and the user's now, one assigned to
+		// them again right after the UPDATE looked; it is sent again.
+		func(task *Task, try int) error { return e.notDisposedMany(ctx, task, loans, user, try) })
+	if err != nil {
+		return nil, err
 	}
 	d := &DisposedMany{Task: taskName, User: user, Disposition: action, Reason: note.Reason, Note: note.Note,
 		Count: len(loans), Loans: loankey.List(kind, loans)}

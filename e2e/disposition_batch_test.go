@@ -1,12 +1,9 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"os/exec"
 	"strings"
 	"sync"
 	"testing"
@@ -15,28 +12,6 @@ import (
 	"github.com/loanq/loanq/dispatch"
 	"github.com/loanq/loanq/internal/testkit/testdb"
 )
-
-// loanqStdin runs the binary as loanq does, with stdin given.
-func loanqStdin(t *testing.T, dsn, user, stdin string, args ...string) result {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	cmd := command(ctx, dsn, user, args...)
-	cmd.Stdin = strings.NewReader(stdin)
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	r := result{stdout: out.String(), stderr: errb.String()}
-	var ee *exec.ExitError
-	switch {
-	case err == nil:
-	case errors.As(err, &ee):
-		r.code = ee.ExitCode()
-	default:
-		t.Fatalf("running loanq %v: %v", args, err)
-	}
-	return r
-}
 
 // batchDoc is the JSON of a disposition of several loans (docs/json.md).
 type batchDoc struct {

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -47,9 +48,23 @@ type result struct {
 // loanq runs the binary with --db dsn and the given user, and waits for it.
 func loanq(t *testing.T, dsn, user string, args ...string) result {
 	t.Helper()
+	return loanqWithStdin(t, nil, dsn, user, args...)
+}
+
+// loanqStdin is loanq with stdin given.
+func loanqStdin(t *testing.T, dsn, user, stdin string, args ...string) result {
+	t.Helper()
+	return loanqWithStdin(t, strings.NewReader(stdin), dsn, user, args...)
+}
+
+// loanqWithStdin runs loanq with stdin (nil: none), and fails the test if it
+// printed a stack trace.
+func loanqWithStdin(t *testing.T, stdin io.Reader, dsn, user string, args ...string) result {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	cmd := command(ctx, dsn, user, args...)
+	cmd.Stdin = stdin
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()
