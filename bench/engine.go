@@ -444,10 +444,7 @@ func (w *engineCaller) run(ctx context.Context, deadline time.Time) error {
 			if err := w.workMany(ctx, ids, owner); err != nil {
 				return fmt.Errorf("caller %d: working on %d loans: %w", w.id, len(ids), err)
 			}
-			keys := make([]string, len(req.Loans))
-			for i, loan := range req.Loans {
-				keys[i] = loan.String()
-			}
+			keys := loankey.Texts(req.Loans)
 			if _, err := w.e.DisposeMany(ctx, EngineTask, keys, user, dispatch.Complete, 0, false, dispatch.DispositionNote{}); err != nil {
 				return fmt.Errorf("caller %d: completing %d loans: %w", w.id, len(keys), err)
 			}

@@ -332,10 +332,7 @@ func (e *Engine) loanItems(ctx context.Context, t *Task, requestID int64, keys [
 		out[i] = LoanItem{Task: t.Name, RequestID: requestID, LoanID: k, Details: Details{}}
 	}
 	var failed error
-	texts := make([]string, len(keys))
-	for i, k := range keys {
-		texts[i] = k.String()
-	}
+	texts := loankey.Texts(keys)
 	if len(t.Show) > 0 && len(keys) > 0 {
 		found, err := e.readDetails(ctx, t, texts)
 		if err != nil {

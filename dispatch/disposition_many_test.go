@@ -230,10 +230,7 @@ func TestDisposeManyDrainConcurrently(t *testing.T) {
 					if len(r.Loans) == 0 {
 						return
 					}
-					ks := make([]string, len(r.Loans))
-					for j, l := range r.Loans {
-						ks[j] = l.String()
-					}
+					ks := loankey.Texts(r.Loans)
 					// never: a disposed loan is not handed out again, so the
 					// task drains.
 					if _, err := e.DisposeMany(ctx, "drain", ks, user, dispatch.Never, 0, false, dispatch.DispositionNote{}); err != nil {

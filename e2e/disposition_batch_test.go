@@ -11,6 +11,7 @@ import (
 
 	"github.com/loanq/loanq/dispatch"
 	"github.com/loanq/loanq/internal/testkit/testdb"
+	"github.com/loanq/loanq/loankey"
 )
 
 // batchDoc is the JSON of a disposition of several loans (docs/json.md).
@@ -201,10 +202,7 @@ func TestBatchDispositionDrain(t *testing.T) {
 					if len(r.Loans) == 0 {
 						return
 					}
-					ks := make([]string, len(r.Loans))
-					for i, l := range r.Loans {
-						ks[i] = l.String()
-					}
+					ks := loankey.Texts(r.Loans)
 					if _, err := en.DisposeMany(ctx, "drain", ks, user, dispatch.Never, 0, false, dispatch.DispositionNote{}); err != nil {
 						fail("%s: dispose of %v: %v", user, ks, err)
 						return

@@ -243,5 +243,14 @@ func Int64s(keys []Key) []int64 {
 	return out
 }
 
+// Texts are keys' texts (String), as the disposition calls take them.
+func Texts(keys []Key) []string {
+	out := make([]string, len(keys))
+	for i, k := range keys {
+		out[i] = k.Text
+	}
+	return out
+}
+
 // Value binds a key as its text, as loanq's loan_id columns hold it.
 func (k Key) Value() (driver.Value, error) { return k.Text, nil }

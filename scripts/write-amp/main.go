@@ -503,10 +503,7 @@ func runEngine(ctx context.Context, dsnOf string, c config) (int64, error) {
 				}
 				if c.dispose == "batch" {
 					if err := doneMany(ctx, d, db.DB, now, user, req.Loans); err == nil {
-						keys := make([]string, len(req.Loans))
-						for i, loan := range req.Loans {
-							keys[i] = loan.String()
-						}
+						keys := loankey.Texts(req.Loans)
 						_, err = e.DisposeMany(ctx, "wamp", keys, user, dispatch.Complete, 0, false, dispatch.DispositionNote{})
 					}
 					if err != nil {
