@@ -76,6 +76,12 @@ func (e *Engine) logRequest(ctx context.Context, taskID int64, user string, coun
 			continue
 		}
 		tries++
+		if drivers.Unreached(err) {
+			// The insert never left this machine: say so, so that the
+			// caller knows asking again is safe (the caller adds how).
+			return 0, false, &problem.Error{Kind: problem.Failure, Err: err,
+				Msg: "the work request was not recorded: the database could not be reached, so nothing was assigned and no request is left pending"}
+		}
 		if !e.driver.IsUniqueViolation(err) {
 			return 0, false, fmt.Errorf("recording the work request: %w", err)
 		}

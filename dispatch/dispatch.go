@@ -91,6 +91,9 @@ type testHooks struct {
 	// afterCommit runs right after an assignment or claim transaction
 	// committed.
 	afterCommit func()
+	// beforeRequestLog runs in Get just before the request is logged on
+	// its own (not in a claim's transaction).
+	beforeRequestLog func()
 }
 
 // hook runs a test hook, if set.

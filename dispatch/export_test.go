@@ -25,6 +25,11 @@ func (e *Engine) SetAfterPending(f func()) { e.hooks.afterPending = f }
 // transaction committed (a database lost before its answer is read back).
 func (e *Engine) SetAfterCommit(f func()) { e.hooks.afterCommit = f }
 
+// SetBeforeRequestLog lets tests act in Get just before the request is
+// logged on its own (the database lost between the task's read and the
+// request's insert).
+func (e *Engine) SetBeforeRequestLog(f func()) { e.hooks.beforeRequestLog = f }
+
 // SetRenewed lets tests count lease renewals (the heartbeat).
 func (e *Engine) SetRenewed(f func()) { e.hooks.renewed = f }
 

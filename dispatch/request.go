@@ -4,12 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/loanq/loanq/loankey"
 	"time"
 
 	"github.com/loanq/loanq/drivers"
 	"github.com/loanq/loanq/drivers/engineio"
 	"github.com/loanq/loanq/internal/pause"
+	"github.com/loanq/loanq/loankey"
 	"github.com/loanq/loanq/problem"
 )
 
@@ -112,6 +112,7 @@ func (e *Engine) Get(ctx context.Context, taskName, user string, count int, opt 
 	// so that whoever holds the lock can see and serve it.
 	// A user has at most one pending request per task: asking again
 	// attaches to it (cancel.go).
+	hook(e.hooks.beforeRequestLog)
 	id, attached, err := e.logRequest(ctx, task.ID, user, count, !opt.OwnRequest)
 	for err == nil && attached && opt.OwnRequest {
 		// Someone else's answer, or nobody's (a call killed while it
@@ -121,6 +122,9 @@ func (e *Engine) Get(ctx context.Context, taskName, user string, count int, opt 
 			break
 		}
 		id, attached, err = e.logRequest(ctx, task.ID, user, count, false)
+	}
+	if err != nil && drivers.Unreached(err) {
+		return nil, problem.WithHint(err, fmt.Sprintf("once the database answers again, `loanq work get %s` asks again", task.Name))
 	}
 	if err != nil {
 		return nil, err
