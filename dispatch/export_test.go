@@ -45,3 +45,10 @@ func (e *Engine) DB() *sql.DB { return e.db }
 
 // Driver is the engine's driver, for the same tests.
 func (e *Engine) Driver() drivers.Driver { return e.driver }
+
+// ArrivalRate is the loans requested per second a serving round of t would
+// size its room with (sizing.go), and how many requests TaskLoad read for it.
+func (e *Engine) ArrivalRate(ctx context.Context, t *Task) (rate float64, arrivals, spanMS int64, err error) {
+	l, err := e.load(ctx, e.db, t)
+	return arrivalRate(l), l.arrivals, l.spanMS, err
+}

@@ -25,6 +25,9 @@ type Dialect interface {
 	NowMinusMillis(ms string) string
 	// SecondsSince is the whole seconds from the stored time ts to Now.
 	SecondsSince(ts string) string
+	// MillisSince is the whole milliseconds from the stored time ts to Now
+	// (rates over spans shorter than a second: sizing.go).
+	MillisSince(ts string) string
 	// SecondsBetween is the whole seconds from the stored time from to to.
 	SecondsBetween(from, to string) string
 	// StartOfToday is midnight of the database clock's UTC day, comparable

@@ -231,6 +231,7 @@ func renderWithTemplate(d Dialect, name, written string) (string, error) {
 		"nowPlusMs":           d.NowPlusMillis,
 		"nowMinusMs":          d.NowMinusMillis,
 		"age":                 d.SecondsSince,
+		"ageMs":               d.MillisSince,
 		"secondsBetween":      d.SecondsBetween,
 		"startOfToday":        d.StartOfToday,
 		"limit":               d.Limit,
@@ -348,6 +349,8 @@ func vocabulary(d Dialect, word string, args []string) (string, bool) {
 			return d.NowMinusMillis(a), true
 		case "age":
 			return d.SecondsSince(a), true
+		case "ageMs":
+			return d.MillisSince(a), true
 		case "limit":
 			return d.Limit(a), true
 		case "integer":

@@ -30,6 +30,7 @@ func (fakeDialect) Now() string                                 { return "NOW()"
 func (fakeDialect) NowPlusMillis(ms string) string              { return "PLUS(" + ms + ")" }
 func (fakeDialect) NowMinusMillis(ms string) string             { return "MINUS(" + ms + ")" }
 func (fakeDialect) SecondsSince(ts string) string               { return "AGE(" + ts + ")" }
+func (fakeDialect) MillisSince(ts string) string                { return "AGEMS(" + ts + ")" }
 func (fakeDialect) SecondsBetween(a, b string) string           { return "BETWEEN(" + a + "," + b + ")" }
 func (fakeDialect) StartOfToday() string                        { return "TODAY()" }
 func (fakeDialect) Limit(n string) string                       { return "LIMIT " + n }

@@ -63,6 +63,7 @@ type TaskLoanParams struct {
 type TaskWindowParams struct {
 	TaskID   int64 `bind:"task_id"`
 	WindowMS int64 `bind:"window_ms"`
+	Sample   int64 `bind:"sample"`
 }
 
 // IDUserParams is a row's id and the user it must belong to.

@@ -191,6 +191,8 @@ type TaskLoadRow struct {
 	Requests int64         `col:"requests"`
 	Need     int64         `col:"need"`
 	Loans    int64         `col:"loans"`
+	Arrivals int64         `col:"arrivals"`
+	SpanMS   int64         `col:"span_ms"`
 	Runs     int64         `col:"runs"`
 	MeanMS   int64         `col:"mean_ms"`
 	MaxMS    sql.NullInt64 `col:"max_ms"`

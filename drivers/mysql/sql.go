@@ -23,6 +23,9 @@ func (dialect) NowMinusMillis(ms string) string {
 func (dialect) SecondsSince(ts string) string {
 	return `TIMESTAMPDIFF(SECOND, ` + ts + `, UTC_TIMESTAMP(6))`
 }
+func (dialect) MillisSince(ts string) string {
+	return `TIMESTAMPDIFF(MICROSECOND, ` + ts + `, UTC_TIMESTAMP(6)) DIV 1000`
+}
 func (dialect) SecondsBetween(from, to string) string {
 	return `TIMESTAMPDIFF(SECOND, ` + from + `, ` + to + `)`
 }

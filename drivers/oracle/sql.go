@@ -41,6 +41,14 @@ func (dialect) NowMinusMillis(ms string) string {
 func (dialect) SecondsSince(ts string) string {
 	return `ROUND((CAST(` + now + ` AS DATE) - CAST(` + ts + ` AS DATE)) * 86400)`
 }
+
+// MillisSince reads the parts of the INTERVAL DAY TO SECOND between two
+// timestamps (a DATE difference would keep whole seconds only).
+func (dialect) MillisSince(ts string) string {
+	iv := `(` + now + ` - CAST(` + ts + ` AS TIMESTAMP))`
+	return `(EXTRACT(DAY FROM ` + iv + `) * 86400000 + EXTRACT(HOUR FROM ` + iv + `) * 3600000 + EXTRACT(MINUTE FROM ` + iv +
+		`) * 60000 + TRUNC(EXTRACT(SECOND FROM ` + iv + `) * 1000))`
+}
 func (dialect) SecondsBetween(from, to string) string {
 	return `ROUND((CAST(` + to + ` AS DATE) - CAST(` + from + ` AS DATE)) * 86400)`
 }

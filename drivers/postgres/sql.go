@@ -32,6 +32,9 @@ func (dialect) NowMinusMillis(ms string) string {
 func (dialect) SecondsSince(ts string) string {
 	return `EXTRACT(EPOCH FROM clock_timestamp() - ` + ts + `)::BIGINT`
 }
+func (dialect) MillisSince(ts string) string {
+	return `(EXTRACT(EPOCH FROM clock_timestamp() - ` + ts + `) * 1000)::BIGINT`
+}
 func (dialect) SecondsBetween(from, to string) string {
 	return `EXTRACT(EPOCH FROM ` + to + ` - ` + from + `)::BIGINT`
 }

@@ -28,6 +28,9 @@ func (dialect) NowMinusMillis(ms string) string {
 func (dialect) SecondsSince(ts string) string {
 	return `CAST((julianday('now') - julianday(` + ts + `)) * 86400 AS INTEGER)`
 }
+func (dialect) MillisSince(ts string) string {
+	return `CAST((julianday('now') - julianday(` + ts + `)) * 86400000 AS INTEGER)`
+}
 func (dialect) SecondsBetween(from, to string) string {
 	return `CAST((julianday(` + to + `) - julianday(` + from + `)) * 86400 AS INTEGER)`
 }

@@ -209,13 +209,14 @@ SELECT COUNT(*) AS runs, ROUND(COALESCE(AVG(duration_ms), 0)) AS mean_ms FROM (
 /
 
 -- TaskLoad: serving: pending need, arrival rate and recent criteria-query times of a task, one read
-SELECT p.requests, p.need, w.loans, r.runs, r.mean_ms, r.max_ms
+SELECT p.requests, p.need, w.loans, w.arrivals, w.span_ms, r.runs, r.mean_ms, r.max_ms
 FROM (SELECT COUNT(*) AS requests, COALESCE(SUM(requested), 0) AS need FROM loanq_work_request
       WHERE task_id = :1 AND status = 'pending' AND alive_at > SYS_EXTRACT_UTC(SYSTIMESTAMP) - NUMTODSINTERVAL(60000 / 1000, 'SECOND')) p
-CROSS JOIN (SELECT COALESCE(SUM(requested), 0) AS loans FROM loanq_work_request
-      WHERE task_id = :2 AND created_at > SYS_EXTRACT_UTC(SYSTIMESTAMP) - NUMTODSINTERVAL(:3 / 1000, 'SECOND')) w
+CROSS JOIN (SELECT COALESCE(SUM(requested), 0) AS loans, COUNT(*) AS arrivals, COALESCE(MAX((EXTRACT(DAY FROM (SYS_EXTRACT_UTC(SYSTIMESTAMP) - CAST(created_at AS TIMESTAMP))) * 86400000 + EXTRACT(HOUR FROM (SYS_EXTRACT_UTC(SYSTIMESTAMP) - CAST(created_at AS TIMESTAMP))) * 3600000 + EXTRACT(MINUTE FROM (SYS_EXTRACT_UTC(SYSTIMESTAMP) - CAST(created_at AS TIMESTAMP))) * 60000 + TRUNC(EXTRACT(SECOND FROM (SYS_EXTRACT_UTC(SYSTIMESTAMP) - CAST(created_at AS TIMESTAMP))) * 1000))), 0) AS span_ms FROM (
+      SELECT requested, created_at FROM loanq_work_request
+      WHERE task_id = :2 AND created_at > SYS_EXTRACT_UTC(SYSTIMESTAMP) - NUMTODSINTERVAL(:3 / 1000, 'SECOND') ORDER BY created_at DESC FETCH FIRST :4 ROWS ONLY) latest) w
 CROSS JOIN (SELECT COUNT(*) AS runs, ROUND(COALESCE(AVG(duration_ms), 0)) AS mean_ms, MAX(duration_ms) AS max_ms FROM (
-      SELECT duration_ms FROM loanq_query_run WHERE task_id = :4 ORDER BY id DESC FETCH FIRST 10 ROWS ONLY) recent) r
+      SELECT duration_ms FROM loanq_query_run WHERE task_id = :5 ORDER BY id DESC FETCH FIRST 10 ROWS ONLY) recent) r
 /
 
 -- LeaseRenew: lease heartbeat: renew the lease while the criteria query runs
