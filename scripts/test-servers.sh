@@ -223,32 +223,48 @@ start_throwaway_pgbouncer() {
 	[ -n "$user" ] || user=postgres
 	[ -n "$host" ] || { say "PgBouncer: LOANQ_TEST_POSTGRES_DSN names no TCP host"; return 1; }
 	[ -n "$pass" ] && auth_type=plain
-	for port in $(seq 56432 56532); do port_open 127.0.0.1 "$port" || break; done
+	local first=56432 tries=0
 	dir=$(throwaway_dir)/pgbouncer
 	mkdir -p "$dir"
 	printf '"%s" "%s"\n' "$user" "${pass//\"/\"\"}" >"$dir/userlist.txt"
-	cat >"$dir/pgbouncer.ini" <<-INI
-		[databases]
-		; every database (each test creates its own) on the test server
-		* = host=$host port=$pgport
-		[pgbouncer]
-		pool_mode = transaction
-		listen_addr = 127.0.0.1
-		listen_port = $port
-		unix_socket_dir =
-		auth_type = $auth_type
-		auth_file = $dir/userlist.txt
-		max_client_conn = 500
-		default_pool_size = 40
-		logfile = $dir/pgbouncer.log
-		pidfile = $dir/pgbouncer.pid
-	INI
-	chmod 600 "$dir/userlist.txt"
-	# PgBouncer refuses to run as root: like the throwaway PostgreSQL, it runs
-	# as the postgres user (else nobody) when this script runs as root.
-	[ "$(id -u)" = 0 ] && chown -R "$(pg_user)" "$dir"
-	say "starting a throwaway PgBouncer (transaction pooling) on 127.0.0.1:$port in front of $host:$pgport"
-	as_pg_user "$bin" -d "$dir/pgbouncer.ini" >"$dir/start.log" 2>&1 || { cat "$dir/start.log" "$dir/pgbouncer.log" >&2; return 1; }
+	# A port that nothing answers on may still be taken (a server of a run
+	# that just ended, still closing): PgBouncer then fails with "Address
+	# already in use", and the next free port is tried, up to five times.
+	while :; do
+		for port in $(seq "$first" 56532); do port_open 127.0.0.1 "$port" || break; done
+		cat >"$dir/pgbouncer.ini" <<-INI
+			[databases]
+			; every database (each test creates its own) on the test server
+			* = host=$host port=$pgport
+			[pgbouncer]
+			pool_mode = transaction
+			listen_addr = 127.0.0.1
+			listen_port = $port
+			unix_socket_dir =
+			auth_type = $auth_type
+			auth_file = $dir/userlist.txt
+			max_client_conn = 500
+			default_pool_size = 40
+			logfile = $dir/pgbouncer.log
+			pidfile = $dir/pgbouncer.pid
+		INI
+		chmod 600 "$dir/userlist.txt"
+		# PgBouncer refuses to run as root: like the throwaway PostgreSQL, it runs
+		# as the postgres user (else nobody) when this script runs as root.
+		[ "$(id -u)" = 0 ] && chown -R "$(pg_user)" "$dir"
+		say "starting a throwaway PgBouncer (transaction pooling) on 127.0.0.1:$port in front of $host:$pgport"
+		: >"$dir/pgbouncer.log"
+		[ "$(id -u)" = 0 ] && chown "$(pg_user)" "$dir/pgbouncer.log"
+		as_pg_user "$bin" -d "$dir/pgbouncer.ini" >"$dir/start.log" 2>&1 && break
+		tries=$((tries + 1))
+		if [ "$tries" -lt 5 ] && grep -q "Address already in use" "$dir/start.log" "$dir/pgbouncer.log" 2>/dev/null; then
+			say "PgBouncer: 127.0.0.1:$port is taken: trying the next port"
+			first=$((port + 1))
+			continue
+		fi
+		cat "$dir/start.log" "$dir/pgbouncer.log" >&2
+		return 1
+	done
 	for _ in $(seq 1 100); do
 		if port_open 127.0.0.1 "$port"; then
 			local cred=$user
