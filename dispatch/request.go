@@ -180,6 +180,9 @@ type ownRequest struct {
 	alive bool
 
 	answer *Request // set once this call's commit served the request
+	// woke is the request as a granted wait read it, no longer pending
+	// (readWake): served by another caller's round, or ended.
+	woke *Request
 	// served is the answer assign built, in a transaction not yet committed.
 	served *Request
 }
@@ -283,7 +286,11 @@ func (e *Engine) serveUntilDone(ctx context.Context, task *Task, srv server, own
 		if own.answer != nil {
 			return own.answer, nil // served by this call: nothing to read back
 		}
-		req, err := e.Request(ctx, id)
+		req, err := own.woke, error(nil) // read by the wait that saw it answered
+		own.woke = nil
+		if req == nil || !served {
+			req, err = e.Request(ctx, id)
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -347,7 +354,12 @@ func (e *Engine) Request(ctx context.Context, id int64) (*Request, error) {
 		return nil, problem.UsageAPI(fmt.Sprintf("invalid request id %d: give the request_id that `loanq work get` printed", id),
 			fmt.Sprintf("invalid request id %d: give the request_id that POST /api/v1/tasks/{task}/requests answered", id))
 	}
-	rows, err := e.sql().RequestWithLoans.All(ctx, e.db, engineio.IDParams{ID: id})
+	return e.requestOn(ctx, e.db, id)
+}
+
+// requestOn is Request read through q (a wait's transaction, or the pool).
+func (e *Engine) requestOn(ctx context.Context, q drivers.Querier, id int64) (*Request, error) {
+	rows, err := e.sql().RequestWithLoans.All(ctx, q, engineio.IDParams{ID: id})
 	if err != nil {
 		return nil, fmt.Errorf("reading request %d: %w", id, err)
 	}

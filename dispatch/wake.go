@@ -63,7 +63,7 @@ func (e *Engine) awaitLock(ctx context.Context, task *Task, strategy drivers.Str
 		if err != nil || !granted {
 			return false, err
 		}
-		if served, err := e.readWake(ctx, e.db, own.id); err != nil || served {
+		if served, err := e.readWake(ctx, e.db, own); err != nil || served {
 			return served, err
 		}
 		// Granted and still pending: the holder committed before this
@@ -93,7 +93,7 @@ func (e *Engine) awaitLock(ctx context.Context, task *Task, strategy drivers.Str
 	if err := w.unbound(ctx, tx); err != nil {
 		return false, err
 	}
-	if served, err := e.readWake(ctx, tx, own.id); err != nil || served {
+	if served, err := e.readWake(ctx, tx, own); err != nil || served {
 		return served, err // served: give the lock back at once (deferred rollback)
 	}
 	// Still pending, and this caller holds the task lock: it is the holder
@@ -197,13 +197,19 @@ func (e *Engine) waitFailed(task *Task, err error) error {
 }
 
 // readWake reads the request after a granted wait: true when it is no longer
-// pending.
-func (e *Engine) readWake(ctx context.Context, q drivers.Querier, id int64) (bool, error) {
-	w, err := e.sql().RequestWake.One(ctx, q, engineio.IDParams{ID: id})
+// pending. It reads the whole answer (its loans too), kept in own.woke, so
+// that the caller returns it without reading the request again: one round
+// trip fewer for every caller a holder's round served while it waited.
+func (e *Engine) readWake(ctx context.Context, q drivers.Querier, own *ownRequest) (bool, error) {
+	req, err := e.requestOn(ctx, q, own.id)
 	if err != nil {
-		return false, fmt.Errorf("reading request %d: %w", id, err)
+		return false, err
 	}
-	return w.Status != StatusPending, nil
+	if req.Status == StatusPending {
+		return false, nil
+	}
+	own.woke = req
+	return true, nil
 }
 
 // pollRequest polls the request row until it is served, the lease is free or
