@@ -283,8 +283,8 @@ func runHistory(t *testing.T, dialect, dsn string, d drivers.Driver, c historyCa
 		t.Fatalf("seed %d: %v", seed, err)
 	}
 	r := out.Result
-	t.Logf("%s/%s pool=%d %s: %d operations checked in %.1fs (%d get, %d dispose, %d change, %d cancel, %d kill; %d info), %d loans handed out, %d work rows; distance from the top: %s",
-		dialect, c.strategy, c.prefetch, c.faults, r.Ops, time.Since(start).Seconds(), r.ByKind[history.Get], r.ByKind[history.Dispose], r.ByKind[history.Change],
+	t.Logf("%s/%s pool=%d %s: %d operations checked in %.1fs (%d get, %d dispose (%d in batches), %d change, %d cancel, %d kill; %d info), %d loans handed out, %d work rows; distance from the top: %s",
+		dialect, c.strategy, c.prefetch, c.faults, r.Ops, time.Since(start).Seconds(), r.ByKind[history.Get], r.ByKind[history.Dispose], r.Batched, r.ByKind[history.Change],
 		r.ByKind[history.Cancel], r.ByKind[history.Kill], r.ByType[history.Info], r.HandedOut, r.WorkRows, r.Distance)
 	if os.Getenv("LOANQ_HISTORY_VERBOSE") != "" {
 		t.Logf("latency: %s", historyLatency(out.Ops))

@@ -103,6 +103,7 @@ func (d Distance) String() string {
 type Result struct {
 	Ops       int          // operations checked
 	ByKind    map[Kind]int // of which, by kind
+	Batched   int          // dispositions made in a call of several loans (Count > 1)
 	ByType    map[Type]int // and by outcome
 	HandedOut int          // loans callers were told they got
 	WorkRows  int
@@ -158,6 +159,9 @@ func Check(ops []Op, st State, opt Options) *Result {
 		op := &c.ops[i]
 		op.Index = i
 		c.res.ByKind[op.Kind]++
+		if op.Kind == Dispose && op.Count > 1 {
+			c.res.Batched++
+		}
 		c.res.ByType[op.Type]++
 		if i == 0 || op.Invoke.Before(c.res.base) {
 			c.res.base = op.Invoke
@@ -818,6 +822,9 @@ func (r *Result) Report() string {
 			b.WriteString(", ")
 		}
 		fmt.Fprintf(&b, "%d %s", r.ByKind[k], k)
+		if k == Dispose && r.Batched > 0 {
+			fmt.Fprintf(&b, " (%d in batches)", r.Batched)
+		}
 	}
 	fmt.Fprintf(&b, "; %d ok, %d fail, %d info), %d loans handed out, %d work rows, %d requests\n",
 		r.ByType[OK], r.ByType[Fail], r.ByType[Info], r.HandedOut, r.WorkRows, r.Requests)
@@ -865,6 +872,9 @@ func (r *Result) FormatOp(op Op, mark string) string {
 		}
 	case Dispose:
 		fmt.Fprintf(&b, " %s %s", op.Loan, op.Action)
+		if op.Count > 1 {
+			fmt.Fprintf(&b, " (one call for %d loans)", op.Count)
+		}
 		if op.Action == "return" {
 			fmt.Fprintf(&b, " --after %s", op.After)
 		}

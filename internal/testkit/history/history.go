@@ -88,7 +88,7 @@ type Op struct {
 	DBComplete time.Time `json:"db_complete,omitzero"`
 
 	Request int64    `json:"request,omitempty"`
-	Count   int      `json:"count,omitempty"`
+	Count   int      `json:"count,omitempty"` // a get's --count; a disposition's loans in its call
 	Status  string   `json:"status,omitempty"`
 	Loans   []string `json:"loans,omitempty"`
 

@@ -42,6 +42,9 @@ type client interface {
 	status(ctx context.Context, id int64) (answer, outcome)
 	cancel(ctx context.Context, id int64) (answer, outcome)
 	dispose(ctx context.Context, loan, action string) outcome
+	// disposeMany ends several loans with one call, all or nothing
+	// (`disposition TASK LOAN… ACTION`, DisposeMany).
+	disposeMany(ctx context.Context, loans []string, action string) outcome
 	via() string
 }
 
@@ -123,12 +126,55 @@ func (c *caller) run(ctx context.Context) {
 			sleep(ctx, time.Duration(20+c.rng.IntN(40))*time.Millisecond)
 			continue
 		}
+		if len(loans) > 1 && c.rng.IntN(2) == 0 {
+			c.workBatch(ctx, loans)
+			continue
+		}
 		for _, l := range loans {
 			if !time.Now().Before(c.deadline) {
 				break // the end: what is left stays in the caller's pipeline
 			}
 			c.work(ctx, l)
 		}
+	}
+}
+
+// workBatch works the loans of one answer as a script draining a queue
+// does: most are changed so that they stop matching, then all are completed
+// with one call. Each loan's disposition is logged as an operation of its
+// own, with the call's times and outcome: the call is all or nothing. A
+// refused batch (one of its loans no longer the caller's active work) is
+// followed by a call per loan, which ends those still held.
+func (c *caller) workBatch(ctx context.Context, loans []string) {
+	if !time.Now().Before(c.deadline) {
+		return
+	}
+	for _, l := range loans {
+		if c.rng.Float64() < 0.75 {
+			c.change(ctx, l)
+		}
+	}
+	for try := 0; try < 8; try++ {
+		ops := make([]*history.Op, len(loans))
+		for i, l := range loans {
+			ops[i] = c.log.Invoke(history.Op{Caller: c.user, Kind: history.Dispose, Loan: l, Count: len(loans), Action: "complete", Via: c.cl.via(), Invoke: time.Now()})
+		}
+		out := c.cl.disposeMany(ctx, loans, "complete")
+		for _, op := range ops {
+			op.Err = errText(out.err)
+			op.Complete = time.Now()
+			c.log.Complete(op, out.typ)
+		}
+		switch {
+		case out.typ == history.Fail && ctx.Err() == nil:
+			for _, l := range loans {
+				c.work(ctx, l)
+			}
+			return
+		case out.typ != history.Info || ctx.Err() != nil:
+			return
+		}
+		sleep(ctx, 100*time.Millisecond) // may not have been applied: again
 	}
 }
 
@@ -307,6 +353,11 @@ func (ec *engineClient) dispose(ctx context.Context, loan, action string) outcom
 	return engineOutcome(err)
 }
 
+func (ec *engineClient) disposeMany(ctx context.Context, loans []string, action string) outcome {
+	_, err := ec.e.DisposeMany(ctx, ec.task, loans, ec.user, action, 0, action == dispatch.Return, dispatch.DispositionNote{})
+	return engineOutcome(err)
+}
+
 // cliClient runs the loanq binary, one process per call.
 type cliClient struct {
 	binary, dsn, task, user string
@@ -398,7 +449,11 @@ func (cc *cliClient) cancel(ctx context.Context, id int64) (answer, outcome) {
 }
 
 func (cc *cliClient) dispose(ctx context.Context, loan, action string) outcome {
-	args := []string{"disposition", cc.task, loan, action}
+	return cc.disposeMany(ctx, []string{loan}, action)
+}
+
+func (cc *cliClient) disposeMany(ctx context.Context, loans []string, action string) outcome {
+	args := append(append([]string{"disposition", cc.task}, loans...), action)
 	if action == dispatch.Return {
 		args = append(args, "--after", "0s")
 	}
