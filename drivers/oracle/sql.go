@@ -43,11 +43,14 @@ func (dialect) SecondsSince(ts string) string {
 }
 
 // MillisSince reads the parts of the INTERVAL DAY TO SECOND between two
-// timestamps (a DATE difference would keep whole seconds only).
+// timestamps (a DATE difference would keep whole seconds only). The
+// interval is written out in each part: a statement is built from literals,
+// constants and the arguments only (e2e TestSQLSourcesUseBinds).
 func (dialect) MillisSince(ts string) string {
-	iv := `(` + now + ` - CAST(` + ts + ` AS TIMESTAMP))`
-	return `(EXTRACT(DAY FROM ` + iv + `) * 86400000 + EXTRACT(HOUR FROM ` + iv + `) * 3600000 + EXTRACT(MINUTE FROM ` + iv +
-		`) * 60000 + TRUNC(EXTRACT(SECOND FROM ` + iv + `) * 1000))`
+	return `(EXTRACT(DAY FROM (` + now + ` - CAST(` + ts + ` AS TIMESTAMP))) * 86400000` +
+		` + EXTRACT(HOUR FROM (` + now + ` - CAST(` + ts + ` AS TIMESTAMP))) * 3600000` +
+		` + EXTRACT(MINUTE FROM (` + now + ` - CAST(` + ts + ` AS TIMESTAMP))) * 60000` +
+		` + TRUNC(EXTRACT(SECOND FROM (` + now + ` - CAST(` + ts + ` AS TIMESTAMP))) * 1000))`
 }
 func (dialect) SecondsBetween(from, to string) string {
 	return `ROUND((CAST(` + to + ` AS DATE) - CAST(` + from + ` AS DATE)) * 86400)`
