@@ -156,10 +156,10 @@ type templateParams struct {
 // Each template function is the dialect's word for it, its arguments placed
 // as given; binds inside them are numbered with the rest, after rendering.
 func TestTemplateFunctions(t *testing.T) {
-	s := compiled[templateParams](t, dollar, `SELECT {{now}}, {{nowPlusMs ":ms"}}, {{nowMinusMs "5"}}, {{age "a.t"}},
+	s := compiled[templateParams](t, dollar, `SELECT {{now}}, {{nowPlusMs ":ms"}}, {{nowMinusMs "5"}}, {{age "a.t"}}, {{ageMs "a.t"}},
   {{secondsBetween "a.t" "b.t"}}, {{startOfToday}}, {{integer "AVG(x)"}}
 FROM t WHERE {{inIDs "id" ":ids"}} {{limit ":n"}}`)
-	want := `SELECT NOW(), PLUS($1), MINUS(5), AGE(a.t),
+	want := `SELECT NOW(), PLUS($1), MINUS(5), AGE(a.t), AGEMS(a.t),
   BETWEEN(a.t,b.t), TODAY(), INT(AVG(x))
 FROM t WHERE id IN IDS($2) LIMIT $3`
 	if s.Text() != want {
