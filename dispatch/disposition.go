@@ -22,6 +22,12 @@ const (
 	Never    = "never"    // never assigned again for this task
 )
 
+// dispositionDeadlockBound is how long a disposition chosen as a deadlock
+// victim (InnoDB, against rounds inserting the task's work rows) is sent
+// again before its caller is told: the statement or transaction was rolled
+// back whole, so sending it again is always safe.
+const dispositionDeadlockBound = 10 * time.Second
+
 // Disposed is the outcome of a disposition.
 type Disposed struct {
 	Task        string        `json:"task"`
@@ -105,7 +111,7 @@ func (e *Engine) DisposeNoted(ctx context.Context, taskName string, loanArg stri
 			// 10,620 dispositions beside processors on one task) changed
 			// nothing and is simply sent again.
 			var res sql.Result
-			err := drivers.RetryDeadlock(ctx, e.driver, 4, func() error {
+			err := drivers.RetryDeadlockFor(ctx, e.driver, dispositionDeadlockBound, func() error {
 				var err error
 				res, err = e.sql().DisposeLoan.Exec(ctx, e.db, engineio.DisposeLoanParams{Disposition: action, ReturnAfterMS: afterMS, TaskID: taskID, LoanID: loan, User: user,
 					Reason: nullString(note.Reason), Note: nullString(note.Note)})

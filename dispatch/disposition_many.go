@@ -123,7 +123,7 @@ func (e *Engine) DisposeMany(ctx context.Context, taskName string, loanArgs []st
 			// (InnoDB, against a round inserting the task's work rows, as
 			// for DisposeLoan): it changed nothing.
 			var n int
-			err := drivers.RetryDeadlock(ctx, e.driver, 4, func() error {
+			err := drivers.RetryDeadlockFor(ctx, e.driver, dispositionDeadlockBound, func() error {
 				var err error
 				n, err = e.disposeAll(ctx, p, loans)
 				return err

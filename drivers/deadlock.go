@@ -31,6 +31,27 @@ func RetryDeadlock(ctx context.Context, d Driver, tries int, op func() error) er
 	}
 }
 
+// RetryDeadlockFor is RetryDeadlock bounded by time instead of tries: op
+// runs again after each deadlock, with DeadlockPause's growing pauses (at
+// most 200 ms), until bound has passed since the first try; then the last
+// deadlock error is returned. For a call a person or a script made and
+// would otherwise have to repeat by hand (a disposition): under heavy
+// contention InnoDB chose one disposition as the victim four times in a row
+// (200 API clients on one task, e2e TestAPILoadShort), and a count of tries
+// with short pauses ran out in 50 ms.
+func RetryDeadlockFor(ctx context.Context, d Driver, bound time.Duration, op func() error) error {
+	end := time.Now().Add(bound)
+	for n := 1; ; n++ {
+		err := op()
+		if !d.IsDeadlock(err) || !time.Now().Before(end) {
+			return err
+		}
+		if pause.For(ctx, min(DeadlockPause(n), time.Until(end))) != nil {
+			return err
+		}
+	}
+}
+
 // DeadlockPause is the pause before the nth retry of a deadlock victim:
 // 5 ms, doubling, at most 200 ms, with up to half of it again at random so
 // that the victims of one deadlock do not meet again.
