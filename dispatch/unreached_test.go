@@ -2,16 +2,13 @@ package dispatch_test
 
 import (
 	"context"
-	"io"
-	"net"
-	"net/url"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/loanq/loanq/dispatch"
 	"github.com/loanq/loanq/drivers"
+	"github.com/loanq/loanq/internal/testkit/cutproxy"
 	"github.com/loanq/loanq/internal/testkit/testdb"
 	"github.com/loanq/loanq/problem"
 )
@@ -25,8 +22,8 @@ import (
 func TestRequestThatNeverReachedTheDatabaseSaysNothingIsPending(t *testing.T) {
 	testdb.Each(t, func(t *testing.T, dsn string) {
 		f := setup(t, dsn, 10)
-		proxied, stop := tcpProxy(t, dsn)
-		if proxied == "" {
+		proxy, proxied, _, _, ok := cutproxy.Through(t, dsn)
+		if !ok {
 			t.Skipf("%s is an embedded file: there is no server to lose", f.d.Name())
 		}
 		task := f.task(t, dispatch.TaskSpec{Name: "gone", Lock: drivers.Lease})
@@ -35,7 +32,7 @@ func TestRequestThatNeverReachedTheDatabaseSaysNothingIsPending(t *testing.T) {
 		e.SetBeforeRequestLog(func() {
 			// The server is gone for this engine: its listener refuses, and
 			// the pool's idle connection (the task's read) is closed.
-			stop()
+			proxy.Cut()
 			db.SetMaxIdleConns(0)
 		})
 		r, err := e.Get(context.Background(), task.Name, "ana", 2, fast)
@@ -63,57 +60,4 @@ func TestRequestThatNeverReachedTheDatabaseSaysNothingIsPending(t *testing.T) {
 		}
 		f.audit(t)
 	})
-}
-
-// tcpProxy forwards a listener on 127.0.0.1 to dsn's server and returns the
-// DSN through it, and stop, which closes the listener (later dials are
-// refused) and every forwarded connection. "" for a DSN with no host.
-func tcpProxy(t *testing.T, dsn string) (string, func()) {
-	u, err := url.Parse(dsn)
-	if err != nil || u.Host == "" {
-		return "", func() {}
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	server := u.Host
-	var mu sync.Mutex
-	var conns []net.Conn
-	track := func(c net.Conn) {
-		mu.Lock()
-		defer mu.Unlock()
-		conns = append(conns, c)
-	}
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			s, err := net.Dial("tcp", server)
-			if err != nil {
-				c.Close()
-				continue
-			}
-			track(c)
-			track(s)
-			go func() { io.Copy(s, c); s.Close() }()
-			go func() { io.Copy(c, s); c.Close() }()
-		}
-	}()
-	var once sync.Once
-	stop := func() {
-		once.Do(func() {
-			l.Close()
-			mu.Lock()
-			defer mu.Unlock()
-			for _, c := range conns {
-				c.Close()
-			}
-		})
-	}
-	t.Cleanup(stop)
-	u.Host = l.Addr().String()
-	return u.String(), stop
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/loanq/loanq/internal/testkit/apispec"
+	"github.com/loanq/loanq/internal/testkit/cutproxy"
 	"github.com/loanq/loanq/internal/testkit/testdb"
 )
 
@@ -322,14 +323,14 @@ func TestAPIDatabaseDownIs503(t *testing.T) {
 				}
 				s.tok[user] = tok.Token
 			}
-			proxy, viaProxy, dbName, proxyPort := throughCutProxy(t, dsn)
+			proxy, viaProxy, dbName, proxyPort, _ := cutproxy.Through(t, dsn)
 			srv := startServe(t, viaProxy, "--api", "--auth", "token")
 			s.url = srv.url
 			a := s.want("ana", "POST", "/api/v1/tasks/t/requests", map[string]any{"count": 1}, 200)
 			req := fmt.Sprintf("/api/v1/requests/%v", a.doc["request_id"])
 			loan := a.doc["loans"].([]any)[0]
 
-			proxy.cut()
+			proxy.Cut()
 			leaks := []string{proxyPort, dbName, "127.0.0.1", "user=", "root@", "postgres@", "failed to connect", "dial tcp",
 				"refused", "connect:", "EOF", "driver:", "broken pipe", "reset by peer"}
 			calls := []struct {
@@ -370,7 +371,7 @@ func TestAPIDatabaseDownIs503(t *testing.T) {
 				t.Errorf("serve's stderr does not log the API's database failures for its operator:\n%s", srv.stderr.String())
 			}
 
-			proxy.restore()
+			proxy.Restore()
 			deadline := time.Now().Add(30 * time.Second)
 			for {
 				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

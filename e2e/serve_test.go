@@ -12,7 +12,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -30,6 +29,7 @@ import (
 
 	"github.com/loanq/loanq/drivers"
 	"github.com/loanq/loanq/drivers/engineio"
+	"github.com/loanq/loanq/internal/testkit/cutproxy"
 	"github.com/loanq/loanq/internal/testkit/testdb"
 )
 
@@ -642,94 +642,6 @@ func TestServeHostCheck(t *testing.T) {
 	t.Logf("unfinished headers: connection closed after %s", took.Round(time.Millisecond))
 }
 
-// cutProxy stands between serve and a database server: cut() refuses new
-// connections and breaks the open ones, as a database that went away;
-// restore() listens again on the same port.
-type cutProxy struct {
-	t      *testing.T
-	target string
-	addr   string
-	mu     sync.Mutex
-	ln     net.Listener
-	conns  map[net.Conn]bool
-	wg     sync.WaitGroup
-}
-
-// throughCutProxy puts a cutProxy in front of dsn's server: it returns the
-// proxy, dsn pointed at it, and the database name and proxy port, which no
-// message may show.
-func throughCutProxy(t *testing.T, dsn string) (proxy *cutProxy, viaProxy, dbName, proxyPort string) {
-	t.Helper()
-	u, err := url.Parse(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	proxy = newCutProxy(t, u.Host)
-	u.Host = proxy.addr
-	_, proxyPort, _ = net.SplitHostPort(proxy.addr)
-	return proxy, u.String(), strings.TrimPrefix(u.Path, "/"), proxyPort
-}
-
-func newCutProxy(t *testing.T, target string) *cutProxy {
-	p := &cutProxy{t: t, target: target, conns: map[net.Conn]bool{}}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.addr = ln.Addr().String()
-	p.serve(ln)
-	t.Cleanup(func() { p.cut(); p.wg.Wait() })
-	return p
-}
-
-func (p *cutProxy) serve(ln net.Listener) {
-	p.mu.Lock()
-	p.ln = ln
-	p.mu.Unlock()
-	p.wg.Add(1)
-	go func() {
-		defer p.wg.Done()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			s, err := net.Dial("tcp", p.target)
-			if err != nil {
-				c.Close()
-				continue
-			}
-			p.mu.Lock()
-			p.conns[c], p.conns[s] = true, true
-			p.mu.Unlock()
-			p.wg.Add(2)
-			go func() { defer p.wg.Done(); io.Copy(s, c); s.Close(); c.Close() }()
-			go func() { defer p.wg.Done(); io.Copy(c, s); s.Close(); c.Close() }()
-		}
-	}()
-}
-
-func (p *cutProxy) cut() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.ln != nil {
-		p.ln.Close()
-		p.ln = nil
-	}
-	for c := range p.conns {
-		c.Close()
-	}
-	clear(p.conns)
-}
-
-func (p *cutProxy) restore() {
-	ln, err := net.Listen("tcp", p.addr)
-	if err != nil {
-		p.t.Fatalf("listening again on %s: %v", p.addr, err)
-	}
-	p.serve(ln)
-}
-
 // When the database goes away after serve started, every page and JSON
 // says in one line that it is unreachable and shows none of the connection
 // details the driver's error holds (host, port, user, database name); the
@@ -743,7 +655,7 @@ func TestServeDatabaseDownShowsNoConnectionDetails(t *testing.T) {
 			prepare(t, dsn, 10)
 			mustOK(t, dsn, "admin", "task", "create", "alpha", "--where", "eligible = 1")
 			mustOK(t, dsn, "ana", "work", "get", "alpha", "--count", "2")
-			proxy, viaProxy, dbName, proxyPort := throughCutProxy(t, dsn)
+			proxy, viaProxy, dbName, proxyPort, _ := cutproxy.Through(t, dsn)
 			s := startServe(t, viaProxy, "--cache", "0s")
 			health := func() (int, map[string]any, string) {
 				resp, body := s.get(t, "/healthz")
@@ -756,7 +668,7 @@ func TestServeDatabaseDownShowsNoConnectionDetails(t *testing.T) {
 			if code, _, body := health(); code != 200 {
 				t.Fatalf("/healthz before the cut: %d %s", code, body)
 			}
-			proxy.cut()
+			proxy.Cut()
 			waitHealth := func(want int) {
 				t.Helper()
 				deadline := time.Now().Add(30 * time.Second)
@@ -801,7 +713,7 @@ func TestServeDatabaseDownShowsNoConnectionDetails(t *testing.T) {
 					t.Errorf("%s with the database down lacks %q:\n%s", c.path, c.wantBody, body)
 				}
 			}
-			proxy.restore()
+			proxy.Restore()
 			waitHealth(200)
 			if _, body := s.get(t, "/api/dashboard"); strings.Contains(body, `"error"`) {
 				t.Errorf("/api/dashboard after the database came back still reports an error: %s", body)
