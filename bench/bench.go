@@ -186,6 +186,9 @@ type Result struct {
 	// with --batch above 1 and no work time; 0 when not measured.
 	RawBatchPerS  float64        `json:"raw_batch_items_per_s"`
 	RawBatchRatio float64        `json:"raw_batch_ratio"` // items_per_second / raw_batch_items_per_s
+	// PrioritySkew: how far the order the workers got their items in
+	// strays from the id order (skew.go); only for workers in one process.
+	PrioritySkew *PrioritySkew `json:"priority_skew,omitempty"`
 	PerWorker     []WorkerResult `json:"per_worker"`
 
 	marks    map[int][]Mark    // by worker, for the chart
@@ -291,6 +294,9 @@ func runOne(ctx context.Context, cfg *Config, d drivers.Driver, db *sql.DB, c *C
 	}
 	if err := audit(ctx, db, c, r, workers); err != nil {
 		return nil, err
+	}
+	if cfg.Processes <= 1 {
+		r.PrioritySkew = prioritySkew(r.marks)
 	}
 	if cfg.inspect != nil {
 		cfg.inspect(string(s))

@@ -184,6 +184,12 @@ type EngineResult struct {
 	// Dispose: each, one disposition call per loan; batch, one per get.
 	Dispose string `json:"dispose"`
 
+	// PrioritySkew: how far the order the callers got their loans in
+	// strays from the task's order (skew.go), and the same for the raw
+	// claim; only for callers in one process.
+	PrioritySkew    *PrioritySkew `json:"priority_skew,omitempty"`
+	RawPrioritySkew *PrioritySkew `json:"raw_priority_skew,omitempty"`
+
 	PerWorker []EngineWorker `json:"per_worker"`
 
 	marks map[int][]Mark
@@ -268,7 +274,7 @@ func RunEngine(ctx context.Context, cfg EngineConfig) (_ *EngineResult, err erro
 		reps, elapsed, err = runEngineProcesses(ctx, &cfg, s)
 	} else {
 		reps, elapsed, err = runEngineLocal(ctx, engineShare{DSN: cfg.DSN, Strategy: s, First: 1, N: cfg.Workers,
-			Count: cfg.Count, Duration: cfg.Duration, Work: cfg.Work, Batch: cfg.Dispose == DisposeBatch, Marks: cfg.Chart != ""}, nil)
+			Count: cfg.Count, Duration: cfg.Duration, Work: cfg.Work, Batch: cfg.Dispose == DisposeBatch, Marks: true}, nil)
 	}
 	if err != nil {
 		return nil, err
@@ -276,6 +282,9 @@ func RunEngine(ctx context.Context, cfg EngineConfig) (_ *EngineResult, err erro
 	r.ElapsedMS = elapsed.Milliseconds()
 	if err := auditEngine(ctx, d, db, c, e, r, reps); err != nil {
 		return nil, err
+	}
+	if cfg.Processes <= 1 {
+		r.PrioritySkew = prioritySkew(r.marks)
 	}
 	if cfg.inspect != nil {
 		cfg.inspect()
@@ -326,6 +335,9 @@ func engineRaw(ctx context.Context, cfg *EngineConfig, d drivers.Driver, db *sql
 	r.RawItems = n
 	r.RawElapsedMS = elapsed.Milliseconds()
 	r.RawDuplicates = ir.Duplicates
+	if cfg.Processes <= 1 {
+		r.RawPrioritySkew = prioritySkew(ir.marks)
+	}
 	if elapsed > 0 {
 		r.RawItemsPerS = round3(float64(n) / elapsed.Seconds())
 	}
@@ -490,8 +502,8 @@ func (w *engineCaller) workMany(ctx context.Context, ids []int64, owner string) 
 	})
 }
 
-// addMark records a request for the chart (only when one was asked for: a
-// long run makes millions).
+// addMark records a request for the chart and the priority skew (callers
+// in one process record them all; a child process only for a chart).
 func (w *engineCaller) addMark(m Mark) {
 	if w.sh.Marks {
 		m.EndMS = ms(time.Since(w.start))

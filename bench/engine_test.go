@@ -71,6 +71,15 @@ func checkEngine(t *testing.T, db engineDB, r *bench.EngineResult, rows int) {
 	if sum != r.LoansCounted || r.Requests*int64(r.Count) < int64(rows) || r.GetP99MS < r.GetP50MS {
 		t.Errorf("per-caller loans %d, counted %d, requests %d, p50 %d p99 %d", sum, r.LoansCounted, r.Requests, r.GetP50MS, r.GetP99MS)
 	}
+	// The priority skew covers every loan the callers got (and every item
+	// of the raw claim) when they ran in one process; it is not measured
+	// across processes, whose clocks start apart.
+	switch {
+	case r.Processes > 1 && (r.PrioritySkew != nil || r.RawPrioritySkew != nil):
+		t.Errorf("%d processes: priority skew %+v, raw %+v; want none (not measured)", r.Processes, r.PrioritySkew, r.RawPrioritySkew)
+	case r.Processes <= 1 && (r.PrioritySkew == nil || r.PrioritySkew.Items != r.Loans || r.RawPrioritySkew == nil || r.RawPrioritySkew.Items != int64(r.RawItems)):
+		t.Errorf("priority skew %+v over %d loans, raw %+v over %d items; want every one covered", r.PrioritySkew, r.Loans, r.RawPrioritySkew, r.RawItems)
+	}
 	if r.RawItems == 0 || r.RawItemsPerS <= 0 || r.Ratio <= 0 || r.Server == "" {
 		t.Errorf("raw %d items, %.0f/s, ratio %.3f, server %q", r.RawItems, r.RawItemsPerS, r.Ratio, r.Server)
 	}
@@ -116,6 +125,23 @@ func TestEngine(t *testing.T) {
 			}
 			if bars := strings.Count(string(svg), `class="work"`); int64(bars) != r.Requests {
 				t.Errorf("chart has %d request bars for %d requests", bars, r.Requests)
+			}
+		}
+	})
+}
+
+// One caller gets the task's loans, and the raw claim its items, in
+// priority order: the priority skew's baseline is none. Many callers' skew
+// is measured, not asserted (docs/scaling.md, "Priority skew").
+func TestEnginePrioritySkewOfOneCallerIsNone(t *testing.T) {
+	testdb.Each(t, func(t *testing.T, dsn string) {
+		d, _ := testdb.Migrated(t, dsn)
+		for _, s := range d.Capabilities().Strategies {
+			for _, count := range []int{1, 4} {
+				r := engineRun(t, bench.EngineConfig{DSN: dsn, Strategy: string(s), Workers: 1, Count: count, Rows: 20}, 20)
+				if r.PrioritySkew.OutOfOrder != 0 || r.PrioritySkew.DisplacementMax != 0 || r.RawPrioritySkew.OutOfOrder != 0 {
+					t.Errorf("%s --count %d, one caller: skew %+v, raw %+v; want none", s, count, r.PrioritySkew, r.RawPrioritySkew)
+				}
 			}
 		}
 	})

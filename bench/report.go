@@ -29,6 +29,9 @@ func WriteText(w io.Writer, rs []*Result) {
 		fmt.Fprintf(w, "  elapsed %d ms, ideal %d ms, ratio %s, %s, %s\n", r.ElapsedMS, r.IdealMS, ratio, perSecond, r.lockedText())
 		fmt.Fprintf(w, "  duplicates %d, missed %d, lock errors %d and deadlocks %d (all retried), empty claims retried %d, leases lost %d\n",
 			r.Duplicates, r.Missed, r.LockErrors, r.Deadlocks, r.Retries, r.LeaseLost)
+		if r.PrioritySkew != nil {
+			fmt.Fprintf(w, "  priority skew: %s\n", r.PrioritySkew.text("items"))
+		}
 		if r.RawBatchPerS > 0 {
 			fmt.Fprintf(w, "  raw limit, one statement claiming and finishing %d items, same workers: %.0f items/s; ratio %.3f\n", r.Batch, r.RawBatchPerS, r.RawBatchRatio)
 		}
@@ -65,6 +68,12 @@ func WriteEngineText(w io.Writer, r *EngineResult) {
 		fmt.Fprintf(w, "  raw %s claim of the item table, same callers: %d items in %d ms, %.0f items/s; engine/raw ratio %.3f\n",
 			r.RawStrategy, r.RawItems, r.RawElapsedMS, r.RawItemsPerS, r.Ratio)
 	}
+	if r.PrioritySkew != nil {
+		fmt.Fprintf(w, "  priority skew: %s\n", r.PrioritySkew.text("loans"))
+	}
+	if r.RawPrioritySkew != nil {
+		fmt.Fprintf(w, "  priority skew of the raw claim: %s\n", r.RawPrioritySkew.text("items"))
+	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "  caller\tloans\trequests\ttimed out\telapsed ms\t")
 	for _, p := range r.PerWorker {
@@ -79,4 +88,14 @@ func (r *Result) lockedText() string {
 		return "rows locked per claim: n/a (no row locks: one writer at a time)"
 	}
 	return fmt.Sprintf("rows locked per claim of %d: %d", r.Batch, r.LockedPerClaim)
+}
+
+// text says the skew in one line: what share of the items were got before a
+// higher-priority one, by how many ranks, and how long before.
+func (s *PrioritySkew) text(items string) string {
+	if s.OutOfOrder == 0 {
+		return fmt.Sprintf("none: the %d %s were got in priority order", s.Items, items)
+	}
+	return fmt.Sprintf("%d of %d %s (%.1f %%) were got before a higher-priority one; higher-priority %s got after one: p50 %d, p99 %d, max %d; the last of them came p99 %.1f ms, max %.1f ms later",
+		s.OutOfOrder, s.Items, items, 100*s.OutOfOrderShare, items, s.DisplacementP50, s.DisplacementP99, s.DisplacementMax, s.LagP99MS, s.LagMaxMS)
 }
