@@ -184,12 +184,12 @@ type Result struct {
 	// RawBatchPerS is one statement claiming and finishing --batch items
 	// (ClaimDone) with the same workers, measured right after a skip run
 	// with --batch above 1 and no work time; 0 when not measured.
-	RawBatchPerS  float64        `json:"raw_batch_items_per_s"`
-	RawBatchRatio float64        `json:"raw_batch_ratio"` // items_per_second / raw_batch_items_per_s
+	RawBatchPerS  float64 `json:"raw_batch_items_per_s"`
+	RawBatchRatio float64 `json:"raw_batch_ratio"` // items_per_second / raw_batch_items_per_s
 	// PrioritySkew: how far the order the workers got their items in
 	// strays from the id order (skew.go); only for workers in one process.
-	PrioritySkew *PrioritySkew `json:"priority_skew,omitempty"`
-	PerWorker     []WorkerResult `json:"per_worker"`
+	PrioritySkew *PrioritySkew  `json:"priority_skew,omitempty"`
+	PerWorker    []WorkerResult `json:"per_worker"`
 
 	marks    map[int][]Mark    // by worker, for the chart
 	errorsAt map[int][]float64 // by worker: when its lock errors happened, ms
