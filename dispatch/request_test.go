@@ -144,6 +144,9 @@ func TestConcurrentGetsNeverShareALoan(t *testing.T) {
 						t.Fatalf("loans handed out are not exactly 1..%d: position %d holds %d", len(got), i, id)
 					}
 				}
+				if s != drivers.Rows {
+					inAssignmentOrder(t, f, task.ID)
+				}
 				f.audit(t)
 				requests := f.count(t, "SELECT COUNT(*) FROM loanq_work_request WHERE task_id = ?", task.ID)
 				runs := f.count(t, "SELECT COUNT(*) FROM loanq_query_run WHERE task_id = ?", task.ID)
@@ -162,6 +165,36 @@ func TestConcurrentGetsNeverShareALoan(t *testing.T) {
 			})
 		}
 	})
+}
+
+// inAssignmentOrder fails the test unless the task's loans ascend in
+// priority (here: id) in the order their work rows were inserted. Under a
+// task lock the rounds run one after the other, each handing the top of what
+// is left to its requests, oldest first, and inserting the work rows in that
+// order: no round passes over a loan that a later round hands out
+// (docs/scaling.md, "Priority skew"). The rows strategy claims side by side
+// and is not held to it.
+func inAssignmentOrder(t *testing.T, f *fixture, taskID int64) {
+	t.Helper()
+	rows, err := f.db.QueryContext(context.Background(), testdb.Rebind(f.d, "SELECT loan_id FROM loanq_work WHERE task_id = ? ORDER BY id"), taskID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var last int64
+	for n := 1; rows.Next(); n++ {
+		var loan int64
+		if err := rows.Scan(&loan); err != nil {
+			t.Fatal(err)
+		}
+		if loan < last {
+			t.Fatalf("work row %d hands out loan %d after loan %d: a round passed over a higher-priority loan", n, loan, last)
+		}
+		last = loan
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // docs/algorithm.md, step 6: a request committed after the holder read the
