@@ -8,6 +8,7 @@ import (
 	"github.com/loanq/loanq/loankey"
 	"math"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -183,6 +184,15 @@ type EngineResult struct {
 
 	// Dispose: each, one disposition call per loan; batch, one per get.
 	Dispose string `json:"dispose"`
+
+	// AssignedOutOfOrder counts the work rows, read from the database in
+	// the order they were inserted, whose loan ranks above a loan assigned
+	// before it. Under a task lock the rounds run one at a time, each
+	// handing out the top of what is left in order: 0 (docs/scaling.md,
+	// "Priority skew"). rows claims side by side and a candidate pool's
+	// claims run beside the rounds: counted, not bound. (On Oracle RAC
+	// identity values are not in insertion order: not a measure there.)
+	AssignedOutOfOrder int64 `json:"assigned_out_of_order"`
 
 	// PrioritySkew: how far the order the callers got their loans in
 	// strays from the task's order (skew.go), and the same for the raw
@@ -525,6 +535,9 @@ func auditEngine(ctx context.Context, d drivers.Driver, db *sql.DB, c *Catalogue
 		return fmt.Errorf("auditing the bench task's work: %w", err)
 	}
 	r.Loans, r.Duplicates = dups.N, dups.Duplicates
+	if r.AssignedOutOfOrder, err = assignedOutOfOrder(ctx, db, st, task.ID); err != nil {
+		return err
+	}
 	if r.CriteriaRuns, r.Requests, r.Pending, err = taskCounts(ctx, db, st, task.ID); err != nil {
 		return err
 	}
@@ -558,6 +571,28 @@ func auditEngine(ctx context.Context, d drivers.Driver, db *sql.DB, c *Catalogue
 		r.GetMaxMS = lat[len(lat)-1] / 1000
 	}
 	return nil
+}
+
+// assignedOutOfOrder reads a task's loans in the order their work rows were
+// inserted and counts those that rank above (here: a lower id than) a loan
+// assigned before them.
+func assignedOutOfOrder(ctx context.Context, db *sql.DB, st *dispatch.ReportStatements, taskID int64) (int64, error) {
+	rows, err := st.WorkInOrder.All(ctx, db, engineio.TaskParams{TaskID: taskID})
+	if err != nil {
+		return 0, fmt.Errorf("reading the bench task's work in order: %w", err)
+	}
+	var n, highest int64
+	for _, row := range rows {
+		loan, err := strconv.ParseInt(row.Loan, 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("the bench task's loan %q is not an item id: %w", row.Loan, err)
+		}
+		if loan < highest {
+			n++
+		}
+		highest = max(highest, loan)
+	}
+	return n, nil
 }
 
 // percentile is the nearest-rank percentile of sorted values.

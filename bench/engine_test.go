@@ -71,6 +71,11 @@ func checkEngine(t *testing.T, db engineDB, r *bench.EngineResult, rows int) {
 	if sum != r.LoansCounted || r.Requests*int64(r.Count) < int64(rows) || r.GetP99MS < r.GetP50MS {
 		t.Errorf("per-caller loans %d, counted %d, requests %d, p50 %d p99 %d", sum, r.LoansCounted, r.Requests, r.GetP50MS, r.GetP99MS)
 	}
+	// Rounds under a task lock assign the top of what is left, one round
+	// after the other: no loan is assigned after a lower-priority one.
+	if r.Strategy != "rows" && r.Prefetch == 0 && r.AssignedOutOfOrder != 0 {
+		t.Errorf("%s: %d loans assigned after a lower-priority one, want 0", r.Strategy, r.AssignedOutOfOrder)
+	}
 	// The priority skew covers every loan the callers got (and every item
 	// of the raw claim) when they ran in one process; it is not measured
 	// across processes, whose clocks start apart.

@@ -68,6 +68,7 @@ func WriteEngineText(w io.Writer, r *EngineResult) {
 		fmt.Fprintf(w, "  raw %s claim of the item table, same callers: %d items in %d ms, %.0f items/s; engine/raw ratio %.3f\n",
 			r.RawStrategy, r.RawItems, r.RawElapsedMS, r.RawItemsPerS, r.Ratio)
 	}
+	fmt.Fprintf(w, "  loans assigned after a lower-priority one (work rows in insertion order): %d\n", r.AssignedOutOfOrder)
 	if r.PrioritySkew != nil {
 		fmt.Fprintf(w, "  priority skew: %s\n", r.PrioritySkew.text("loans"))
 	}

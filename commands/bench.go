@@ -62,6 +62,11 @@ stay comparable with those made before it) disposes of each loan with its own
 call; --dispose batch of all the loans of one get with one call
 (disposition TASK LOAN… complete).
 
+With the workers or callers in this process, the run also says its priority
+skew: how many items were got before a higher-priority one (the queue is in
+id order), by how many ranks, and how long before (priority_skew in JSON;
+docs/scaling.md).
+
 --target cli measures what scripts pay: --processes P (default 8) chains of
 loanq processes, first each looping task list + task show (two calls that
 take no lock), then work get --count 1 + disposition complete, each phase

@@ -18,6 +18,7 @@ type ReportStatements struct {
 	WorkByUser     drivers.Query[engineio.TaskParams, UserDispositionCountRow] `purpose:"report: a task's assignments by user and disposition (NULL: active)"`
 	QueryRunTotals drivers.Query[engineio.TaskParams, RunTotalsRow]            `purpose:"report: a task's criteria-query runs, requests served and loans assigned"`
 	WorkDuplicates drivers.Query[engineio.TaskParams, DuplicatesRow]           `purpose:"bench --target engine: a task's work rows, and how many of them assign a loan a second time"`
+	WorkInOrder    drivers.Query[engineio.TaskParams, WorkLoanRow]             `purpose:"bench --target engine: a task's loans in the order their work rows were inserted (the rounds' priority order)"`
 }
 
 var reportCatalogue = drivers.NewCatalogue("report", portableReport)
@@ -31,6 +32,7 @@ func portableReport() *ReportStatements {
 		WorkByUser:     drivers.Query[engineio.TaskParams, UserDispositionCountRow]{SQL: `SELECT user_name, disposition, COUNT(*) AS n FROM loanq_work WHERE task_id = :task_id GROUP BY user_name, disposition`},
 		QueryRunTotals: drivers.Query[engineio.TaskParams, RunTotalsRow]{SQL: `SELECT COUNT(*) AS runs, COALESCE(SUM(requests_served), 0) AS served, COALESCE(SUM(loans_assigned), 0) AS assigned FROM loanq_query_run WHERE task_id = :task_id`},
 		WorkDuplicates: drivers.Query[engineio.TaskParams, DuplicatesRow]{SQL: `SELECT COUNT(*) AS n, COUNT(*) - COUNT(DISTINCT loan_id) AS duplicates FROM loanq_work WHERE task_id = :task_id`},
+		WorkInOrder:    drivers.Query[engineio.TaskParams, WorkLoanRow]{SQL: `SELECT loan_id FROM loanq_work WHERE task_id = :task_id ORDER BY id`},
 	}
 }
 
@@ -55,6 +57,10 @@ type (
 		Runs     int64 `col:"runs"`
 		Served   int64 `col:"served"`
 		Assigned int64 `col:"assigned"`
+	}
+	// WorkLoanRow is one work row's loan key.
+	WorkLoanRow struct {
+		Loan string `col:"loan_id"`
 	}
 	// DuplicatesRow is a task's work rows and how many assign a loan again.
 	DuplicatesRow struct {

@@ -753,6 +753,10 @@ SELECT COUNT(*) AS runs, COALESCE(SUM(requests_served), 0) AS served, COALESCE(S
 SELECT COUNT(*) AS n, COUNT(*) - COUNT(DISTINCT loan_id) AS duplicates FROM loanq_work WHERE task_id = :1
 /
 
+-- WorkInOrder: bench --target engine: a task's loans in the order their work rows were inserted (the rounds' priority order)
+SELECT loan_id FROM loanq_work WHERE task_id = :1 ORDER BY id
+/
+
 -- catalogue session
 
 -- SessionInsert: page: open a session (only its hash is kept)
