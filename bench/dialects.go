@@ -107,6 +107,9 @@ var mysqlCreate = []string{`CREATE TABLE loanq_bench_item (
 	`CREATE INDEX loanq_bench_item_status_ix ON loanq_bench_item (status, id)`,
 }
 
+// mysqlItemIDs is a batch's item ids as a table j(id).
+const mysqlItemIDs = `JSON_TABLE(:ids, '$[*]' COLUMNS (id BIGINT PATH '$')) AS j`
+
 func mysqlStatements(s *Statements) {
 	s.Analyze.SQL = `ANALYZE TABLE loanq_bench_item`
 	s.Fill.SQL = `INSERT INTO loanq_bench_item (id, status, processed)
@@ -128,6 +131,20 @@ SET status = 'claimed', owner = :owner, claimed_at = UTC_TIMESTAMP(6),
 WHERE status = 'ready'
 ORDER BY id LIMIT :limit`
 	s.LeaseRead.SQL = `SELECT id FROM loanq_bench_item WHERE owner = :owner AND status = 'claimed' ORDER BY id`
+	// The batch finishes as joins from the id list, each item looked up by
+	// its primary key: MariaDB runs UPDATE … WHERE id IN (SELECT … FROM
+	// JSON_TABLE …) as a dependent subquery over every row of the table,
+	// and InnoDB locks each row it scans, so concurrent finishes waited on
+	// one another's items until the lock-wait timeout
+	// (TestBatchFinishLocksOnlyItsItems). loanq's own DisposeLoans is a join
+	// for the same reason (drivers/mysql/sql.go).
+	s.DoneMany.SQL = `UPDATE ` + mysqlItemIDs + `
+STRAIGHT_JOIN loanq_bench_item i ON i.id = j.id
+SET i.status = 'done', i.owner = :owner, i.processed = i.processed + 1, i.processed_at = {{now}}`
+	s.LeaseDoneMany.SQL = `UPDATE ` + mysqlItemIDs + `
+STRAIGHT_JOIN loanq_bench_item i ON i.id = j.id
+SET i.status = 'done', i.processed = i.processed + 1, i.processed_at = {{now}}
+WHERE i.owner = :owner AND i.status = 'claimed' AND i.lease_expires_at > {{now}}`
 	// VERSION() alone reads "10.11.6-MariaDB-…" or "8.0.36": name the product.
 	s.ServerVersion.SQL = `SELECT CASE WHEN LOCATE('MariaDB', VERSION()) > 0 THEN CONCAT('MariaDB ', VERSION()) ELSE CONCAT('MySQL ', VERSION()) END AS version`
 }
