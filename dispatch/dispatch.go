@@ -94,6 +94,9 @@ type testHooks struct {
 	// beforeRequestLog runs in Get just before the request is logged on
 	// its own (not in a claim's transaction).
 	beforeRequestLog func()
+	// loggedInClaim runs in a rows claim's transaction right after it
+	// logged its fresh request (tests age the request there).
+	loggedInClaim func(tx *sql.Tx, id int64)
 }
 
 // hook runs a test hook, if set.

@@ -52,3 +52,7 @@ func (e *Engine) ArrivalRate(ctx context.Context, t *Task) (rate float64, arriva
 	l, err := e.load(ctx, e.db, t)
 	return arrivalRate(l), l.arrivals, l.spanMS, err
 }
+
+// SetLoggedInClaim sets the hook a rows claim runs, inside its
+// transaction, right after logging its fresh request.
+func (e *Engine) SetLoggedInClaim(f func(tx *sql.Tx, id int64)) { e.hooks.loggedInClaim = f }

@@ -270,6 +270,15 @@ func (e *Engine) claimRows(ctx context.Context, rl drivers.RowLocker, task *Task
 	if err != nil && !fresh {
 		return fmt.Errorf("request %d: %w", req.ID, err) // committed pending before: name it
 	}
+	if err == nil && !ok && fresh {
+		// The claim's own request, which nobody else can see, is no longer
+		// taken for alive: the claim outlasted the abandoned-request bound
+		// (a lock wait under heavy contention). Its caller is still here:
+		// roll back and take the path of a request that must wait, logged
+		// on its own and claimed for again. Returning nil would claim a
+		// commit that did not happen.
+		return errRowsLogFirst
+	}
 	if err != nil || !ok {
 		return err // !ok: served meanwhile by another caller (work status): roll back ours
 	}
@@ -332,6 +341,9 @@ func (e *Engine) logInClaim(ctx context.Context, tx *sql.Tx, req *Request) error
 		return fmt.Errorf("logging the request: %w", err)
 	}
 	req.ID = id
+	if e.hooks.loggedInClaim != nil {
+		e.hooks.loggedInClaim(tx, id)
+	}
 	return nil
 }
 

@@ -2,6 +2,7 @@ package dispatch_test
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"github.com/loanq/loanq/loankey"
 	"sync"
@@ -177,6 +178,51 @@ func TestRowsManyCallersOneRequestPerGet(t *testing.T) {
 		}
 		if n := f.count(t, "SELECT COUNT(*) FROM loanq_query_run WHERE task_id = ? AND requests_served = 1 AND loans_assigned = 1", task.ID); n != callers*gets {
 			t.Errorf("%d claims logged, want %d", n, callers*gets)
+		}
+		f.audit(t)
+	})
+}
+
+// rows: a fresh claim whose own request, logged inside it, is no longer
+// taken for alive when the claim finishes it — the claim outlasted the
+// abandoned-request bound, as a claim stuck in lock waits under heavy
+// contention does (128 bench callers on MariaDB) — rolls back and takes the
+// path of a request that must wait: logged on its own, then claimed for.
+// Before, the claim rolled back but the caller was told "request N was
+// served and committed, but reading its loans back failed: unknown request
+// id N … its loans are yours", of a request that did not exist. The test
+// ages each fresh claim's request inside its transaction instead of
+// waiting out the bound.
+func TestRowsClaimOutlastingTheAbandonedBound(t *testing.T) {
+	testdb.Each(t, func(t *testing.T, dsn string) {
+		f := setup(t, dsn, 10)
+		if !drivers.Supports(f.d, drivers.Rows) {
+			t.Skipf("%s has no rows strategy", f.d.Name())
+		}
+		ctx := context.Background()
+		task := f.task(t, dispatch.TaskSpec{Name: "slow-claim", Lock: drivers.Rows})
+		aged := 0
+		f.e.SetLoggedInClaim(func(tx *sql.Tx, id int64) {
+			aged++
+			if err := testdb.AgeRequest(f.d, tx, id, 5*time.Minute); err != nil {
+				t.Errorf("ageing request %d in its claim: %v", id, err)
+			}
+		})
+		r, err := f.e.Get(ctx, "slow-claim", "ann", 3, fast)
+		if err != nil {
+			t.Fatalf("get: %v", err)
+		}
+		if aged == 0 {
+			t.Fatal("no fresh claim logged its request: the test did not reach the case")
+		}
+		if r.Status != "assigned" || fmt.Sprint(r.Loans) != "[1 2 3]" {
+			t.Fatalf("got %+v, want loans 1 2 3 assigned", r)
+		}
+		if n := f.count(t, "SELECT COUNT(*) FROM loanq_work_request WHERE task_id = ? AND user_name = 'ann' AND status = 'assigned' AND assigned = 3", task.ID); n != 1 {
+			t.Errorf("%d assigned requests of ann, want 1 (the one she was answered)", n)
+		}
+		if n := f.count(t, "SELECT COUNT(*) FROM loanq_work WHERE task_id = ? AND request_id = ?", task.ID, r.ID); n != 3 {
+			t.Errorf("request %d holds %d work rows, want 3", r.ID, n)
 		}
 		f.audit(t)
 	})
