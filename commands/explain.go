@@ -101,6 +101,12 @@ func writeExplain(w io.Writer, x *dispatch.Explanation) {
 	if p.Measured {
 		fmt.Fprintf(w, "  claimed %d; eligible %d; a second session could still lock %d; rows locked by the claim %d\n",
 			p.Claimed, p.Eligible, p.StillLockable, p.RowsLocked)
+		if p.RecordsLockedMeasured {
+			fmt.Fprintf(w, "  InnoDB: the claim's transaction holds %d record locks (INNODB_TRX.trx_rows_locked; about 2 per row read through a secondary index)\n", p.RecordsLocked)
+			if dispatch.PassedOverLocked(p) {
+				fmt.Fprintf(w, "  the claim also keeps locked rows it passed over (loans in work, rows its WHERE turned away) until it commits: updates of them wait for it (docs/mysql.md)\n")
+			}
+		}
 		switch {
 		case p.DataLocksReadable:
 			fmt.Fprintf(w, "  performance_schema.data_locks of the claim (%d):\n", len(p.DataLocks))

@@ -74,6 +74,14 @@ type Probe struct {
 	DataLocksReadable bool     `json:"data_locks_readable"`
 	DataLocks         []string `json:"data_locks"`
 	Note              string   `json:"note"`
+	// RecordsLocked is InnoDB's count of the index records the claim's
+	// transaction holds locked (MySQL 8, MariaDB; RecordsLockedMeasured
+	// false elsewhere): about two per row read through a secondary index.
+	// Far more than the rows claimed means the claim keeps rows it passed
+	// over locked (docs/mysql.md), which RowsLocked, counting eligible rows
+	// only, does not show.
+	RecordsLockedMeasured bool  `json:"records_locked_measured"`
+	RecordsLocked         int64 `json:"records_locked"`
 }
 
 // ProbeLimit bounds how many eligible rows the probe counts.
@@ -220,6 +228,9 @@ func (st *store) probe(ctx context.Context, task *Task, srv server, count int) (
 	p.RowsLocked = max(0, p.Eligible-p.StillLockable)
 	_ = txB.Rollback()
 	if hasDataLocks {
+		if p.RecordsLocked, p.RecordsLockedMeasured, err = dl.RecordsLocked(ctx, st.db, connID); err != nil {
+			return fail("reading information_schema.INNODB_TRX", err)
+		}
 		locks, ok, err := dl.DataLocks(ctx, st.db, connID)
 		if err != nil {
 			return fail("reading performance_schema.data_locks", err)
@@ -269,6 +280,13 @@ func verdict(task *Task, srv server, p Probe, plan drivers.QueryPlan, dialect st
 	default:
 		return "ok", fmt.Sprintf("ok: a claim of %d locks %d rows", p.Claimed, p.RowsLocked), ""
 	}
+}
+
+// PassedOverLocked says whether InnoDB's count of the claim's record locks
+// shows rows locked beyond those it claimed: more than WideLocks times two
+// records (a secondary index entry and the row) per row claimed.
+func PassedOverLocked(p Probe) bool {
+	return p.RecordsLockedMeasured && p.RecordsLocked > int64(2*WideLocks*max(p.Claimed, 1))
 }
 
 // WideClaim says whether a claim that returned claimed rows and locked

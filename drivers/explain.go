@@ -38,6 +38,10 @@ type DataLocker interface {
 	// ConnectionID is the session id of q's connection.
 	ConnectionID(ctx context.Context, q Querier) (int64, error)
 	DataLocks(ctx context.Context, q Querier, connID int64) (locks []string, ok bool, err error)
+	// RecordsLocked is how many index records the session's open
+	// transaction holds locked, as InnoDB counts them; ok is false when the
+	// count cannot be read.
+	RecordsLocked(ctx context.Context, q Querier, connID int64) (n int64, ok bool, err error)
 }
 
 // planLines splits a plan text into lines, dropping empty ones.

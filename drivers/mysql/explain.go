@@ -3,9 +3,12 @@ package mysql
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"strings"
+	"time"
 
 	"github.com/loanq/loanq/drivers"
+	"github.com/loanq/loanq/internal/pause"
 )
 
 var (
@@ -93,4 +96,40 @@ func (*Driver) DataLocks(ctx context.Context, q drivers.Querier, connID int64) (
 		out = append(out, strings.TrimSpace(strings.Join([]string{obj, idx, typ, mode, status, data}, " ")))
 	}
 	return out, true, rows.Err()
+}
+
+// innodbTrxCacheAge is a little more than the age past which InnoDB
+// refreshes the cache behind INNODB_TRX (0.1 s).
+const innodbTrxCacheAge = 150 * time.Millisecond
+
+// recordsLocked is InnoDB's count of the record locks one session's open
+// transaction holds (INNODB_TRX.trx_rows_locked, MySQL 8 and MariaDB): every
+// index record it locked, so a row read through a secondary index counts
+// twice. Binds: the connection id.
+const recordsLocked = `SELECT trx_rows_locked FROM information_schema.INNODB_TRX WHERE trx_mysql_thread_id = ?`
+
+// RecordsLocked reads recordsLocked. MariaDB 10.11 keeps the locks a
+// locking read takes on the rows it passes over (those its WHERE turns
+// away), even at READ COMMITTED: the claim's own count of rows it could not
+// hand out, which the second session's probe does not see (docs/mysql.md,
+// "A rows claim keeps the locks of the rows it passes over").
+func (*Driver) RecordsLocked(ctx context.Context, q drivers.Querier, connID int64) (int64, bool, error) {
+	// InnoDB serves its information_schema tables of transactions and locks
+	// from a cache it refreshes when older than 0.1 s: read right after
+	// the claim, the row may be missing or its count old.
+	if err := pause.For(ctx, innodbTrxCacheAge); err != nil {
+		return 0, false, err
+	}
+	var n int64
+	err := q.QueryRowContext(ctx, recordsLocked, connID).Scan(&n)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, false, nil // no transaction open: nothing to count
+	}
+	if code := errNumber(err); code == 1142 || code == 1227 {
+		return 0, false, nil // INNODB_TRX needs the PROCESS privilege
+	}
+	if err != nil {
+		return 0, false, err
+	}
+	return n, true, nil
 }
