@@ -2,11 +2,13 @@ package dispatch_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 
 	"github.com/loanq/loanq/dispatch"
 	"github.com/loanq/loanq/drivers"
 	"github.com/loanq/loanq/internal/testkit/testdb"
+	"github.com/loanq/loanq/loankey"
 )
 
 // `loanq explain` on MySQL/MariaDB reads InnoDB's count of the record locks
@@ -50,5 +52,57 @@ func TestExplainCountsTheRecordsAClaimHolds(t *testing.T) {
 				p.RowsLocked, p.RecordsLocked, dispatch.PassedOverLocked(p))
 		}
 		t.Logf("mysql: a rows claim of 5 with 40 loans in work ahead holds %d record locks", p.RecordsLocked)
+	})
+}
+
+// What a rows claim locks besides its picks, pinned per database
+// (docs/mysql.md, "A rows claim keeps the locks of the rows it passes
+// over"): with 40 loans in work ahead of its picks, a claim of 5 is held
+// open while a second session tries one of those loans with NOWAIT, as the
+// application updating a loan in work would. PostgreSQL locks only the rows
+// the claim returns: the loan is free. MariaDB keeps the rows its WHERE
+// turned away: the loan waits for the claim. Should a MariaDB release stop
+// doing so, this test fails and the DBA page must be changed with it.
+func TestRowsClaimAndTheLoansInWorkItPassesOver(t *testing.T) {
+	testdb.Each(t, func(t *testing.T, dsn string) {
+		f := setup(t, dsn, 100)
+		rl, ok := f.d.(drivers.RowLocker)
+		if !ok {
+			t.Skipf("%s has no rows strategy", f.d.Name())
+		}
+		ctx := context.Background()
+		task := f.task(t, dispatch.TaskSpec{Name: "passed", Lock: drivers.Rows})
+		if _, err := f.e.Get(ctx, "passed", "busy", 40, fast); err != nil { // loans 1-40 in work
+			t.Fatal(err)
+		}
+		claim, err := f.db.BeginTx(ctx, rl.RowsTxOptions())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer claim.Rollback()
+		src := drivers.CriteriaSource{Source: "loan", Key: "id", Where: "eligible = 1", Order: "priority", Kind: loankey.Integer}
+		picked, err := rl.LockRows(ctx, claim, src, task.ID, 5)
+		if err != nil || fmt.Sprint(picked) != "[41 42 43 44 45]" {
+			t.Fatalf("the claim locked %v (%v), want loans 41 to 45", picked, err)
+		}
+		app, err := f.db.BeginTx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer app.Rollback()
+		_, err = app.ExecContext(ctx, "SELECT id FROM loan WHERE id = 7 FOR UPDATE NOWAIT")
+		switch f.d.Name() {
+		case "postgres":
+			if err != nil {
+				t.Fatalf("PostgreSQL: loan 7, in work, passed over by the claim: %v; want it free", err)
+			}
+		case "mysql":
+			if err == nil {
+				t.Fatal("MariaDB: loan 7, in work, passed over by the claim, was free; docs/mysql.md says the claim keeps it locked: update the page")
+			}
+			if !f.d.IsLockBusy(err) {
+				t.Fatalf("MariaDB: loan 7 with NOWAIT: %v; want a lock error (the claim holds it)", err)
+			}
+		}
 	})
 }
