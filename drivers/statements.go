@@ -125,8 +125,9 @@ type Statements struct {
 	// --- engine under contention: wake-ups, lease heartbeat, rows, coalescing
 	// (docs/algorithm.md, "Waiting", "Lease heartbeat", "The rows strategy") ---
 
-	// RequestWake: what a waiting caller reads: after its queued lock was
-	// granted, or at each poll.
+	// RequestWake: what a polling waiter reads at each poll (a waiter whose
+	// queued lock was granted reads RequestWithLoans instead: its answer,
+	// returned as read; dispatch/wake.go).
 	RequestWake Query[engineio.IDParams, engineio.WakeRow] `purpose:"wake-up: a waiting caller reads its request and the task's lease"`
 	// WaitLockSave: the session's lock wait limit, read on the waiter's
 	// connection before its transaction, to restore afterwards. Sent where the
