@@ -10,6 +10,8 @@ import (
 	"time"
 
 	gomysql "github.com/go-sql-driver/mysql"
+
+	"github.com/loanq/loanq/internal/testkit/testdb"
 )
 
 // A deadlock whose victim waits for InnoDB's AUTO-INC table lock: MariaDB
@@ -60,6 +62,10 @@ func TestAutoIncDeadlockIsADeadlock(t *testing.T) {
 	if err := heavy.QueryRowContext(ctx, "SELECT CONNECTION_ID()").Scan(&heavyID); err != nil {
 		t.Fatal(err)
 	}
+	// On a failure below, end the bulk insert before heavy's rollback
+	// (deferred above, so run after this), which would otherwise wait out
+	// the bulk insert's hour-long lock wait.
+	defer db.ExecContext(context.WithoutCancel(ctx), fmt.Sprintf("KILL QUERY %d", heavyID))
 	rows := make([]string, 50)
 	for i := range rows {
 		rows[i] = fmt.Sprintf("(%d)", i+1)
@@ -79,8 +85,15 @@ func TestAutoIncDeadlockIsADeadlock(t *testing.T) {
 	}()
 	// Wait until the bulk insert waits on the victim's key, AUTO-INC held.
 	for deadline := time.Now().Add(60 * time.Second); ; {
+		// Through FreshInnoDBTrx: InnoDB refreshes innodb_trx only after
+		// 0.1 s unread, and this loop polling every 10 ms once kept showing
+		// the bulk insert RUNNING for its whole 60 s while it waited.
 		var waiting int
-		if err := db.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.innodb_trx WHERE trx_mysql_thread_id = ? AND trx_state = 'LOCK WAIT'", heavyID).Scan(&waiting); err != nil {
+		var err error
+		testdb.FreshInnoDBTrx(func() {
+			err = db.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.innodb_trx WHERE trx_mysql_thread_id = ? AND trx_state = 'LOCK WAIT'", heavyID).Scan(&waiting)
+		})
+		if err != nil {
 			t.Fatal(err)
 		}
 		if waiting == 1 {

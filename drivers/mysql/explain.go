@@ -98,8 +98,8 @@ func (*Driver) DataLocks(ctx context.Context, q drivers.Querier, connID int64) (
 	return out, true, rows.Err()
 }
 
-// innodbTrxCacheAge is a little more than the age past which InnoDB
-// refreshes the cache behind INNODB_TRX (0.1 s).
+// innodbTrxCacheAge is a little more than how long the cache behind
+// INNODB_TRX must go unread before a read refreshes it (0.1 s).
 const innodbTrxCacheAge = 150 * time.Millisecond
 
 // recordsLocked is InnoDB's count of the record locks one session's open
@@ -115,8 +115,9 @@ const recordsLocked = `SELECT trx_rows_locked FROM information_schema.INNODB_TRX
 // "A rows claim keeps the locks of the rows it passes over").
 func (*Driver) RecordsLocked(ctx context.Context, q drivers.Querier, connID int64) (int64, bool, error) {
 	// InnoDB serves its information_schema tables of transactions and locks
-	// from a cache it refreshes when older than 0.1 s: read right after
-	// the claim, the row may be missing or its count old.
+	// from a server-wide cache it refreshes on a read only when nobody has
+	// read it for 0.1 s: read right after the claim (or just after another
+	// reader), the row may be missing or its count old.
 	if err := pause.For(ctx, innodbTrxCacheAge); err != nil {
 		return 0, false, err
 	}
